@@ -1,0 +1,21 @@
+GO ?= go
+PKGS := ./...
+
+.PHONY: build test services vet fmt bench run
+
+build:
+	$(GO) build -o bin/ontime ./cmd/ontime
+
+# The whole test suite, against the real local servers (started if down).
+test: services vet
+	$(GO) test -race -count=1 -timeout 40m $(PKGS)
+
+services:
+	./scripts/services.sh
+
+vet:
+	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || (gofmt -l $$(git ls-files '*.go'); echo "gofmt: files above need formatting"; exit 1)
+	$(GO) vet $(PKGS)
+
+run:
+	$(GO) run ./cmd/ontime serve

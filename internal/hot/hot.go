@@ -1,0 +1,56 @@
+// Package hot defines the hot tier: where claimed tasks due soon wait for
+// their due time. Two tiers keep this contract: memory (an in-process timer,
+// one node) and redis (slotted sorted sets shared by a cluster, with the
+// two-phase store → prepare → ack protocol of seed 001).
+//
+// The hot tier is a cache. The store is the truth: every entry is a claimed
+// row whose lease will expire, so whatever a tier loses, the scanner finds
+// again. A tier therefore never needs to persist anything.
+package hot
+
+import (
+	"context"
+	"errors"
+	"time"
+)
+
+// ErrClosed is returned by a tier's methods after Close.
+var ErrClosed = errors.New("hot tier closed")
+
+// Entry is one claimed task waiting in the hot tier. Entries with the same
+// ID and Token are the same entry; Add of an entry already present keeps one.
+type Entry struct {
+	ID    string
+	Topic string
+	DueAt time.Time
+	Token int64
+}
+
+// Tier is the hot tier contract.
+type Tier interface {
+	// Add puts entries in the tier. It never blocks on due times.
+	Add(ctx context.Context, entries ...Entry) error
+
+	// Pop blocks until at least one entry is due (DueAt <= now, never
+	// earlier) and returns up to max due entries, earliest first. Popped
+	// entries are in flight: they are not returned by another Pop until they
+	// are acked, nacked, or their visibility timeout passes. Pop returns
+	// ctx.Err() when ctx ends and ErrClosed after Close.
+	Pop(ctx context.Context, max int) ([]Entry, error)
+
+	// Ack removes in-flight entries for good.
+	Ack(ctx context.Context, entries ...Entry) error
+
+	// Nack returns in-flight entries to the tier, due again at retryAt.
+	Nack(ctx context.Context, retryAt time.Time, entries ...Entry) error
+
+	// Remove drops waiting entries by ID (a cancelled task); unknown IDs are
+	// ignored.
+	Remove(ctx context.Context, ids ...string) error
+
+	// Len is the number of waiting plus in-flight entries (for metrics).
+	Len(ctx context.Context) (int, error)
+
+	// Close wakes blocked Pops and releases resources. Idempotent.
+	Close() error
+}

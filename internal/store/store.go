@@ -1,0 +1,181 @@
+// Package store defines the contract every task store keeps, whatever the
+// engine: SQLite (the embedded default), MariaDB/MySQL and PostgreSQL. The
+// engines live in sqlstore (one implementation, a dialect per engine); the
+// contract's test suite lives in storetest and runs unchanged against each.
+//
+// A store holds M databases × N task tables (router.Topology). Every method
+// that takes task IDs routes each ID by the shard hash it carries; methods
+// that take an Item work on one (database, table, segment).
+package store
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/ontimehq/ontime/internal/task"
+)
+
+var (
+	// ErrNotFound: no task has this ID.
+	ErrNotFound = errors.New("task not found")
+	// ErrConflict: the task's state forbids the change (for example cancel
+	// of a running, done or dead task). The error wraps the current state.
+	ErrConflict = errors.New("task state conflict")
+)
+
+// ConflictError carries the state that refused a change. errors.Is(err,
+// ErrConflict) matches it.
+type ConflictError struct {
+	ID     string
+	Status task.Status
+	Op     string
+}
+
+func (e *ConflictError) Error() string {
+	return e.Op + " " + e.ID + ": task is " + e.Status.String()
+}
+func (e *ConflictError) Is(target error) bool { return target == ErrConflict }
+
+// Item is a sharding item: one segment of one table of one database.
+type Item struct {
+	DB      int
+	Table   int
+	Segment int
+}
+
+// Cursor is a keyset position over (due_at, id). The zero Cursor is the start.
+type Cursor struct {
+	DueAt time.Time
+	ID    string
+}
+
+// Ref names one claim of a task: the token the claim produced travels with
+// the task through the hot tier and must be presented to change it again.
+type Ref struct {
+	ID    string
+	Token int64
+	DueAt time.Time
+	Topic string
+}
+
+// NewTask is a validated task ready to insert, with its ID, shard hash and
+// segment already assigned (see router.NewID).
+type NewTask struct {
+	ID        string
+	ShardHash uint32
+	Seg       int
+	task.Validated
+	// Claim, when non-nil, inserts the task already claimed by this lease:
+	// the submit path of a task due within the preheat window.
+	Claim *Lease
+}
+
+// Lease is who claims and until when.
+type Lease struct {
+	Owner string
+	Until time.Time
+	Token int64
+}
+
+// Inserted is the outcome of one insert: the stored task, and whether it
+// existed already (same topic and key), in which case nothing was written.
+type Inserted struct {
+	Task     *task.Task
+	Existing bool
+}
+
+// Outcome is how one delivery attempt ended, for Finish.
+type Outcome struct {
+	Ref
+	// Done: delivered. Otherwise, when Dead is false the task returns to
+	// pending with due time RetryAt; when Dead is true it becomes dead.
+	Done    bool
+	Dead    bool
+	RetryAt time.Time
+	Error   string // kept as last_error when not Done
+}
+
+// ListFilter selects tasks for List. Zero fields do not filter.
+type ListFilter struct {
+	Topic  string
+	Status *task.Status
+	Limit  int    // 1..1000; 0 means 100
+	After  string // a task ID: list IDs strictly greater (the page cursor)
+}
+
+// Store is the task store contract.
+type Store interface {
+	// Insert writes tasks, each in its own shard, idempotently on (topic,
+	// key): a task whose topic and key exist already is not written and the
+	// existing task is returned with Existing set, also when several callers
+	// insert the same key concurrently. Results are in input order. Tasks
+	// are written in as few statements as the engine allows.
+	Insert(ctx context.Context, tasks []NewTask) ([]Inserted, error)
+
+	// Get returns the task with this ID or ErrNotFound (also for malformed IDs,
+	// wrapped with router.ErrBadID).
+	Get(ctx context.Context, id string) (*task.Task, error)
+
+	// Cancel moves a pending or claimed task to cancelled and returns it.
+	// Cancelling a cancelled task returns it unchanged. Running, done and
+	// dead tasks give a *ConflictError. A cancel racing a claim or a start
+	// is decided by the row: exactly one of them wins.
+	Cancel(ctx context.Context, id string) (*task.Task, error)
+
+	// Scan reads, without changing anything, up to limit tasks of item with
+	// status pending and due_at <= horizon, ordered by (due_at, id), strictly
+	// after cursor. Tasks inserted during a walk are neither skipped (when
+	// they sort after the cursor) nor repeated.
+	Scan(ctx context.Context, item Item, horizon time.Time, after Cursor, limit int) ([]*task.Task, error)
+
+	// Claim leases up to limit tasks of item to lease.Owner until lease.Until
+	// with token lease.Token: pending tasks with due_at <= horizon, earliest
+	// first, and claimed or running tasks whose lease ended before now.
+	// Concurrent claimers get disjoint sets (SKIP LOCKED where the engine has
+	// it). Returned refs carry lease.Token.
+	Claim(ctx context.Context, item Item, horizon, now time.Time, lease Lease, limit int) ([]Ref, error)
+
+	// NextDue returns the earliest due_at of a pending task in item, and the
+	// earliest lease end of a claimed or running task in item; zero times
+	// when there are none. The scanner sleeps until the sooner.
+	NextDue(ctx context.Context, item Item) (due, leaseEnd time.Time, err error)
+
+	// Start moves claimed tasks to running for a delivery attempt: only rows
+	// still claimed under the ref's token; attempts is incremented and the
+	// lease extended to leaseUntil. It returns the started tasks (full rows,
+	// Attempts already incremented), skipping refs that lost their claim.
+	Start(ctx context.Context, refs []Ref, leaseUntil time.Time) ([]*task.Task, error)
+
+	// Finish records delivery outcomes of running tasks under their tokens:
+	// done, back to pending at RetryAt (lease cleared), or dead. Refs whose
+	// token no longer matches are skipped. Rows are written in batches.
+	Finish(ctx context.Context, outcomes []Outcome) error
+
+	// Release returns claimed (not running) tasks to pending without
+	// counting an attempt: a node shutting down gives back what it holds.
+	Release(ctx context.Context, refs []Ref) error
+
+	// Extend moves the lease end of claimed or running tasks held under
+	// these refs to until.
+	Extend(ctx context.Context, refs []Ref, until time.Time) error
+
+	// Requeue moves a dead task back to pending, due at dueAt, with its
+	// attempt count reset. Other states give a *ConflictError.
+	Requeue(ctx context.Context, id string, dueAt time.Time) (*task.Task, error)
+
+	// List returns tasks matching f in ID order (creation order), after
+	// f.After, across all shards.
+	List(ctx context.Context, f ListFilter) ([]*task.Task, error)
+
+	// Count returns the number of tasks per status across all shards.
+	Count(ctx context.Context) (map[task.Status]int64, error)
+
+	// Items lists every sharding item of the topology.
+	Items() []Item
+
+	// Ping checks that every database answers.
+	Ping(ctx context.Context) error
+
+	Close() error
+}

@@ -1,0 +1,84 @@
+// Package task holds the task model shared by every stage of the pipeline:
+// the row a store keeps, its state machine, and the validation of what users
+// submit. It has no dependencies on the stages themselves.
+package task
+
+import (
+	"fmt"
+	"time"
+)
+
+// Status is a task's place in the state machine (see README "Task states").
+//
+//	pending ──claim──► claimed ──start──► running ──► done
+//	   ▲                  │                  │
+//	   │     lease expiry │ release          ├──fail (attempts left)──► pending (later due_at)
+//	   └──────────────────┘                  └──fail (no attempts)───► dead ──requeue──► pending
+//	pending | claimed ──cancel──► cancelled
+//
+// A claimed or running task whose lease expired is claimable again; done,
+// dead and cancelled are final (dead leaves only by an explicit requeue).
+type Status int8
+
+const (
+	StatusPending   Status = 0
+	StatusClaimed   Status = 1
+	StatusRunning   Status = 2
+	StatusDone      Status = 3
+	StatusDead      Status = 4
+	StatusCancelled Status = 5
+)
+
+var statusNames = [...]string{"pending", "claimed", "running", "done", "dead", "cancelled"}
+
+// AllStatuses lists every status in state-machine order.
+func AllStatuses() []Status {
+	return []Status{StatusPending, StatusClaimed, StatusRunning, StatusDone, StatusDead, StatusCancelled}
+}
+
+func (s Status) String() string {
+	if s < 0 || int(s) >= len(statusNames) {
+		return fmt.Sprintf("status(%d)", int(s))
+	}
+	return statusNames[s]
+}
+
+// ParseStatus maps a status name to its value.
+func ParseStatus(name string) (Status, error) {
+	for i, n := range statusNames {
+		if n == name {
+			return Status(i), nil
+		}
+	}
+	return 0, &FieldError{Field: "status", Message: fmt.Sprintf("unknown status %q (want one of pending, claimed, running, done, dead, cancelled)", name)}
+}
+
+// Final reports whether no transition leaves s except an explicit requeue.
+func (s Status) Final() bool {
+	return s == StatusDone || s == StatusDead || s == StatusCancelled
+}
+
+// Task is one delayed task, as a store keeps it.
+type Task struct {
+	ID          string
+	Topic       string
+	Key         string // empty when the submitter gave none
+	ShardHash   uint32 // routes the task: see router.Topology
+	Seg         int    // scan segment ("house number") within its table
+	DueAt       time.Time
+	Payload     []byte // a JSON value; never nil once validated ("null" at least)
+	Target      string // "" means a Go handler registered for Topic
+	MaxAttempts int
+	Attempts    int // deliveries started so far
+	Status      Status
+	LastError   string
+	CreatedAt   time.Time
+	UpdatedAt   time.Time
+	// Owner and LeaseUntil are set while the task is claimed or running.
+	Owner      string
+	LeaseUntil time.Time
+	// Token identifies one claim of the task. Start, Complete, Fail and
+	// Release must present it, so a holder whose claim was superseded (its
+	// lease expired and another node claimed the task) can change nothing.
+	Token int64
+}

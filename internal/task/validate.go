@@ -1,0 +1,194 @@
+package task
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/url"
+	"time"
+	"unicode/utf8"
+)
+
+// Limits bound what a submitted task may carry. Zero fields take defaults.
+type Limits struct {
+	MaxPayloadBytes    int // default DefaultMaxPayloadBytes
+	DefaultMaxAttempts int // default DefaultMaxAttempts
+}
+
+const (
+	DefaultMaxPayloadBytes = 1 << 20
+	DefaultMaxAttempts     = 25
+	MaxTopicLen            = 64
+	MaxKeyLen              = 255
+	MaxTargetLen           = 2048
+	MaxAttemptsLimit       = 1000
+	// MaxHorizon is how far ahead a task may be due; beyond it a due time is
+	// almost surely a unit mistake (seconds for milliseconds).
+	MaxHorizon = 10 * 365 * 24 * time.Hour
+)
+
+// WithDefaults returns l with zero fields set to their defaults.
+func (l Limits) WithDefaults() Limits {
+	if l.MaxPayloadBytes <= 0 {
+		l.MaxPayloadBytes = DefaultMaxPayloadBytes
+	}
+	if l.DefaultMaxAttempts <= 0 {
+		l.DefaultMaxAttempts = DefaultMaxAttempts
+	}
+	return l
+}
+
+// FieldError is bad input in one named field. The API answers it with 400
+// (413 when Field is "payload" and TooLarge is set).
+type FieldError struct {
+	Field    string
+	Message  string
+	TooLarge bool
+}
+
+func (e *FieldError) Error() string { return e.Field + ": " + e.Message }
+
+// ErrInvalid matches every *FieldError with errors.Is.
+var ErrInvalid = errors.New("invalid task")
+
+func (e *FieldError) Is(target error) bool { return target == ErrInvalid }
+
+func fieldErr(field, format string, args ...any) error {
+	return &FieldError{Field: field, Message: fmt.Sprintf(format, args...)}
+}
+
+// Spec is what a submitter asks for, before validation.
+type Spec struct {
+	Topic       string
+	Key         string
+	DueAt       *time.Time     // at most one of DueAt and Delay
+	Delay       *time.Duration // relative to now
+	Payload     []byte         // raw JSON; nil or empty means null
+	Target      string
+	MaxAttempts int // 0 means the default
+}
+
+// Validated is a Spec that passed validation, with its due time resolved.
+type Validated struct {
+	Topic       string
+	Key         string
+	DueAt       time.Time
+	Payload     []byte
+	Target      string
+	MaxAttempts int
+}
+
+// Validate checks every field of s against l and resolves the due time
+// against now. It is the one place where submitted input is judged.
+func Validate(s Spec, l Limits, now time.Time) (Validated, error) {
+	l = l.WithDefaults()
+	if err := ValidateTopic(s.Topic); err != nil {
+		return Validated{}, err
+	}
+	if len(s.Key) > MaxKeyLen {
+		return Validated{}, fieldErr("key", "is %d bytes; at most %d", len(s.Key), MaxKeyLen)
+	}
+	if !utf8.ValidString(s.Key) {
+		return Validated{}, fieldErr("key", "is not valid UTF-8")
+	}
+	for i := 0; i < len(s.Key); i++ {
+		if s.Key[i] < 0x20 || s.Key[i] == 0x7f {
+			return Validated{}, fieldErr("key", "contains a control character at byte %d", i)
+		}
+	}
+	v := Validated{Topic: s.Topic, Key: s.Key, Target: s.Target}
+	switch {
+	case s.DueAt != nil && s.Delay != nil:
+		return Validated{}, fieldErr("due_at", "give due_at or delay, not both")
+	case s.DueAt != nil:
+		if s.DueAt.IsZero() {
+			return Validated{}, fieldErr("due_at", "is the zero time")
+		}
+		if s.DueAt.After(now.Add(MaxHorizon)) {
+			return Validated{}, fieldErr("due_at", "is more than 10 years ahead")
+		}
+		v.DueAt = *s.DueAt
+		if v.DueAt.Before(now) {
+			v.DueAt = now // a past due time means "as soon as possible"
+		}
+	case s.Delay != nil:
+		if *s.Delay < 0 {
+			return Validated{}, fieldErr("delay", "is negative (%s)", *s.Delay)
+		}
+		if *s.Delay > MaxHorizon {
+			return Validated{}, fieldErr("delay", "is more than 10 years")
+		}
+		v.DueAt = now.Add(*s.Delay)
+	default:
+		v.DueAt = now
+	}
+	v.DueAt = v.DueAt.Truncate(time.Microsecond) // stores keep microseconds
+
+	switch {
+	case len(s.Payload) == 0:
+		v.Payload = []byte("null")
+	case len(s.Payload) > l.MaxPayloadBytes:
+		return Validated{}, &FieldError{Field: "payload", TooLarge: true,
+			Message: fmt.Sprintf("is %d bytes; at most %d", len(s.Payload), l.MaxPayloadBytes)}
+	case !json.Valid(s.Payload):
+		return Validated{}, fieldErr("payload", "is not valid JSON")
+	default:
+		v.Payload = s.Payload
+	}
+	if err := ValidateTarget(s.Target); err != nil {
+		return Validated{}, err
+	}
+	switch {
+	case s.MaxAttempts == 0:
+		v.MaxAttempts = l.DefaultMaxAttempts
+	case s.MaxAttempts < 0 || s.MaxAttempts > MaxAttemptsLimit:
+		return Validated{}, fieldErr("max_attempts", "is %d; want 1 to %d", s.MaxAttempts, MaxAttemptsLimit)
+	default:
+		v.MaxAttempts = s.MaxAttempts
+	}
+	return v, nil
+}
+
+// ValidateTopic checks a topic name: 1–64 of A-Z a-z 0-9 _ . -
+func ValidateTopic(topic string) error {
+	if topic == "" {
+		return fieldErr("topic", "is required")
+	}
+	if len(topic) > MaxTopicLen {
+		return fieldErr("topic", "is %d characters; at most %d", len(topic), MaxTopicLen)
+	}
+	for i := 0; i < len(topic); i++ {
+		c := topic[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '.' || c == '-') {
+			return fieldErr("topic", "has %q at position %d; allowed are A-Z a-z 0-9 _ . -", c, i)
+		}
+	}
+	return nil
+}
+
+// ValidateTarget checks a delivery target: empty (a Go handler registered
+// for the topic) or an absolute http:// or https:// URL.
+func ValidateTarget(target string) error {
+	if target == "" {
+		return nil
+	}
+	if len(target) > MaxTargetLen {
+		return fieldErr("target", "is %d bytes; at most %d", len(target), MaxTargetLen)
+	}
+	u, err := url.Parse(target)
+	if err != nil {
+		return fieldErr("target", "is not a URL: %v", err)
+	}
+	switch u.Scheme {
+	case "http", "https":
+		if u.Host == "" {
+			return fieldErr("target", "has no host")
+		}
+		if u.User != nil {
+			return fieldErr("target", "must not carry credentials in the URL")
+		}
+	default:
+		return fieldErr("target", "scheme %q is not supported (want http or https, or empty for a Go handler)", u.Scheme)
+	}
+	return nil
+}

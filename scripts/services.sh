@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# Starts the local services the test suite talks to, when they are down.
+# Idempotent: a running service is left alone. Used by `make services`.
+set -u
+up() { timeout 1 bash -c "exec 3<>/dev/tcp/127.0.0.1/$1" 2>/dev/null; }
+wait_port() { for _ in $(seq 1 60); do up "$1" && return 0; sleep 1; done; echo "services: $2 did not come up on port $1" >&2; return 1; }
+rc=0
+if ! up 5432; then pg_ctlcluster --skip-systemctl-redirect "$(ls /etc/postgresql | head -1)" main start; wait_port 5432 postgresql || rc=1; fi
+if ! up 3306; then start-stop-daemon --start --oknodo --background --exec /usr/sbin/mariadbd; wait_port 3306 mariadb || rc=1; fi
+if ! up 6379; then redis-server --daemonize yes --bind 127.0.0.1 -::1 --port 6379 --save "" --appendonly no --dir /var/lib/redis --logfile /var/log/redis/ci.log; wait_port 6379 redis || rc=1; fi
+if ! up 5672; then rabbitmq-server -detached; wait_port 5672 rabbitmq || rc=1; fi
+if ! up 4222; then start-stop-daemon --start --oknodo --background --exec /usr/sbin/nats-server -- -a 127.0.0.1 -p 4222 -js -sd /var/lib/nats-server -l /var/log/nats-server.log; wait_port 4222 nats || rc=1; fi
+if ! up 1883; then mosquitto -d -c /etc/mosquitto/mosquitto.conf; wait_port 1883 mosquitto || rc=1; fi
+exit $rc
