@@ -1,0 +1,321 @@
+// Package config loads a node's configuration: defaults, then ontime.yaml
+// (unknown keys are errors), then ONTIME_* environment overrides, then
+// validation. Every error names the key it is about.
+package config
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strconv"
+	"strings"
+	"time"
+
+	"gopkg.in/yaml.v3"
+)
+
+// Duration is a time.Duration written as a Go duration string ("30s").
+type Duration time.Duration
+
+// UnmarshalYAML reads "30s"-style strings.
+func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
+	var s string
+	if err := n.Decode(&s); err != nil {
+		return fmt.Errorf("want a duration such as 30s")
+	}
+	v, err := time.ParseDuration(s)
+	if err != nil {
+		return fmt.Errorf("%q is not a duration such as 30s", s)
+	}
+	*d = Duration(v)
+	return nil
+}
+
+// MarshalYAML writes the duration string.
+func (d Duration) MarshalYAML() (any, error) { return time.Duration(d).String(), nil }
+
+// Config is the whole node configuration. Defaults are in Default.
+type Config struct {
+	Listen   string   `yaml:"listen"`   // API address; default 127.0.0.1:7070
+	DataDir  string   `yaml:"data_dir"` // default ./ontime-data
+	NodeID   string   `yaml:"node_id"`  // default <hostname>-<random>
+	LogLevel string   `yaml:"log_level"`
+	Store    Store    `yaml:"store"`
+	Hot      Hot      `yaml:"hot"`
+	Cluster  Cluster  `yaml:"cluster"`
+	Delivery Delivery `yaml:"delivery"`
+}
+
+// Store configures the task store.
+type Store struct {
+	Driver    string   `yaml:"driver"`    // sqlite | mysql | postgres
+	Databases []string `yaml:"databases"` // one DSN per database; sqlite default: data_dir/ontime.db
+	Tables    int      `yaml:"tables"`    // N task tables per database; default 16
+	Segments  int      `yaml:"segments"`  // scan segments per table; default 4
+}
+
+// Hot configures the hot tier.
+type Hot struct {
+	Tier       string   `yaml:"tier"`        // memory | redis
+	RedisAddrs []string `yaml:"redis_addrs"` // one: standalone; several: Redis Cluster
+	Window     Duration `yaml:"window"`      // preheat window; default 30s
+	Slots      int      `yaml:"slots"`       // redis sorted-set slots per topic; default 8
+}
+
+// Cluster configures coordination.
+type Cluster struct {
+	Coordinator   string   `yaml:"coordinator"` // none | database | etcd
+	EtcdEndpoints []string `yaml:"etcd_endpoints"`
+}
+
+// Delivery configures how tasks are delivered.
+type Delivery struct {
+	WebhookSecret   string   `yaml:"webhook_secret"`
+	Timeout         Duration `yaml:"timeout"`           // per webhook call; default 10s
+	Concurrency     int      `yaml:"concurrency"`       // per destination; default 32
+	MaxAttempts     int      `yaml:"max_attempts"`      // default for tasks; default 25
+	MaxPayloadBytes int      `yaml:"max_payload_bytes"` // default 1 MiB
+	RetryBase       Duration `yaml:"retry_base"`        // first retry delay; default 1s
+	RetryMax        Duration `yaml:"retry_max"`         // cap; default 1h
+	LeaseTTL        Duration `yaml:"lease_ttl"`         // claim lease beyond the due time; default 30s
+	BreakerFailures int      `yaml:"breaker_failures"`  // consecutive failures that open a destination's breaker; default 10
+	BreakerOpenFor  Duration `yaml:"breaker_open_for"`  // default 10s
+	ShutdownGrace   Duration `yaml:"shutdown_grace"`    // how long SIGTERM waits for in-flight deliveries; default 15s
+}
+
+// Default returns the configuration of `ontime serve` with no file.
+func Default() Config {
+	return Config{
+		Listen:   "127.0.0.1:7070",
+		DataDir:  "./ontime-data",
+		LogLevel: "info",
+		Store:    Store{Driver: "sqlite", Tables: 16, Segments: 4},
+		Hot:      Hot{Tier: "memory", Window: Duration(30 * time.Second), Slots: 8},
+		Cluster:  Cluster{Coordinator: "none"},
+		Delivery: Delivery{
+			Timeout: Duration(10 * time.Second), Concurrency: 32, MaxAttempts: 25,
+			MaxPayloadBytes: 1 << 20, RetryBase: Duration(time.Second), RetryMax: Duration(time.Hour),
+			LeaseTTL: Duration(30 * time.Second), BreakerFailures: 10, BreakerOpenFor: Duration(10 * time.Second),
+			ShutdownGrace: Duration(15 * time.Second),
+		},
+	}
+}
+
+// Load builds the configuration from path ("" for none) and the environment.
+func Load(path string, environ []string) (Config, error) {
+	c := Default()
+	if path != "" {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return Config{}, fmt.Errorf("config: %w", err)
+		}
+		if err := Parse(b, &c); err != nil {
+			return Config{}, fmt.Errorf("config %s: %w", path, err)
+		}
+	}
+	if err := applyEnv(&c, environ); err != nil {
+		return Config{}, err
+	}
+	c.fill()
+	if err := c.Validate(); err != nil {
+		return Config{}, err
+	}
+	return c, nil
+}
+
+// Parse decodes YAML into c, rejecting unknown keys.
+func Parse(b []byte, c *Config) error {
+	dec := yaml.NewDecoder(bytes.NewReader(b))
+	dec.KnownFields(true)
+	if err := dec.Decode(c); err != nil && !errors.Is(err, io.EOF) {
+		return fmt.Errorf("%s", strings.TrimPrefix(err.Error(), "yaml: "))
+	}
+	return nil
+}
+
+// fill derives the defaults that depend on other values.
+func (c *Config) fill() {
+	if c.Store.Driver == "sqlite" && len(c.Store.Databases) == 0 {
+		c.Store.Databases = []string{filepath.Join(c.DataDir, "ontime.db")}
+	}
+	if c.NodeID == "" {
+		h, _ := os.Hostname()
+		if h == "" {
+			h = "node"
+		}
+		c.NodeID = fmt.Sprintf("%s-%d", h, os.Getpid())
+	}
+}
+
+// Validate checks every value.
+func (c *Config) Validate() error {
+	if _, _, err := net.SplitHostPort(c.Listen); err != nil {
+		return fmt.Errorf("listen: %q is not host:port", c.Listen)
+	}
+	if c.DataDir == "" {
+		return errors.New("data_dir: must not be empty")
+	}
+	if len(c.NodeID) > 64 {
+		return fmt.Errorf("node_id: %d characters; at most 64", len(c.NodeID))
+	}
+	switch c.LogLevel {
+	case "debug", "info", "warn", "error":
+	default:
+		return fmt.Errorf("log_level: %q is not one of debug, info, warn, error", c.LogLevel)
+	}
+	switch c.Store.Driver {
+	case "sqlite", "mysql", "postgres":
+	default:
+		return fmt.Errorf("store.driver: %q is not one of sqlite, mysql, postgres", c.Store.Driver)
+	}
+	if len(c.Store.Databases) == 0 {
+		return fmt.Errorf("store.databases: at least one DSN is needed for driver %s", c.Store.Driver)
+	}
+	for i, d := range c.Store.Databases {
+		if strings.TrimSpace(d) == "" {
+			return fmt.Errorf("store.databases[%d]: empty DSN", i)
+		}
+	}
+	if c.Store.Tables < 1 || c.Store.Tables > 4096 {
+		return fmt.Errorf("store.tables: %d is out of range 1..4096", c.Store.Tables)
+	}
+	if c.Store.Segments < 1 || c.Store.Segments > 256 {
+		return fmt.Errorf("store.segments: %d is out of range 1..256", c.Store.Segments)
+	}
+	switch c.Hot.Tier {
+	case "memory":
+	case "redis":
+		if len(c.Hot.RedisAddrs) == 0 {
+			return errors.New("hot.redis_addrs: at least one address is needed for hot.tier redis")
+		}
+		for i, a := range c.Hot.RedisAddrs {
+			if _, _, err := net.SplitHostPort(a); err != nil {
+				return fmt.Errorf("hot.redis_addrs[%d]: %q is not host:port", i, a)
+			}
+		}
+	default:
+		return fmt.Errorf("hot.tier: %q is not one of memory, redis", c.Hot.Tier)
+	}
+	if w := time.Duration(c.Hot.Window); w < 100*time.Millisecond || w > 24*time.Hour {
+		return fmt.Errorf("hot.window: %s is out of range 100ms..24h", w)
+	}
+	if c.Hot.Slots < 1 || c.Hot.Slots > 1024 {
+		return fmt.Errorf("hot.slots: %d is out of range 1..1024", c.Hot.Slots)
+	}
+	switch c.Cluster.Coordinator {
+	case "none":
+	case "database", "etcd":
+		return fmt.Errorf("cluster.coordinator: %q is not available in this build yet (use none)", c.Cluster.Coordinator)
+	default:
+		return fmt.Errorf("cluster.coordinator: %q is not one of none, database, etcd", c.Cluster.Coordinator)
+	}
+	d := c.Delivery
+	checks := []struct {
+		key       string
+		v, lo, hi time.Duration
+	}{
+		{"delivery.timeout", time.Duration(d.Timeout), 10 * time.Millisecond, time.Hour},
+		{"delivery.retry_base", time.Duration(d.RetryBase), time.Millisecond, 24 * time.Hour},
+		{"delivery.retry_max", time.Duration(d.RetryMax), time.Millisecond, 30 * 24 * time.Hour},
+		{"delivery.lease_ttl", time.Duration(d.LeaseTTL), 100 * time.Millisecond, 24 * time.Hour},
+		{"delivery.breaker_open_for", time.Duration(d.BreakerOpenFor), 10 * time.Millisecond, time.Hour},
+		{"delivery.shutdown_grace", time.Duration(d.ShutdownGrace), 0, time.Hour},
+	}
+	for _, ck := range checks {
+		if ck.v < ck.lo || ck.v > ck.hi {
+			return fmt.Errorf("%s: %s is out of range %s..%s", ck.key, ck.v, ck.lo, ck.hi)
+		}
+	}
+	if d.RetryMax < d.RetryBase {
+		return fmt.Errorf("delivery.retry_max: %s is below delivery.retry_base %s", time.Duration(d.RetryMax), time.Duration(d.RetryBase))
+	}
+	if d.Concurrency < 1 || d.Concurrency > 10000 {
+		return fmt.Errorf("delivery.concurrency: %d is out of range 1..10000", d.Concurrency)
+	}
+	if d.MaxAttempts < 1 || d.MaxAttempts > 1000 {
+		return fmt.Errorf("delivery.max_attempts: %d is out of range 1..1000", d.MaxAttempts)
+	}
+	if d.MaxPayloadBytes < 1 || d.MaxPayloadBytes > 64<<20 {
+		return fmt.Errorf("delivery.max_payload_bytes: %d is out of range 1..%d", d.MaxPayloadBytes, 64<<20)
+	}
+	if d.BreakerFailures < 1 || d.BreakerFailures > 1000000 {
+		return fmt.Errorf("delivery.breaker_failures: %d is out of range 1..1000000", d.BreakerFailures)
+	}
+	return nil
+}
+
+// applyEnv sets fields from ONTIME_<PATH> variables: ONTIME_STORE_DRIVER,
+// ONTIME_HOT_REDIS_ADDRS (lists are comma-separated), ONTIME_DELIVERY_TIMEOUT.
+// ONTIME_SERVER belongs to the CLI and is ignored here.
+func applyEnv(c *Config, environ []string) error {
+	fields := map[string]reflect.Value{}
+	collect(reflect.ValueOf(c).Elem(), "ONTIME", fields)
+	for _, kv := range environ {
+		name, val, ok := strings.Cut(kv, "=")
+		if !ok || !strings.HasPrefix(name, "ONTIME_") {
+			continue
+		}
+		f, known := fields[name]
+		if !known {
+			continue
+		}
+		if err := setFromString(f, val); err != nil {
+			return fmt.Errorf("%s: %w", name, err)
+		}
+	}
+	return nil
+}
+
+func collect(v reflect.Value, prefix string, out map[string]reflect.Value) {
+	t := v.Type()
+	for i := 0; i < t.NumField(); i++ {
+		tag := strings.Split(t.Field(i).Tag.Get("yaml"), ",")[0]
+		if tag == "" || tag == "-" {
+			continue
+		}
+		name := prefix + "_" + strings.ToUpper(tag)
+		f := v.Field(i)
+		if f.Kind() == reflect.Struct {
+			collect(f, name, out)
+			continue
+		}
+		out[name] = f
+	}
+}
+
+var durationType = reflect.TypeOf(Duration(0))
+
+func setFromString(f reflect.Value, s string) error {
+	switch {
+	case f.Type() == durationType:
+		d, err := time.ParseDuration(s)
+		if err != nil {
+			return fmt.Errorf("%q is not a duration such as 30s", s)
+		}
+		f.SetInt(int64(d))
+	case f.Kind() == reflect.String:
+		f.SetString(s)
+	case f.Kind() == reflect.Int:
+		n, err := strconv.Atoi(s)
+		if err != nil {
+			return fmt.Errorf("%q is not an integer", s)
+		}
+		f.SetInt(int64(n))
+	case f.Kind() == reflect.Slice && f.Type().Elem().Kind() == reflect.String:
+		var parts []string
+		for _, p := range strings.Split(s, ",") {
+			if p = strings.TrimSpace(p); p != "" {
+				parts = append(parts, p)
+			}
+		}
+		f.Set(reflect.ValueOf(parts))
+	default:
+		return fmt.Errorf("unsupported field type %s", f.Type())
+	}
+	return nil
+}
