@@ -22,6 +22,7 @@ type command struct {
 // one verb per file without init side effects.
 func commands() map[string]command {
 	return map[string]command{
+		"serve": {"run a node (API, scanner, delivery)", runServe},
 		"shard": {"local tools for the shard layout (shard check)", runShard},
 	}
 }

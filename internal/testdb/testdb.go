@@ -21,7 +21,7 @@ import (
 	"time"
 
 	_ "github.com/go-sql-driver/mysql" // driver for the admin connection
-	_ "github.com/jackc/pgx/v5/stdlib"  // driver for the admin connection
+	_ "github.com/jackc/pgx/v5/stdlib" // driver for the admin connection
 )
 
 const (

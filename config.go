@@ -1,7 +1,8 @@
-// Package config loads a node's configuration: defaults, then ontime.yaml
-// (unknown keys are errors), then ONTIME_* environment overrides, then
-// validation. Every error names the key it is about.
-package config
+package ontime
+
+// Configuration of a node: defaults, then ontime.yaml (unknown keys are
+// errors), then ONTIME_* environment overrides, then validation. Every
+// error names the key it is about.
 
 import (
 	"bytes"
@@ -89,7 +90,7 @@ type Delivery struct {
 }
 
 // Default returns the configuration of `ontime serve` with no file.
-func Default() Config {
+func DefaultConfig() Config {
 	return Config{
 		Listen:   "127.0.0.1:7070",
 		DataDir:  "./ontime-data",
@@ -107,14 +108,14 @@ func Default() Config {
 }
 
 // Load builds the configuration from path ("" for none) and the environment.
-func Load(path string, environ []string) (Config, error) {
-	c := Default()
+func LoadConfig(path string, environ []string) (Config, error) {
+	c := DefaultConfig()
 	if path != "" {
 		b, err := os.ReadFile(path)
 		if err != nil {
 			return Config{}, fmt.Errorf("config: %w", err)
 		}
-		if err := Parse(b, &c); err != nil {
+		if err := ParseConfig(b, &c); err != nil {
 			return Config{}, fmt.Errorf("config %s: %w", path, err)
 		}
 	}
@@ -129,7 +130,7 @@ func Load(path string, environ []string) (Config, error) {
 }
 
 // Parse decodes YAML into c, rejecting unknown keys.
-func Parse(b []byte, c *Config) error {
+func ParseConfig(b []byte, c *Config) error {
 	dec := yaml.NewDecoder(bytes.NewReader(b))
 	dec.KnownFields(true)
 	if err := dec.Decode(c); err != nil && !errors.Is(err, io.EOF) {

@@ -1,0 +1,297 @@
+// Package ontime is a distributed delayed-task scheduler you can embed.
+//
+// A Node stores tasks in sharded task tables (SQLite by default, MySQL or
+// PostgreSQL), preheats the ones due soon into a hot tier (in-process or
+// Redis) and delivers each on time, at least once, to a webhook or to a Go
+// handler registered with Handle. `ontime serve` is a thin wrapper around a
+// Node and its HTTP API.
+//
+//	node, err := ontime.NewNode(ctx, ontime.DefaultConfig())
+//	node.Handle("order.cancel", func(ctx context.Context, d *ontime.Delivery) error { … })
+//	node.Start(ctx)
+//	node.Submit(ctx, ontime.TaskSpec{Topic: "order.cancel", Key: "order-42", Delay: 30 * time.Minute})
+package ontime
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"time"
+
+	"github.com/ontimehq/ontime/internal/api"
+	"github.com/ontimehq/ontime/internal/deliver"
+	"github.com/ontimehq/ontime/internal/deliver/webhook"
+	"github.com/ontimehq/ontime/internal/engine"
+	"github.com/ontimehq/ontime/internal/hot"
+	"github.com/ontimehq/ontime/internal/hot/memory"
+	hotredis "github.com/ontimehq/ontime/internal/hot/redis"
+	"github.com/ontimehq/ontime/internal/router"
+	"github.com/ontimehq/ontime/internal/store"
+	"github.com/ontimehq/ontime/internal/store/sqlstore"
+	"github.com/ontimehq/ontime/internal/task"
+)
+
+// Errors a Node returns; match with errors.Is.
+var (
+	ErrNotFound = store.ErrNotFound // no task with this ID
+	ErrConflict = store.ErrConflict // the task's state forbids the change
+	ErrInvalid  = task.ErrInvalid   // bad input; errors.As to *FieldError names the field
+)
+
+// FieldError is bad input in one named field.
+type FieldError = task.FieldError
+
+// Delivery is what a handler receives: one attempt to deliver one task.
+type Delivery struct {
+	ID      string
+	Topic   string
+	Key     string
+	Payload json.RawMessage
+	DueAt   time.Time
+	Attempt int // 1 for the first delivery
+}
+
+// Handler processes a delivery. A nil error completes the task; an error
+// schedules a retry with backoff until max_attempts, then the task is dead.
+// Wrap an error with Permanent to make the task dead at once.
+type Handler func(ctx context.Context, d *Delivery) error
+
+// Permanent marks a handler error as not worth retrying.
+func Permanent(err error) error { return deliver.Permanent(err) }
+
+// VerifySignature checks a webhook's Ontime-Signature header against the
+// raw body, rejecting timestamps older than tolerance: receivers use it.
+func VerifySignature(secret, header string, body []byte, now time.Time, tolerance time.Duration) error {
+	return webhook.Verify(secret, header, body, now, tolerance)
+}
+
+// TaskSpec is a task to submit. Give at most one of DueAt and Delay;
+// neither means now.
+type TaskSpec struct {
+	Topic       string
+	Key         string // unique within the topic; the shard key
+	DueAt       time.Time
+	Delay       time.Duration
+	Payload     json.RawMessage // any JSON value; nil means null
+	Target      string          // webhook URL, or "" for the topic's Go handler
+	MaxAttempts int             // 0: the configured default
+}
+
+// Task is a stored task.
+type Task struct {
+	ID          string
+	Topic       string
+	Key         string
+	DueAt       time.Time
+	Payload     json.RawMessage
+	Target      string
+	MaxAttempts int
+	Status      string // pending, claimed, running, done, dead, cancelled
+	Attempts    int
+	CreatedAt   time.Time
+	LastError   string
+}
+
+func viewOf(t *task.Task) *Task {
+	return &Task{ID: t.ID, Topic: t.Topic, Key: t.Key, DueAt: t.DueAt, Payload: t.Payload, Target: t.Target,
+		MaxAttempts: t.MaxAttempts, Status: t.Status.String(), Attempts: t.Attempts, CreatedAt: t.CreatedAt, LastError: t.LastError}
+}
+
+// Node is one ontime node: store, hot tier, scanner, dispatcher, engine.
+type Node struct {
+	cfg    Config
+	log    *slog.Logger
+	store  store.Store
+	tier   hot.Tier
+	eng    *engine.Engine
+	closed bool
+}
+
+// NodeOption adjusts a Node beyond its Config.
+type NodeOption func(*nodeOptions)
+
+type nodeOptions struct {
+	logger *slog.Logger
+	tuning func(*engine.Config)
+}
+
+// WithLogger sets the node's logger (default: discard).
+func WithLogger(l *slog.Logger) NodeOption { return func(o *nodeOptions) { o.logger = l } }
+
+// NewNode validates cfg, opens (and migrates) the store and the hot tier,
+// and builds the node. Nothing is scanned or delivered until Start.
+func NewNode(ctx context.Context, cfg Config, opts ...NodeOption) (*Node, error) {
+	var o nodeOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
+	if o.logger == nil {
+		o.logger = slog.New(slog.DiscardHandler)
+	}
+	cfg.fill()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if cfg.Store.Driver == "sqlite" {
+		if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
+			return nil, fmt.Errorf("data_dir: %w", err)
+		}
+	}
+	st, err := sqlstore.Open(ctx, sqlstore.Config{Driver: cfg.Store.Driver, DSNs: cfg.Store.Databases,
+		Tables: cfg.Store.Tables, Segments: cfg.Store.Segments, Logger: o.logger})
+	if err != nil {
+		return nil, err
+	}
+	n := &Node{cfg: cfg, log: o.logger, store: st}
+	if err := n.build(ctx, o); err != nil {
+		st.Close()
+		return nil, err
+	}
+	return n, nil
+}
+
+func (n *Node) build(ctx context.Context, o nodeOptions) error {
+	cfg := n.cfg
+	window := time.Duration(cfg.Hot.Window)
+	switch cfg.Hot.Tier {
+	case "memory":
+		t, err := memory.New(memory.Config{Visibility: time.Duration(cfg.Delivery.LeaseTTL)})
+		if err != nil {
+			return fmt.Errorf("hot: %w", err)
+		}
+		n.tier = t
+	case "redis":
+		t, err := hotredis.New(ctx, hotredis.Config{Addrs: cfg.Hot.RedisAddrs, Slots: cfg.Hot.Slots,
+			Visibility: time.Duration(cfg.Delivery.LeaseTTL), Logger: n.log})
+		if err != nil {
+			return fmt.Errorf("hot: %w", err)
+		}
+		n.tier = t
+	}
+	disp, err := deliver.NewDispatcher(deliver.DispatcherConfig{
+		PerDestConcurrency: cfg.Delivery.Concurrency,
+		Breaker:            deliver.BreakerConfig{FailureThreshold: cfg.Delivery.BreakerFailures, OpenFor: time.Duration(cfg.Delivery.BreakerOpenFor)},
+		Logger:             n.log,
+	})
+	if err != nil {
+		n.tier.Close()
+		return fmt.Errorf("delivery: %w", err)
+	}
+	wh, err := webhook.New(webhook.Config{Secret: cfg.Delivery.WebhookSecret, Timeout: time.Duration(cfg.Delivery.Timeout)})
+	if err != nil {
+		n.tier.Close()
+		return fmt.Errorf("delivery: %w", err)
+	}
+	ecfg := engine.Config{
+		Store: n.store, Tier: n.tier, Dispatcher: disp, Webhook: wh,
+		Topology: router.Topology{Databases: len(cfg.Store.Databases), Tables: cfg.Store.Tables},
+		Segments: cfg.Store.Segments, NodeID: cfg.NodeID, Window: window,
+		LeaseTTL:      time.Duration(cfg.Delivery.LeaseTTL),
+		DeliveryLease: time.Duration(cfg.Delivery.Timeout) + time.Duration(cfg.Delivery.LeaseTTL),
+		ShutdownGrace: time.Duration(cfg.Delivery.ShutdownGrace),
+		Limits:        task.Limits{MaxPayloadBytes: cfg.Delivery.MaxPayloadBytes, DefaultMaxAttempts: cfg.Delivery.MaxAttempts},
+		Retry:         deliver.RetryPolicy{Base: time.Duration(cfg.Delivery.RetryBase), Max: time.Duration(cfg.Delivery.RetryMax)},
+		Logger:        n.log,
+	}
+	if o.tuning != nil {
+		o.tuning(&ecfg)
+	}
+	eng, err := engine.New(ecfg)
+	if err != nil {
+		n.tier.Close()
+		return err
+	}
+	n.eng = eng
+	return nil
+}
+
+// Handle registers h for tasks of topic submitted without a target.
+// Register before Start, on every node that may deliver the topic.
+func (n *Node) Handle(topic string, h Handler) error {
+	if h == nil {
+		return errors.New("ontime: nil handler")
+	}
+	return n.eng.Handle(topic, deliver.HandlerFunc(func(ctx context.Context, d deliver.Delivery) error {
+		return h(ctx, &Delivery{ID: d.ID, Topic: d.Topic, Key: d.Key, Payload: d.Payload, DueAt: d.DueAt, Attempt: d.Attempt})
+	}))
+}
+
+// Start starts scanning and delivering; it returns at once.
+func (n *Node) Start(ctx context.Context) error { return n.eng.Start(ctx, true) }
+
+// Stop stops claiming, finishes or releases in-flight work within the
+// shutdown grace, and closes the store. Idempotent.
+func (n *Node) Stop(ctx context.Context) error {
+	err := n.eng.Stop(ctx)
+	if !n.closed {
+		n.closed = true
+		if cerr := n.store.Close(); cerr != nil {
+			err = errors.Join(err, cerr)
+		}
+	}
+	return err
+}
+
+// Submit stores one task and returns it; created is false when a task with
+// the same topic and key existed (nothing was written).
+func (n *Node) Submit(ctx context.Context, s TaskSpec) (t *Task, created bool, err error) {
+	res, err := n.eng.Submit(ctx, []task.Spec{specOf(s)})
+	if err != nil {
+		return nil, false, err
+	}
+	if res[0].Err != nil {
+		return nil, false, res[0].Err
+	}
+	return viewOf(res[0].Task), !res[0].Existing, nil
+}
+
+func specOf(s TaskSpec) task.Spec {
+	sp := task.Spec{Topic: s.Topic, Key: s.Key, Payload: s.Payload, Target: s.Target, MaxAttempts: s.MaxAttempts}
+	if !s.DueAt.IsZero() {
+		d := s.DueAt
+		sp.DueAt = &d
+	}
+	if s.Delay != 0 {
+		d := s.Delay
+		sp.Delay = &d
+	}
+	return sp
+}
+
+// Get returns a task by ID.
+func (n *Node) Get(ctx context.Context, id string) (*Task, error) {
+	t, err := n.eng.Get(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	return viewOf(t), nil
+}
+
+// Cancel cancels a pending task; ErrConflict once it is running or final.
+func (n *Node) Cancel(ctx context.Context, id string) (*Task, error) {
+	t, err := n.eng.Cancel(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	return viewOf(t), nil
+}
+
+// HTTPHandler serves the HTTP API v1 for this node.
+func (n *Node) HTTPHandler() http.Handler {
+	return api.NewHandler(n.eng, api.Options{MaxPayloadBytes: n.cfg.Delivery.MaxPayloadBytes, Logger: n.log})
+}
+
+// Config returns the node's effective configuration.
+func (n *Node) Config() Config { return n.cfg }
+
+// NewLogger builds the slog logger `ontime serve` uses: JSON lines at level.
+func NewLogger(w io.Writer, level string) *slog.Logger {
+	var l slog.Level
+	_ = l.UnmarshalText([]byte(level))
+	return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: l}))
+}
