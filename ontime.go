@@ -23,6 +23,10 @@ import (
 	"os"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
 	"github.com/ontimehq/ontime/internal/api"
 	"github.com/ontimehq/ontime/internal/deliver"
 	"github.com/ontimehq/ontime/internal/deliver/webhook"
@@ -109,6 +113,7 @@ type Node struct {
 	store  store.Store
 	tier   hot.Tier
 	eng    *engine.Engine
+	reg    *prometheus.Registry
 	closed bool
 }
 
@@ -147,7 +152,9 @@ func NewNode(ctx context.Context, cfg Config, opts ...NodeOption) (*Node, error)
 	if err != nil {
 		return nil, err
 	}
-	n := &Node{cfg: cfg, log: o.logger, store: st}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	n := &Node{cfg: cfg, log: o.logger, store: st, reg: reg}
 	if err := n.build(ctx, o); err != nil {
 		st.Close()
 		return nil, err
@@ -197,6 +204,7 @@ func (n *Node) build(ctx context.Context, o nodeOptions) error {
 		Limits:        task.Limits{MaxPayloadBytes: cfg.Delivery.MaxPayloadBytes, DefaultMaxAttempts: cfg.Delivery.MaxAttempts},
 		Retry:         deliver.RetryPolicy{Base: time.Duration(cfg.Delivery.RetryBase), Max: time.Duration(cfg.Delivery.RetryMax)},
 		Logger:        n.log,
+		Metrics:       engine.NewMetrics(n.reg),
 	}
 	if o.tuning != nil {
 		o.tuning(&ecfg)
@@ -283,7 +291,13 @@ func (n *Node) Cancel(ctx context.Context, id string) (*Task, error) {
 
 // HTTPHandler serves the HTTP API v1 for this node.
 func (n *Node) HTTPHandler() http.Handler {
-	return api.NewHandler(n.eng, api.Options{MaxPayloadBytes: n.cfg.Delivery.MaxPayloadBytes, Logger: n.log})
+	return api.NewHandler(n.eng, api.Options{
+		MaxPayloadBytes: n.cfg.Delivery.MaxPayloadBytes,
+		Logger:          n.log,
+		Extra: map[string]http.Handler{
+			"GET /metrics": promhttp.HandlerFor(n.reg, promhttp.HandlerOpts{Registry: n.reg}),
+		},
+	})
 }
 
 // Config returns the node's effective configuration.

@@ -68,6 +68,7 @@ type Config struct {
 	Limits        task.Limits
 	Retry         deliver.RetryPolicy
 	Logger        *slog.Logger
+	Metrics       *Metrics // nil: series kept but not registered
 }
 
 func (c *Config) withDefaults() {
@@ -99,6 +100,9 @@ func (c *Config) withDefaults() {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
 	c.Limits = c.Limits.WithDefaults()
+	if c.Metrics == nil {
+		c.Metrics = NewMetrics(nil)
+	}
 }
 
 func (c *Config) validate() error {
@@ -121,6 +125,7 @@ func (c *Config) validate() error {
 type Engine struct {
 	cfg   Config
 	log   *slog.Logger
+	m     *Metrics
 	store store.Store
 	tier  hot.Tier
 
@@ -150,7 +155,7 @@ func New(cfg Config) (*Engine, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	e := &Engine{cfg: cfg, log: cfg.Logger, store: cfg.Store, tier: cfg.Tier, handlers: map[string]deliver.Sink{}}
+	e := &Engine{cfg: cfg, log: cfg.Logger, m: cfg.Metrics, store: cfg.Store, tier: cfg.Tier, handlers: map[string]deliver.Sink{}}
 	e.scanners = newScanners(e)
 	e.comp = newCompleter(cfg.Store, cfg.Logger)
 	return e, nil

@@ -45,7 +45,10 @@ func (e *Engine) fireLoop() {
 		if err := e.tier.Ack(e.runCtx, entries...); err != nil {
 			e.log.Warn("hot tier ack failed", "err", err)
 		}
+		e.m.Started.Add(float64(len(started)))
+		now := time.Now()
 		for _, t := range started {
+			e.m.Lateness.Observe(max(now.Sub(t.DueAt), 0).Seconds())
 			e.dispatch(t)
 		}
 	}
@@ -104,12 +107,15 @@ func (e *Engine) finish(t *task.Task, err error) {
 	switch {
 	case err == nil:
 		o.Done = true
+		e.m.Outcomes.WithLabelValues("done").Inc()
 	case deliver.IsPermanent(err) || t.Attempts >= t.MaxAttempts:
 		o.Dead = true
 		o.Error = errText(err)
+		e.m.Outcomes.WithLabelValues("dead").Inc()
 	default:
 		o.RetryAt = time.Now().Add(e.cfg.Retry.Next(t.Attempts, nil))
 		o.Error = errText(err)
+		e.m.Outcomes.WithLabelValues("retry").Inc()
 	}
 	if err != nil {
 		e.log.Debug("delivery failed", "id", t.ID, "attempt", t.Attempts, "dead", o.Dead, "err", err)

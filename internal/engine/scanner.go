@@ -116,7 +116,9 @@ func (e *Engine) scanItem(ctx context.Context, it store.Item, is *itemScanner) {
 		if ctx.Err() != nil {
 			return
 		}
+		e.m.Scans.Inc()
 		if err != nil {
+			e.m.ScanErrs.Inc()
 			log.Warn("scan failed", "err", err)
 			next = time.Now().Add(retry)
 			retry = min(retry*2, e.cfg.ScanIdle)
@@ -151,6 +153,7 @@ func (e *Engine) scanOnce(ctx context.Context, it store.Item) (time.Time, error)
 			return time.Time{}, err
 		}
 		if len(refs) > 0 {
+			e.m.Claimed.Add(float64(len(refs)))
 			entries := make([]hot.Entry, len(refs))
 			for i, r := range refs {
 				entries[i] = hot.Entry{ID: r.ID, Topic: r.Topic, DueAt: r.DueAt, Token: r.Token}

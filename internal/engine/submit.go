@@ -31,6 +31,7 @@ func (e *Engine) Submit(ctx context.Context, specs []task.Spec) ([]api.SubmitRes
 	for i, s := range specs {
 		v, err := task.Validate(s, e.cfg.Limits, now)
 		if err != nil {
+			e.m.Submitted.WithLabelValues("invalid").Inc()
 			results[i].Err = err
 			continue
 		}
@@ -57,8 +58,10 @@ func (e *Engine) Submit(ctx context.Context, specs []task.Spec) ([]api.SubmitRes
 	for j, r := range ins {
 		results[pos[j]] = api.SubmitResult{Task: r.Task, Existing: r.Existing}
 		if r.Existing {
+			e.m.Submitted.WithLabelValues("existing").Inc()
 			continue
 		}
+		e.m.Submitted.WithLabelValues("created").Inc()
 		if nt := news[j]; nt.Claim != nil {
 			entries = append(entries, hot.Entry{ID: nt.ID, Topic: nt.Topic, DueAt: nt.DueAt, Token: nt.Claim.Token})
 		} else {

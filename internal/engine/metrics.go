@@ -1,0 +1,35 @@
+package engine
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Metrics are the engine's Prometheus series. They are registered on the
+// registry the node passes in, never on the global default one.
+type Metrics struct {
+	Submitted *prometheus.CounterVec // result: created | existing | invalid
+	Claimed   prometheus.Counter
+	Started   prometheus.Counter
+	Outcomes  *prometheus.CounterVec // outcome: done | retry | dead
+	Lateness  prometheus.Histogram   // seconds from due time to the start of delivery
+	Scans     prometheus.Counter
+	ScanErrs  prometheus.Counter
+}
+
+// NewMetrics creates the series and registers them on reg (nil: not registered).
+func NewMetrics(reg prometheus.Registerer) *Metrics {
+	m := &Metrics{
+		Submitted: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "ontime_tasks_submitted_total", Help: "Tasks submitted, by result."}, []string{"result"}),
+		Claimed:   prometheus.NewCounter(prometheus.CounterOpts{Name: "ontime_tasks_claimed_total", Help: "Tasks claimed into the hot tier by scanners."}),
+		Started:   prometheus.NewCounter(prometheus.CounterOpts{Name: "ontime_deliveries_started_total", Help: "Delivery attempts started."}),
+		Outcomes:  prometheus.NewCounterVec(prometheus.CounterOpts{Name: "ontime_deliveries_total", Help: "Delivery attempts finished, by outcome."}, []string{"outcome"}),
+		Lateness: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "ontime_fire_lateness_seconds", Help: "Time from a task's due time to the start of its delivery.",
+			Buckets: []float64{.0005, .001, .002, .005, .01, .025, .05, .1, .25, .5, 1, 5, 30}}),
+		Scans:    prometheus.NewCounter(prometheus.CounterOpts{Name: "ontime_scans_total", Help: "Item scans (claim rounds) run."}),
+		ScanErrs: prometheus.NewCounter(prometheus.CounterOpts{Name: "ontime_scan_errors_total", Help: "Item scans that failed."}),
+	}
+	if reg != nil {
+		reg.MustRegister(m.Submitted, m.Claimed, m.Started, m.Outcomes, m.Lateness, m.Scans, m.ScanErrs)
+	}
+	return m
+}
