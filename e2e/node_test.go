@@ -1,0 +1,345 @@
+// Package e2e tests ontime end to end: real HTTP API, real webhook
+// receivers, real databases, and real `ontime serve` processes that are
+// stopped and killed.
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/ontimehq/ontime"
+	"github.com/ontimehq/ontime/internal/testdb"
+)
+
+type apiClient struct {
+	t    *testing.T
+	base string
+}
+
+type taskView struct {
+	ID          string          `json:"id"`
+	Topic       string          `json:"topic"`
+	Key         string          `json:"key"`
+	DueAt       time.Time       `json:"due_at"`
+	Payload     json.RawMessage `json:"payload"`
+	Target      string          `json:"target"`
+	MaxAttempts int             `json:"max_attempts"`
+	Status      string          `json:"status"`
+	Attempts    int             `json:"attempts"`
+	LastError   string          `json:"last_error"`
+}
+
+func (c apiClient) do(method, path string, body any) (int, []byte) {
+	c.t.Helper()
+	var rd io.Reader
+	if body != nil {
+		b, err := json.Marshal(body)
+		if err != nil {
+			c.t.Fatal(err)
+		}
+		rd = bytes.NewReader(b)
+	}
+	req, err := http.NewRequest(method, c.base+path, rd)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		c.t.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer resp.Body.Close()
+	out, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, out
+}
+
+func (c apiClient) submit(task map[string]any) taskView {
+	c.t.Helper()
+	code, body := c.do("POST", "/v1/tasks", task)
+	if code != 201 && code != 200 {
+		c.t.Fatalf("submit: HTTP %d: %s", code, body)
+	}
+	var v taskView
+	if err := json.Unmarshal(body, &v); err != nil {
+		c.t.Fatalf("submit: %v: %s", err, body)
+	}
+	return v
+}
+
+func (c apiClient) get(id string) taskView {
+	c.t.Helper()
+	code, body := c.do("GET", "/v1/tasks/"+id, nil)
+	if code != 200 {
+		c.t.Fatalf("get %s: HTTP %d: %s", id, code, body)
+	}
+	var v taskView
+	if err := json.Unmarshal(body, &v); err != nil {
+		c.t.Fatal(err)
+	}
+	return v
+}
+
+// startNode runs an in-process node on engine with its API on a real
+// socket; mod adjusts the config.
+func startNode(t *testing.T, engine string, mod func(*ontime.Config)) (apiClient, *ontime.Node) {
+	t.Helper()
+	cfg := ontime.DefaultConfig()
+	cfg.DataDir = t.TempDir()
+	cfg.Store.Driver = engine
+	cfg.Store.Tables = 4
+	cfg.Store.Segments = 2
+	if engine != "sqlite" {
+		cfg.Store.Databases = testdb.DSNs(t, engine, 2)
+	}
+	cfg.Hot.Window = ontime.Duration(time.Second)
+	cfg.Delivery.LeaseTTL = ontime.Duration(2 * time.Second)
+	cfg.Delivery.RetryBase = ontime.Duration(20 * time.Millisecond)
+	cfg.Delivery.RetryMax = ontime.Duration(100 * time.Millisecond)
+	cfg.Delivery.WebhookSecret = "s3cret"
+	if mod != nil {
+		mod(&cfg)
+	}
+	ctx := context.Background()
+	node, err := ontime.NewNode(ctx, cfg)
+	if err != nil {
+		t.Fatalf("NewNode: %v", err)
+	}
+	if err := node.Start(ctx); err != nil {
+		t.Fatalf("Start: %v", err)
+	}
+	srv := httptest.NewServer(node.HTTPHandler())
+	t.Cleanup(func() {
+		srv.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if err := node.Stop(ctx); err != nil {
+			t.Errorf("Stop: %v", err)
+		}
+	})
+	return apiClient{t: t, base: srv.URL}, node
+}
+
+// TestDeliveredOnTimeNeverEarly submits tasks due from now to a few seconds
+// ahead — some within the preheat window (claimed at submit), most beyond it
+// (found by the scanner) — and checks every webhook call: delivered once,
+// never before its due time, body, headers and signature as specified.
+func TestDeliveredOnTimeNeverEarly(t *testing.T) {
+	for _, engine := range testdb.Engines {
+		t.Run(engine, func(t *testing.T) {
+			t.Parallel()
+			rcv := newReceiver(t)
+			c, _ := startNode(t, engine, nil)
+			const n = 120
+			want := map[string]taskView{}
+			for i := range n {
+				delay := time.Duration(i%40) * 75 * time.Millisecond // 0 .. 2.9 s
+				v := c.submit(map[string]any{
+					"topic": "e2e.ontime", "key": fmt.Sprintf("k-%d", i), "delay": delay.String(),
+					"payload": map[string]any{"i": i}, "target": rcv.srv.URL + "/hook",
+				})
+				want[v.ID] = v
+			}
+			waitFor(t, 60*time.Second, "all tasks delivered", func() bool { return len(rcv.delivered()) == n })
+			for _, cl := range rcv.allCalls() {
+				v, ok := want[cl.ID]
+				if !ok {
+					t.Fatalf("delivery of unknown task %q", cl.ID)
+				}
+				if cl.At.Before(v.DueAt) {
+					t.Errorf("task %s delivered %s early", cl.ID, v.DueAt.Sub(cl.At))
+				}
+				if cl.HeaderID != cl.ID || cl.Header.Get("Ontime-Attempt") != "1" || cl.Attempt != 1 {
+					t.Errorf("headers/attempt: id %q attempt %q body attempt %d", cl.HeaderID, cl.Header.Get("Ontime-Attempt"), cl.Attempt)
+				}
+				if cl.Header.Get("Content-Type") != "application/json" {
+					t.Errorf("content type %q", cl.Header.Get("Content-Type"))
+				}
+				if err := ontime.VerifySignature("s3cret", cl.Header.Get("Ontime-Signature"), cl.RawBody, time.Now(), time.Minute); err != nil {
+					t.Errorf("signature: %v", err)
+				}
+				if cl.Body["topic"] != "e2e.ontime" || cl.Body["key"] != v.Key || !cl.DueAt.Equal(v.DueAt) {
+					t.Errorf("body %v does not match task %+v", cl.Body, v)
+				}
+				if p, _ := json.Marshal(cl.Body["payload"]); !bytes.Equal(p, v.Payload) {
+					t.Errorf("payload %s, want %s", p, v.Payload)
+				}
+			}
+			for id, cnt := range rcv.delivered() {
+				if cnt != 1 {
+					t.Errorf("task %s delivered %d times", id, cnt)
+				}
+			}
+			// Outcomes are written in batches; they land shortly after.
+			for id := range want {
+				waitFor(t, 10*time.Second, "status done", func() bool { return c.get(id).Status == "done" })
+			}
+		})
+	}
+}
+
+func TestRetryDeadAndRequeue(t *testing.T) {
+	t.Parallel()
+	rcv := newReceiver(t)
+	var fail sync.Map
+	rcv.status = func(cl call) int {
+		if _, ok := fail.Load("on"); ok {
+			return 500
+		}
+		return 200
+	}
+	fail.Store("on", true)
+	c, _ := startNode(t, "sqlite", nil)
+	v := c.submit(map[string]any{"topic": "e2e.retry", "target": rcv.srv.URL, "max_attempts": 3})
+	waitFor(t, 30*time.Second, "task dead", func() bool { return c.get(v.ID).Status == "dead" })
+	got := c.get(v.ID)
+	if got.Attempts != 3 || !strings.Contains(got.LastError, "500") {
+		t.Fatalf("dead task: attempts %d last_error %q; want 3 and the 500", got.Attempts, got.LastError)
+	}
+	calls := rcv.allCalls()
+	if len(calls) != 3 {
+		t.Fatalf("receiver saw %d calls, want 3", len(calls))
+	}
+	for i, cl := range calls {
+		if cl.Attempt != i+1 {
+			t.Errorf("call %d carried attempt %d", i, cl.Attempt)
+		}
+	}
+	// Cancel of a dead task is a conflict; requeue brings it back.
+	if code, body := c.do("DELETE", "/v1/tasks/"+v.ID, nil); code != 409 {
+		t.Fatalf("cancel dead: HTTP %d %s, want 409", code, body)
+	}
+	fail.Delete("on")
+	if code, body := c.do("POST", "/v1/tasks/"+v.ID+":requeue", nil); code != 200 {
+		t.Fatalf("requeue: HTTP %d %s", code, body)
+	}
+	waitFor(t, 30*time.Second, "requeued task done", func() bool { return c.get(v.ID).Status == "done" })
+}
+
+// TestHangingDestinationDoesNotBlockOthers: one endpoint never answers; the
+// tasks of another endpoint are all delivered meanwhile.
+func TestHangingDestinationDoesNotBlockOthers(t *testing.T) {
+	t.Parallel()
+	slow, fast := newReceiver(t), newReceiver(t)
+	slow.gate = make(chan struct{})
+	c, _ := startNode(t, "sqlite", func(cfg *ontime.Config) {
+		cfg.Delivery.Concurrency = 4
+		cfg.Delivery.Timeout = ontime.Duration(time.Minute)
+	})
+	for i := range 40 {
+		c.submit(map[string]any{"topic": "e2e.slow", "key": fmt.Sprint(i), "target": slow.srv.URL})
+	}
+	var fastIDs []string
+	for i := range 40 {
+		fastIDs = append(fastIDs, c.submit(map[string]any{"topic": "e2e.fast", "key": fmt.Sprint(i), "target": fast.srv.URL}).ID)
+	}
+	waitFor(t, 30*time.Second, "fast endpoint served while slow hangs", func() bool { return len(fast.delivered()) == 40 })
+	if n := len(slow.delivered()); n != 0 {
+		t.Fatalf("slow endpoint answered %d calls while gated", n)
+	}
+	close(slow.gate)
+	waitFor(t, 60*time.Second, "slow endpoint catches up", func() bool { return len(slow.delivered()) == 40 })
+}
+
+func TestCancelAndIdempotentResubmit(t *testing.T) {
+	t.Parallel()
+	rcv := newReceiver(t)
+	c, _ := startNode(t, "sqlite", nil)
+	// Cancel before due, both beyond the window (pending) and within it (claimed).
+	far := c.submit(map[string]any{"topic": "e2e.cancel", "key": "far", "delay": "3s", "target": rcv.srv.URL})
+	near := c.submit(map[string]any{"topic": "e2e.cancel", "key": "near", "delay": "500ms", "target": rcv.srv.URL})
+	for _, id := range []string{far.ID, near.ID} {
+		if code, body := c.do("DELETE", "/v1/tasks/"+id, nil); code != 200 {
+			t.Fatalf("cancel: HTTP %d %s", code, body)
+		}
+	}
+	// Resubmit of the same topic+key returns the existing task with 200.
+	code, body := c.do("POST", "/v1/tasks", map[string]any{"topic": "e2e.cancel", "key": "far", "delay": "10s", "target": rcv.srv.URL})
+	var again taskView
+	_ = json.Unmarshal(body, &again)
+	if code != 200 || again.ID != far.ID || again.Status != "cancelled" {
+		t.Fatalf("resubmit: HTTP %d id %s status %s, want 200 %s cancelled", code, again.ID, again.Status, far.ID)
+	}
+	done := c.submit(map[string]any{"topic": "e2e.cancel", "key": "done", "target": rcv.srv.URL})
+	waitFor(t, 30*time.Second, "task done", func() bool { return c.get(done.ID).Status == "done" })
+	if code, _ := c.do("DELETE", "/v1/tasks/"+done.ID, nil); code != 409 {
+		t.Fatalf("cancel after delivery: HTTP %d, want 409", code)
+	}
+	time.Sleep(4 * time.Second) // past both cancelled tasks' due times
+	if d := rcv.delivered(); d[far.ID]+d[near.ID] != 0 {
+		t.Fatalf("cancelled tasks were delivered: %v", d)
+	}
+	if code, _ := c.do("GET", "/v1/tasks/"+strings.Repeat("0", 26), nil); code != 404 {
+		t.Fatalf("unknown id: HTTP %d, want 404", code)
+	}
+	if code, _ := c.do("GET", "/v1/tasks/not-an-id", nil); code != 400 {
+		t.Fatalf("malformed id: HTTP %d, want 400", code)
+	}
+}
+
+func TestGoHandlerAndBadInput(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	cfg := ontime.DefaultConfig()
+	cfg.DataDir = t.TempDir()
+	cfg.Delivery.RetryBase = ontime.Duration(10 * time.Millisecond)
+	cfg.Delivery.RetryMax = ontime.Duration(10 * time.Millisecond)
+	node, err := ontime.NewNode(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan *ontime.Delivery, 10)
+	if err := node.Handle("e2e.go", func(ctx context.Context, d *ontime.Delivery) error {
+		if d.Attempt == 1 {
+			return errors.New("first attempt fails on purpose")
+		}
+		got <- d
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := node.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer node.Stop(ctx)
+	tk, created, err := node.Submit(ctx, ontime.TaskSpec{Topic: "e2e.go", Key: "x", Delay: 100 * time.Millisecond, Payload: json.RawMessage(`{"a":1}`)})
+	if err != nil || !created {
+		t.Fatalf("submit: %v created=%v", err, created)
+	}
+	select {
+	case d := <-got:
+		if d.ID != tk.ID || d.Attempt != 2 || string(d.Payload) != `{"a":1}` || time.Now().Before(tk.DueAt) {
+			t.Fatalf("delivery %+v for task %+v", d, tk)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("handler never succeeded")
+	}
+	for _, bad := range []struct {
+		spec  ontime.TaskSpec
+		field string
+	}{
+		{ontime.TaskSpec{}, "topic"},
+		{ontime.TaskSpec{Topic: "a b"}, "topic"},
+		{ontime.TaskSpec{Topic: "t", Key: strings.Repeat("k", 256)}, "key"},
+		{ontime.TaskSpec{Topic: "t", Payload: json.RawMessage(`{`)}, "payload"},
+		{ontime.TaskSpec{Topic: "t", Target: "ftp://x"}, "target"},
+		{ontime.TaskSpec{Topic: "t", MaxAttempts: -1}, "max_attempts"},
+		{ontime.TaskSpec{Topic: "t", Delay: -time.Second}, "delay"},
+		{ontime.TaskSpec{Topic: "t", Delay: time.Second, DueAt: time.Now()}, "due_at"},
+	} {
+		_, _, err := node.Submit(ctx, bad.spec)
+		var fe *ontime.FieldError
+		if !errors.As(err, &fe) || fe.Field != bad.field || !errors.Is(err, ontime.ErrInvalid) {
+			t.Errorf("spec %+v: err %v, want a FieldError on %q", bad.spec, err, bad.field)
+		}
+	}
+}

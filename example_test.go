@@ -1,0 +1,56 @@
+package ontime_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/ontimehq/ontime"
+)
+
+// A node embedded in a Go program: a handler per topic, tasks submitted
+// with a delay, delivered at their due time.
+func Example() {
+	ctx := context.Background()
+	dir, _ := os.MkdirTemp("", "ontime-example")
+	defer os.RemoveAll(dir)
+
+	cfg := ontime.DefaultConfig()
+	cfg.DataDir = dir
+	node, err := ontime.NewNode(ctx, cfg)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	done := make(chan struct{})
+	node.Handle("order.cancel", func(ctx context.Context, d *ontime.Delivery) error {
+		var p struct{ Order int }
+		_ = json.Unmarshal(d.Payload, &p)
+		fmt.Printf("cancel order %d (attempt %d, on time: %v)\n", p.Order, d.Attempt, !time.Now().Before(d.DueAt))
+		close(done)
+		return nil
+	})
+	if err := node.Start(ctx); err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer node.Stop(ctx)
+
+	t, created, err := node.Submit(ctx, ontime.TaskSpec{
+		Topic:   "order.cancel",
+		Key:     "order-42",
+		Delay:   200 * time.Millisecond,
+		Payload: json.RawMessage(`{"order":42}`),
+	})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Println("submitted:", created, t.Status)
+	<-done
+	// Output:
+	// submitted: true claimed
+	// cancel order 42 (attempt 1, on time: true)
+}
