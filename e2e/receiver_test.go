@@ -124,3 +124,7 @@ func httpGet(url string) (int, error) {
 	resp.Body.Close()
 	return resp.StatusCode, nil
 }
+
+func decodeJSON(req *http.Request, v any) error {
+	return json.NewDecoder(req.Body).Decode(v)
+}

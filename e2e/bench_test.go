@@ -1,0 +1,202 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"slices"
+	"strconv"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/ontimehq/ontime"
+)
+
+// Benchmarks of the whole pipeline on the embedded default (SQLite, memory
+// tier), webhook receiver on loopback. Each runs its workload once per b.N
+// iteration; run with -benchtime=1x:
+//
+//	go test ./e2e -run '^$' -bench . -benchtime=1x
+//
+// They report lateness (delivery − due) percentiles, early deliveries and
+// drain rates as metrics; they assert nothing about time.
+
+type latencyRecorder struct {
+	mu    sync.Mutex
+	late  []time.Duration
+	early int
+	seen  map[string]bool
+	dups  int
+	last  time.Time
+}
+
+func (r *latencyRecorder) handler() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		now := time.Now()
+		due, _ := time.Parse(time.RFC3339Nano, req.Header.Get("X-Due"))
+		id := req.Header.Get("Ontime-Task-Id")
+		if due.IsZero() {
+			// The due time travels in the body; the header is absent.
+			due = parseDue(req)
+		}
+		r.mu.Lock()
+		if r.seen[id] {
+			r.dups++
+		}
+		r.seen[id] = true
+		d := now.Sub(due)
+		if d < 0 {
+			r.early++
+		}
+		r.late = append(r.late, d)
+		if now.After(r.last) {
+			r.last = now
+		}
+		r.mu.Unlock()
+	})
+}
+
+func parseDue(req *http.Request) time.Time {
+	var body struct {
+		DueAt time.Time `json:"due_at"`
+	}
+	_ = decodeJSON(req, &body)
+	return body.DueAt
+}
+
+func (r *latencyRecorder) count() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.seen)
+}
+
+func pct(sorted []time.Duration, p float64) time.Duration {
+	if len(sorted) == 0 {
+		return 0
+	}
+	i := int(p * float64(len(sorted)-1))
+	return sorted[i]
+}
+
+func benchNode(b *testing.B) *ontime.Node {
+	cfg := ontime.DefaultConfig()
+	cfg.DataDir = b.TempDir()
+	cfg.Delivery.Concurrency = 64
+	ctx := context.Background()
+	node, err := ontime.NewNode(ctx, cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := node.Start(ctx); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = node.Stop(context.Background()) })
+	return node
+}
+
+// BenchmarkSteady fires rate tasks/s due evenly for a few seconds.
+func BenchmarkSteady1000PerSecond(b *testing.B) { benchSteady(b, 1000, 5*time.Second) }
+
+func benchSteady(b *testing.B, rate int, span time.Duration) {
+	for range b.N {
+		rec := &latencyRecorder{seen: map[string]bool{}}
+		srv := httptest.NewServer(rec.handler())
+		node := benchNode(b)
+		ctx := context.Background()
+		n := int(span.Seconds() * float64(rate))
+		start := time.Now().Add(2 * time.Second)
+		step := time.Second / time.Duration(rate)
+		// Submit in the background at the pace they are due, a second ahead,
+		// as a real producer would.
+		go func() {
+			for i := range n {
+				due := start.Add(time.Duration(i) * step)
+				if wait := time.Until(due.Add(-time.Second)); wait > 0 {
+					time.Sleep(wait)
+				}
+				if _, _, err := node.Submit(ctx, ontime.TaskSpec{Topic: "bench.steady", DueAt: due, Target: srv.URL}); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		}()
+		deadline := start.Add(span + 30*time.Second)
+		for rec.count() < n && time.Now().Before(deadline) {
+			time.Sleep(50 * time.Millisecond)
+		}
+		srv.Close()
+		report(b, rec, n)
+	}
+}
+
+// BenchmarkBurst50k: 50,000 tasks due at the same instant.
+func BenchmarkBurst50000(b *testing.B) {
+	const n = 50000
+	for range b.N {
+		rec := &latencyRecorder{seen: map[string]bool{}}
+		srv := httptest.NewServer(rec.handler())
+		node := benchNode(b)
+		ctx := context.Background()
+		due := time.Now().Add(40 * time.Second) // beyond the window: stored, then preheated by the scanner
+		for i := 0; i < n; i++ {
+			if _, _, err := node.Submit(ctx, ontime.TaskSpec{Topic: "bench.burst", DueAt: due, Target: srv.URL}); err != nil {
+				b.Fatal(err)
+			}
+		}
+		for rec.count() < n && time.Now().Before(due.Add(60*time.Second)) {
+			time.Sleep(50 * time.Millisecond)
+		}
+		srv.Close()
+		report(b, rec, n)
+		rec.mu.Lock()
+		drain := rec.last.Sub(due)
+		rec.mu.Unlock()
+		b.ReportMetric(float64(n)/drain.Seconds(), "drain_tasks/s")
+	}
+}
+
+func report(b *testing.B, rec *latencyRecorder, n int) {
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	slices.Sort(rec.late)
+	b.ReportMetric(float64(pct(rec.late, 0.50).Microseconds())/1000, "p50_ms")
+	b.ReportMetric(float64(pct(rec.late, 0.99).Microseconds())/1000, "p99_ms")
+	b.ReportMetric(float64(pct(rec.late, 1).Microseconds())/1000, "max_ms")
+	b.ReportMetric(float64(rec.early), "early")
+	b.ReportMetric(float64(n-len(rec.seen)), "lost")
+	b.ReportMetric(float64(rec.dups), "dups")
+}
+
+// BenchmarkIdleCPU measures the CPU a node spends per second of wall time
+// while it holds many far-future tasks and nothing is due. Rows:
+// ONTIME_BENCH_IDLE_ROWS (default 200,000).
+func BenchmarkIdleCPU(b *testing.B) {
+	rows := 200000
+	if v, err := strconv.Atoi(os.Getenv("ONTIME_BENCH_IDLE_ROWS")); err == nil && v > 0 {
+		rows = v
+	}
+	node := benchNode(b)
+	ctx := context.Background()
+	due := time.Now().Add(24 * time.Hour)
+	for i := 0; i < rows; i++ {
+		if _, _, err := node.Submit(ctx, ontime.TaskSpec{Topic: "bench.idle", DueAt: due.Add(time.Duration(i) * time.Millisecond)}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ResetTimer()
+	for range b.N {
+		var r0, r1 syscall.Rusage
+		_ = syscall.Getrusage(syscall.RUSAGE_SELF, &r0)
+		t0 := time.Now()
+		time.Sleep(10 * time.Second)
+		_ = syscall.Getrusage(syscall.RUSAGE_SELF, &r1)
+		cpu := time.Duration(r1.Utime.Nano()+r1.Stime.Nano()-r0.Utime.Nano()-r0.Stime.Nano()) * time.Nanosecond
+		b.ReportMetric(100*cpu.Seconds()/time.Since(t0).Seconds(), "cpu_%")
+		b.ReportMetric(float64(rows), "rows")
+	}
+	fmt.Fprintln(os.Stderr)
+}
