@@ -1,0 +1,618 @@
+package sqlstore
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/ontimehq/ontime/internal/store"
+	"github.com/ontimehq/ontime/internal/task"
+)
+
+// batchLimit bounds the rows of one statement (placeholders stay far below
+// every engine's limit: 17 × 500).
+const batchLimit = 500
+
+// Insert writes tasks idempotently on (topic, task_key).
+func (s *Store) Insert(ctx context.Context, tasks []store.NewTask) ([]store.Inserted, error) {
+	out := make([]store.Inserted, len(tasks))
+	ids := make([]string, len(tasks))
+	for i, t := range tasks {
+		ids[i] = t.ID
+	}
+	now := time.Now()
+	groups := s.groupIDs(ids)
+	placed := 0
+	for _, g := range groups {
+		placed += len(g.idx)
+	}
+	if placed != len(tasks) {
+		return nil, fmt.Errorf("insert: a task has a malformed ID")
+	}
+	err := forEachGroup(groups, func(g group) error {
+		for start := 0; start < len(g.idx); start += batchLimit {
+			idx := g.idx[start:min(start+batchLimit, len(g.idx))]
+			if err := s.insertChunk(ctx, g, idx, tasks, out, now); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("insert: %w", err)
+	}
+	return out, nil
+}
+
+func (s *Store) insertChunk(ctx context.Context, g group, idx []int, tasks []store.NewTask, out []store.Inserted, now time.Time) error {
+	db, t := s.w[g.db], s.names[g.table]
+	var b strings.Builder
+	b.WriteString("INSERT INTO " + t + " (" + cols + ") VALUES ")
+	args := make([]any, 0, len(idx)*17)
+	nowUs := now.UnixMicro()
+	for n, i := range idx {
+		nt := tasks[i]
+		if n > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString("(" + placeholders(17) + ")")
+		var key, owner any
+		if nt.Key != "" {
+			key = nt.Key
+		}
+		status, lease, token := task.StatusPending, int64(0), int64(0)
+		if nt.Claim != nil {
+			status, owner, lease, token = task.StatusClaimed, nt.Claim.Owner, micros(nt.Claim.Until), nt.Claim.Token
+		}
+		args = append(args, nt.ID, nt.Topic, key, int64(nt.ShardHash), nt.Seg, micros(nt.DueAt), nt.Payload, nt.Target,
+			nt.MaxAttempts, 0, int(status), "", nowUs, nowUs, owner, lease, token)
+		st := &task.Task{ID: nt.ID, Topic: nt.Topic, Key: nt.Key, ShardHash: nt.ShardHash, Seg: nt.Seg, DueAt: fromMicros(micros(nt.DueAt)),
+			Payload: nt.Payload, Target: nt.Target, MaxAttempts: nt.MaxAttempts, Status: status,
+			CreatedAt: fromMicros(nowUs), UpdatedAt: fromMicros(nowUs), LeaseUntil: fromMicros(lease), Token: token}
+		if owner != nil {
+			st.Owner = owner.(string)
+		}
+		out[i] = store.Inserted{Task: st}
+	}
+	b.WriteString(s.d.onConflict)
+	q := s.d.rebind(b.String())
+	if err := withRetry(ctx, func() error { _, err := db.ExecContext(ctx, q, args...); return err }); err != nil {
+		return err
+	}
+	// Keyed tasks may have met an existing row: read back who owns each key.
+	byTopic := map[string][]int{}
+	for _, i := range idx {
+		if tasks[i].Key != "" {
+			byTopic[tasks[i].Topic] = append(byTopic[tasks[i].Topic], i)
+		}
+	}
+	for topic, is := range byTopic {
+		keys := make([]any, 0, len(is)+1)
+		keys = append(keys, topic)
+		for _, i := range is {
+			keys = append(keys, tasks[i].Key)
+		}
+		rows, err := s.queryTasks(ctx, db, `SELECT `+cols+` FROM `+t+` WHERE topic = ? AND task_key IN (`+placeholders(len(is))+`)`, keys...)
+		if err != nil {
+			return err
+		}
+		found := make(map[string]*task.Task, len(rows))
+		for _, r := range rows {
+			found[r.Key] = r
+		}
+		for _, i := range is {
+			r := found[tasks[i].Key]
+			if r == nil {
+				return fmt.Errorf("task %s/%q neither inserted nor found", topic, tasks[i].Key)
+			}
+			if r.ID != tasks[i].ID {
+				out[i] = store.Inserted{Task: r, Existing: true}
+			}
+		}
+	}
+	return nil
+}
+
+// Get returns one task.
+func (s *Store) Get(ctx context.Context, id string) (*task.Task, error) {
+	db, t, err := s.locate(id)
+	if err != nil {
+		return nil, err
+	}
+	rows, err := s.queryTasks(ctx, s.r[db], `SELECT `+cols+` FROM `+s.names[t]+` WHERE id = ?`, id)
+	if err != nil {
+		return nil, fmt.Errorf("get %s: %w", id, err)
+	}
+	if len(rows) == 0 {
+		return nil, fmt.Errorf("%w: %s", store.ErrNotFound, id)
+	}
+	return rows[0], nil
+}
+
+// getW reads through the writer pool: right after a write, SQLite's reader
+// connections may not have seen it yet.
+func (s *Store) getW(ctx context.Context, id string) (*task.Task, error) {
+	db, t, err := s.locate(id)
+	if err != nil {
+		return nil, err
+	}
+	rows, err := s.queryTasks(ctx, s.w[db], `SELECT `+cols+` FROM `+s.names[t]+` WHERE id = ?`, id)
+	if err != nil {
+		return nil, fmt.Errorf("get %s: %w", id, err)
+	}
+	if len(rows) == 0 {
+		return nil, fmt.Errorf("%w: %s", store.ErrNotFound, id)
+	}
+	return rows[0], nil
+}
+
+// Cancel cancels a pending or claimed task.
+func (s *Store) Cancel(ctx context.Context, id string) (*task.Task, error) {
+	db, t, err := s.locate(id)
+	if err != nil {
+		return nil, err
+	}
+	res, err := s.w[db].ExecContext(ctx, s.d.rebind(`UPDATE `+s.names[t]+` SET status = ?, owner = NULL, lease_until = 0, token = 0, updated_at = ?
+		WHERE id = ? AND status IN (?, ?)`), int(task.StatusCancelled), time.Now().UnixMicro(), id, int(task.StatusPending), int(task.StatusClaimed))
+	if err != nil {
+		return nil, fmt.Errorf("cancel %s: %w", id, err)
+	}
+	n, _ := res.RowsAffected()
+	cur, err := s.getW(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	if n == 1 || cur.Status == task.StatusCancelled {
+		return cur, nil
+	}
+	return nil, &store.ConflictError{ID: id, Status: cur.Status, Op: "cancel"}
+}
+
+// Requeue moves a dead task back to pending.
+func (s *Store) Requeue(ctx context.Context, id string, dueAt time.Time) (*task.Task, error) {
+	db, t, err := s.locate(id)
+	if err != nil {
+		return nil, err
+	}
+	res, err := s.w[db].ExecContext(ctx, s.d.rebind(`UPDATE `+s.names[t]+` SET status = ?, attempts = 0, due_at = ?, owner = NULL, lease_until = 0, token = 0, updated_at = ?
+		WHERE id = ? AND status = ?`), int(task.StatusPending), micros(dueAt), time.Now().UnixMicro(), id, int(task.StatusDead))
+	if err != nil {
+		return nil, fmt.Errorf("requeue %s: %w", id, err)
+	}
+	n, _ := res.RowsAffected()
+	cur, err := s.getW(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	if n != 1 {
+		return nil, &store.ConflictError{ID: id, Status: cur.Status, Op: "requeue"}
+	}
+	return cur, nil
+}
+
+// Scan reads pending tasks of an item after a keyset cursor. The cursor
+// predicate is spelled out because MariaDB does not use an index for a
+// row-value comparison such as (due_at, id) > (?, ?).
+func (s *Store) Scan(ctx context.Context, it store.Item, horizon time.Time, after store.Cursor, limit int) ([]*task.Task, error) {
+	if err := s.checkItem(it); err != nil {
+		return nil, err
+	}
+	limit = clampLimit(limit)
+	q := `SELECT ` + cols + ` FROM ` + s.names[it.Table] + ` WHERE seg = ? AND status = ? AND due_at <= ?`
+	args := []any{it.Segment, int(task.StatusPending), micros(horizon)}
+	if !after.DueAt.IsZero() || after.ID != "" {
+		c := micros(after.DueAt)
+		q += ` AND (due_at > ? OR (due_at = ? AND id > ?))`
+		args = append(args, c, c, after.ID)
+	}
+	q += ` ORDER BY due_at, id LIMIT ?`
+	args = append(args, limit)
+	out, err := s.queryTasks(ctx, s.r[it.DB], q, args...)
+	if err != nil {
+		return nil, fmt.Errorf("scan %v: %w", it, err)
+	}
+	return out, nil
+}
+
+func clampLimit(n int) int {
+	if n < 1 {
+		return 1
+	}
+	return min(n, 10000)
+}
+
+func (s *Store) checkItem(it store.Item) error {
+	if it.DB < 0 || it.DB >= len(s.w) || it.Table < 0 || it.Table >= len(s.names) || it.Segment < 0 || it.Segment >= s.cfg.Segments {
+		return fmt.Errorf("store: item %+v outside the topology", it)
+	}
+	return nil
+}
+
+// Claim leases due pending tasks and tasks whose lease ended.
+func (s *Store) Claim(ctx context.Context, it store.Item, horizon, now time.Time, lease store.Lease, limit int) ([]store.Ref, error) {
+	if err := s.checkItem(it); err != nil {
+		return nil, err
+	}
+	limit = clampLimit(limit)
+	t := s.names[it.Table]
+	// Expired leases first: those tasks are overdue.
+	expired, err := s.claimWhere(ctx, it.DB, t, `seg = ? AND status IN (?, ?) AND lease_until < ?`,
+		[]any{it.Segment, int(task.StatusClaimed), int(task.StatusRunning), micros(now)}, `lease_until`, lease, limit)
+	if err != nil {
+		return nil, fmt.Errorf("claim expired %v: %w", it, err)
+	}
+	if len(expired) >= limit {
+		return expired, nil
+	}
+	due, err := s.claimWhere(ctx, it.DB, t, `seg = ? AND status = ? AND due_at <= ?`,
+		[]any{it.Segment, int(task.StatusPending), micros(horizon)}, `due_at, id`, lease, limit-len(expired))
+	if err != nil {
+		return expired, fmt.Errorf("claim %v: %w", it, err)
+	}
+	return append(expired, due...), nil
+}
+
+// claimWhere claims up to limit rows matching where, in order.
+func (s *Store) claimWhere(ctx context.Context, db int, t, where string, args []any, order string, lease store.Lease, limit int) ([]store.Ref, error) {
+	set := `status = ?, owner = ?, lease_until = ?, token = ?, updated_at = ?`
+	setArgs := []any{int(task.StatusClaimed), lease.Owner, micros(lease.Until), lease.Token, time.Now().UnixMicro()}
+	sel := `SELECT id FROM ` + t + ` WHERE ` + where + ` ORDER BY ` + order + ` LIMIT ?`
+	var refs []store.Ref
+	err := withRetry(ctx, func() error {
+		refs = refs[:0]
+		switch s.d.name {
+		case "postgres":
+			// MATERIALIZED: without it the planner may re-run the subquery
+			// per row and claim more than limit rows.
+			q := `WITH c AS MATERIALIZED (` + sel + ` FOR UPDATE SKIP LOCKED) UPDATE ` + t + ` SET ` + set +
+				` FROM c WHERE ` + t + `.id = c.id RETURNING ` + t + `.id, ` + t + `.topic, ` + t + `.due_at`
+			return s.collectRefs(ctx, s.w[db], q, append(append(append([]any{}, args...), limit), setArgs...), lease.Token, &refs, true)
+		case "sqlite":
+			q := `UPDATE ` + t + ` SET ` + set + ` WHERE id IN (` + sel + `) RETURNING id, topic, due_at`
+			return s.collectRefs(ctx, s.w[db], q, append(append(append([]any{}, setArgs...), args...), limit), lease.Token, &refs, false)
+		default:
+			tx, err := s.w[db].BeginTx(ctx, nil)
+			if err != nil {
+				return err
+			}
+			defer tx.Rollback()
+			rows, err := tx.QueryContext(ctx, `SELECT id, topic, due_at FROM `+t+` WHERE `+where+` ORDER BY `+order+` LIMIT ? FOR UPDATE SKIP LOCKED`, append(append([]any{}, args...), limit)...)
+			if err != nil {
+				return err
+			}
+			ids := []any{}
+			for rows.Next() {
+				var r store.Ref
+				var due int64
+				if err := rows.Scan(&r.ID, &r.Topic, &due); err != nil {
+					rows.Close()
+					return err
+				}
+				r.DueAt, r.Token = fromMicros(due), lease.Token
+				refs = append(refs, r)
+				ids = append(ids, r.ID)
+			}
+			rows.Close()
+			if err := rows.Err(); err != nil {
+				return err
+			}
+			if len(ids) == 0 {
+				return nil
+			}
+			if _, err := tx.ExecContext(ctx, `UPDATE `+t+` SET `+set+` WHERE id IN (`+placeholders(len(ids))+`)`, append(setArgs, ids...)...); err != nil {
+				return err
+			}
+			return tx.Commit()
+		}
+	})
+	if err != nil {
+		return nil, err
+	}
+	slices.SortFunc(refs, func(a, b store.Ref) int {
+		if c := a.DueAt.Compare(b.DueAt); c != 0 {
+			return c
+		}
+		return strings.Compare(a.ID, b.ID)
+	})
+	return refs, nil
+}
+
+func (s *Store) collectRefs(ctx context.Context, db *sql.DB, q string, args []any, token int64, refs *[]store.Ref, numbered bool) error {
+	if numbered {
+		q = s.d.rebind(q)
+	}
+	rows, err := db.QueryContext(ctx, q, args...)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var r store.Ref
+		var due int64
+		if err := rows.Scan(&r.ID, &r.Topic, &due); err != nil {
+			return err
+		}
+		r.DueAt, r.Token = fromMicros(due), token
+		*refs = append(*refs, r)
+	}
+	return rows.Err()
+}
+
+// NextDue returns the earliest pending due time and lease end of an item.
+func (s *Store) NextDue(ctx context.Context, it store.Item) (time.Time, time.Time, error) {
+	if err := s.checkItem(it); err != nil {
+		return time.Time{}, time.Time{}, err
+	}
+	t := s.names[it.Table]
+	var due, lease sql.NullInt64
+	err := s.r[it.DB].QueryRowContext(ctx, s.d.rebind(`SELECT
+		(SELECT MIN(due_at) FROM `+t+` WHERE seg = ? AND status = ?),
+		(SELECT MIN(lease_until) FROM `+t+` WHERE seg = ? AND status IN (?, ?))`),
+		it.Segment, int(task.StatusPending), it.Segment, int(task.StatusClaimed), int(task.StatusRunning)).Scan(&due, &lease)
+	if err != nil {
+		return time.Time{}, time.Time{}, fmt.Errorf("next due %v: %w", it, err)
+	}
+	return fromMicros(due.Int64), fromMicros(lease.Int64), nil
+}
+
+// refGroups splits refs by table.
+func (s *Store) refGroups(refs []store.Ref) []group {
+	ids := make([]string, len(refs))
+	for i, r := range refs {
+		ids[i] = r.ID
+	}
+	return s.groupIDs(ids)
+}
+
+func pick(refs []store.Ref, idx []int) []store.Ref {
+	out := make([]store.Ref, len(idx))
+	for i, j := range idx {
+		out[i] = refs[j]
+	}
+	return out
+}
+
+// Start moves claimed tasks to running under their tokens.
+func (s *Store) Start(ctx context.Context, refs []store.Ref, leaseUntil time.Time) ([]*task.Task, error) {
+	groups := s.refGroups(refs)
+	results := make([][]*task.Task, len(groups))
+	gi := map[[2]int]int{}
+	for i, g := range groups {
+		gi[[2]int{g.db, g.table}] = i
+	}
+	err := forEachGroup(groups, func(g group) error {
+		var got []*task.Task
+		for start := 0; start < len(g.idx); start += batchLimit {
+			part := pick(refs, g.idx[start:min(start+batchLimit, len(g.idx))])
+			ts, err := s.startChunk(ctx, g.db, s.names[g.table], part, leaseUntil)
+			if err != nil {
+				return err
+			}
+			got = append(got, ts...)
+		}
+		results[gi[[2]int{g.db, g.table}]] = got
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("start: %w", err)
+	}
+	var out []*task.Task
+	for _, r := range results {
+		out = append(out, r...)
+	}
+	slices.SortFunc(out, func(a, b *task.Task) int { return a.DueAt.Compare(b.DueAt) })
+	return out, nil
+}
+
+func (s *Store) startChunk(ctx context.Context, db int, t string, refs []store.Ref, leaseUntil time.Time) ([]*task.Task, error) {
+	match, margs := refMatch(refs)
+	now := time.Now().UnixMicro()
+	set := `status = ?, attempts = attempts + 1, lease_until = ?, updated_at = ?`
+	setArgs := []any{int(task.StatusRunning), micros(leaseUntil), now}
+	where := `status = ? AND ` + match
+	wargs := append([]any{int(task.StatusClaimed)}, margs...)
+	var out []*task.Task
+	err := withRetry(ctx, func() error {
+		if s.d.returning {
+			var err error
+			out, err = s.queryTasks(ctx, s.w[db], `UPDATE `+t+` SET `+set+` WHERE `+where+` RETURNING `+cols, append(append([]any{}, setArgs...), wargs...)...)
+			return err
+		}
+		tx, err := s.w[db].BeginTx(ctx, nil)
+		if err != nil {
+			return err
+		}
+		defer tx.Rollback()
+		rows, err := tx.QueryContext(ctx, `SELECT `+cols+` FROM `+t+` WHERE `+where+` FOR UPDATE`, wargs...)
+		if err != nil {
+			return err
+		}
+		out = out[:0]
+		for rows.Next() {
+			tk, err := scanTask(rows)
+			if err != nil {
+				rows.Close()
+				return err
+			}
+			out = append(out, tk)
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		if len(out) == 0 {
+			return nil
+		}
+		if _, err := tx.ExecContext(ctx, `UPDATE `+t+` SET `+set+` WHERE `+where, append(append([]any{}, setArgs...), wargs...)...); err != nil {
+			return err
+		}
+		for _, tk := range out {
+			tk.Status, tk.Attempts, tk.LeaseUntil, tk.UpdatedAt = task.StatusRunning, tk.Attempts+1, fromMicros(micros(leaseUntil)), fromMicros(now)
+		}
+		return tx.Commit()
+	})
+	return out, err
+}
+
+// Finish records delivery outcomes under their tokens.
+func (s *Store) Finish(ctx context.Context, outcomes []store.Outcome) error {
+	refs := make([]store.Ref, len(outcomes))
+	for i, o := range outcomes {
+		refs[i] = o.Ref
+	}
+	err := forEachGroup(s.refGroups(refs), func(g group) error {
+		return withRetry(ctx, func() error { return s.finishGroup(ctx, g, outcomes) })
+	})
+	if err != nil {
+		return fmt.Errorf("finish: %w", err)
+	}
+	return nil
+}
+
+func (s *Store) finishGroup(ctx context.Context, g group, outcomes []store.Outcome) error {
+	t := s.names[g.table]
+	now := time.Now().UnixMicro()
+	tx, err := s.w[g.db].BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback()
+	var done []store.Ref
+	for _, i := range g.idx {
+		o := outcomes[i]
+		switch {
+		case o.Done:
+			done = append(done, o.Ref)
+		case o.Dead:
+			if _, err := tx.ExecContext(ctx, s.d.rebind(`UPDATE `+t+` SET status = ?, last_error = ?, owner = NULL, lease_until = 0, updated_at = ?
+				WHERE id = ? AND token = ? AND status = ?`), int(task.StatusDead), truncate(o.Error), now, o.ID, o.Token, int(task.StatusRunning)); err != nil {
+				return err
+			}
+		default:
+			if _, err := tx.ExecContext(ctx, s.d.rebind(`UPDATE `+t+` SET status = ?, due_at = ?, last_error = ?, owner = NULL, lease_until = 0, token = 0, updated_at = ?
+				WHERE id = ? AND token = ? AND status = ?`), int(task.StatusPending), micros(o.RetryAt), truncate(o.Error), now, o.ID, o.Token, int(task.StatusRunning)); err != nil {
+				return err
+			}
+		}
+	}
+	for start := 0; start < len(done); start += batchLimit {
+		match, margs := refMatch(done[start:min(start+batchLimit, len(done))])
+		if _, err := tx.ExecContext(ctx, s.d.rebind(`UPDATE `+t+` SET status = ?, owner = NULL, lease_until = 0, updated_at = ? WHERE status = ? AND `+match),
+			append([]any{int(task.StatusDone), now, int(task.StatusRunning)}, margs...)...); err != nil {
+			return err
+		}
+	}
+	return tx.Commit()
+}
+
+func truncate(s string) string {
+	if len(s) > 1024 {
+		s = s[:1024]
+		for len(s) > 0 && !utf8Start(s[len(s)-1]) {
+			s = s[:len(s)-1]
+		}
+	}
+	return s
+}
+
+// utf8Start: cutting before a byte that is not a continuation byte keeps
+// the string valid UTF-8.
+func utf8Start(b byte) bool { return b&0xC0 != 0x80 }
+
+// Release returns claimed tasks to pending.
+func (s *Store) Release(ctx context.Context, refs []store.Ref) error {
+	return s.updateRefs(ctx, "release", refs, `status = ?, owner = NULL, lease_until = 0, token = 0, updated_at = ?`,
+		[]any{int(task.StatusPending), time.Now().UnixMicro()}, `status = ?`, []any{int(task.StatusClaimed)})
+}
+
+// Extend moves the lease end of held tasks.
+func (s *Store) Extend(ctx context.Context, refs []store.Ref, until time.Time) error {
+	return s.updateRefs(ctx, "extend", refs, `lease_until = ?, updated_at = ?`, []any{micros(until), time.Now().UnixMicro()},
+		`status IN (?, ?)`, []any{int(task.StatusClaimed), int(task.StatusRunning)})
+}
+
+func (s *Store) updateRefs(ctx context.Context, op string, refs []store.Ref, set string, setArgs []any, cond string, condArgs []any) error {
+	err := forEachGroup(s.refGroups(refs), func(g group) error {
+		for start := 0; start < len(g.idx); start += batchLimit {
+			match, margs := refMatch(pick(refs, g.idx[start:min(start+batchLimit, len(g.idx))]))
+			q := s.d.rebind(`UPDATE ` + s.names[g.table] + ` SET ` + set + ` WHERE ` + cond + ` AND ` + match)
+			args := append(append(append([]any{}, setArgs...), condArgs...), margs...)
+			if err := withRetry(ctx, func() error { _, err := s.w[g.db].ExecContext(ctx, q, args...); return err }); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("%s: %w", op, err)
+	}
+	return nil
+}
+
+// List merges per-table pages in ID order.
+func (s *Store) List(ctx context.Context, f store.ListFilter) ([]*task.Task, error) {
+	limit := f.Limit
+	if limit == 0 {
+		limit = 100
+	}
+	if limit < 1 || limit > 1000 {
+		return nil, &task.FieldError{Field: "limit", Message: fmt.Sprintf("%d is out of range 1..1000", f.Limit)}
+	}
+	q := `SELECT ` + cols + ` FROM %s WHERE id > ?`
+	args := []any{f.After}
+	if f.Topic != "" {
+		q += ` AND topic = ?`
+		args = append(args, f.Topic)
+	}
+	if f.Status != nil {
+		q += ` AND status = ?`
+		args = append(args, int(*f.Status))
+	}
+	q += ` ORDER BY id LIMIT ?`
+	args = append(args, limit)
+	var all []*task.Task
+	for db := range s.r {
+		for _, t := range s.names {
+			rows, err := s.queryTasks(ctx, s.r[db], fmt.Sprintf(q, t), args...)
+			if err != nil {
+				return nil, fmt.Errorf("list: %w", err)
+			}
+			all = append(all, rows...)
+		}
+	}
+	slices.SortFunc(all, func(a, b *task.Task) int { return strings.Compare(a.ID, b.ID) })
+	if len(all) > limit {
+		all = all[:limit]
+	}
+	return all, nil
+}
+
+// Count counts tasks per status.
+func (s *Store) Count(ctx context.Context) (map[task.Status]int64, error) {
+	out := map[task.Status]int64{}
+	for db := range s.r {
+		for _, t := range s.names {
+			rows, err := s.r[db].QueryContext(ctx, `SELECT status, COUNT(*) FROM `+t+` GROUP BY status`)
+			if err != nil {
+				return nil, fmt.Errorf("count: %w", err)
+			}
+			for rows.Next() {
+				var st, n int64
+				if err := rows.Scan(&st, &n); err != nil {
+					rows.Close()
+					return nil, fmt.Errorf("count: %w", err)
+				}
+				out[task.Status(st)] += n
+			}
+			rows.Close()
+			if err := rows.Err(); err != nil {
+				return nil, fmt.Errorf("count: %w", err)
+			}
+		}
+	}
+	return out, nil
+}
+

@@ -1,0 +1,443 @@
+// Package sqlstore implements the task store over database/sql for SQLite
+// (modernc.org/sqlite, pure Go: `go install` needs no C toolchain),
+// MariaDB/MySQL (go-sql-driver/mysql) and PostgreSQL (pgx). One
+// implementation; the differences are in dialect.go.
+//
+// Each database holds N tables ontime_tasks_0000 … and ontime_meta (schema
+// version and the table and segment counts the tables were made with).
+// Indexes, and why:
+//
+//	PRIMARY KEY (id)                   Get, and every update by ID
+//	UNIQUE (topic, task_key)           idempotent submit
+//	(seg, status, due_at, id)          the claim and the keyset scan: an index
+//	                                   range per (segment, status) in due order;
+//	                                   it also serves expired-lease claims and
+//	                                   NextDue, since claimed rows are few (only
+//	                                   those within the preheat window)
+//	(status, id)                       List by status in ID order
+//
+// No index for topic-only listing: it is an operator's query, and every
+// index costs every insert.
+package sqlstore
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+	"github.com/jackc/pgx/v5"
+	_ "github.com/jackc/pgx/v5/stdlib" // registers the "pgx" driver
+	_ "modernc.org/sqlite"             // registers the "sqlite" driver
+
+	"github.com/ontimehq/ontime/internal/router"
+	"github.com/ontimehq/ontime/internal/store"
+	"github.com/ontimehq/ontime/internal/task"
+)
+
+// SchemaVersion is the version migrate brings a database to.
+const SchemaVersion = 1
+
+// Config configures a store.
+type Config struct {
+	Driver   string   // "sqlite" | "mysql" | "postgres"
+	DSNs     []string // one per database (M); sqlite: a file path
+	Tables   int      // N task tables per database
+	Segments int      // scan segments per table
+	Logger   *slog.Logger
+}
+
+// Store is the SQL task store.
+type Store struct {
+	cfg  Config
+	d    *dialect
+	topo router.Topology
+	// w are the connection pools that write; r those that read. They are
+	// the same pools except for SQLite, whose single writer connection
+	// would otherwise also queue every read.
+	w, r []*sql.DB
+	log  *slog.Logger
+	// names[t] is the name of task table t.
+	names []string
+}
+
+var _ store.Store = (*Store)(nil)
+
+func tableName(i int) string { return fmt.Sprintf("ontime_tasks_%04d", i) }
+
+// Open validates cfg, connects to every database, checks it answers, and
+// migrates its schema.
+func Open(ctx context.Context, cfg Config) (*Store, error) {
+	d, ok := dialects[cfg.Driver]
+	if !ok {
+		return nil, fmt.Errorf("store.driver: %q is not one of sqlite, mysql, postgres", cfg.Driver)
+	}
+	if len(cfg.DSNs) == 0 {
+		return nil, errors.New("store.databases: at least one database is required")
+	}
+	if cfg.Tables < 1 || cfg.Tables > 4096 {
+		return nil, fmt.Errorf("store.tables: %d is out of range 1..4096", cfg.Tables)
+	}
+	if cfg.Segments < 1 || cfg.Segments > 256 {
+		return nil, fmt.Errorf("store.segments: %d is out of range 1..256", cfg.Segments)
+	}
+	topo := router.Topology{Databases: len(cfg.DSNs), Tables: cfg.Tables}
+	if err := topo.Validate(); err != nil {
+		return nil, err
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	s := &Store{cfg: cfg, d: d, topo: topo, log: cfg.Logger}
+	for i := range cfg.Tables {
+		s.names = append(s.names, tableName(i))
+	}
+	for i, dsn := range cfg.DSNs {
+		w, r, err := s.connect(dsn)
+		if err != nil {
+			s.Close()
+			return nil, fmt.Errorf("store.databases[%d]: %w", i, err)
+		}
+		s.w, s.r = append(s.w, w), append(s.r, r)
+		pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		err = w.PingContext(pctx)
+		cancel()
+		if err != nil {
+			s.Close()
+			return nil, fmt.Errorf("store.databases[%d]: cannot reach the %s database: %w", i, cfg.Driver, err)
+		}
+		if err := s.migrate(ctx, w); err != nil {
+			s.Close()
+			return nil, fmt.Errorf("store.databases[%d]: %w", i, err)
+		}
+	}
+	return s, nil
+}
+
+func (s *Store) connect(dsn string) (w, r *sql.DB, err error) {
+	switch s.cfg.Driver {
+	case "sqlite":
+		base := dsn
+		if !strings.HasPrefix(base, "file:") {
+			base = "file:" + base
+		}
+		sep := "?"
+		if strings.Contains(base, "?") {
+			sep = "&"
+		}
+		// WAL lets readers run beside the writer; synchronous=NORMAL is
+		// durable across process crashes in WAL mode (only an OS crash can
+		// lose the last transactions); BEGIN IMMEDIATE takes the write lock
+		// up front so transactions never fail to upgrade it.
+		opts := "_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)"
+		w, err = sql.Open("sqlite", base+sep+opts+"&_txlock=immediate")
+		if err != nil {
+			return nil, nil, fmt.Errorf("malformed DSN: %w", err)
+		}
+		w.SetMaxOpenConns(1) // SQLite has one writer: queue here, not on SQLITE_BUSY
+		r, err = sql.Open("sqlite", base+sep+opts+"&_pragma=query_only(1)")
+		if err != nil {
+			w.Close()
+			return nil, nil, fmt.Errorf("malformed DSN: %w", err)
+		}
+		r.SetMaxOpenConns(4)
+		return w, r, nil
+	case "mysql":
+		mc, err := mysql.ParseDSN(dsn)
+		if err != nil {
+			return nil, nil, fmt.Errorf("malformed MySQL DSN: %w", err)
+		}
+		if mc.DBName == "" {
+			return nil, nil, errors.New("the MySQL DSN names no database (…/dbname)")
+		}
+		mc.ParseTime = false
+		mc.InterpolateParams = true // one round trip per statement
+		mc.Timeout = 10 * time.Second
+		conn, err := mysql.NewConnector(mc)
+		if err != nil {
+			return nil, nil, fmt.Errorf("malformed MySQL DSN: %w", err)
+		}
+		db := sql.OpenDB(conn)
+		db.SetMaxOpenConns(32)
+		db.SetMaxIdleConns(32)
+		db.SetConnMaxLifetime(time.Hour)
+		return db, db, nil
+	default:
+		if _, err := pgx.ParseConfig(dsn); err != nil {
+			return nil, nil, fmt.Errorf("malformed PostgreSQL DSN: %w", err)
+		}
+		db, err := sql.Open("pgx", dsn)
+		if err != nil {
+			return nil, nil, fmt.Errorf("malformed PostgreSQL DSN: %w", err)
+		}
+		db.SetMaxOpenConns(32)
+		db.SetMaxIdleConns(32)
+		db.SetConnMaxLifetime(time.Hour)
+		return db, db, nil
+	}
+}
+
+// migrate brings one database to SchemaVersion under an engine lock so that
+// nodes starting together migrate once; every statement is idempotent.
+func (s *Store) migrate(ctx context.Context, db *sql.DB) error {
+	c, err := db.Conn(ctx)
+	if err != nil {
+		return fmt.Errorf("migrate: %w", err)
+	}
+	defer c.Close()
+	unlock, err := s.d.lock(ctx, c)
+	if err != nil {
+		return fmt.Errorf("migrate: lock: %w", err)
+	}
+	defer unlock()
+	if _, err := c.ExecContext(ctx, s.d.createMeta); err != nil {
+		return fmt.Errorf("migrate: %w", err)
+	}
+	meta := map[string]string{}
+	rows, err := c.QueryContext(ctx, `SELECT k, v FROM ontime_meta`)
+	if err != nil {
+		return fmt.Errorf("migrate: %w", err)
+	}
+	for rows.Next() {
+		var k, v string
+		if err := rows.Scan(&k, &v); err != nil {
+			rows.Close()
+			return fmt.Errorf("migrate: %w", err)
+		}
+		meta[k] = v
+	}
+	rows.Close()
+	if v, ok := meta["schema_version"]; ok {
+		n, _ := strconv.Atoi(v)
+		if n > SchemaVersion {
+			return fmt.Errorf("schema version %d is newer than this ontime (%d): upgrade ontime", n, SchemaVersion)
+		}
+		if t := meta["tables"]; t != strconv.Itoa(s.cfg.Tables) {
+			return fmt.Errorf("store.tables: the database was created with %s tables, the config says %d", t, s.cfg.Tables)
+		}
+		if sg := meta["segments"]; sg != strconv.Itoa(s.cfg.Segments) {
+			return fmt.Errorf("store.segments: the database was created with %s segments, the config says %d", sg, s.cfg.Segments)
+		}
+		if n == SchemaVersion {
+			return nil
+		}
+	}
+	for _, t := range s.names {
+		for _, stmt := range s.d.createTable(t) {
+			if _, err := c.ExecContext(ctx, stmt); err != nil {
+				return fmt.Errorf("migrate: create %s: %w", t, err)
+			}
+		}
+	}
+	for _, kv := range [][2]string{{"tables", strconv.Itoa(s.cfg.Tables)}, {"segments", strconv.Itoa(s.cfg.Segments)}, {"schema_version", strconv.Itoa(SchemaVersion)}} {
+		if _, err := c.ExecContext(ctx, s.d.rebind(s.d.upsertMeta), kv[0], kv[1]); err != nil {
+			return fmt.Errorf("migrate: %w", err)
+		}
+	}
+	s.log.Info("store migrated", "driver", s.cfg.Driver, "version", SchemaVersion, "tables", s.cfg.Tables)
+	return nil
+}
+
+// Close closes every pool.
+func (s *Store) Close() error {
+	var errs []error
+	seen := map[*sql.DB]bool{}
+	for _, db := range append(append([]*sql.DB(nil), s.w...), s.r...) {
+		if db != nil && !seen[db] {
+			seen[db] = true
+			errs = append(errs, db.Close())
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Ping checks every database.
+func (s *Store) Ping(ctx context.Context) error {
+	for i, db := range s.w {
+		if err := db.PingContext(ctx); err != nil {
+			return fmt.Errorf("store.databases[%d]: %w", i, err)
+		}
+	}
+	return nil
+}
+
+// Items lists every (database, table, segment).
+func (s *Store) Items() []store.Item {
+	items := make([]store.Item, 0, s.topo.Slots()*s.cfg.Segments)
+	for db := range s.topo.Databases {
+		for t := range s.topo.Tables {
+			for seg := range s.cfg.Segments {
+				items = append(items, store.Item{DB: db, Table: t, Segment: seg})
+			}
+		}
+	}
+	return items
+}
+
+// Topology is the store's shape.
+func (s *Store) Topology() router.Topology { return s.topo }
+
+// locate routes a task ID.
+func (s *Store) locate(id string) (db, table int, err error) {
+	p, err := router.ParseID(id)
+	if err != nil {
+		return 0, 0, fmt.Errorf("%w: %w", store.ErrNotFound, err)
+	}
+	db, table = s.topo.Locate(p.ShardHash)
+	return db, table, nil
+}
+
+// CleanupMoved deletes, in every table of database db, the rows that the
+// current topology places in another database: after the databases were
+// doubled by copying, each copy drops what moved away. One DELETE per table.
+func (s *Store) CleanupMoved(ctx context.Context, db int) (int64, error) {
+	if db < 0 || db >= len(s.w) {
+		return 0, fmt.Errorf("store: database %d out of range 0..%d", db, len(s.w)-1)
+	}
+	mod, lo, hi := s.topo.CleanupRange(db)
+	var total int64
+	for _, t := range s.names {
+		res, err := s.w[db].ExecContext(ctx, s.d.rebind(`DELETE FROM `+t+` WHERE shard_hash % ? NOT BETWEEN ? AND ?`), mod, lo, hi)
+		if err != nil {
+			return total, fmt.Errorf("cleanup %s: %w", t, err)
+		}
+		n, _ := res.RowsAffected()
+		total += n
+	}
+	return total, nil
+}
+
+// ---- rows ----
+
+const cols = `id, topic, task_key, shard_hash, seg, due_at, payload, target, max_attempts, attempts, status, last_error, created_at, updated_at, owner, lease_until, token`
+
+func micros(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return t.UnixMicro()
+}
+
+func fromMicros(v int64) time.Time {
+	if v == 0 {
+		return time.Time{}
+	}
+	return time.UnixMicro(v).UTC()
+}
+
+type scanner interface{ Scan(dest ...any) error }
+
+func scanTask(sc scanner) (*task.Task, error) {
+	var t task.Task
+	var key, owner sql.NullString
+	var hash, due, created, updated, lease int64
+	var status int64
+	if err := sc.Scan(&t.ID, &t.Topic, &key, &hash, &t.Seg, &due, &t.Payload, &t.Target, &t.MaxAttempts, &t.Attempts,
+		&status, &t.LastError, &created, &updated, &owner, &lease, &t.Token); err != nil {
+		return nil, err
+	}
+	t.Key, t.Owner = key.String, owner.String
+	t.ShardHash = uint32(hash)
+	t.Status = task.Status(status)
+	t.DueAt, t.CreatedAt, t.UpdatedAt, t.LeaseUntil = fromMicros(due), fromMicros(created), fromMicros(updated), fromMicros(lease)
+	return &t, nil
+}
+
+func (s *Store) queryTasks(ctx context.Context, db *sql.DB, q string, args ...any) ([]*task.Task, error) {
+	rows, err := db.QueryContext(ctx, s.d.rebind(q), args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []*task.Task
+	for rows.Next() {
+		t, err := scanTask(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, t)
+	}
+	return out, rows.Err()
+}
+
+func placeholders(n int) string {
+	return strings.TrimSuffix(strings.Repeat("?, ", n), ", ")
+}
+
+// group is the refs bound for one table.
+type group struct {
+	db, table int
+	idx       []int // positions in the caller's slice
+}
+
+// groupRefs splits IDs by (database, table), skipping malformed ones.
+func (s *Store) groupIDs(ids []string) []group {
+	byKey := map[[2]int]*group{}
+	var order [][2]int
+	for i, id := range ids {
+		db, t, err := s.locate(id)
+		if err != nil {
+			continue
+		}
+		k := [2]int{db, t}
+		g := byKey[k]
+		if g == nil {
+			g = &group{db: db, table: t}
+			byKey[k] = g
+			order = append(order, k)
+		}
+		g.idx = append(g.idx, i)
+	}
+	out := make([]group, len(order))
+	for i, k := range order {
+		out[i] = *byKey[k]
+	}
+	return out
+}
+
+// forEachGroup runs f on up to 8 table groups at a time: tables of
+// different databases are written in parallel, and a batch pays for its
+// slowest table rather than the sum.
+func forEachGroup(groups []group, f func(g group) error) error {
+	if len(groups) == 1 {
+		return f(groups[0])
+	}
+	var wg sync.WaitGroup
+	errs := make([]error, len(groups))
+	sem := make(chan struct{}, 8)
+	for i, g := range groups {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			errs[i] = f(g)
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// refMatch builds "(id = ? AND token = ?) OR …" for refs: a row changes only
+// under the claim that the caller holds. Every engine turns it into
+// primary-key lookups.
+func refMatch(refs []store.Ref) (string, []any) {
+	var b strings.Builder
+	args := make([]any, 0, 2*len(refs))
+	b.WriteString("(")
+	for i, r := range refs {
+		if i > 0 {
+			b.WriteString(" OR ")
+		}
+		b.WriteString("(id = ? AND token = ?)")
+		args = append(args, r.ID, r.Token)
+	}
+	b.WriteString(")")
+	return b.String(), args
+}
