@@ -42,40 +42,40 @@ func (d Duration) MarshalYAML() (any, error) { return time.Duration(d).String(),
 
 // Config is the whole node configuration. Defaults are in Default.
 type Config struct {
-	Listen   string   `yaml:"listen"`   // API address; default 127.0.0.1:7070
-	DataDir  string   `yaml:"data_dir"` // default ./ontime-data
-	NodeID   string   `yaml:"node_id"`  // default <hostname>-<random>
-	LogLevel string   `yaml:"log_level"`
-	Store    Store    `yaml:"store"`
-	Hot      Hot      `yaml:"hot"`
-	Cluster  Cluster  `yaml:"cluster"`
-	Delivery Delivery `yaml:"delivery"`
+	Listen   string         `yaml:"listen"`   // API address; default 127.0.0.1:7070
+	DataDir  string         `yaml:"data_dir"` // default ./ontime-data
+	NodeID   string         `yaml:"node_id"`  // default <hostname>-<random>
+	LogLevel string         `yaml:"log_level"`
+	Store    StoreConfig    `yaml:"store"`
+	Hot      HotConfig      `yaml:"hot"`
+	Cluster  ClusterConfig  `yaml:"cluster"`
+	Delivery DeliveryConfig `yaml:"delivery"`
 }
 
-// Store configures the task store.
-type Store struct {
+// StoreConfig configures the task store.
+type StoreConfig struct {
 	Driver    string   `yaml:"driver"`    // sqlite | mysql | postgres
 	Databases []string `yaml:"databases"` // one DSN per database; sqlite default: data_dir/ontime.db
 	Tables    int      `yaml:"tables"`    // N task tables per database; default 16
 	Segments  int      `yaml:"segments"`  // scan segments per table; default 4
 }
 
-// Hot configures the hot tier.
-type Hot struct {
+// HotConfig configures the hot tier.
+type HotConfig struct {
 	Tier       string   `yaml:"tier"`        // memory | redis
 	RedisAddrs []string `yaml:"redis_addrs"` // one: standalone; several: Redis Cluster
 	Window     Duration `yaml:"window"`      // preheat window; default 30s
 	Slots      int      `yaml:"slots"`       // redis sorted-set slots per topic; default 8
 }
 
-// Cluster configures coordination.
-type Cluster struct {
+// ClusterConfig configures coordination.
+type ClusterConfig struct {
 	Coordinator   string   `yaml:"coordinator"` // none | database | etcd
 	EtcdEndpoints []string `yaml:"etcd_endpoints"`
 }
 
-// Delivery configures how tasks are delivered.
-type Delivery struct {
+// DeliveryConfig configures how tasks are delivered.
+type DeliveryConfig struct {
 	WebhookSecret   string   `yaml:"webhook_secret"`
 	Timeout         Duration `yaml:"timeout"`           // per webhook call; default 10s
 	Concurrency     int      `yaml:"concurrency"`       // per destination; default 32
@@ -95,10 +95,10 @@ func DefaultConfig() Config {
 		Listen:   "127.0.0.1:7070",
 		DataDir:  "./ontime-data",
 		LogLevel: "info",
-		Store:    Store{Driver: "sqlite", Tables: 16, Segments: 4},
-		Hot:      Hot{Tier: "memory", Window: Duration(30 * time.Second), Slots: 8},
-		Cluster:  Cluster{Coordinator: "none"},
-		Delivery: Delivery{
+		Store:    StoreConfig{Driver: "sqlite", Tables: 16, Segments: 4},
+		Hot:      HotConfig{Tier: "memory", Window: Duration(30 * time.Second), Slots: 8},
+		Cluster:  ClusterConfig{Coordinator: "none"},
+		Delivery: DeliveryConfig{
 			Timeout: Duration(10 * time.Second), Concurrency: 32, MaxAttempts: 25,
 			MaxPayloadBytes: 1 << 20, RetryBase: Duration(time.Second), RetryMax: Duration(time.Hour),
 			LeaseTTL: Duration(30 * time.Second), BreakerFailures: 10, BreakerOpenFor: Duration(10 * time.Second),
@@ -191,14 +191,7 @@ func (c *Config) Validate() error {
 	switch c.Hot.Tier {
 	case "memory":
 	case "redis":
-		if len(c.Hot.RedisAddrs) == 0 {
-			return errors.New("hot.redis_addrs: at least one address is needed for hot.tier redis")
-		}
-		for i, a := range c.Hot.RedisAddrs {
-			if _, _, err := net.SplitHostPort(a); err != nil {
-				return fmt.Errorf("hot.redis_addrs[%d]: %q is not host:port", i, a)
-			}
-		}
+		return errors.New("hot.tier: redis is not available in this build yet (use memory)")
 	default:
 		return fmt.Errorf("hot.tier: %q is not one of memory, redis", c.Hot.Tier)
 	}

@@ -33,7 +33,6 @@ import (
 	"github.com/ontimehq/ontime/internal/engine"
 	"github.com/ontimehq/ontime/internal/hot"
 	"github.com/ontimehq/ontime/internal/hot/memory"
-	hotredis "github.com/ontimehq/ontime/internal/hot/redis"
 	"github.com/ontimehq/ontime/internal/router"
 	"github.com/ontimehq/ontime/internal/store"
 	"github.com/ontimehq/ontime/internal/store/sqlstore"
@@ -168,13 +167,6 @@ func (n *Node) build(ctx context.Context, o nodeOptions) error {
 	switch cfg.Hot.Tier {
 	case "memory":
 		t, err := memory.New(memory.Config{Visibility: time.Duration(cfg.Delivery.LeaseTTL)})
-		if err != nil {
-			return fmt.Errorf("hot: %w", err)
-		}
-		n.tier = t
-	case "redis":
-		t, err := hotredis.New(ctx, hotredis.Config{Addrs: cfg.Hot.RedisAddrs, Slots: cfg.Hot.Slots,
-			Visibility: time.Duration(cfg.Delivery.LeaseTTL), Logger: n.log})
 		if err != nil {
 			return fmt.Errorf("hot: %w", err)
 		}
