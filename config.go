@@ -13,6 +13,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -134,10 +135,26 @@ func ParseConfig(b []byte, c *Config) error {
 	dec := yaml.NewDecoder(bytes.NewReader(b))
 	dec.KnownFields(true)
 	if err := dec.Decode(c); err != nil && !errors.Is(err, io.EOF) {
+		var te *yaml.TypeError
+		if errors.As(err, &te) {
+			msgs := make([]string, len(te.Errors))
+			for i, m := range te.Errors {
+				msgs[i] = unknownKey.ReplaceAllStringFunc(m, func(s string) string {
+					g := unknownKey.FindStringSubmatch(s)
+					return sectionOf[g[2]] + g[1] + ": unknown key"
+				})
+			}
+			return errors.New(strings.Join(msgs, "; "))
+		}
 		return fmt.Errorf("%s", strings.TrimPrefix(err.Error(), "yaml: "))
 	}
 	return nil
 }
+
+// unknownKey matches yaml.v3's "field X not found in type ontime.T".
+var unknownKey = regexp.MustCompile(`field (\S+) not found in type ontime\.(\w+)`)
+
+var sectionOf = map[string]string{"Config": "", "StoreConfig": "store.", "HotConfig": "hot.", "ClusterConfig": "cluster.", "DeliveryConfig": "delivery."}
 
 // fill derives the defaults that depend on other values.
 func (c *Config) fill() {

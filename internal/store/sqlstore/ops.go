@@ -615,4 +615,3 @@ func (s *Store) Count(ctx context.Context) (map[task.Status]int64, error) {
 	}
 	return out, nil
 }
-
