@@ -80,3 +80,9 @@ func HashKey(key string) uint32 {
 	h := xxhash.Sum64String(key)
 	return uint32(h) ^ uint32(h>>32)
 }
+
+// HashKeyBytes is HashKey for a key held in bytes (no allocation).
+func HashKeyBytes(key []byte) uint32 {
+	h := xxhash.Sum64(key)
+	return uint32(h) ^ uint32(h>>32)
+}
