@@ -110,7 +110,9 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 		cancel()
 		if err != nil {
 			s.Close()
-			return nil, fmt.Errorf("store.databases[%d]: cannot reach the %s database: %w", i, cfg.Driver, err)
+			// One line: pgx lists every address it tried on lines of its own.
+			msg := strings.Join(strings.Fields(err.Error()), " ")
+			return nil, fmt.Errorf("store.databases[%d]: cannot reach the %s database: %s", i, cfg.Driver, msg)
 		}
 		if err := s.migrate(ctx, w); err != nil {
 			s.Close()
