@@ -78,14 +78,52 @@ func (s *Store) insertChunk(ctx context.Context, g group, idx []int, tasks []sto
 		out[i] = store.Inserted{Task: st}
 	}
 	b.WriteString(s.d.onConflict)
+	// Learn which rows went in, so that only keys that met an existing row
+	// are read back: RETURNING where the engine has it; elsewhere (MariaDB,
+	// which counts an untouched duplicate as 0 affected rows) the count
+	// tells whether any row was skipped at all.
+	var inserted map[string]bool
+	if s.d.returning {
+		b.WriteString(" RETURNING id")
+	}
 	q := s.d.rebind(b.String())
-	if err := withRetry(ctx, func() error { _, err := db.ExecContext(ctx, q, args...); return err }); err != nil {
+	err := withRetry(ctx, func() error {
+		if !s.d.returning {
+			res, err := db.ExecContext(ctx, q, args...)
+			if err != nil {
+				return err
+			}
+			if n, err := res.RowsAffected(); err == nil && n == int64(len(idx)) {
+				inserted = make(map[string]bool, len(idx))
+				for _, i := range idx {
+					inserted[tasks[i].ID] = true
+				}
+			}
+			return nil
+		}
+		rows, err := db.QueryContext(ctx, q, args...)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		inserted = make(map[string]bool, len(idx))
+		for rows.Next() {
+			var id string
+			if err := rows.Scan(&id); err != nil {
+				return err
+			}
+			inserted[id] = true
+		}
+		return rows.Err()
+	})
+	if err != nil {
 		return err
 	}
-	// Keyed tasks may have met an existing row: read back who owns each key.
+	// Keyed tasks that were not inserted met an existing row: read back who
+	// owns each key (inserted == nil means "unknown": read back every key).
 	byTopic := map[string][]int{}
 	for _, i := range idx {
-		if tasks[i].Key != "" {
+		if tasks[i].Key != "" && !inserted[tasks[i].ID] {
 			byTopic[tasks[i].Topic] = append(byTopic[tasks[i].Topic], i)
 		}
 	}

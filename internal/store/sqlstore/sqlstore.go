@@ -33,8 +33,8 @@ import (
 
 	"github.com/go-sql-driver/mysql"
 	"github.com/jackc/pgx/v5"
-	_ "github.com/jackc/pgx/v5/stdlib" // registers the "pgx" driver
-	_ "modernc.org/sqlite"             // registers the "sqlite" driver
+	"github.com/jackc/pgx/v5/stdlib"
+	_ "modernc.org/sqlite" // registers the "sqlite" driver
 
 	"github.com/ontimehq/ontime/internal/router"
 	"github.com/ontimehq/ontime/internal/store"
@@ -171,13 +171,17 @@ func (s *Store) connect(dsn string) (w, r *sql.DB, err error) {
 		db.SetConnMaxLifetime(time.Hour)
 		return db, db, nil
 	default:
-		if _, err := pgx.ParseConfig(dsn); err != nil {
-			return nil, nil, fmt.Errorf("malformed PostgreSQL DSN: %w", err)
-		}
-		db, err := sql.Open("pgx", dsn)
+		pc, err := pgx.ParseConfig(dsn)
 		if err != nil {
 			return nil, nil, fmt.Errorf("malformed PostgreSQL DSN: %w", err)
 		}
+		// Batch statements differ in their number of rows, so a prepared-
+		// statement cache would miss and pay a round trip to prepare each;
+		// exec mode sends parse, bind and execute together.
+		if !strings.Contains(dsn, "default_query_exec_mode") {
+			pc.DefaultQueryExecMode = pgx.QueryExecModeExec
+		}
+		db := stdlib.OpenDB(*pc)
 		db.SetMaxOpenConns(32)
 		db.SetMaxIdleConns(32)
 		db.SetConnMaxLifetime(time.Hour)
