@@ -21,11 +21,9 @@ var (
 // DispatcherConfig configures lanes. Zero fields take defaults.
 type DispatcherConfig struct {
 	PerDestConcurrency int // deliveries in flight per destination; default 32
-	PerDestQueue       int // queued deliveries per destination; default 10000
+	PerDestQueue       int // queued deliveries per destination; default 100000
 	Breaker            BreakerConfig
-	// IdleLane is how long a lane with nothing to do keeps its goroutines.
-	IdleLane time.Duration // default 30s
-	Logger   *slog.Logger
+	Logger             *slog.Logger
 }
 
 // BreakerConfig configures each destination's circuit breaker.
@@ -39,16 +37,13 @@ func (c *DispatcherConfig) withDefaults() error {
 		c.PerDestConcurrency = 32
 	}
 	if c.PerDestQueue == 0 {
-		c.PerDestQueue = 10000
+		c.PerDestQueue = 100000
 	}
 	if c.Breaker.FailureThreshold == 0 {
 		c.Breaker.FailureThreshold = 10
 	}
 	if c.Breaker.OpenFor == 0 {
 		c.Breaker.OpenFor = 10 * time.Second
-	}
-	if c.IdleLane == 0 {
-		c.IdleLane = 30 * time.Second
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
@@ -151,8 +146,10 @@ func (p *Dispatcher) work(l *lane) {
 		p.mu.Lock()
 		if len(l.queue) == 0 {
 			l.workers--
-			if l.workers == 0 && l.stats.InFlight == 0 && l.br.state == stateClosed {
-				delete(p.lanes, l.dest) // retire; its stats start afresh next time
+			if l.workers == 0 && l.stats.InFlight == 0 && l.br.state == stateClosed && l.br.failures == 0 {
+				// Retire a healthy idle lane; one with a failure streak stays,
+				// so its breaker keeps counting.
+				delete(p.lanes, l.dest)
 			}
 			p.mu.Unlock()
 			return

@@ -108,6 +108,13 @@ func (e *Engine) finish(t *task.Task, err error) {
 	case err == nil:
 		o.Done = true
 		e.m.Outcomes.WithLabelValues("done").Inc()
+	case errors.Is(err, deliver.ErrLaneFull) || errors.Is(err, deliver.ErrCircuitOpen) ||
+		errors.Is(err, deliver.ErrStopped):
+		// Never reached the target: try again soon, without using an attempt.
+		o.NotAttempted = true
+		o.RetryAt = time.Now().Add(e.cfg.Retry.Next(1, nil))
+		o.Error = errText(err)
+		e.m.Outcomes.WithLabelValues("deferred").Inc()
 	case deliver.IsPermanent(err) || t.Attempts >= t.MaxAttempts:
 		o.Dead = true
 		o.Error = errText(err)

@@ -94,6 +94,10 @@ type Outcome struct {
 	Dead    bool
 	RetryAt time.Time
 	Error   string // kept as last_error when not Done
+	// NotAttempted: the delivery never reached the target (its destination's
+	// queue was full, its breaker open, no handler here), so the retry does
+	// not count against max_attempts.
+	NotAttempted bool
 }
 
 // ListFilter selects tasks for List. Zero fields do not filter.

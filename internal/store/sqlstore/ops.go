@@ -558,8 +558,12 @@ func (s *Store) finishGroup(ctx context.Context, g group, outcomes []store.Outco
 				return err
 			}
 		default:
-			if _, err := tx.ExecContext(ctx, s.d.rebind(`UPDATE `+t+` SET status = ?, due_at = ?, last_error = ?, owner = NULL, lease_until = 0, token = 0, updated_at = ?
-				WHERE id = ? AND token = ? AND status = ?`), int(task.StatusPending), micros(o.RetryAt), truncate(o.Error), now, o.ID, o.Token, int(task.StatusRunning)); err != nil {
+			undo := 0
+			if o.NotAttempted {
+				undo = 1
+			}
+			if _, err := tx.ExecContext(ctx, s.d.rebind(`UPDATE `+t+` SET status = ?, due_at = ?, last_error = ?, attempts = attempts - ?, owner = NULL, lease_until = 0, token = 0, updated_at = ?
+				WHERE id = ? AND token = ? AND status = ?`), int(task.StatusPending), micros(o.RetryAt), truncate(o.Error), undo, now, o.ID, o.Token, int(task.StatusRunning)); err != nil {
 				return err
 			}
 		}

@@ -258,6 +258,15 @@ func testStateMachine(t *testing.T, open Opener) {
 		t.Fatal("retried task not claimable at its new due time")
 	}
 	b.s.Start(b.ctx, cr, now.Add(time.Minute))
+	// A delivery that never reached its target does not use an attempt.
+	if err := b.s.Finish(b.ctx, []store.Outcome{{Ref: cr[0], RetryAt: retryAt, Error: "queue full", NotAttempted: true}}); err != nil {
+		t.Fatal(err)
+	}
+	if got := b.get(c.ID); got.Attempts != 1 || got.Status != task.StatusPending || got.LastError != "queue full" {
+		t.Fatalf("after a not-attempted retry: %+v", got)
+	}
+	cr, _ = b.s.Claim(b.ctx, b.item(c), retryAt, now, lease(23), 10)
+	b.s.Start(b.ctx, cr, now.Add(time.Minute))
 	if err := b.s.Finish(b.ctx, []store.Outcome{{Ref: cr[0], Dead: true, Error: "gave up"}}); err != nil {
 		t.Fatal(err)
 	}

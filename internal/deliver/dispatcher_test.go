@@ -1,0 +1,240 @@
+package deliver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+type result struct {
+	mu   sync.Mutex
+	errs map[string]error
+	wg   sync.WaitGroup
+}
+
+func newResult(n int) *result {
+	r := &result{errs: map[string]error{}}
+	r.wg.Add(n)
+	return r
+}
+
+func (r *result) done(id string) func(error) {
+	return func(err error) {
+		r.mu.Lock()
+		if _, dup := r.errs[id]; dup {
+			panic("done called twice for " + id)
+		}
+		r.errs[id] = err
+		r.mu.Unlock()
+		r.wg.Done()
+	}
+}
+
+func waitGroup(t *testing.T, wg *sync.WaitGroup, d time.Duration) {
+	t.Helper()
+	c := make(chan struct{})
+	go func() { wg.Wait(); close(c) }()
+	select {
+	case <-c:
+	case <-time.After(d):
+		t.Fatalf("not done within %s", d)
+	}
+}
+
+// A hanging destination fills only its own lane: every delivery to another
+// destination completes while it hangs.
+func TestHangingDestinationIsolated(t *testing.T) {
+	p, err := NewDispatcher(DispatcherConfig{PerDestConcurrency: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	release := make(chan struct{})
+	var inSlow, maxSlow atomic.Int32
+	slow := HandlerFunc(func(ctx context.Context, d Delivery) error {
+		n := inSlow.Add(1)
+		for {
+			m := maxSlow.Load()
+			if n <= m || maxSlow.CompareAndSwap(m, n) {
+				break
+			}
+		}
+		<-release
+		inSlow.Add(-1)
+		return nil
+	})
+	fast := HandlerFunc(func(ctx context.Context, d Delivery) error { return nil })
+	ctx := context.Background()
+	rs, rf := newResult(50), newResult(200)
+	for i := range 50 {
+		p.Dispatch(ctx, "slow", slow, Delivery{ID: fmt.Sprint("s", i)}, rs.done(fmt.Sprint("s", i)))
+	}
+	for i := range 200 {
+		p.Dispatch(ctx, "fast", fast, Delivery{ID: fmt.Sprint("f", i)}, rf.done(fmt.Sprint("f", i)))
+	}
+	waitGroup(t, &rf.wg, 10*time.Second)
+	for id, err := range rf.errs {
+		if err != nil {
+			t.Fatalf("%s: %v", id, err)
+		}
+	}
+	if st := p.Stats()["slow"]; st.InFlight != 4 || st.Queued != 46 {
+		t.Fatalf("slow lane: %+v, want 4 in flight and 46 queued", st)
+	}
+	close(release)
+	waitGroup(t, &rs.wg, 10*time.Second)
+	if m := maxSlow.Load(); m != 4 {
+		t.Fatalf("slow destination saw %d concurrent deliveries, limit 4", m)
+	}
+	if err := p.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestBreakerOpensFailsFastAndRecovers(t *testing.T) {
+	p, _ := NewDispatcher(DispatcherConfig{PerDestConcurrency: 1, Breaker: BreakerConfig{FailureThreshold: 3, OpenFor: 300 * time.Millisecond}})
+	var calls atomic.Int32
+	var healthy atomic.Bool
+	sink := HandlerFunc(func(ctx context.Context, d Delivery) error {
+		calls.Add(1)
+		if healthy.Load() {
+			return nil
+		}
+		return errors.New("boom")
+	})
+	ctx := context.Background()
+	r := newResult(3)
+	for i := range 3 {
+		p.Dispatch(ctx, "d", sink, Delivery{}, r.done(fmt.Sprint(i)))
+	}
+	waitGroup(t, &r.wg, 5*time.Second)
+	// Open: fails fast without calling the sink.
+	r2 := newResult(1)
+	p.Dispatch(ctx, "d", sink, Delivery{}, r2.done("x"))
+	waitGroup(t, &r2.wg, 5*time.Second)
+	if !errors.Is(r2.errs["x"], ErrCircuitOpen) || calls.Load() != 3 {
+		t.Fatalf("open breaker: err %v, calls %d", r2.errs["x"], calls.Load())
+	}
+	if p.Stats()["d"].Breaker != "open" {
+		t.Fatalf("stats %+v", p.Stats()["d"])
+	}
+	// After OpenFor a probe goes through; success closes the breaker.
+	healthy.Store(true)
+	time.Sleep(400 * time.Millisecond)
+	r3 := newResult(1)
+	p.Dispatch(ctx, "d", sink, Delivery{}, r3.done("probe"))
+	waitGroup(t, &r3.wg, 5*time.Second)
+	if r3.errs["probe"] != nil {
+		t.Fatalf("probe: %v", r3.errs["probe"])
+	}
+	r4 := newResult(5)
+	for i := range 5 {
+		p.Dispatch(ctx, "d", sink, Delivery{}, r4.done(fmt.Sprint(i)))
+	}
+	waitGroup(t, &r4.wg, 5*time.Second)
+	for _, err := range r4.errs {
+		if err != nil {
+			t.Fatalf("after recovery: %v", err)
+		}
+	}
+}
+
+func TestLaneFullAndStop(t *testing.T) {
+	p, _ := NewDispatcher(DispatcherConfig{PerDestConcurrency: 1, PerDestQueue: 2})
+	block := make(chan struct{})
+	sink := HandlerFunc(func(ctx context.Context, d Delivery) error { <-block; return nil })
+	ctx := context.Background()
+	r := newResult(4)
+	for i := range 4 {
+		p.Dispatch(ctx, "d", sink, Delivery{}, r.done(fmt.Sprint(i)))
+		time.Sleep(20 * time.Millisecond) // let the worker take the first
+	}
+	// 1 in flight + 2 queued; the 4th is refused.
+	r.mu.Lock()
+	full := r.errs["3"]
+	r.mu.Unlock()
+	if !errors.Is(full, ErrLaneFull) {
+		t.Fatalf("4th dispatch: %v, want ErrLaneFull", full)
+	}
+	stopped := make(chan error, 1)
+	go func() { stopped <- p.Stop(ctx) }()
+	time.Sleep(50 * time.Millisecond)
+	r5 := newResult(1)
+	p.Dispatch(ctx, "d", sink, Delivery{}, r5.done("late"))
+	if !errors.Is(r5.errs["late"], ErrStopped) {
+		t.Fatalf("dispatch after stop: %v", r5.errs["late"])
+	}
+	select {
+	case <-stopped:
+		t.Fatal("Stop returned with deliveries in flight")
+	default:
+	}
+	close(block)
+	if err := <-stopped; err != nil {
+		t.Fatal(err)
+	}
+	waitGroup(t, &r.wg, 5*time.Second)
+	// Idle lanes leave no goroutine behind.
+	base := runtime.NumGoroutine()
+	p2, _ := NewDispatcher(DispatcherConfig{})
+	r6 := newResult(100)
+	for i := range 100 {
+		p2.Dispatch(ctx, fmt.Sprint("dest", i), HandlerFunc(func(context.Context, Delivery) error { return nil }), Delivery{}, r6.done(fmt.Sprint(i)))
+	}
+	waitGroup(t, &r6.wg, 5*time.Second)
+	deadline := time.Now().Add(5 * time.Second)
+	for runtime.NumGoroutine() > base+2 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if n := runtime.NumGoroutine(); n > base+2 {
+		t.Fatalf("%d goroutines left after 100 idle lanes (base %d)", n, base)
+	}
+	if len(p2.Stats()) != 0 {
+		t.Fatalf("idle lanes not retired: %d", len(p2.Stats()))
+	}
+}
+
+func TestRetryPolicy(t *testing.T) {
+	p := RetryPolicy{Base: time.Second, Max: time.Hour, Jitter: 0.2}
+	mid := func() float64 { return 0.5 } // no jitter
+	for a, want := range map[int]time.Duration{1: time.Second, 2: 2 * time.Second, 5: 16 * time.Second, 13: time.Hour, 1000: time.Hour} {
+		if got := p.Next(a, mid); got != want {
+			t.Errorf("attempt %d: %s, want %s", a, got, want)
+		}
+	}
+	lo, hi := p.Next(3, func() float64 { return 0 }), p.Next(3, func() float64 { return 0.999999 })
+	if lo != time.Duration(float64(4*time.Second)*0.8) || hi < 4*time.Second || hi > time.Duration(float64(4*time.Second)*1.2) {
+		t.Fatalf("jitter bounds: %s .. %s", lo, hi)
+	}
+	if d := (RetryPolicy{}).Next(math.MaxInt32, nil); d <= 0 || d > 2*time.Hour {
+		t.Fatalf("huge attempt: %s", d)
+	}
+}
+
+func TestPermanentAndPanic(t *testing.T) {
+	err := fmt.Errorf("wrapped: %w", Permanent(errors.New("bad payload")))
+	if !IsPermanent(err) || IsPermanent(errors.New("x")) || Permanent(nil) != nil {
+		t.Fatal("Permanent/IsPermanent")
+	}
+	h := HandlerFunc(func(context.Context, Delivery) error { panic("oops") })
+	if err := h.Deliver(context.Background(), Delivery{}); err == nil {
+		t.Fatal("a panicking handler returned nil")
+	}
+}
+
+func BenchmarkDispatchNoop(b *testing.B) {
+	p, _ := NewDispatcher(DispatcherConfig{})
+	sink := HandlerFunc(func(context.Context, Delivery) error { return nil })
+	var wg sync.WaitGroup
+	ctx := context.Background()
+	for b.Loop() {
+		wg.Add(1)
+		p.Dispatch(ctx, "d", sink, Delivery{}, func(error) { wg.Done() })
+	}
+	wg.Wait()
+}
