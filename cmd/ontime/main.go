@@ -18,12 +18,16 @@ type command struct {
 	run     func(ctx context.Context, args []string, stdout, stderr io.Writer) int
 }
 
-// commands is filled by each verb's file through register in main, keeping
-// one verb per file without init side effects.
+// commands lists the verbs; each lives in a file of its own.
 func commands() map[string]command {
 	return map[string]command{
-		"serve": {"run a node (API, scanner, delivery)", runServe},
-		"shard": {"local tools for the shard layout (shard check)", runShard},
+		"serve":   {"run a node (API, scanner, delivery)", runServe},
+		"submit":  {"submit a task", runSubmit},
+		"get":     {"show a task", runGet},
+		"cancel":  {"cancel a pending task", runCancel},
+		"requeue": {"return a dead task to pending", runRequeue},
+		"list":    {"list tasks", runList},
+		"shard":   {"local tools for the shard layout (shard check)", runShard},
 	}
 }
 

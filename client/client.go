@@ -1,0 +1,212 @@
+// Package client is the Go client of ontime's HTTP API v1. The CLI is
+// built on it.
+package client
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/ontimehq/ontime/internal/api"
+)
+
+// The wire types, shared with the server.
+type (
+	// TaskRequest is a task to submit.
+	TaskRequest = api.TaskIn
+	// Task is a stored task's view.
+	Task = api.TaskOut
+	// ListPage is one page of List.
+	ListPage = api.ListOut
+	// BatchItem is one answer of SubmitBatch: a task, or an error.
+	BatchItem = api.BatchItem
+)
+
+// APIError is an error answer of the API.
+type APIError struct {
+	Status  int
+	Field   string
+	Message string
+}
+
+func (e *APIError) Error() string {
+	if e.Field != "" {
+		return fmt.Sprintf("%s: %s (HTTP %d)", e.Field, e.Message, e.Status)
+	}
+	return fmt.Sprintf("%s (HTTP %d)", e.Message, e.Status)
+}
+
+// Client talks to one ontime node.
+type Client struct {
+	base string
+	hc   *http.Client
+}
+
+// Option adjusts a Client.
+type Option func(*Client)
+
+// WithHTTPClient replaces the default HTTP client (30 s timeout).
+func WithHTTPClient(hc *http.Client) Option { return func(c *Client) { c.hc = hc } }
+
+// New returns a client for the node at baseURL ("http://127.0.0.1:7070").
+func New(baseURL string, opts ...Option) (*Client, error) {
+	u, err := url.Parse(baseURL)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, fmt.Errorf("server: %q is not an http(s) URL such as http://127.0.0.1:7070", baseURL)
+	}
+	c := &Client{base: strings.TrimRight(baseURL, "/"), hc: &http.Client{Timeout: 30 * time.Second}}
+	for _, o := range opts {
+		o(c)
+	}
+	return c, nil
+}
+
+func (c *Client) do(ctx context.Context, method, path string, in, out any) (int, error) {
+	var body io.Reader
+	if in != nil {
+		b, err := json.Marshal(in)
+		if err != nil {
+			return 0, err
+		}
+		body = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, c.base+path, body)
+	if err != nil {
+		return 0, err
+	}
+	if in != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := c.hc.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
+	if err != nil {
+		return resp.StatusCode, err
+	}
+	if resp.StatusCode >= 400 {
+		var eb api.ErrorBody
+		if json.Unmarshal(raw, &eb) == nil && eb.Error.Message != "" {
+			return resp.StatusCode, &APIError{Status: resp.StatusCode, Field: eb.Error.Field, Message: eb.Error.Message}
+		}
+		return resp.StatusCode, &APIError{Status: resp.StatusCode, Message: strings.TrimSpace(string(raw))}
+	}
+	if out != nil {
+		if err := json.Unmarshal(raw, out); err != nil {
+			return resp.StatusCode, fmt.Errorf("decoding the answer: %w", err)
+		}
+	}
+	return resp.StatusCode, nil
+}
+
+// Submit stores a task; created is false when the topic and key existed.
+func (c *Client) Submit(ctx context.Context, t TaskRequest) (task *Task, created bool, err error) {
+	var out Task
+	code, err := c.do(ctx, http.MethodPost, "/v1/tasks", t, &out)
+	if err != nil {
+		return nil, false, err
+	}
+	return &out, code == http.StatusCreated, nil
+}
+
+// SubmitBatch stores up to 1,000 tasks; one answer per task, in order.
+func (c *Client) SubmitBatch(ctx context.Context, ts []TaskRequest) ([]BatchItem, error) {
+	raws := make([]json.RawMessage, len(ts))
+	for i, t := range ts {
+		b, err := json.Marshal(t)
+		if err != nil {
+			return nil, err
+		}
+		raws[i] = b
+	}
+	var out struct {
+		Tasks []BatchItem `json:"tasks"`
+	}
+	if _, err := c.do(ctx, http.MethodPost, "/v1/tasks:batch", api.BatchIn{Tasks: raws}, &out); err != nil {
+		return nil, err
+	}
+	return out.Tasks, nil
+}
+
+// Get returns a task.
+func (c *Client) Get(ctx context.Context, id string) (*Task, error) {
+	var out Task
+	if _, err := c.do(ctx, http.MethodGet, "/v1/tasks/"+url.PathEscape(id), nil, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// Cancel cancels a task.
+func (c *Client) Cancel(ctx context.Context, id string) (*Task, error) {
+	var out Task
+	if _, err := c.do(ctx, http.MethodDelete, "/v1/tasks/"+url.PathEscape(id), nil, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// Requeue returns a dead task to pending.
+func (c *Client) Requeue(ctx context.Context, id string) (*Task, error) {
+	var out Task
+	if _, err := c.do(ctx, http.MethodPost, "/v1/tasks/"+url.PathEscape(id)+":requeue", nil, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// ListOptions filter List. Zero fields do not filter.
+type ListOptions struct {
+	Topic  string
+	Status string
+	Limit  int
+	Cursor string
+}
+
+// List returns one page of tasks in creation order.
+func (c *Client) List(ctx context.Context, o ListOptions) (*ListPage, error) {
+	q := url.Values{}
+	if o.Topic != "" {
+		q.Set("topic", o.Topic)
+	}
+	if o.Status != "" {
+		q.Set("status", o.Status)
+	}
+	if o.Limit != 0 {
+		q.Set("limit", strconv.Itoa(o.Limit))
+	}
+	if o.Cursor != "" {
+		q.Set("cursor", o.Cursor)
+	}
+	path := "/v1/tasks"
+	if len(q) > 0 {
+		path += "?" + q.Encode()
+	}
+	var out ListPage
+	if _, err := c.do(ctx, http.MethodGet, path, nil, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// Health checks /readyz.
+func (c *Client) Health(ctx context.Context) error {
+	_, err := c.do(ctx, http.MethodGet, "/readyz", nil, nil)
+	return err
+}
+
+// IsNotFound reports a 404 answer.
+func IsNotFound(err error) bool {
+	var ae *APIError
+	return errors.As(err, &ae) && ae.Status == http.StatusNotFound
+}
