@@ -46,11 +46,10 @@ func runSubmit(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		}
 		req.Delay = *in
 	case *at != "":
-		t, err := time.Parse(time.RFC3339Nano, *at)
-		if err != nil {
+		if _, err := time.Parse(time.RFC3339Nano, *at); err != nil {
 			return fail(stderr, "submit", 2, fmt.Errorf("--at: %q is not an RFC 3339 time such as 2026-11-23T18:00:00Z", *at))
 		}
-		req.DueAt = &t
+		req.DueAt = *at
 	}
 	if *data != "" {
 		raw := []byte(*data)

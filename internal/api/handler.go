@@ -31,7 +31,7 @@ type Options struct {
 type TaskIn struct {
 	Topic       string          `json:"topic"`
 	Key         string          `json:"key,omitempty"`
-	DueAt       *time.Time      `json:"due_at,omitempty"`
+	DueAt       string          `json:"due_at,omitempty"` // RFC 3339
 	Delay       string          `json:"delay,omitempty"` // a Go duration: "30s", "1h30m"
 	Payload     json.RawMessage `json:"payload,omitempty"`
 	Target      string          `json:"target,omitempty"`
@@ -181,7 +181,14 @@ func readBody(w http.ResponseWriter, r *http.Request, limit int64, v any) (code 
 
 // spec converts a submitted task; the engine validates the values.
 func spec(in TaskIn) (task.Spec, error) {
-	s := task.Spec{Topic: in.Topic, Key: in.Key, DueAt: in.DueAt, Payload: in.Payload, Target: in.Target, MaxAttempts: in.MaxAttempts}
+	s := task.Spec{Topic: in.Topic, Key: in.Key, Payload: in.Payload, Target: in.Target, MaxAttempts: in.MaxAttempts}
+	if in.DueAt != "" {
+		t, err := time.Parse(time.RFC3339Nano, in.DueAt)
+		if err != nil {
+			return s, &task.FieldError{Field: "due_at", Message: fmt.Sprintf("%q is not an RFC 3339 time such as 2026-11-23T18:00:00Z", in.DueAt)}
+		}
+		s.DueAt = &t
+	}
 	if in.Delay != "" {
 		d, err := time.ParseDuration(in.Delay)
 		if err != nil {

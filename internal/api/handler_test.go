@@ -1,0 +1,191 @@
+package api_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/ontimehq/ontime"
+)
+
+func server(t *testing.T) string {
+	t.Helper()
+	cfg := ontime.DefaultConfig()
+	cfg.DataDir = t.TempDir()
+	cfg.Store.Tables = 2
+	cfg.Delivery.MaxPayloadBytes = 1000
+	ctx := context.Background()
+	node, err := ontime.NewNode(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := node.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(node.HTTPHandler())
+	t.Cleanup(func() { srv.Close(); node.Stop(context.Background()) })
+	return srv.URL
+}
+
+func call(t *testing.T, method, url, body string) (int, map[string]any) {
+	t.Helper()
+	req, _ := http.NewRequest(method, url, strings.NewReader(body))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	var m map[string]any
+	_ = json.Unmarshal(raw, &m)
+	if m == nil {
+		m = map[string]any{"raw": string(raw)}
+	}
+	return resp.StatusCode, m
+}
+
+func errField(m map[string]any) string {
+	e, _ := m["error"].(map[string]any)
+	f, _ := e["field"].(string)
+	return f
+}
+
+func TestBadInputNamesTheField(t *testing.T) {
+	t.Parallel()
+	base := server(t)
+	big := `{"topic":"t","payload":"` + strings.Repeat("x", 2000) + `"}`
+	for _, tc := range []struct {
+		body  string
+		code  int
+		field string
+	}{
+		{`{}`, 400, "topic"},
+		{`{"topic":"has space"}`, 400, "topic"},
+		{`{"topic":"t","colour":"red"}`, 400, "colour"},
+		{`{"topic":"t","max_attempts":"three"}`, 400, "max_attempts"},
+		{`{"topic":"t","max_attempts":5000}`, 400, "max_attempts"},
+		{`{"topic":"t","delay":"soon"}`, 400, "delay"},
+		{`{"topic":"t","delay":"-5s"}`, 400, "delay"},
+		{`{"topic":"t","delay":"5s","due_at":"2030-01-01T00:00:00Z"}`, 400, "due_at"},
+		{`{"topic":"t","due_at":"tomorrow"}`, 400, "due_at"},
+		{`{"topic":"t","target":"mailto:x@y"}`, 400, "target"},
+		{`{"topic":"t","key":"` + strings.Repeat("k", 256) + `"}`, 400, "key"},
+		{big, 413, "payload"},
+		{`{"topic":`, 400, ""},
+		{``, 400, ""},
+	} {
+		code, m := call(t, "POST", base+"/v1/tasks", tc.body)
+		if code != tc.code || errField(m) != tc.field {
+			t.Errorf("%.60s: HTTP %d field %q (%v); want %d %q", tc.body, code, errField(m), m, tc.code, tc.field)
+		}
+	}
+	// Nothing was written by any of them.
+	code, m := call(t, "GET", base+"/v1/tasks", "")
+	if code != 200 || len(m["tasks"].([]any)) != 0 {
+		t.Fatalf("bad input wrote tasks: %v", m)
+	}
+}
+
+func TestBatchReportsEachTask(t *testing.T) {
+	t.Parallel()
+	base := server(t)
+	body := `{"tasks":[{"topic":"b","key":"1","delay":"1h"},{"topic":"bad topic"},{"topic":"b","key":"2","delay":"1h","payload":[1,2,3]},{"topic":"b","key":"1"}]}`
+	code, m := call(t, "POST", base+"/v1/tasks:batch", body)
+	if code != 200 {
+		t.Fatalf("batch: HTTP %d %v", code, m)
+	}
+	items := m["tasks"].([]any)
+	if len(items) != 4 {
+		t.Fatalf("%d answers for 4 tasks", len(items))
+	}
+	first := items[0].(map[string]any)
+	if first["id"] == nil || items[1].(map[string]any)["error"] == nil || items[2].(map[string]any)["id"] == nil {
+		t.Fatalf("answers %v", items)
+	}
+	if e := items[1].(map[string]any)["error"].(map[string]any); e["field"] != "topic" {
+		t.Fatalf("bad task's error %v", e)
+	}
+	if items[3].(map[string]any)["id"] != first["id"] {
+		t.Fatal("a resubmitted key in a batch did not return the existing task")
+	}
+	_, l := call(t, "GET", base+"/v1/tasks?topic=b", "")
+	if n := len(l["tasks"].([]any)); n != 2 {
+		t.Fatalf("batch wrote %d tasks, want 2", n)
+	}
+	if code, m := call(t, "POST", base+"/v1/tasks:batch", `{"tasks":[]}`); code != 400 || errField(m) != "tasks" {
+		t.Fatalf("empty batch: %d %v", code, m)
+	}
+	var many bytes.Buffer
+	many.WriteString(`{"tasks":[`)
+	for i := range 1001 {
+		if i > 0 {
+			many.WriteString(",")
+		}
+		many.WriteString(`{"topic":"m"}`)
+	}
+	many.WriteString("]}")
+	if code, m := call(t, "POST", base+"/v1/tasks:batch", many.String()); code != 400 || errField(m) != "tasks" {
+		t.Fatalf("1001 tasks: %d %v", code, m)
+	}
+}
+
+func TestListParamsAndPaging(t *testing.T) {
+	t.Parallel()
+	base := server(t)
+	for i := range 7 {
+		call(t, "POST", base+"/v1/tasks", `{"topic":"page","delay":"1h","key":"`+string(rune('a'+i))+`"}`)
+	}
+	seen := map[string]bool{}
+	cursor := ""
+	for range 10 {
+		url := base + "/v1/tasks?topic=page&limit=3"
+		if cursor != "" {
+			url += "&cursor=" + cursor
+		}
+		code, m := call(t, "GET", url, "")
+		if code != 200 {
+			t.Fatalf("list: %d %v", code, m)
+		}
+		for _, x := range m["tasks"].([]any) {
+			id := x.(map[string]any)["id"].(string)
+			if seen[id] {
+				t.Fatalf("task %s on two pages", id)
+			}
+			seen[id] = true
+		}
+		next, _ := m["next_cursor"].(string)
+		if next == "" {
+			break
+		}
+		cursor = next
+	}
+	if len(seen) != 7 {
+		t.Fatalf("paging saw %d of 7", len(seen))
+	}
+	for _, q := range []struct{ query, field string }{
+		{"limit=0", "limit"}, {"limit=abc", "limit"}, {"status=sleeping", "status"},
+		{"cursor=xyz", "cursor"}, {"topic=a%20b", "topic"}, {"colour=red", "colour"},
+	} {
+		if code, m := call(t, "GET", base+"/v1/tasks?"+q.query, ""); code != 400 || errField(m) != q.field {
+			t.Errorf("%s: %d %v", q.query, code, m)
+		}
+	}
+	if code, _ := call(t, "GET", base+"/healthz", ""); code != 200 {
+		t.Fatal("healthz")
+	}
+	if code, _ := call(t, "GET", base+"/readyz", ""); code != 200 {
+		t.Fatal("readyz")
+	}
+	code, m := call(t, "GET", base+"/metrics", "")
+	if code != 200 || !strings.Contains(m["raw"].(string), "ontime_tasks_submitted_total") {
+		t.Fatalf("metrics: %d", code)
+	}
+	if code, _ := call(t, "POST", base+"/v1/tasks/"+strings.Repeat("0", 26)+":explode", ""); code != 404 {
+		t.Fatalf("unknown op: %d", code)
+	}
+}
