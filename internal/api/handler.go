@@ -32,7 +32,7 @@ type TaskIn struct {
 	Topic       string          `json:"topic"`
 	Key         string          `json:"key,omitempty"`
 	DueAt       string          `json:"due_at,omitempty"` // RFC 3339
-	Delay       string          `json:"delay,omitempty"` // a Go duration: "30s", "1h30m"
+	Delay       string          `json:"delay,omitempty"`  // a Go duration: "30s", "1h30m"
 	Payload     json.RawMessage `json:"payload,omitempty"`
 	Target      string          `json:"target,omitempty"`
 	MaxAttempts int             `json:"max_attempts,omitempty"`
