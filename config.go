@@ -67,6 +67,8 @@ type HotConfig struct {
 	RedisAddrs []string `yaml:"redis_addrs"` // one: standalone; several: Redis Cluster
 	Window     Duration `yaml:"window"`      // preheat window; default 30s
 	Slots      int      `yaml:"slots"`       // redis sorted-set slots per topic; default 8
+	// RedisPrefix namespaces the tier's keys, so clusters can share a Redis.
+	RedisPrefix string `yaml:"redis_prefix"` // default "ontime"
 }
 
 // ClusterConfig configures coordination.
@@ -97,7 +99,7 @@ func DefaultConfig() Config {
 		DataDir:  "./ontime-data",
 		LogLevel: "info",
 		Store:    StoreConfig{Driver: "sqlite", Tables: 16, Segments: 4},
-		Hot:      HotConfig{Tier: "memory", Window: Duration(30 * time.Second), Slots: 8},
+		Hot:      HotConfig{Tier: "memory", Window: Duration(30 * time.Second), Slots: 8, RedisPrefix: "ontime"},
 		Cluster:  ClusterConfig{Coordinator: "none"},
 		Delivery: DeliveryConfig{
 			Timeout: Duration(10 * time.Second), Concurrency: 32, MaxAttempts: 25,
@@ -208,7 +210,14 @@ func (c *Config) Validate() error {
 	switch c.Hot.Tier {
 	case "memory":
 	case "redis":
-		return errors.New("hot.tier: redis is not available in this build yet (use memory)")
+		if len(c.Hot.RedisAddrs) == 0 {
+			return errors.New("hot.redis_addrs: at least one address is needed for hot.tier redis")
+		}
+		for i, a := range c.Hot.RedisAddrs {
+			if _, _, err := net.SplitHostPort(a); err != nil {
+				return fmt.Errorf("hot.redis_addrs[%d]: %q is not host:port", i, a)
+			}
+		}
 	default:
 		return fmt.Errorf("hot.tier: %q is not one of memory, redis", c.Hot.Tier)
 	}

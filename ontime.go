@@ -33,6 +33,7 @@ import (
 	"github.com/ontimehq/ontime/internal/engine"
 	"github.com/ontimehq/ontime/internal/hot"
 	"github.com/ontimehq/ontime/internal/hot/memory"
+	hotredis "github.com/ontimehq/ontime/internal/hot/redis"
 	"github.com/ontimehq/ontime/internal/router"
 	"github.com/ontimehq/ontime/internal/store"
 	"github.com/ontimehq/ontime/internal/store/sqlstore"
@@ -169,6 +170,13 @@ func (n *Node) build(ctx context.Context, o nodeOptions) error {
 		t, err := memory.New(memory.Config{Visibility: time.Duration(cfg.Delivery.LeaseTTL)})
 		if err != nil {
 			return fmt.Errorf("hot: %w", err)
+		}
+		n.tier = t
+	case "redis":
+		t, err := hotredis.New(ctx, hotredis.Config{Addrs: cfg.Hot.RedisAddrs, Prefix: cfg.Hot.RedisPrefix, Slots: cfg.Hot.Slots,
+			Visibility: time.Duration(cfg.Delivery.LeaseTTL), Logger: n.log})
+		if err != nil {
+			return err
 		}
 		n.tier = t
 	}

@@ -343,3 +343,40 @@ func TestGoHandlerAndBadInput(t *testing.T) {
 		}
 	}
 }
+
+// TestRedisTierLosesNothing: a node on PostgreSQL with the Redis tier; Redis
+// is flushed, then killed and restarted empty, while tasks wait in it. The
+// store is the truth: every task is delivered, none early.
+func TestRedisTierLosesNothing(t *testing.T) {
+	t.Parallel()
+	r := testdb.StartRedis(t)
+	rcv := newReceiver(t)
+	c, _ := startNode(t, "postgres", func(cfg *ontime.Config) {
+		cfg.Hot.Tier = "redis"
+		cfg.Hot.RedisAddrs = []string{r.Addr()}
+		cfg.Delivery.LeaseTTL = ontime.Duration(time.Second)
+	})
+	const n = 150
+	due := map[string]time.Time{}
+	for i := range n {
+		delay := time.Duration(i%50) * 60 * time.Millisecond // 0 .. 3 s
+		v := c.submit(map[string]any{"topic": "e2e.redis", "key": fmt.Sprint(i), "delay": delay.String(), "target": rcv.srv.URL})
+		due[v.ID] = v.DueAt
+	}
+	waitFor(t, 30*time.Second, "first deliveries", func() bool { return len(rcv.delivered()) >= 10 })
+	admin := redisClient(r.Addr())
+	if err := admin.FlushAll(context.Background()).Err(); err != nil {
+		t.Fatal(err)
+	}
+	admin.Close()
+	time.Sleep(500 * time.Millisecond)
+	r.Stop()
+	time.Sleep(300 * time.Millisecond)
+	r.Start()
+	waitFor(t, 90*time.Second, "every task delivered", func() bool { return len(rcv.delivered()) == n })
+	for _, cl := range rcv.allCalls() {
+		if cl.At.Before(due[cl.ID]) {
+			t.Fatalf("task %s delivered early", cl.ID)
+		}
+	}
+}

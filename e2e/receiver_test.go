@@ -9,6 +9,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	goredis "github.com/redis/go-redis/v9"
 )
 
 // receiver is a webhook endpoint that records every call.
@@ -128,3 +130,5 @@ func httpGet(url string) (int, error) {
 func decodeJSON(req *http.Request, v any) error {
 	return json.NewDecoder(req.Body).Decode(v)
 }
+
+func redisClient(addr string) *goredis.Client { return goredis.NewClient(&goredis.Options{Addr: addr}) }

@@ -90,7 +90,7 @@ func (e *Engine) Cancel(ctx context.Context, id string) (*task.Task, error) {
 		return nil, err
 	}
 	// The row decides; dropping the hot entry only saves a useless Start.
-	if err := e.tier.Remove(ctx, id); err != nil && !errors.Is(err, hot.ErrClosed) {
+	if err := e.tier.Remove(ctx, hot.Entry{ID: id, Topic: t.Topic}); err != nil && !errors.Is(err, hot.ErrClosed) {
 		e.log.Debug("hot tier remove", "id", id, "err", err)
 	}
 	return t, nil

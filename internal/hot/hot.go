@@ -44,9 +44,9 @@ type Tier interface {
 	// Nack returns in-flight entries to the tier, due again at retryAt.
 	Nack(ctx context.Context, retryAt time.Time, entries ...Entry) error
 
-	// Remove drops waiting entries by ID (a cancelled task); unknown IDs are
-	// ignored.
-	Remove(ctx context.Context, ids ...string) error
+	// Remove drops waiting entries (a cancelled task), by ID and Topic;
+	// unknown entries are ignored.
+	Remove(ctx context.Context, entries ...Entry) error
 
 	// Len is the number of waiting plus in-flight entries (for metrics).
 	Len(ctx context.Context) (int, error)

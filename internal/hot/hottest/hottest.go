@@ -152,7 +152,7 @@ func Run(t *testing.T, newTier func(t *testing.T) hot.Tier) {
 		if err := tr.Nack(ctx, retry, got...); err != nil {
 			t.Fatal(err)
 		}
-		if err := tr.Remove(ctx, "r", "unknown"); err != nil {
+		if err := tr.Remove(ctx, hot.Entry{ID: "r", Topic: "topic.a"}, hot.Entry{ID: "unknown", Topic: "topic.a"}); err != nil {
 			t.Fatal(err)
 		}
 		again := popWithin(t, tr, 10, 5*time.Second)

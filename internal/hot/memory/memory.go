@@ -226,13 +226,13 @@ func (t *Tier) Nack(_ context.Context, retryAt time.Time, entries ...hot.Entry) 
 }
 
 // Remove drops waiting entries by ID.
-func (t *Tier) Remove(_ context.Context, ids ...string) error {
+func (t *Tier) Remove(_ context.Context, entries ...hot.Entry) error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	for _, id := range ids {
-		if e, ok := t.byID[id]; ok {
+	for _, en := range entries {
+		if e, ok := t.byID[en.ID]; ok {
 			heap.Remove(&t.waiting, e.index)
-			delete(t.byID, id)
+			delete(t.byID, en.ID)
 		}
 	}
 	return nil

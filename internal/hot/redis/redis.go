@@ -1,0 +1,456 @@
+package redis
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"net"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/ontimehq/ontime/internal/hot"
+)
+
+// Config configures the tier.
+type Config struct {
+	Addrs      []string      // one: standalone; several: Redis Cluster
+	Prefix     string        // key prefix; default "ontime"
+	Slots      int           // slots per topic; default 8
+	Visibility time.Duration // in-flight time before redelivery; default 30s
+	// Resync is how often every slot's head is re-read, in case a wake-up
+	// message was lost (a reconnect, a FLUSHALL). Default 2s.
+	Resync time.Duration
+	Logger *slog.Logger
+}
+
+func (c *Config) validate() error {
+	if len(c.Addrs) == 0 {
+		return errors.New("hot.redis_addrs: at least one address is required")
+	}
+	for i, a := range c.Addrs {
+		if _, _, err := net.SplitHostPort(a); err != nil {
+			return fmt.Errorf("hot.redis_addrs[%d]: %q is not host:port", i, a)
+		}
+	}
+	if c.Prefix == "" {
+		c.Prefix = "ontime"
+	}
+	if strings.ContainsAny(c.Prefix, "{} ") {
+		return fmt.Errorf("hot.redis_prefix: %q must not contain braces or spaces", c.Prefix)
+	}
+	if c.Slots == 0 {
+		c.Slots = 8
+	}
+	if c.Slots < 1 || c.Slots > 1024 {
+		return fmt.Errorf("hot.slots: %d is out of range 1..1024", c.Slots)
+	}
+	if c.Visibility == 0 {
+		c.Visibility = 30 * time.Second
+	}
+	if c.Visibility < 10*time.Millisecond {
+		return fmt.Errorf("hot visibility: %s is below 10ms", c.Visibility)
+	}
+	if c.Resync == 0 {
+		c.Resync = 2 * time.Second
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	return nil
+}
+
+// Tier is the Redis hot tier.
+type Tier struct {
+	cfg Config
+	rdb goredis.UniversalClient
+	log *slog.Logger
+
+	mu      sync.Mutex
+	next    map[slotKey]int64 // earliest time (µs) a slot may have work: head of store or prepare; 0 = look now
+	changed chan struct{}     // closed and replaced when next moves earlier
+	closed  bool
+
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+}
+
+var _ hot.Tier = (*Tier)(nil)
+
+const never = math.MaxInt64
+
+// New connects, checks Redis answers and starts the wake-up listener.
+func New(ctx context.Context, cfg Config) (*Tier, error) {
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	rdb := goredis.NewUniversalClient(&goredis.UniversalOptions{Addrs: cfg.Addrs, IsClusterMode: len(cfg.Addrs) > 1})
+	pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if err := rdb.Ping(pctx).Err(); err != nil {
+		rdb.Close()
+		return nil, fmt.Errorf("hot.redis_addrs: cannot reach Redis at %s: %w", strings.Join(cfg.Addrs, ","), err)
+	}
+	t := &Tier{cfg: cfg, rdb: rdb, log: cfg.Logger, next: map[slotKey]int64{}, changed: make(chan struct{})}
+	bg, stop := context.WithCancel(context.Background())
+	t.cancel = stop
+	if err := t.refresh(pctx); err != nil {
+		stop()
+		rdb.Close()
+		return nil, err
+	}
+	t.wg.Add(2)
+	go t.listen(bg)
+	go t.resync(bg)
+	return t, nil
+}
+
+func micros(t time.Time) int64 { return t.UnixMicro() }
+
+// notifyLocked wakes sleeping Pops; t.mu is held.
+func (t *Tier) notifyLocked() {
+	close(t.changed)
+	t.changed = make(chan struct{})
+}
+
+// lower moves a slot's next time earlier and wakes Pops if it did.
+func (t *Tier) lower(k slotKey, at int64) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if cur, ok := t.next[k]; !ok || at < cur {
+		t.next[k] = at
+		if !t.closed {
+			t.notifyLocked()
+		}
+	}
+}
+
+// refresh learns slots other nodes created and marks them to be looked at.
+func (t *Tier) refresh(ctx context.Context) error {
+	members, err := t.rdb.SMembers(ctx, registryKey(t.cfg.Prefix)).Result()
+	if err != nil {
+		return fmt.Errorf("hot: read slot registry: %w", err)
+	}
+	t.mu.Lock()
+	for _, m := range members {
+		if k, ok := parseRegistryMember(m); ok {
+			if _, known := t.next[k]; !known {
+				t.next[k] = 0
+			}
+		}
+	}
+	t.mu.Unlock()
+	return nil
+}
+
+// listen applies wake-up messages: another node (or this one) added an
+// entry that is now the head of its slot.
+func (t *Tier) listen(ctx context.Context) {
+	defer t.wg.Done()
+	sub := t.rdb.Subscribe(ctx, wakeChannel(t.cfg.Prefix))
+	defer sub.Close()
+	ch := sub.Channel()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case msg, ok := <-ch:
+			if !ok {
+				return
+			}
+			parts := strings.Split(msg.Payload, "|")
+			if len(parts) != 3 {
+				continue
+			}
+			k, ok := parseRegistryMember(parts[0] + "|" + parts[1])
+			due, err := strconv.ParseInt(parts[2], 10, 64)
+			if ok && err == nil {
+				t.lower(k, due)
+			}
+		}
+	}
+}
+
+// resync re-reads the registry and marks every slot to be looked at, now
+// and then: wake-ups are an optimisation, this is the guarantee.
+func (t *Tier) resync(ctx context.Context) {
+	defer t.wg.Done()
+	tick := time.NewTicker(t.cfg.Resync)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		if err := t.refresh(ctx); err != nil {
+			t.log.Warn("hot: redis registry refresh failed", "err", err)
+		}
+		t.mu.Lock()
+		for k := range t.next {
+			t.next[k] = 0
+		}
+		if !t.closed {
+			t.notifyLocked()
+		}
+		t.mu.Unlock()
+	}
+}
+
+// group splits entries by slot.
+func (t *Tier) group(entries []hot.Entry) map[slotKey][]hot.Entry {
+	out := map[slotKey][]hot.Entry{}
+	for _, e := range entries {
+		k := slotKey{topic: e.Topic, slot: slotOf(e.ID, t.cfg.Slots)}
+		out[k] = append(out[k], e)
+	}
+	return out
+}
+
+func (t *Tier) keys(k slotKey) []string {
+	return []string{k.store(t.cfg.Prefix), k.prepare(t.cfg.Prefix), k.tokens(t.cfg.Prefix)}
+}
+
+func (t *Tier) isClosed() bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.closed
+}
+
+// Add puts entries in their slots: one script call per slot, the registry
+// entry, and a wake-up message when a slot's head moved earlier.
+func (t *Tier) Add(ctx context.Context, entries ...hot.Entry) error {
+	if t.isClosed() {
+		return hot.ErrClosed
+	}
+	for k, es := range t.group(entries) {
+		args := make([]any, 0, 3*len(es))
+		for _, e := range es {
+			args = append(args, e.ID, strconv.FormatInt(e.Token, 10), strconv.FormatInt(micros(e.DueAt), 10))
+		}
+		res, err := addScript.Run(ctx, t.rdb, t.keys(k), args...).StringSlice()
+		if err != nil {
+			return fmt.Errorf("hot: redis add: %w", err)
+		}
+		if err := t.rdb.SAdd(ctx, registryKey(t.cfg.Prefix), k.registryMember()).Err(); err != nil {
+			return fmt.Errorf("hot: redis registry: %w", err)
+		}
+		if len(res) == 2 && res[1] != "" && res[0] != res[1] {
+			head, _ := strconv.ParseFloat(res[1], 64)
+			due := int64(head)
+			t.lower(k, due)
+			if err := t.rdb.Publish(ctx, wakeChannel(t.cfg.Prefix), k.registryMember()+"|"+strconv.FormatInt(due, 10)).Err(); err != nil {
+				t.log.Warn("hot: redis wake-up publish failed; others notice at resync", "err", err)
+			}
+		}
+	}
+	return nil
+}
+
+// Pop returns due entries, sleeping until the earliest slot head.
+func (t *Tier) Pop(ctx context.Context, max int) ([]hot.Entry, error) {
+	if max < 1 {
+		max = 1
+	}
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	for {
+		t.mu.Lock()
+		if t.closed {
+			t.mu.Unlock()
+			return nil, hot.ErrClosed
+		}
+		now := time.Now()
+		nowUs := micros(now)
+		var ready []slotKey
+		soonest := int64(never)
+		for k, at := range t.next {
+			if at <= nowUs {
+				ready = append(ready, k)
+				t.next[k] = never // claimed for this look; the script says what is next
+			} else if at < soonest {
+				soonest = at
+			}
+		}
+		changed := t.changed
+		t.mu.Unlock()
+
+		var out []hot.Entry
+		var firstErr error
+		for i, k := range ready {
+			if len(out) >= max {
+				// Not looked at this round: look again at once.
+				for _, r := range ready[i:] {
+					t.lower(r, 0)
+				}
+				break
+			}
+			got, nextAt, err := t.popSlot(ctx, k, now, max-len(out))
+			if err != nil {
+				t.lower(k, 0)
+				if firstErr == nil {
+					firstErr = err
+				}
+				continue
+			}
+			out = append(out, got...)
+			t.lower(k, nextAt)
+		}
+		if len(out) > 0 {
+			return out, nil
+		}
+		if firstErr != nil {
+			if ctx.Err() != nil {
+				return nil, ctx.Err()
+			}
+			return nil, firstErr
+		}
+		if len(ready) > 0 {
+			continue // the scripts may have set earlier heads
+		}
+		wait := time.Hour
+		if soonest != never {
+			wait = time.Until(time.UnixMicro(soonest))
+		}
+		timer.Reset(wait)
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-changed:
+		case <-timer.C:
+		}
+		if !timer.Stop() {
+			select {
+			case <-timer.C:
+			default:
+			}
+		}
+	}
+}
+
+// popSlot runs the pop script on one slot and returns what it moved to
+// prepare and when the slot next has work.
+func (t *Tier) popSlot(ctx context.Context, k slotKey, now time.Time, max int) ([]hot.Entry, int64, error) {
+	res, err := popScript.Run(ctx, t.rdb, t.keys(k),
+		strconv.FormatInt(micros(now), 10), strconv.FormatInt(micros(now.Add(t.cfg.Visibility)), 10), max).StringSlice()
+	if err != nil {
+		return nil, 0, fmt.Errorf("hot: redis pop: %w", err)
+	}
+	if len(res) < 2 {
+		return nil, 0, fmt.Errorf("hot: redis pop: short reply %v", res)
+	}
+	var out []hot.Entry
+	for i := 0; i+1 < len(res)-2; i += 2 {
+		tok, due, ok := strings.Cut(res[i+1], "|")
+		if !ok {
+			continue // token record lost (FLUSHALL between calls): the lease covers it
+		}
+		tk, err1 := strconv.ParseInt(tok, 10, 64)
+		d, err2 := strconv.ParseInt(due, 10, 64)
+		if err1 != nil || err2 != nil {
+			continue
+		}
+		out = append(out, hot.Entry{ID: res[i], Topic: k.topic, DueAt: time.UnixMicro(d), Token: tk})
+	}
+	next := int64(never)
+	for _, s := range res[len(res)-2:] {
+		if s == "" {
+			continue
+		}
+		f, err := strconv.ParseFloat(s, 64)
+		if err == nil && int64(f) < next {
+			next = int64(f)
+		}
+	}
+	return out, next, nil
+}
+
+// Ack removes in-flight entries.
+func (t *Tier) Ack(ctx context.Context, entries ...hot.Entry) error {
+	for k, es := range t.group(entries) {
+		args := make([]any, 0, 2*len(es))
+		for _, e := range es {
+			args = append(args, e.ID, strconv.FormatInt(e.Token, 10))
+		}
+		if err := ackScript.Run(ctx, t.rdb, t.keys(k), args...).Err(); err != nil {
+			return fmt.Errorf("hot: redis ack: %w", err)
+		}
+	}
+	return nil
+}
+
+// Nack returns in-flight entries, due at retryAt.
+func (t *Tier) Nack(ctx context.Context, retryAt time.Time, entries ...hot.Entry) error {
+	if t.isClosed() {
+		return hot.ErrClosed
+	}
+	for k, es := range t.group(entries) {
+		args := make([]any, 0, 1+2*len(es))
+		args = append(args, strconv.FormatInt(micros(retryAt), 10))
+		for _, e := range es {
+			args = append(args, e.ID, strconv.FormatInt(e.Token, 10))
+		}
+		if err := nackScript.Run(ctx, t.rdb, t.keys(k), args...).Err(); err != nil {
+			return fmt.Errorf("hot: redis nack: %w", err)
+		}
+		t.lower(k, micros(retryAt))
+	}
+	return nil
+}
+
+// Remove drops waiting entries.
+func (t *Tier) Remove(ctx context.Context, entries ...hot.Entry) error {
+	for k, es := range t.group(entries) {
+		args := make([]any, len(es))
+		for i, e := range es {
+			args[i] = e.ID
+		}
+		if err := removeScript.Run(ctx, t.rdb, t.keys(k), args...).Err(); err != nil {
+			return fmt.Errorf("hot: redis remove: %w", err)
+		}
+	}
+	return nil
+}
+
+// Len counts waiting and in-flight entries of the known slots.
+func (t *Tier) Len(ctx context.Context) (int, error) {
+	t.mu.Lock()
+	keys := make([]slotKey, 0, len(t.next))
+	for k := range t.next {
+		keys = append(keys, k)
+	}
+	t.mu.Unlock()
+	n := 0
+	for _, k := range keys {
+		a, err := t.rdb.ZCard(ctx, k.store(t.cfg.Prefix)).Result()
+		if err != nil {
+			return 0, err
+		}
+		b, err := t.rdb.ZCard(ctx, k.prepare(t.cfg.Prefix)).Result()
+		if err != nil {
+			return 0, err
+		}
+		n += int(a + b)
+	}
+	return n, nil
+}
+
+// Close stops the listener, wakes Pops and closes the connections.
+func (t *Tier) Close() error {
+	t.mu.Lock()
+	if t.closed {
+		t.mu.Unlock()
+		return nil
+	}
+	t.closed = true
+	t.notifyLocked()
+	t.mu.Unlock()
+	t.cancel()
+	t.wg.Wait()
+	return t.rdb.Close()
+}

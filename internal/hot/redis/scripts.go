@@ -1,0 +1,113 @@
+package redis
+
+import goredis "github.com/redis/go-redis/v9"
+
+// Every state change is one Lua script, atomic on the node that holds the
+// slot. Times are unix microseconds passed by the client (its clock judges
+// "due", so a node never returns an entry due after its own now); scores
+// stay exact as doubles up to 2^53 µs (year 2255).
+
+// addScript puts entries in a slot, skipping those in flight under the same
+// claim; a different token replaces the entry (the newer claim is live).
+//
+//	KEYS[1] store, KEYS[2] prepare, KEYS[3] tok
+//	ARGV    triplets: id, token, due
+//	returns {head before, head after} (scores as strings; "" when empty)
+var addScript = goredis.NewScript(`
+local before = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')[2] or ''
+for i = 1, #ARGV, 3 do
+  local id, tok, due = ARGV[i], ARGV[i+1], ARGV[i+2]
+  local cur = redis.call('HGET', KEYS[3], id)
+  local inflight = redis.call('ZSCORE', KEYS[2], id)
+  if not (inflight and cur and string.match(cur, '^(%-?%d+)|') == tok) then
+    redis.call('ZADD', KEYS[1], due, id)
+    redis.call('HSET', KEYS[3], id, tok .. '|' .. due)
+  end
+end
+local after = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')[2] or ''
+return {before, after}
+`)
+
+// popScript first returns prepare entries whose visibility deadline passed
+// to the store (the reaper), then moves up to max due entries from store to
+// prepare, scored by their visibility deadline.
+//
+//	KEYS[1] store, KEYS[2] prepare, KEYS[3] tok
+//	ARGV[1] now, ARGV[2] visibility deadline, ARGV[3] max
+//	returns {id1, "token|due", id2, …, next store score, next prepare score}
+var popScript = goredis.NewScript(`
+local expired = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', ARGV[1], 'LIMIT', 0, 1000)
+for _, id in ipairs(expired) do
+  redis.call('ZREM', KEYS[2], id)
+  local v = redis.call('HGET', KEYS[3], id)
+  if v then
+    redis.call('ZADD', KEYS[1], 'NX', string.match(v, '|(%d+)$'), id)
+  end
+end
+local due = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[1], 'LIMIT', 0, tonumber(ARGV[3]))
+local out = {}
+for _, id in ipairs(due) do
+  redis.call('ZREM', KEYS[1], id)
+  redis.call('ZADD', KEYS[2], ARGV[2], id)
+  out[#out+1] = id
+  out[#out+1] = redis.call('HGET', KEYS[3], id) or ''
+end
+out[#out+1] = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')[2] or ''
+out[#out+1] = redis.call('ZRANGE', KEYS[2], 0, 0, 'WITHSCORES')[2] or ''
+return out
+`)
+
+// ackScript removes in-flight entries for good; the token record goes too
+// unless a newer claim of the task waits in the store.
+//
+//	KEYS[1] store, KEYS[2] prepare, KEYS[3] tok
+//	ARGV    pairs: id, token
+//	returns the number of entries removed from prepare
+var ackScript = goredis.NewScript(`
+local n = 0
+for i = 1, #ARGV, 2 do
+  n = n + redis.call('ZREM', KEYS[2], ARGV[i])
+  local v = redis.call('HGET', KEYS[3], ARGV[i])
+  if v and string.match(v, '^(%-?%d+)|') == ARGV[i+1] and not redis.call('ZSCORE', KEYS[1], ARGV[i]) then
+    redis.call('HDEL', KEYS[3], ARGV[i])
+  end
+end
+return n
+`)
+
+// nackScript returns in-flight entries to the store, due at retryAt.
+//
+//	KEYS[1] store, KEYS[2] prepare, KEYS[3] tok
+//	ARGV[1] retryAt, then pairs: id, token
+//	returns the number of entries returned
+var nackScript = goredis.NewScript(`
+local n = 0
+for i = 2, #ARGV, 2 do
+  local id, tok = ARGV[i], ARGV[i+1]
+  local v = redis.call('HGET', KEYS[3], id)
+  if redis.call('ZREM', KEYS[2], id) == 1 and v and string.match(v, '^(%-?%d+)|') == tok then
+    redis.call('ZADD', KEYS[1], ARGV[1], id)
+    redis.call('HSET', KEYS[3], id, tok .. '|' .. ARGV[1])
+    n = n + 1
+  end
+end
+return n
+`)
+
+// removeScript drops waiting entries (cancelled tasks).
+//
+//	KEYS[1] store, KEYS[2] prepare, KEYS[3] tok
+//	ARGV    ids
+//	returns the number removed
+var removeScript = goredis.NewScript(`
+local n = 0
+for _, id in ipairs(ARGV) do
+  if redis.call('ZREM', KEYS[1], id) == 1 then
+    n = n + 1
+    if not redis.call('ZSCORE', KEYS[2], id) then
+      redis.call('HDEL', KEYS[3], id)
+    end
+  end
+end
+return n
+`)
