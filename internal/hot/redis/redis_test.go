@@ -40,7 +40,7 @@ func newTier(t *testing.T, addr string, vis time.Duration) *Tier {
 	return tr
 }
 
-func cleanKeys(t *testing.T, addr, p string) {
+func cleanKeys(_ testing.TB, addr, p string) {
 	rdb := goredis.NewClient(&goredis.Options{Addr: addr})
 	defer rdb.Close()
 	ctx := context.Background()
