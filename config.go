@@ -75,6 +75,12 @@ type HotConfig struct {
 type ClusterConfig struct {
 	Coordinator   string   `yaml:"coordinator"` // none | database | etcd
 	EtcdEndpoints []string `yaml:"etcd_endpoints"`
+	// LeaseTTL is how long a silent node keeps its items: a killed node's
+	// items move to the others within it. Default 10s.
+	LeaseTTL Duration `yaml:"lease_ttl"`
+	// Advertise is the API address other nodes and operators reach this node
+	// at, shown in GET /v1/cluster. Default: listen.
+	Advertise string `yaml:"advertise"`
 }
 
 // DeliveryConfig configures how tasks are delivered.
@@ -100,7 +106,7 @@ func DefaultConfig() Config {
 		LogLevel: "info",
 		Store:    StoreConfig{Driver: "sqlite", Tables: 16, Segments: 4},
 		Hot:      HotConfig{Tier: "memory", Window: Duration(30 * time.Second), Slots: 8, RedisPrefix: "ontime"},
-		Cluster:  ClusterConfig{Coordinator: "none"},
+		Cluster:  ClusterConfig{Coordinator: "none", LeaseTTL: Duration(10 * time.Second)},
 		Delivery: DeliveryConfig{
 			Timeout: Duration(10 * time.Second), Concurrency: 32, MaxAttempts: 25,
 			MaxPayloadBytes: 1 << 20, RetryBase: Duration(time.Second), RetryMax: Duration(time.Hour),
@@ -229,8 +235,12 @@ func (c *Config) Validate() error {
 	}
 	switch c.Cluster.Coordinator {
 	case "none":
-	case "database", "etcd":
-		return fmt.Errorf("cluster.coordinator: %q is not available in this build yet (use none)", c.Cluster.Coordinator)
+	case "database":
+		if ttl := time.Duration(c.Cluster.LeaseTTL); ttl < 300*time.Millisecond || ttl > 10*time.Minute {
+			return fmt.Errorf("cluster.lease_ttl: %s is out of range 300ms..10m", ttl)
+		}
+	case "etcd":
+		return errors.New("cluster.coordinator: etcd is not available in this build yet (use database)")
 	default:
 		return fmt.Errorf("cluster.coordinator: %q is not one of none, database, etcd", c.Cluster.Coordinator)
 	}

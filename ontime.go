@@ -108,13 +108,14 @@ func viewOf(t *task.Task) *Task {
 
 // Node is one ontime node: store, hot tier, scanner, dispatcher, engine.
 type Node struct {
-	cfg    Config
-	log    *slog.Logger
-	store  store.Store
-	tier   hot.Tier
-	eng    *engine.Engine
-	reg    *prometheus.Registry
-	closed bool
+	cfg     Config
+	log     *slog.Logger
+	store   store.Store
+	tier    hot.Tier
+	eng     *engine.Engine
+	reg     *prometheus.Registry
+	cluster *clusterRun // nil without a coordinator
+	closed  bool
 }
 
 // NodeOption adjusts a Node beyond its Config.
@@ -158,6 +159,13 @@ func NewNode(ctx context.Context, cfg Config, opts ...NodeOption) (*Node, error)
 	if err := n.build(ctx, o); err != nil {
 		st.Close()
 		return nil, err
+	}
+	if cfg.Cluster.Coordinator == "database" {
+		if err := n.newCoordinator(ctx, st); err != nil {
+			n.tier.Close()
+			st.Close()
+			return nil, fmt.Errorf("cluster: %w", err)
+		}
 	}
 	return n, nil
 }
@@ -229,12 +237,24 @@ func (n *Node) Handle(topic string, h Handler) error {
 	}))
 }
 
-// Start starts scanning and delivering; it returns at once.
-func (n *Node) Start(ctx context.Context) error { return n.eng.Start(ctx, true) }
+// Start starts scanning and delivering; it returns at once. Alone, the
+// node scans every sharding item; in a cluster, those the leader assigns.
+func (n *Node) Start(ctx context.Context) error {
+	if err := n.eng.Start(ctx, n.cluster == nil); err != nil {
+		return err
+	}
+	if n.cluster != nil {
+		n.cluster.start()
+	}
+	return nil
+}
 
 // Stop stops claiming, finishes or releases in-flight work within the
 // shutdown grace, and closes the store. Idempotent.
 func (n *Node) Stop(ctx context.Context) error {
+	if n.cluster != nil {
+		n.cluster.stop() // hand items to the others first
+	}
 	err := n.eng.Stop(ctx)
 	if !n.closed {
 		n.closed = true
@@ -295,7 +315,8 @@ func (n *Node) HTTPHandler() http.Handler {
 		MaxPayloadBytes: n.cfg.Delivery.MaxPayloadBytes,
 		Logger:          n.log,
 		Extra: map[string]http.Handler{
-			"GET /metrics": promhttp.HandlerFor(n.reg, promhttp.HandlerOpts{Registry: n.reg}),
+			"GET /metrics":    promhttp.HandlerFor(n.reg, promhttp.HandlerOpts{Registry: n.reg}),
+			"GET /v1/cluster": http.HandlerFunc(n.clusterHandler),
 		},
 	})
 }

@@ -77,6 +77,10 @@ func TestCLISubmitGetListCancel(t *testing.T) {
 	if code != 0 || !strings.Contains(out, tk.ID) || !strings.Contains(out, "STATUS") {
 		t.Fatalf("list: %d %q", code, out)
 	}
+	code, out, _ = c.run("cluster")
+	if code != 0 || !strings.Contains(out, "coordinator none") || !strings.Contains(out, "0.0.0") {
+		t.Fatalf("cluster: %d %q", code, out)
+	}
 	code, out, _ = c.run("cancel", tk.ID, "--json")
 	if code != 0 || !strings.Contains(out, `"status":"cancelled"`) {
 		t.Fatalf("cancel: %d %q", code, out)

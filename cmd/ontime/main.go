@@ -27,6 +27,7 @@ func commands() map[string]command {
 		"cancel":  {"cancel a pending task", runCancel},
 		"requeue": {"return a dead task to pending", runRequeue},
 		"list":    {"list tasks", runList},
+		"cluster": {"show the cluster: nodes, leader, item owners, scan lag", runCluster},
 		"shard":   {"local tools for the shard layout (shard check)", runShard},
 	}
 }

@@ -286,6 +286,13 @@ func (s *Store) Items() []store.Item {
 	return items
 }
 
+// DB returns the writer pool of database i, for components that keep
+// their own tables beside the tasks (the cluster coordinator).
+func (s *Store) DB(i int) *sql.DB { return s.w[i] }
+
+// Driver is the engine name: sqlite, mysql or postgres.
+func (s *Store) Driver() string { return s.cfg.Driver }
+
 // Topology is the store's shape.
 func (s *Store) Topology() router.Topology { return s.topo }
 

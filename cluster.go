@@ -1,0 +1,189 @@
+package ontime
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/ontimehq/ontime/internal/cluster/dbcoord"
+	"github.com/ontimehq/ontime/internal/store"
+	"github.com/ontimehq/ontime/internal/store/sqlstore"
+)
+
+// itemKey names a sharding item in the coordinator's tables: "db.table.segment".
+func itemKey(it store.Item) string { return fmt.Sprintf("%d.%d.%d", it.DB, it.Table, it.Segment) }
+
+func parseItemKey(s string) (store.Item, bool) {
+	p := strings.Split(s, ".")
+	if len(p) != 3 {
+		return store.Item{}, false
+	}
+	var v [3]int
+	for i := range p {
+		n, err := strconv.Atoi(p[i])
+		if err != nil {
+			return store.Item{}, false
+		}
+		v[i] = n
+	}
+	return store.Item{DB: v[0], Table: v[1], Segment: v[2]}, true
+}
+
+// clusterRun is the coordinator of a node in a cluster.
+type clusterRun struct {
+	coord  *dbcoord.Coordinator
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+// newCoordinator builds the database coordinator on the store's first
+// database; the node's engine scans what it assigns.
+func (n *Node) newCoordinator(ctx context.Context, st *sqlstore.Store) error {
+	if err := dbcoord.Migrate(ctx, st.DB(0), st.Driver()); err != nil {
+		return err
+	}
+	var keys []string
+	for _, it := range st.Items() {
+		keys = append(keys, itemKey(it))
+	}
+	addr := n.cfg.Cluster.Advertise
+	if addr == "" {
+		addr = n.cfg.Listen
+	}
+	c, err := dbcoord.New(dbcoord.Config{
+		DB: st.DB(0), Dialect: st.Driver(), NodeID: n.cfg.NodeID, Addr: addr,
+		TTL: time.Duration(n.cfg.Cluster.LeaseTTL), Items: keys, Logger: n.log,
+		OnAssign: func(term int64, items []string) {
+			its := make([]store.Item, 0, len(items))
+			for _, k := range items {
+				if it, ok := parseItemKey(k); ok {
+					its = append(its, it)
+				}
+			}
+			n.log.Info("cluster assignment", "term", term, "items", len(its))
+			n.eng.SetItems(its)
+		},
+	})
+	if err != nil {
+		return err
+	}
+	n.cluster = &clusterRun{coord: c}
+	return nil
+}
+
+func (cr *clusterRun) start() {
+	ctx, cancel := context.WithCancel(context.Background())
+	cr.cancel, cr.done = cancel, make(chan struct{})
+	go func() {
+		defer close(cr.done)
+		_ = cr.coord.Run(ctx)
+	}()
+}
+
+// stop leaves the cluster: items handed back, leadership resigned.
+func (cr *clusterRun) stop() {
+	if cr.cancel != nil {
+		cr.cancel()
+		<-cr.done
+		cr.cancel = nil
+	}
+}
+
+// ClusterView is GET /v1/cluster.
+type ClusterView struct {
+	Node        string            `json:"node"`
+	Coordinator string            `json:"coordinator"`
+	Leader      string            `json:"leader"`
+	Term        int64             `json:"term"`
+	Nodes       []ClusterNodeView `json:"nodes"`
+	Items       []ClusterItemView `json:"items"`
+}
+
+// ClusterNodeView is one node of the cluster.
+type ClusterNodeView struct {
+	ID        string    `json:"id"`
+	Addr      string    `json:"addr"`
+	Heartbeat time.Time `json:"heartbeat"`
+	Live      bool      `json:"live"`
+	Items     int       `json:"items"`
+}
+
+// ClusterItemView is one sharding item: its owner and scan lag (how far
+// past due its oldest pending task is; 0 when none is overdue).
+type ClusterItemView struct {
+	Item    string  `json:"item"`
+	Owner   string  `json:"owner"`
+	LagSecs float64 `json:"lag_seconds"`
+}
+
+// Cluster describes the cluster as this node sees it.
+func (n *Node) Cluster(ctx context.Context) (*ClusterView, error) {
+	v := &ClusterView{Node: n.cfg.NodeID, Coordinator: n.cfg.Cluster.Coordinator}
+	items := n.store.Items()
+	owner := map[string]string{}
+	if n.cluster == nil {
+		v.Leader = n.cfg.NodeID
+		v.Nodes = []ClusterNodeView{{ID: n.cfg.NodeID, Addr: n.cfg.Listen, Heartbeat: time.Now(), Live: true, Items: len(items)}}
+		for _, it := range items {
+			owner[itemKey(it)] = n.cfg.NodeID
+		}
+	} else {
+		st, err := n.cluster.coord.Status(ctx)
+		if err != nil {
+			return nil, err
+		}
+		v.Leader, v.Term, owner = st.Leader, st.Term, st.Assignment
+		for _, ns := range st.Nodes {
+			v.Nodes = append(v.Nodes, ClusterNodeView{ID: ns.ID, Addr: ns.Addr, Heartbeat: ns.Heartbeat, Live: ns.Live, Items: ns.Items})
+		}
+	}
+	now := time.Now()
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, 8)
+	v.Items = make([]ClusterItemView, len(items))
+	var firstErr error
+	for i, it := range items {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			due, _, err := n.store.NextDue(ctx, it)
+			lag := 0.0
+			if err == nil && !due.IsZero() && due.Before(now) {
+				lag = now.Sub(due).Seconds()
+			}
+			mu.Lock()
+			if err != nil && firstErr == nil {
+				firstErr = err
+			}
+			v.Items[i] = ClusterItemView{Item: itemKey(it), Owner: owner[itemKey(it)], LagSecs: lag}
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	if firstErr != nil {
+		return nil, firstErr
+	}
+	sort.Slice(v.Nodes, func(a, b int) bool { return v.Nodes[a].ID < v.Nodes[b].ID })
+	return v, nil
+}
+
+func (n *Node) clusterHandler(w http.ResponseWriter, r *http.Request) {
+	v, err := n.Cluster(r.Context())
+	w.Header().Set("Content-Type", "application/json")
+	if err != nil {
+		n.log.Error("cluster view", "err", err)
+		w.WriteHeader(http.StatusInternalServerError)
+		_ = json.NewEncoder(w).Encode(map[string]any{"error": map[string]string{"message": "internal error"}})
+		return
+	}
+	_ = json.NewEncoder(w).Encode(v)
+}
