@@ -68,10 +68,10 @@ type serveProc struct {
 	mu   sync.Mutex
 }
 
-func startServe(t *testing.T, cfgPath, addr string) *serveProc {
+func startServe(t *testing.T, cfgPath, addr string, env ...string) *serveProc {
 	t.Helper()
 	cmd := exec.Command(ontimeBinary(t), "serve", "--config", cfgPath)
-	cmd.Env = append(os.Environ(), "ONTIME_LISTEN="+addr)
+	cmd.Env = append(append(os.Environ(), "ONTIME_LISTEN="+addr), env...)
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
