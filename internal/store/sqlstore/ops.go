@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/ontimehq/ontime/internal/store"
@@ -441,96 +442,103 @@ func pick(refs []store.Ref, idx []int) []store.Ref {
 	return out
 }
 
-// Start moves claimed tasks to running under their tokens.
+// Start moves claimed tasks to running under their tokens: one
+// transaction per database, one statement per table.
 func (s *Store) Start(ctx context.Context, refs []store.Ref, leaseUntil time.Time) ([]*task.Task, error) {
-	groups := s.refGroups(refs)
-	results := make([][]*task.Task, len(groups))
-	gi := map[[2]int]int{}
-	for i, g := range groups {
-		gi[[2]int{g.db, g.table}] = i
-	}
-	err := forEachGroup(groups, func(g group) error {
+	var mu sync.Mutex
+	var out []*task.Task
+	err := s.perDBTx(ctx, s.refGroups(refs), func(tx *sql.Tx, groups []group) error {
 		var got []*task.Task
-		for start := 0; start < len(g.idx); start += batchLimit {
-			part := pick(refs, g.idx[start:min(start+batchLimit, len(g.idx))])
-			ts, err := s.startChunk(ctx, g.db, s.names[g.table], part, leaseUntil)
-			if err != nil {
-				return err
+		for _, g := range groups {
+			for start := 0; start < len(g.idx); start += batchLimit {
+				part := pick(refs, g.idx[start:min(start+batchLimit, len(g.idx))])
+				ts, err := s.startChunk(ctx, tx, s.names[g.table], part, leaseUntil)
+				if err != nil {
+					return err
+				}
+				got = append(got, ts...)
 			}
-			got = append(got, ts...)
 		}
-		results[gi[[2]int{g.db, g.table}]] = got
+		mu.Lock()
+		out = append(out, got...)
+		mu.Unlock()
 		return nil
 	})
 	if err != nil {
 		return nil, fmt.Errorf("start: %w", err)
 	}
-	var out []*task.Task
-	for _, r := range results {
-		out = append(out, r...)
-	}
 	slices.SortFunc(out, func(a, b *task.Task) int { return a.DueAt.Compare(b.DueAt) })
 	return out, nil
 }
 
-func (s *Store) startChunk(ctx context.Context, db int, t string, refs []store.Ref, leaseUntil time.Time) ([]*task.Task, error) {
+// perDBTx runs f once per database that groups touch, in parallel across
+// databases, each inside one transaction (retried whole on a transient
+// conflict): one commit per database instead of one per table.
+func (s *Store) perDBTx(ctx context.Context, groups []group, f func(tx *sql.Tx, groups []group) error) error {
+	byDB := map[int][]group{}
+	var dbs []int
+	for _, g := range groups {
+		if _, ok := byDB[g.db]; !ok {
+			dbs = append(dbs, g.db)
+		}
+		byDB[g.db] = append(byDB[g.db], g)
+	}
+	perDB := make([]group, len(dbs)) // forEachGroup's unit: one per database
+	for i, db := range dbs {
+		perDB[i] = group{db: db}
+	}
+	return forEachGroup(perDB, func(d group) error {
+		return withRetry(ctx, func() error {
+			tx, err := s.w[d.db].BeginTx(ctx, nil)
+			if err != nil {
+				return err
+			}
+			defer tx.Rollback()
+			if err := f(tx, byDB[d.db]); err != nil {
+				return err
+			}
+			return tx.Commit()
+		})
+	})
+}
+
+func (s *Store) startChunk(ctx context.Context, tx *sql.Tx, t string, refs []store.Ref, leaseUntil time.Time) ([]*task.Task, error) {
 	match, margs := refMatch(refs)
 	now := time.Now().UnixMicro()
 	set := `status = ?, attempts = attempts + 1, lease_until = ?, updated_at = ?`
 	setArgs := []any{int(task.StatusRunning), micros(leaseUntil), now}
 	where := `status = ? AND ` + match
 	wargs := append([]any{int(task.StatusClaimed)}, margs...)
-	var out []*task.Task
-	err := withRetry(ctx, func() error {
-		if s.d.returning {
-			var err error
-			out, err = s.queryTasks(ctx, s.w[db], `UPDATE `+t+` SET `+set+` WHERE `+where+` RETURNING `+cols, append(append([]any{}, setArgs...), wargs...)...)
-			return err
-		}
-		tx, err := s.w[db].BeginTx(ctx, nil)
-		if err != nil {
-			return err
-		}
-		defer tx.Rollback()
-		rows, err := tx.QueryContext(ctx, `SELECT `+cols+` FROM `+t+` WHERE `+where+` FOR UPDATE`, wargs...)
-		if err != nil {
-			return err
-		}
-		out = out[:0]
-		for rows.Next() {
-			tk, err := scanTask(rows)
-			if err != nil {
-				rows.Close()
-				return err
-			}
-			out = append(out, tk)
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
-			return err
-		}
-		if len(out) == 0 {
-			return nil
-		}
-		if _, err := tx.ExecContext(ctx, `UPDATE `+t+` SET `+set+` WHERE `+where, append(append([]any{}, setArgs...), wargs...)...); err != nil {
-			return err
-		}
-		for _, tk := range out {
-			tk.Status, tk.Attempts, tk.LeaseUntil, tk.UpdatedAt = task.StatusRunning, tk.Attempts+1, fromMicros(micros(leaseUntil)), fromMicros(now)
-		}
-		return tx.Commit()
-	})
-	return out, err
+	if s.d.returning {
+		return s.queryTasks(ctx, tx, `UPDATE `+t+` SET `+set+` WHERE `+where+` RETURNING `+cols, append(append([]any{}, setArgs...), wargs...)...)
+	}
+	out, err := s.queryTasks(ctx, tx, `SELECT `+cols+` FROM `+t+` WHERE `+where+` FOR UPDATE`, wargs...)
+	if err != nil || len(out) == 0 {
+		return nil, err
+	}
+	if _, err := tx.ExecContext(ctx, `UPDATE `+t+` SET `+set+` WHERE `+where, append(append([]any{}, setArgs...), wargs...)...); err != nil {
+		return nil, err
+	}
+	for _, tk := range out {
+		tk.Status, tk.Attempts, tk.LeaseUntil, tk.UpdatedAt = task.StatusRunning, tk.Attempts+1, fromMicros(micros(leaseUntil)), fromMicros(now)
+	}
+	return out, nil
 }
 
-// Finish records delivery outcomes under their tokens.
+// Finish records delivery outcomes under their tokens: one transaction per
+// database; done rows in one statement per table.
 func (s *Store) Finish(ctx context.Context, outcomes []store.Outcome) error {
 	refs := make([]store.Ref, len(outcomes))
 	for i, o := range outcomes {
 		refs[i] = o.Ref
 	}
-	err := forEachGroup(s.refGroups(refs), func(g group) error {
-		return withRetry(ctx, func() error { return s.finishGroup(ctx, g, outcomes) })
+	err := s.perDBTx(ctx, s.refGroups(refs), func(tx *sql.Tx, groups []group) error {
+		for _, g := range groups {
+			if err := s.finishGroup(ctx, tx, g, outcomes); err != nil {
+				return err
+			}
+		}
+		return nil
 	})
 	if err != nil {
 		return fmt.Errorf("finish: %w", err)
@@ -538,14 +546,9 @@ func (s *Store) Finish(ctx context.Context, outcomes []store.Outcome) error {
 	return nil
 }
 
-func (s *Store) finishGroup(ctx context.Context, g group, outcomes []store.Outcome) error {
+func (s *Store) finishGroup(ctx context.Context, tx *sql.Tx, g group, outcomes []store.Outcome) error {
 	t := s.names[g.table]
 	now := time.Now().UnixMicro()
-	tx, err := s.w[g.db].BeginTx(ctx, nil)
-	if err != nil {
-		return err
-	}
-	defer tx.Rollback()
 	var done []store.Ref
 	for _, i := range g.idx {
 		o := outcomes[i]
@@ -575,7 +578,7 @@ func (s *Store) finishGroup(ctx context.Context, g group, outcomes []store.Outco
 			return err
 		}
 	}
-	return tx.Commit()
+	return nil
 }
 
 func truncate(s string) string {

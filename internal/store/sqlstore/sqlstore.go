@@ -362,7 +362,12 @@ func scanTask(sc scanner) (*task.Task, error) {
 	return &t, nil
 }
 
-func (s *Store) queryTasks(ctx context.Context, db *sql.DB, q string, args ...any) ([]*task.Task, error) {
+// querier is a pool or a transaction.
+type querier interface {
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+}
+
+func (s *Store) queryTasks(ctx context.Context, db querier, q string, args ...any) ([]*task.Task, error) {
 	rows, err := db.QueryContext(ctx, s.d.rebind(q), args...)
 	if err != nil {
 		return nil, err
