@@ -28,6 +28,9 @@ func (e *Engine) Submit(ctx context.Context, specs []task.Spec) ([]api.SubmitRes
 	news := make([]store.NewTask, 0, len(specs))
 	pos := make([]int, 0, len(specs))
 	horizon := now.Add(e.cfg.Window)
+	// One claim token for the tasks of one submit: they travel together,
+	// and the store matches them in one predicate.
+	token := newToken()
 	for i, s := range specs {
 		v, err := task.Validate(s, e.cfg.Limits, now)
 		if err != nil {
@@ -42,7 +45,7 @@ func (e *Engine) Submit(ctx context.Context, specs []task.Spec) ([]api.SubmitRes
 		id, parsed := router.NewID(now, hash, v.Key != "")
 		nt := store.NewTask{ID: id, ShardHash: parsed.ShardHash, Seg: parsed.Segment(e.cfg.Segments), Validated: v}
 		if !v.DueAt.After(horizon) {
-			nt.Claim = &store.Lease{Owner: e.cfg.NodeID, Until: v.DueAt.Add(e.cfg.LeaseTTL), Token: newToken()}
+			nt.Claim = &store.Lease{Owner: e.cfg.NodeID, Until: v.DueAt.Add(e.cfg.LeaseTTL), Token: token}
 		}
 		news = append(news, nt)
 		pos = append(pos, i)

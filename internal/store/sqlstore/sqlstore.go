@@ -442,19 +442,33 @@ func forEachGroup(groups []group, f func(g group) error) error {
 	return errors.Join(errs...)
 }
 
-// refMatch builds "(id = ? AND token = ?) OR …" for refs: a row changes only
-// under the claim that the caller holds. Every engine turns it into
-// primary-key lookups.
+// refMatch builds "((token = ? AND id IN (…)) OR …)" for refs: a row
+// changes only under the claim that the caller holds. Refs are grouped by
+// token because a claim covers a whole batch: the predicate stays a few
+// terms with IN lists (primary-key lookups on every engine) instead of one
+// term per ref, which engines evaluate once per candidate row.
 func refMatch(refs []store.Ref) (string, []any) {
+	byToken := map[int64][]string{}
+	var order []int64
+	for _, r := range refs {
+		if _, ok := byToken[r.Token]; !ok {
+			order = append(order, r.Token)
+		}
+		byToken[r.Token] = append(byToken[r.Token], r.ID)
+	}
 	var b strings.Builder
-	args := make([]any, 0, 2*len(refs))
+	args := make([]any, 0, len(refs)+len(order))
 	b.WriteString("(")
-	for i, r := range refs {
+	for i, tok := range order {
 		if i > 0 {
 			b.WriteString(" OR ")
 		}
-		b.WriteString("(id = ? AND token = ?)")
-		args = append(args, r.ID, r.Token)
+		ids := byToken[tok]
+		b.WriteString("(token = ? AND id IN (" + placeholders(len(ids)) + "))")
+		args = append(args, tok)
+		for _, id := range ids {
+			args = append(args, id)
+		}
 	}
 	b.WriteString(")")
 	return b.String(), args
