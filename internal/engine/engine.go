@@ -36,6 +36,7 @@ const (
 	DefaultFireBatch     = 512
 	DefaultFireWorkers   = 4
 	DefaultShutdownGrace = 15 * time.Second
+	DefaultFireLead      = 20 * time.Millisecond
 )
 
 // Config wires an engine. Store, Tier, Dispatcher and Topology are required.
@@ -65,10 +66,15 @@ type Config struct {
 	// Default min(Window/4, 5s).
 	ScanIdle      time.Duration
 	ShutdownGrace time.Duration
-	Limits        task.Limits
-	Retry         deliver.RetryPolicy
-	Logger        *slog.Logger
-	Metrics       *Metrics // nil: series kept but not registered
+	// FireLead is how long before its due time a task leaves the hot tier
+	// and is marked running in the store; delivery itself waits for the due
+	// time. It keeps the store write off the lateness path. From then on a
+	// cancel answers 409. Default 20ms.
+	FireLead time.Duration
+	Limits   task.Limits
+	Retry    deliver.RetryPolicy
+	Logger   *slog.Logger
+	Metrics  *Metrics // nil: series kept but not registered
 }
 
 func (c *Config) withDefaults() {
@@ -95,6 +101,9 @@ func (c *Config) withDefaults() {
 	}
 	if c.ShutdownGrace <= 0 {
 		c.ShutdownGrace = DefaultShutdownGrace
+	}
+	if c.FireLead <= 0 {
+		c.FireLead = DefaultFireLead
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
@@ -142,6 +151,7 @@ type Engine struct {
 	fireCtx  context.Context
 	fireStop context.CancelFunc
 	fireWG   sync.WaitGroup
+	waiting  sync.WaitGroup // started tasks waiting for their due time
 	inflight sync.WaitGroup
 	stopOnce sync.Once
 	stopErr  error
@@ -224,6 +234,7 @@ func (e *Engine) stop(ctx context.Context) error {
 	e.scanners.stopAll()
 	e.fireStop()
 	e.fireWG.Wait()
+	e.waiting.Wait() // at most FireLead: started tasks reach their lanes
 
 	grace, cancel := context.WithTimeout(ctx, e.cfg.ShutdownGrace)
 	defer cancel()
@@ -256,6 +267,12 @@ func (e *Engine) stop(ctx context.Context) error {
 // waiting entries are handed back to the store rather than left to expire.
 type drainer interface {
 	Drain() []hot.Entry
+}
+
+// entry is the hot-tier entry of a claimed task: it leaves the tier
+// FireLead before the task is due.
+func (e *Engine) entry(id, topic string, due time.Time, token int64) hot.Entry {
+	return hot.Entry{ID: id, Topic: topic, DueAt: due.Add(-e.cfg.FireLead), Token: token}
 }
 
 func refsOf(entries []hot.Entry) []store.Ref {

@@ -46,9 +46,7 @@ func (e *Engine) fireLoop() {
 			e.log.Warn("hot tier ack failed", "err", err)
 		}
 		e.m.Started.Add(float64(len(started)))
-		now := time.Now()
 		for _, t := range started {
-			e.m.Lateness.Observe(max(now.Sub(t.DueAt), 0).Seconds())
 			e.dispatch(t)
 		}
 	}
@@ -63,12 +61,27 @@ func sleepCtx(ctx context.Context, d time.Duration) {
 	}
 }
 
+// dispatch hands a started task to delivery at its due time. Tasks are
+// popped and started FireLead ahead, so the store write is off the
+// lateness path; the wait here is what keeps delivery never early.
 func (e *Engine) dispatch(t *task.Task) {
+	e.inflight.Add(1)
 	if wait := time.Until(t.DueAt); wait > 0 {
-		// Never early, whatever a tier did: cannot happen with a correct tier.
-		e.log.Error("task fired before its due time; holding it", "id", t.ID, "early", wait)
-		time.Sleep(wait)
+		e.waiting.Add(1)
+		time.AfterFunc(wait, func() {
+			defer e.waiting.Done()
+			e.send(t)
+		})
+		return
 	}
+	e.send(t)
+}
+
+func (e *Engine) send(t *task.Task) {
+	if wait := time.Until(t.DueAt); wait > 0 {
+		time.Sleep(wait) // a timer may fire a hair early by the wall clock
+	}
+	e.m.Lateness.Observe(time.Since(t.DueAt).Seconds())
 	d := deliver.Delivery{ID: t.ID, Topic: t.Topic, Key: t.Key, Target: t.Target, Payload: t.Payload, DueAt: t.DueAt, Attempt: t.Attempts}
 	var sink deliver.Sink
 	var dest string
@@ -76,16 +89,17 @@ func (e *Engine) dispatch(t *task.Task) {
 		sink, dest = e.handler(t.Topic), "handler:"+t.Topic
 		if sink == nil {
 			e.finish(t, fmt.Errorf("%w %q on node %s", errNoHandler, t.Topic, e.cfg.NodeID))
+			e.inflight.Done()
 			return
 		}
 	} else {
 		sink, dest = e.cfg.Webhook, destination(t.Target)
 		if sink == nil {
 			e.finish(t, deliver.Permanent(errors.New("webhook delivery is not configured on this node")))
+			e.inflight.Done()
 			return
 		}
 	}
-	e.inflight.Add(1)
 	e.cfg.Dispatcher.Dispatch(e.runCtx, dest, sink, d, func(err error) {
 		defer e.inflight.Done()
 		e.finish(t, err)

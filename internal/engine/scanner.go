@@ -156,7 +156,7 @@ func (e *Engine) scanOnce(ctx context.Context, it store.Item) (time.Time, error)
 			e.m.Claimed.Add(float64(len(refs)))
 			entries := make([]hot.Entry, len(refs))
 			for i, r := range refs {
-				entries[i] = hot.Entry{ID: r.ID, Topic: r.Topic, DueAt: r.DueAt, Token: r.Token}
+				entries[i] = e.entry(r.ID, r.Topic, r.DueAt, r.Token)
 			}
 			if err := e.tier.Add(ctx, entries...); err != nil {
 				return time.Time{}, err // claimed rows come back when their lease ends
