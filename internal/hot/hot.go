@@ -32,7 +32,9 @@ type Tier interface {
 	Add(ctx context.Context, entries ...Entry) error
 
 	// Pop blocks until at least one entry is due (DueAt <= now, never
-	// earlier) and returns up to max due entries, earliest first. Popped
+	// earlier) and returns up to max due entries, earliest first within the
+	// call (across calls, a tier with slots may return a later-due entry
+	// before an earlier one of another slot: both are due). Popped
 	// entries are in flight: they are not returned by another Pop until they
 	// are acked, nacked, or their visibility timeout passes. Pop returns
 	// ctx.Err() when ctx ends and ErrClosed after Close.

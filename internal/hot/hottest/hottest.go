@@ -46,7 +46,6 @@ func Run(t *testing.T, newTier func(t *testing.T) hot.Tier) {
 		if err := tr.Add(ctx, entries...); err != nil {
 			t.Fatal(err)
 		}
-		var last time.Time
 		seen := map[string]bool{}
 		for len(seen) < len(entries) {
 			got := popWithin(t, tr, 16, 10*time.Second)
@@ -54,6 +53,7 @@ func Run(t *testing.T, newTier func(t *testing.T) hot.Tier) {
 			if len(got) == 0 {
 				t.Fatalf("pop returned nothing; %d of %d seen", len(seen), len(entries))
 			}
+			var last time.Time
 			for _, e := range got {
 				if e.DueAt.After(now) {
 					t.Fatalf("entry %s popped %s early", e.ID, e.DueAt.Sub(now))

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"math"
 	"net"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -302,6 +303,7 @@ func (t *Tier) Pop(ctx context.Context, max int) ([]hot.Entry, error) {
 			t.lower(k, nextAt)
 		}
 		if len(out) > 0 {
+			slices.SortFunc(out, func(a, b hot.Entry) int { return a.DueAt.Compare(b.DueAt) })
 			return out, nil
 		}
 		if firstErr != nil {

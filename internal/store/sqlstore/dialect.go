@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/go-sql-driver/mysql"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -206,8 +207,10 @@ func withRetry(ctx context.Context, f func() error) error {
 		if err = f(); err == nil || !retryable(err) {
 			return err
 		}
-		if ctx.Err() != nil {
+		select {
+		case <-ctx.Done():
 			return err
+		case <-time.After(time.Duration(attempt+1) * 5 * time.Millisecond):
 		}
 	}
 	return fmt.Errorf("still conflicting after retries: %w", err)

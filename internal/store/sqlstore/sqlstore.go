@@ -106,7 +106,9 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 		}
 		s.w, s.r = append(s.w, w), append(s.r, r)
 		pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		err = w.PingContext(pctx)
+		// Retried: SQLite answers "busy" while another process switches
+		// the file to WAL mode, without waiting on busy_timeout.
+		err = withRetry(pctx, func() error { return w.PingContext(pctx) })
 		cancel()
 		if err != nil {
 			s.Close()
@@ -114,7 +116,7 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 			msg := strings.Join(strings.Fields(err.Error()), " ")
 			return nil, fmt.Errorf("store.databases[%d]: cannot reach the %s database: %s", i, cfg.Driver, msg)
 		}
-		if err := s.migrate(ctx, w); err != nil {
+		if err := withRetry(ctx, func() error { return s.migrate(ctx, w) }); err != nil {
 			s.Close()
 			return nil, fmt.Errorf("store.databases[%d]: %w", i, err)
 		}
