@@ -4,6 +4,7 @@ import (
 	"net"
 	"os/exec"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 )
@@ -43,18 +44,7 @@ func (r *Redis) Start() {
 	if err := r.cmd.Start(); err != nil {
 		r.t.Fatalf("testdb: redis-server is required: %v", err)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		c, err := net.Dial("tcp", r.Addr())
-		if err == nil {
-			c.Close()
-			return
-		}
-		if time.Now().After(deadline) {
-			r.t.Fatalf("testdb: redis-server did not start on %s", r.Addr())
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	waitPort(r.t, r.Addr())
 }
 
 // Stop kills the server (SIGKILL: nothing is saved).
@@ -64,4 +54,74 @@ func (r *Redis) Stop() {
 		_ = r.cmd.Wait()
 		r.cmd = nil
 	}
+}
+
+// StartRedisCluster starts a 3-master Redis Cluster on free loopback ports
+// (redis-server --cluster-enabled, joined by redis-cli --cluster create)
+// and returns the addresses once cluster_state is ok.
+func StartRedisCluster(t testing.TB) []string {
+	t.Helper()
+	var addrs []string
+	for range 3 {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		port := ln.Addr().(*net.TCPAddr).Port
+		ln.Close()
+		dir := t.TempDir()
+		cmd := exec.Command("redis-server", "--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+			"--dir", dir, "--cluster-enabled", "yes", "--cluster-config-file", dir+"/nodes.conf", "--cluster-node-timeout", "2000")
+		if err := cmd.Start(); err != nil {
+			t.Fatalf("testdb: redis-server is required: %v", err)
+		}
+		t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+		addr := "127.0.0.1:" + strconv.Itoa(port)
+		waitPort(t, addr)
+		addrs = append(addrs, addr)
+	}
+	args := append([]string{"--cluster", "create"}, addrs...)
+	args = append(args, "--cluster-replicas", "0", "--cluster-yes")
+	if out, err := exec.Command("redis-cli", args...).CombinedOutput(); err != nil {
+		t.Fatalf("testdb: redis-cli --cluster create: %v\n%s", err, out)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for _, a := range addrs {
+		host, port, _ := net.SplitHostPort(a)
+		for {
+			out, _ := exec.Command("redis-cli", "-h", host, "-p", port, "cluster", "info").Output()
+			if containsLine(string(out), "cluster_state:ok") {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("testdb: redis cluster not ok: %s", out)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+	return addrs
+}
+
+func waitPort(t testing.TB, addr string) {
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		c, err := net.Dial("tcp", addr)
+		if err == nil {
+			c.Close()
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("testdb: nothing listens on %s", addr)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func containsLine(s, line string) bool {
+	for _, l := range strings.Split(s, "\n") {
+		if strings.TrimSpace(l) == line {
+			return true
+		}
+	}
+	return false
 }

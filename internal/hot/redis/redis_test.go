@@ -180,6 +180,20 @@ func TestRestartAndFlushAll(t *testing.T) {
 	popOne("after-restart")
 }
 
+// TestCluster runs the tier contract on a 3-master Redis Cluster: each
+// slot's keys share a hash tag, so every script runs on one node.
+func TestCluster(t *testing.T) {
+	addrs := testdb.StartRedisCluster(t)
+	hottest.Run(t, func(t *testing.T) hot.Tier {
+		tr, err := New(context.Background(), Config{Addrs: addrs, Prefix: prefix(), Visibility: hottest.VisibilityForTests, Resync: 500 * time.Millisecond})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { tr.Close() })
+		return tr
+	})
+}
+
 func TestConfigValidation(t *testing.T) {
 	for _, c := range []Config{
 		{},
