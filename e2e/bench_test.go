@@ -35,9 +35,14 @@ type latencyRecorder struct {
 
 func (r *latencyRecorder) handler() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-		now := time.Now()
-		id := req.Header.Get("Ontime-Task-Id")
-		due := parseDue(req)
+		r.record(req.Header.Get("Ontime-Task-Id"), parseDue(req))
+	})
+}
+
+// record notes one delivery of task id, due at due.
+func (r *latencyRecorder) record(id string, due time.Time) {
+	now := time.Now()
+	{
 		r.mu.Lock()
 		if r.seen[id] {
 			r.dups++
@@ -52,7 +57,7 @@ func (r *latencyRecorder) handler() http.Handler {
 			r.last = now
 		}
 		r.mu.Unlock()
-	})
+	}
 }
 
 func parseDue(req *http.Request) time.Time {
@@ -128,17 +133,30 @@ func benchSteady(b *testing.B, rate int, span time.Duration) {
 	}
 }
 
-// BenchmarkBurst50k: 50,000 tasks due at the same instant.
-func BenchmarkBurst50000(b *testing.B) {
+// BenchmarkBurst50000: 50,000 tasks due at the same instant, by webhook.
+func BenchmarkBurst50000(b *testing.B) { benchBurst(b, true) }
+
+// BenchmarkBurst50000GoHandler: the same with a Go handler in-process.
+func BenchmarkBurst50000GoHandler(b *testing.B) { benchBurst(b, false) }
+
+func benchBurst(b *testing.B, webhook bool) {
 	const n = 50000
 	for range b.N {
 		rec := &latencyRecorder{seen: map[string]bool{}}
 		srv := httptest.NewServer(rec.handler())
 		node := benchNode(b)
+		target := srv.URL
+		if !webhook {
+			target = ""
+			node.Handle("bench.burst", func(ctx context.Context, d *ontime.Delivery) error {
+				rec.record(d.ID, d.DueAt)
+				return nil
+			})
+		}
 		ctx := context.Background()
 		due := time.Now().Add(40 * time.Second) // beyond the window: stored, then preheated by the scanner
 		for i := 0; i < n; i++ {
-			if _, _, err := node.Submit(ctx, ontime.TaskSpec{Topic: "bench.burst", DueAt: due, Target: srv.URL}); err != nil {
+			if _, _, err := node.Submit(ctx, ontime.TaskSpec{Topic: "bench.burst", DueAt: due, Target: target}); err != nil {
 				b.Fatal(err)
 			}
 		}

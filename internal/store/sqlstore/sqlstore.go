@@ -444,22 +444,32 @@ func forEachGroup(groups []group, f func(g group) error) error {
 	return errors.Join(errs...)
 }
 
-// refMatch builds "((token = ? AND id IN (…)) OR …)" for refs: a row
-// changes only under the claim that the caller holds. Refs are grouped by
-// token because a claim covers a whole batch: the predicate stays a few
-// terms with IN lists (primary-key lookups on every engine) instead of one
-// term per ref, which engines evaluate once per candidate row.
+// refMatch builds the predicate of "these refs, under their claims":
+//
+//	id IN (all ids) AND ((token = ? AND id IN (…)) OR …)
+//
+// The leading IN list makes every engine look rows up by primary key —
+// without it SQLite may walk the (status, id) index through every claimed
+// row of the table. Refs are grouped by token because a claim covers a
+// whole batch: a few terms with IN lists instead of one term per ref,
+// which engines would evaluate once per candidate row.
 func refMatch(refs []store.Ref) (string, []any) {
 	byToken := map[int64][]string{}
 	var order []int64
+	args := make([]any, 0, 2*len(refs)+8)
 	for _, r := range refs {
 		if _, ok := byToken[r.Token]; !ok {
 			order = append(order, r.Token)
 		}
 		byToken[r.Token] = append(byToken[r.Token], r.ID)
+		args = append(args, r.ID)
 	}
 	var b strings.Builder
-	args := make([]any, 0, len(refs)+len(order))
+	b.WriteString("(id IN (" + placeholders(len(refs)) + ") AND ")
+	if len(order) == 1 {
+		b.WriteString("token = ?)")
+		return b.String(), append(args, order[0])
+	}
 	b.WriteString("(")
 	for i, tok := range order {
 		if i > 0 {
@@ -472,6 +482,6 @@ func refMatch(refs []store.Ref) (string, []any) {
 			args = append(args, id)
 		}
 	}
-	b.WriteString(")")
+	b.WriteString("))")
 	return b.String(), args
 }
