@@ -33,7 +33,7 @@ const (
 	DefaultLeaseTTL      = 30 * time.Second
 	DefaultDeliveryLease = 60 * time.Second
 	DefaultClaimBatch    = 500
-	DefaultFireBatch     = 512
+	DefaultFireBatch     = 2048
 	DefaultFireWorkers   = 4
 	DefaultShutdownGrace = 15 * time.Second
 	DefaultFireLead      = 20 * time.Millisecond
