@@ -4,13 +4,12 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
-	"github.com/ontimehq/ontime"
+	"github.com/ontimehq/ontime/internal/nodetest"
 )
 
 // cli runs the CLI against a real node behind a real HTTP server.
@@ -20,21 +19,7 @@ type cli struct {
 }
 
 func newCLI(t *testing.T) cli {
-	t.Helper()
-	cfg := ontime.DefaultConfig()
-	cfg.DataDir = t.TempDir()
-	cfg.Store.Tables = 2
-	ctx := context.Background()
-	node, err := ontime.NewNode(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := node.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(node.HTTPHandler())
-	t.Cleanup(func() { srv.Close(); node.Stop(context.Background()) })
-	return cli{t: t, server: srv.URL}
+	return cli{t: t, server: nodetest.Start(t, nil)}
 }
 
 func (c cli) run(args ...string) (code int, stdout, stderr string) {

@@ -2,34 +2,18 @@ package api_test
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
 
 	"github.com/ontimehq/ontime"
+	"github.com/ontimehq/ontime/internal/nodetest"
 )
 
 func server(t *testing.T) string {
-	t.Helper()
-	cfg := ontime.DefaultConfig()
-	cfg.DataDir = t.TempDir()
-	cfg.Store.Tables = 2
-	cfg.Delivery.MaxPayloadBytes = 1000
-	ctx := context.Background()
-	node, err := ontime.NewNode(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := node.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(node.HTTPHandler())
-	t.Cleanup(func() { srv.Close(); node.Stop(context.Background()) })
-	return srv.URL
+	return nodetest.Start(t, func(c *ontime.Config) { c.Delivery.MaxPayloadBytes = 1000 })
 }
 
 func call(t *testing.T, method, url, body string) (int, map[string]any) {
