@@ -4,7 +4,25 @@ package cluster
 import (
 	"cmp"
 	"slices"
+	"time"
 )
+
+// Status is a coordinator's view of the cluster, for GET /v1/cluster.
+type Status struct {
+	Leader     string
+	Term       int64
+	Nodes      []NodeStatus
+	Assignment map[string]string // item → owner
+}
+
+// NodeStatus is one registered node.
+type NodeStatus struct {
+	ID        string
+	Addr      string
+	Heartbeat time.Time
+	Live      bool
+	Items     int
+}
 
 // Assign hands items to nodes: balanced (node counts differ by at most one)
 // and sticky (an item stays with its previous owner whenever that owner is

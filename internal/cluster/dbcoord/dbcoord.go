@@ -404,26 +404,9 @@ func (c *Coordinator) leave() {
 	}
 }
 
-// Status is the coordinator's view for GET /v1/cluster.
-type Status struct {
-	Leader     string
-	Term       int64
-	Nodes      []NodeStatus
-	Assignment map[string]string
-}
-
-// NodeStatus is one registered node.
-type NodeStatus struct {
-	ID        string
-	Addr      string
-	Heartbeat time.Time
-	Live      bool
-	Items     int
-}
-
 // Status reads the cluster's state from the database.
-func (c *Coordinator) Status(ctx context.Context) (Status, error) {
-	var st Status
+func (c *Coordinator) Status(ctx context.Context) (cluster.Status, error) {
+	var st cluster.Status
 	var lease int64
 	if err := c.cfg.DB.QueryRowContext(ctx, c.q.selectLeader).Scan(&st.Leader, &st.Term, &lease); err != nil {
 		return st, err
@@ -448,7 +431,7 @@ func (c *Coordinator) Status(ctx context.Context) (Status, error) {
 	defer rows.Close()
 	cutoff := time.Now().Add(-c.cfg.TTL)
 	for rows.Next() {
-		var ns NodeStatus
+		var ns cluster.NodeStatus
 		var hb int64
 		if err := rows.Scan(&ns.ID, &ns.Addr, &hb); err != nil {
 			return st, err

@@ -5,9 +5,7 @@ import (
 	"database/sql"
 	"fmt"
 	"log/slog"
-	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -15,24 +13,16 @@ import (
 	_ "github.com/jackc/pgx/v5/stdlib"
 	_ "modernc.org/sqlite"
 
+	"github.com/ontimehq/ontime/internal/cluster/clustertest"
 	"github.com/ontimehq/ontime/internal/testdb"
 )
 
 type node struct {
-	id     string
+	*clustertest.Recorder
 	db     *sql.DB
 	c      *Coordinator
 	cancel context.CancelFunc
 	done   chan struct{}
-	mu     sync.Mutex
-	items  []string
-	term   int64
-}
-
-func (n *node) owned() []string {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	return slices.Clone(n.items)
 }
 
 func openDB(t *testing.T, engine, dsn string) *sql.DB {
@@ -51,17 +41,12 @@ func openDB(t *testing.T, engine, dsn string) *sql.DB {
 
 func startNode(t *testing.T, engine, dsn, id string, items []string, ttl time.Duration) *node {
 	t.Helper()
-	n := &node{id: id, db: openDB(t, engine, dsn), done: make(chan struct{})}
+	n := &node{Recorder: &clustertest.Recorder{ID: id}, db: openDB(t, engine, dsn), done: make(chan struct{})}
 	if err := Migrate(context.Background(), n.db, engine); err != nil {
 		t.Fatal(err)
 	}
 	c, err := New(Config{DB: n.db, Dialect: engine, NodeID: id, Addr: "127.0.0.1:0", TTL: ttl, Items: items,
-		Logger: slog.New(slog.NewTextHandler(testWriter{t}, nil)),
-		OnAssign: func(term int64, its []string) {
-			n.mu.Lock()
-			n.items, n.term = its, term
-			n.mu.Unlock()
-		}})
+		Logger: slog.New(slog.NewTextHandler(testWriter{t}, nil)), OnAssign: n.OnAssign})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -84,35 +69,12 @@ func (n *node) crash() {
 	<-n.done
 }
 
-func waitBalanced(t *testing.T, nodes []*node, items []string, within time.Duration) {
-	t.Helper()
-	deadline := time.Now().Add(within)
-	for {
-		owner := map[string]string{}
-		ok := true
-		lo, hi := len(items), 0
-		for _, n := range nodes {
-			mine := n.owned()
-			lo, hi = min(lo, len(mine)), max(hi, len(mine))
-			for _, it := range mine {
-				if prev, dup := owner[it]; dup {
-					// Two live nodes owning one item at once is the bug this guards.
-					t.Fatalf("item %s owned by %s and %s", it, prev, n.id)
-				}
-				owner[it] = n.id
-			}
-		}
-		if len(owner) != len(items) || hi-lo > 1 {
-			ok = false
-		}
-		if ok {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("not balanced within %s: %d of %d items owned, counts %d..%d", within, len(owner), len(items), lo, hi)
-		}
-		time.Sleep(20 * time.Millisecond)
+func recs(ns []*node) []*clustertest.Recorder {
+	out := make([]*clustertest.Recorder, len(ns))
+	for i, n := range ns {
+		out[i] = n.Recorder
 	}
+	return out
 }
 
 func TestElectAssignFailover(t *testing.T) {
@@ -129,7 +91,7 @@ func TestElectAssignFailover(t *testing.T) {
 			b := startNode(t, engine, dsn, "b", items, ttl)
 			c := startNode(t, engine, dsn, "c", items, ttl)
 			all := []*node{a, b, c}
-			waitBalanced(t, all, items, 20*time.Second)
+			clustertest.WaitBalanced(t, recs(all), items, 20*time.Second)
 
 			st, err := a.c.Status(context.Background())
 			if err != nil {
@@ -141,7 +103,7 @@ func TestElectAssignFailover(t *testing.T) {
 			// Kill the leader: a new leader with a higher term, its items move.
 			var leader *node
 			for _, n := range all {
-				if n.id == st.Leader {
+				if n.ID == st.Leader {
 					leader = n
 				}
 			}
@@ -152,32 +114,22 @@ func TestElectAssignFailover(t *testing.T) {
 					rest = append(rest, n)
 				}
 			}
-			waitBalanced(t, rest, items, 20*time.Second)
+			clustertest.WaitBalanced(t, recs(rest), items, 20*time.Second)
 			st2, err := rest[0].c.Status(context.Background())
 			if err != nil {
 				t.Fatal(err)
 			}
-			if st2.Leader == "" || st2.Leader == leader.id || st2.Term <= st.Term {
+			if st2.Leader == "" || st2.Leader == leader.ID || st2.Term <= st.Term {
 				t.Fatalf("after leader death: leader %q term %d (was %q term %d)", st2.Leader, st2.Term, st.Leader, st.Term)
 			}
 			// A fourth node joins: balanced again, the survivors keep most items.
 			before := map[string][]string{}
 			for _, n := range rest {
-				before[n.id] = n.owned()
+				before[n.ID] = n.Owned()
 			}
 			d := startNode(t, engine, dsn, "d", items, ttl)
-			waitBalanced(t, append(rest, d), items, 20*time.Second)
-			for _, n := range rest {
-				kept := 0
-				for _, it := range n.owned() {
-					if slices.Contains(before[n.id], it) {
-						kept++
-					}
-				}
-				if kept != len(n.owned()) {
-					t.Errorf("node %s gained items on a join (%d of %d kept)", n.id, kept, len(n.owned()))
-				}
-			}
+			clustertest.WaitBalanced(t, recs(append(rest, d)), items, 20*time.Second)
+			clustertest.KeptOnJoin(t, before, recs(rest))
 		})
 	}
 }

@@ -1,0 +1,74 @@
+// Package clustertest holds what the coordinator tests share: a recorder of
+// the items a node was told it owns, and a check that a set of nodes owns
+// every item exactly once, balanced.
+package clustertest
+
+import (
+	"slices"
+	"sync"
+	"testing"
+	"time"
+)
+
+// Recorder keeps the latest assignment a node received.
+type Recorder struct {
+	ID    string
+	mu    sync.Mutex
+	items []string
+	term  int64
+}
+
+// OnAssign is the coordinator callback.
+func (r *Recorder) OnAssign(term int64, items []string) {
+	r.mu.Lock()
+	r.items, r.term = slices.Clone(items), term
+	r.mu.Unlock()
+}
+
+// Owned is the node's current items.
+func (r *Recorder) Owned() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.items)
+}
+
+// WaitBalanced waits until nodes own every item, counts within one. At every
+// look it fails at once if two of them own the same item: two live owners
+// at a time is the bug this guards against.
+func WaitBalanced(t *testing.T, nodes []*Recorder, items []string, within time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for {
+		owner := map[string]string{}
+		lo, hi := len(items), 0
+		for _, n := range nodes {
+			mine := n.Owned()
+			lo, hi = min(lo, len(mine)), max(hi, len(mine))
+			for _, it := range mine {
+				if prev, dup := owner[it]; dup {
+					t.Fatalf("item %s owned by %s and %s", it, prev, n.ID)
+				}
+				owner[it] = n.ID
+			}
+		}
+		if len(owner) == len(items) && hi-lo <= 1 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("not balanced within %s: %d of %d items owned, counts %d..%d", within, len(owner), len(items), lo, hi)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// KeptOnJoin fails if a node that was there before a join gained items.
+func KeptOnJoin(t *testing.T, before map[string][]string, nodes []*Recorder) {
+	t.Helper()
+	for _, n := range nodes {
+		for _, it := range n.Owned() {
+			if !slices.Contains(before[n.ID], it) {
+				t.Errorf("node %s gained item %s on a join", n.ID, it)
+			}
+		}
+	}
+}

@@ -1,0 +1,302 @@
+// Package etcdcoord coordinates a cluster through etcd, for clusters too
+// large to heartbeat through the task database: membership keys bound to a
+// session lease, leader election with concurrency.Election (the leader key's
+// creation revision is the term, the fencing token), and the assignment as
+// one key per item, written by the leader in a transaction that fails if
+// its leader key is gone.
+//
+//	<prefix>/nodes/<id>     node address, under the node's session lease
+//	<prefix>/leader/…       election keys
+//	<prefix>/assign/<item>  "node|since µs|term"
+//
+// As in dbcoord, an item taken from a live node becomes its new owner's
+// only one TTL later; a node whose session ends drops every item at once.
+package etcdcoord
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.etcd.io/etcd/client/v3/concurrency"
+
+	"github.com/ontimehq/ontime/internal/cluster"
+)
+
+// Config configures a coordinator.
+type Config struct {
+	Endpoints []string
+	Prefix    string // default "/ontime"
+	NodeID    string
+	Addr      string
+	TTL       time.Duration // whole seconds, at least 1s; default 10s
+	Items     []string
+	Logger    *slog.Logger
+	OnAssign  func(term int64, items []string)
+}
+
+// Coordinator runs the protocol for one node.
+type Coordinator struct {
+	cfg Config
+	cli *clientv3.Client
+	log *slog.Logger
+
+	mu    sync.Mutex
+	owned []string
+}
+
+// New validates cfg and connects to etcd.
+func New(ctx context.Context, cfg Config) (*Coordinator, error) {
+	if len(cfg.Endpoints) == 0 {
+		return nil, errors.New("cluster.etcd_endpoints: at least one endpoint is required")
+	}
+	if cfg.NodeID == "" || strings.ContainsAny(cfg.NodeID, "/|") {
+		return nil, fmt.Errorf("node_id: %q must be non-empty without / or |", cfg.NodeID)
+	}
+	if cfg.Prefix == "" {
+		cfg.Prefix = "/ontime"
+	}
+	if cfg.TTL == 0 {
+		cfg.TTL = 10 * time.Second
+	}
+	if cfg.TTL < time.Second || cfg.TTL > 10*time.Minute {
+		return nil, fmt.Errorf("cluster.lease_ttl: %s is out of range 1s..10m for etcd", cfg.TTL)
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	cfg.Items = slices.Sorted(slices.Values(cfg.Items))
+	cli, err := clientv3.New(clientv3.Config{Endpoints: cfg.Endpoints, DialTimeout: 5 * time.Second, Context: ctx})
+	if err != nil {
+		return nil, fmt.Errorf("cluster.etcd_endpoints: %w", err)
+	}
+	sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if _, err := cli.Get(sctx, cfg.Prefix+"/probe"); err != nil {
+		cli.Close()
+		return nil, fmt.Errorf("cluster.etcd_endpoints: cannot reach etcd at %s: %w", strings.Join(cfg.Endpoints, ","), err)
+	}
+	return &Coordinator{cfg: cfg, cli: cli, log: cfg.Logger}, nil
+}
+
+// Close closes the etcd client.
+func (c *Coordinator) Close() error { return c.cli.Close() }
+
+// Run takes part in the cluster until ctx ends, then leaves: the session is
+// revoked, so others take over at once rather than after the TTL.
+func (c *Coordinator) Run(ctx context.Context) error {
+	for ctx.Err() == nil {
+		if err := c.session(ctx); err != nil && ctx.Err() == nil {
+			c.log.Warn("cluster etcd session ended", "err", err)
+			select {
+			case <-ctx.Done():
+			case <-time.After(c.cfg.TTL / 3):
+			}
+		}
+	}
+	return nil
+}
+
+// session runs one etcd session: register, campaign, rebalance (leader),
+// follow the assignment; it returns when the session is lost or ctx ends.
+func (c *Coordinator) session(ctx context.Context) error {
+	s, err := concurrency.NewSession(c.cli, concurrency.WithTTL(int(c.cfg.TTL/time.Second)), concurrency.WithContext(ctx))
+	if err != nil {
+		return err
+	}
+	defer func() {
+		c.setOwned(0, nil) // fenced: no session, no items
+		rctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+		defer cancel()
+		_, _ = c.cli.Revoke(rctx, s.Lease())
+		s.Orphan()
+	}()
+	if _, err := c.cli.Put(ctx, c.cfg.Prefix+"/nodes/"+c.cfg.NodeID, c.cfg.Addr, clientv3.WithLease(s.Lease())); err != nil {
+		return err
+	}
+	e := concurrency.NewElection(s, c.cfg.Prefix+"/leader")
+	var term int64
+	var termMu sync.Mutex
+	campaignCtx, stopCampaign := context.WithCancel(ctx)
+	defer stopCampaign()
+	go func() {
+		if err := e.Campaign(campaignCtx, c.cfg.NodeID); err == nil {
+			termMu.Lock()
+			term = e.Rev()
+			termMu.Unlock()
+			c.log.Info("cluster leader elected", "node", c.cfg.NodeID, "term", e.Rev())
+		}
+	}()
+	tick := time.NewTicker(c.cfg.TTL / 3)
+	defer tick.Stop()
+	for {
+		termMu.Lock()
+		t := term
+		termMu.Unlock()
+		if t > 0 {
+			if err := c.rebalance(ctx, e, t); err != nil {
+				c.log.Warn("cluster rebalance failed", "err", err)
+			}
+		}
+		if err := c.readOwn(ctx); err != nil {
+			c.log.Warn("cluster read assignment failed", "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-s.Done():
+			return errors.New("session lease lost")
+		case <-tick.C:
+		}
+	}
+}
+
+type owner struct {
+	node  string
+	since time.Time
+	term  int64
+}
+
+func (c *Coordinator) assignment(ctx context.Context) (map[string]owner, error) {
+	resp, err := c.cli.Get(ctx, c.cfg.Prefix+"/assign/", clientv3.WithPrefix())
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string]owner, len(resp.Kvs))
+	for _, kv := range resp.Kvs {
+		item := strings.TrimPrefix(string(kv.Key), c.cfg.Prefix+"/assign/")
+		p := strings.Split(string(kv.Value), "|")
+		if len(p) != 3 {
+			continue
+		}
+		since, _ := strconv.ParseInt(p[1], 10, 64)
+		term, _ := strconv.ParseInt(p[2], 10, 64)
+		out[item] = owner{node: p[0], since: time.UnixMicro(since), term: term}
+	}
+	return out, nil
+}
+
+func (c *Coordinator) liveNodes(ctx context.Context) (map[string]string, error) {
+	resp, err := c.cli.Get(ctx, c.cfg.Prefix+"/nodes/", clientv3.WithPrefix())
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]string{}
+	for _, kv := range resp.Kvs {
+		out[strings.TrimPrefix(string(kv.Key), c.cfg.Prefix+"/nodes/")] = string(kv.Value)
+	}
+	return out, nil
+}
+
+// rebalance writes the assignment for the live nodes, fenced by the
+// leader key: if this node is no longer leader, the transaction fails.
+func (c *Coordinator) rebalance(ctx context.Context, e *concurrency.Election, term int64) error {
+	live, err := c.liveNodes(ctx)
+	if err != nil {
+		return err
+	}
+	cur, err := c.assignment(ctx)
+	if err != nil {
+		return err
+	}
+	prev := make(map[string]string, len(cur))
+	for it, o := range cur {
+		prev[it] = o.node
+	}
+	nodes := make([]string, 0, len(live))
+	for n := range live {
+		nodes = append(nodes, n)
+	}
+	next := cluster.Assign(c.cfg.Items, nodes, prev)
+	now := time.Now()
+	var ops []clientv3.Op
+	for _, it := range c.cfg.Items {
+		if prev[it] == next[it] {
+			continue
+		}
+		since := now
+		if _, ok := live[prev[it]]; ok {
+			since = now.Add(c.cfg.TTL) // the old owner reads the change within TTL/3
+		}
+		ops = append(ops, clientv3.OpPut(c.cfg.Prefix+"/assign/"+it, next[it]+"|"+strconv.FormatInt(since.UnixMicro(), 10)+"|"+strconv.FormatInt(term, 10)))
+	}
+	if len(ops) == 0 {
+		return nil
+	}
+	resp, err := c.cli.Txn(ctx).If(clientv3.Compare(clientv3.CreateRevision(e.Key()), "=", term)).Then(ops...).Commit()
+	if err != nil {
+		return err
+	}
+	if !resp.Succeeded {
+		return errors.New("no longer leader")
+	}
+	c.log.Info("cluster rebalanced", "term", term, "nodes", len(nodes), "moved", len(ops))
+	return nil
+}
+
+func (c *Coordinator) readOwn(ctx context.Context) error {
+	all, err := c.assignment(ctx)
+	if err != nil {
+		return err
+	}
+	now := time.Now()
+	var mine []string
+	var term int64
+	for it, o := range all {
+		term = max(term, o.term)
+		if o.node == c.cfg.NodeID && !o.since.After(now) {
+			mine = append(mine, it)
+		}
+	}
+	slices.Sort(mine)
+	c.setOwned(term, mine)
+	return nil
+}
+
+func (c *Coordinator) setOwned(term int64, items []string) {
+	c.mu.Lock()
+	same := slices.Equal(c.owned, items)
+	c.owned = items
+	c.mu.Unlock()
+	if !same && c.cfg.OnAssign != nil {
+		c.cfg.OnAssign(term, items)
+	}
+}
+
+// Status reads the cluster's state from etcd.
+func (c *Coordinator) Status(ctx context.Context) (cluster.Status, error) {
+	var st cluster.Status
+	resp, err := c.cli.Get(ctx, c.cfg.Prefix+"/leader/", clientv3.WithFirstCreate()...)
+	if err != nil {
+		return st, err
+	}
+	if len(resp.Kvs) > 0 {
+		st.Leader, st.Term = string(resp.Kvs[0].Value), resp.Kvs[0].CreateRevision
+	}
+	live, err := c.liveNodes(ctx)
+	if err != nil {
+		return st, err
+	}
+	assign, err := c.assignment(ctx)
+	if err != nil {
+		return st, err
+	}
+	st.Assignment = make(map[string]string, len(assign))
+	counts := map[string]int{}
+	for it, o := range assign {
+		st.Assignment[it] = o.node
+		counts[o.node]++
+	}
+	for id, addr := range live {
+		st.Nodes = append(st.Nodes, cluster.NodeStatus{ID: id, Addr: addr, Heartbeat: time.Now(), Live: true, Items: counts[id]})
+	}
+	slices.SortFunc(st.Nodes, func(a, b cluster.NodeStatus) int { return strings.Compare(a.ID, b.ID) })
+	return st, nil
+}
