@@ -11,7 +11,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/ontimehq/ontime/internal/cluster"
 	"github.com/ontimehq/ontime/internal/cluster/dbcoord"
+	"github.com/ontimehq/ontime/internal/cluster/etcdcoord"
 	"github.com/ontimehq/ontime/internal/store"
 	"github.com/ontimehq/ontime/internal/store/sqlstore"
 )
@@ -35,19 +37,23 @@ func parseItemKey(s string) (store.Item, bool) {
 	return store.Item{DB: v[0], Table: v[1], Segment: v[2]}, true
 }
 
+// coordinator is what the node needs of a cluster backend (dbcoord, etcdcoord).
+type coordinator interface {
+	Run(ctx context.Context) error
+	Status(ctx context.Context) (cluster.Status, error)
+}
+
 // clusterRun is the coordinator of a node in a cluster.
 type clusterRun struct {
-	coord  *dbcoord.Coordinator
+	coord  coordinator
+	close  func() error
 	cancel context.CancelFunc
 	done   chan struct{}
 }
 
-// newCoordinator builds the database coordinator on the store's first
-// database; the node's engine scans what it assigns.
+// newCoordinator builds the configured coordinator (the task database's
+// first database, or etcd); the node's engine scans what it assigns.
 func (n *Node) newCoordinator(ctx context.Context, st *sqlstore.Store) error {
-	if err := dbcoord.Migrate(ctx, st.DB(0), st.Driver()); err != nil {
-		return err
-	}
 	var keys []string
 	for _, it := range st.Items() {
 		keys = append(keys, itemKey(it))
@@ -56,24 +62,36 @@ func (n *Node) newCoordinator(ctx context.Context, st *sqlstore.Store) error {
 	if addr == "" {
 		addr = n.cfg.Listen
 	}
-	c, err := dbcoord.New(dbcoord.Config{
-		DB: st.DB(0), Dialect: st.Driver(), NodeID: n.cfg.NodeID, Addr: addr,
-		TTL: time.Duration(n.cfg.Cluster.LeaseTTL), Items: keys, Logger: n.log,
-		OnAssign: func(term int64, items []string) {
-			its := make([]store.Item, 0, len(items))
-			for _, k := range items {
-				if it, ok := parseItemKey(k); ok {
-					its = append(its, it)
-				}
+	onAssign := func(term int64, items []string) {
+		its := make([]store.Item, 0, len(items))
+		for _, k := range items {
+			if it, ok := parseItemKey(k); ok {
+				its = append(its, it)
 			}
-			n.log.Info("cluster assignment", "term", term, "items", len(its))
-			n.eng.SetItems(its)
-		},
-	})
-	if err != nil {
-		return err
+		}
+		n.log.Info("cluster assignment", "term", term, "items", len(its))
+		n.eng.SetItems(its)
 	}
-	n.cluster = &clusterRun{coord: c}
+	ttl := time.Duration(n.cfg.Cluster.LeaseTTL)
+	switch n.cfg.Cluster.Coordinator {
+	case "etcd":
+		c, err := etcdcoord.New(ctx, etcdcoord.Config{Endpoints: n.cfg.Cluster.EtcdEndpoints, NodeID: n.cfg.NodeID, Addr: addr,
+			TTL: ttl, Items: keys, Logger: n.log, OnAssign: onAssign})
+		if err != nil {
+			return err
+		}
+		n.cluster = &clusterRun{coord: c, close: c.Close}
+	default:
+		if err := dbcoord.Migrate(ctx, st.DB(0), st.Driver()); err != nil {
+			return err
+		}
+		c, err := dbcoord.New(dbcoord.Config{DB: st.DB(0), Dialect: st.Driver(), NodeID: n.cfg.NodeID, Addr: addr,
+			TTL: ttl, Items: keys, Logger: n.log, OnAssign: onAssign})
+		if err != nil {
+			return err
+		}
+		n.cluster = &clusterRun{coord: c, close: func() error { return nil }}
+	}
 	return nil
 }
 
@@ -92,6 +110,7 @@ func (cr *clusterRun) stop() {
 		cr.cancel()
 		<-cr.done
 		cr.cancel = nil
+		_ = cr.close()
 	}
 }
 

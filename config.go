@@ -240,7 +240,17 @@ func (c *Config) Validate() error {
 			return fmt.Errorf("cluster.lease_ttl: %s is out of range 300ms..10m", ttl)
 		}
 	case "etcd":
-		return errors.New("cluster.coordinator: etcd is not available in this build yet (use database)")
+		if len(c.Cluster.EtcdEndpoints) == 0 {
+			return errors.New("cluster.etcd_endpoints: at least one endpoint is needed for cluster.coordinator etcd")
+		}
+		for i, ep := range c.Cluster.EtcdEndpoints {
+			if strings.TrimSpace(ep) == "" {
+				return fmt.Errorf("cluster.etcd_endpoints[%d]: empty", i)
+			}
+		}
+		if ttl := time.Duration(c.Cluster.LeaseTTL); ttl < time.Second || ttl > 10*time.Minute || ttl%time.Second != 0 {
+			return fmt.Errorf("cluster.lease_ttl: %s must be whole seconds from 1s to 10m for etcd", ttl)
+		}
 	default:
 		return fmt.Errorf("cluster.coordinator: %q is not one of none, database, etcd", c.Cluster.Coordinator)
 	}

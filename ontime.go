@@ -160,7 +160,7 @@ func NewNode(ctx context.Context, cfg Config, opts ...NodeOption) (*Node, error)
 		st.Close()
 		return nil, err
 	}
-	if cfg.Cluster.Coordinator == "database" {
+	if cfg.Cluster.Coordinator != "none" {
 		if err := n.newCoordinator(ctx, st); err != nil {
 			n.tier.Close()
 			st.Close()

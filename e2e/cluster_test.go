@@ -11,6 +11,7 @@ import (
 
 	"github.com/ontimehq/ontime"
 	"github.com/ontimehq/ontime/internal/testdb"
+	"github.com/ontimehq/ontime/internal/testdb/testetcd"
 )
 
 func clusterView(t *testing.T, addr string) (ontime.ClusterView, bool) {
@@ -51,7 +52,14 @@ func balanced(v ontime.ClusterView, want []string) bool {
 // delivery, later restarted, and a fourth joins. Every task is delivered,
 // none early; items are rebalanced after each change.
 func TestClusterFailover(t *testing.T) {
-	t.Parallel()
+	t.Run("database", func(t *testing.T) { t.Parallel(); clusterFailover(t, "coordinator: database") })
+	t.Run("etcd", func(t *testing.T) {
+		t.Parallel()
+		clusterFailover(t, fmt.Sprintf("coordinator: etcd\n  etcd_endpoints: [%q]", testetcd.Start(t)))
+	})
+}
+
+func clusterFailover(t *testing.T, coordinator string) {
 	dir := t.TempDir()
 	dsn := testdb.MySQL(t)
 	cfgPath := filepath.Join(dir, "ontime.yaml")
@@ -64,13 +72,13 @@ store:
 hot:
   window: 1s
 cluster:
-  coordinator: database
+  %s
   lease_ttl: 2s
 delivery:
   lease_ttl: 2s
   retry_base: 50ms
   retry_max: 200ms
-`, filepath.Join(dir, "data"), dsn)
+`, filepath.Join(dir, "data"), dsn, coordinator)
 	if err := os.WriteFile(cfgPath, []byte(cfg), 0o644); err != nil {
 		t.Fatal(err)
 	}

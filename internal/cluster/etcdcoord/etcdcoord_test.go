@@ -3,46 +3,12 @@ package etcdcoord
 import (
 	"context"
 	"fmt"
-	"net"
-	"net/url"
 	"testing"
 	"time"
 
-	"go.etcd.io/etcd/server/v3/embed"
-
 	"github.com/ontimehq/ontime/internal/cluster/clustertest"
+	"github.com/ontimehq/ontime/internal/testdb/testetcd"
 )
-
-// startEtcd runs a real single-member etcd in-process on free ports.
-func startEtcd(t *testing.T) string {
-	t.Helper()
-	port := func() url.URL {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer ln.Close()
-		return url.URL{Scheme: "http", Host: ln.Addr().String()}
-	}
-	cfg := embed.NewConfig()
-	cfg.Dir = t.TempDir()
-	cfg.LogLevel = "error"
-	client, peer := port(), port()
-	cfg.ListenClientUrls, cfg.AdvertiseClientUrls = []url.URL{client}, []url.URL{client}
-	cfg.ListenPeerUrls, cfg.AdvertisePeerUrls = []url.URL{peer}, []url.URL{peer}
-	cfg.InitialCluster = cfg.InitialClusterFromName(cfg.Name)
-	e, err := embed.StartEtcd(cfg)
-	if err != nil {
-		t.Fatalf("embedded etcd: %v", err)
-	}
-	t.Cleanup(e.Close)
-	select {
-	case <-e.Server.ReadyNotify():
-	case <-time.After(30 * time.Second):
-		t.Fatal("embedded etcd not ready")
-	}
-	return client.Host
-}
 
 type node struct {
 	*clustertest.Recorder
@@ -74,7 +40,7 @@ func (n *node) crash() {
 }
 
 func TestElectAssignFailover(t *testing.T) {
-	endpoint := startEtcd(t)
+	endpoint := testetcd.Start(t)
 	items := make([]string, 48)
 	for i := range items {
 		items[i] = fmt.Sprintf("0.%d.%d", i/4, i%4)
