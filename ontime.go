@@ -278,6 +278,37 @@ func (n *Node) Submit(ctx context.Context, s TaskSpec) (t *Task, created bool, e
 	return viewOf(res[0].Task), !res[0].Existing, nil
 }
 
+// SubmitBatch stores many tasks in as few statements as the store allows.
+// It answers one result per spec, in order: the task, whether it was
+// created (false: its topic and key existed), or the error of that spec
+// (a *FieldError; nothing of it was written). err is for the whole call.
+func (n *Node) SubmitBatch(ctx context.Context, specs []TaskSpec) ([]BatchResult, error) {
+	in := make([]task.Spec, len(specs))
+	for i, s := range specs {
+		in[i] = specOf(s)
+	}
+	res, err := n.eng.Submit(ctx, in)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]BatchResult, len(res))
+	for i, r := range res {
+		if r.Err != nil {
+			out[i].Err = r.Err
+			continue
+		}
+		out[i] = BatchResult{Task: viewOf(r.Task), Created: !r.Existing}
+	}
+	return out, nil
+}
+
+// BatchResult is one answer of SubmitBatch.
+type BatchResult struct {
+	Task    *Task
+	Created bool
+	Err     error
+}
+
 func specOf(s TaskSpec) task.Spec {
 	sp := task.Spec{Topic: s.Topic, Key: s.Key, Payload: s.Payload, Target: s.Target, MaxAttempts: s.MaxAttempts}
 	if !s.DueAt.IsZero() {
