@@ -3,6 +3,7 @@ package cluster
 import (
 	"fmt"
 	"testing"
+	"time"
 )
 
 func nodesN(n int) []string {
@@ -123,4 +124,26 @@ func BenchmarkAssign(b *testing.B) {
 		}
 		b.ReportMetric(float64(moved), "moved")
 	})
+}
+
+func TestOwnedAndTracker(t *testing.T) {
+	now := time.Now()
+	grants := map[string]Grant{
+		"b": {Node: "n1", Since: now.Add(-time.Second), Term: 3},
+		"a": {Node: "n1", Since: now.Add(-time.Second), Term: 4},
+		"c": {Node: "n1", Since: now.Add(time.Second), Term: 4}, // handed over later
+		"d": {Node: "n2", Since: now, Term: 2},
+	}
+	term, mine := Owned(grants, "n1", now)
+	if term != 4 || len(mine) != 2 || mine[0] != "a" || mine[1] != "b" {
+		t.Fatalf("Owned = %d %v", term, mine)
+	}
+	calls := 0
+	tr := NewTracker(func(int64, []string) { calls++ })
+	tr.Set(1, []string{"a"})
+	tr.Set(2, []string{"a"}) // unchanged: no call
+	tr.Set(2, nil)
+	if calls != 2 {
+		t.Fatalf("tracker called %d times, want 2", calls)
+	}
 }

@@ -51,9 +51,9 @@ type Coordinator struct {
 	q   queries
 	log *slog.Logger
 
+	owned    *cluster.Tracker
 	mu       sync.Mutex
 	term     int64 // leader term this node holds, 0 if not leader
-	owned    []string
 	lastBeat time.Time
 }
 
@@ -159,7 +159,7 @@ func New(cfg Config) (*Coordinator, error) {
 	items := slices.Clone(cfg.Items)
 	slices.Sort(items)
 	cfg.Items = items
-	return &Coordinator{cfg: cfg, q: q, log: cfg.Logger}, nil
+	return &Coordinator{cfg: cfg, q: q, log: cfg.Logger, owned: cluster.NewTracker(cfg.OnAssign)}, nil
 }
 
 // Run runs rounds until ctx ends, then gives up leadership and membership
@@ -279,8 +279,8 @@ func (c *Coordinator) rebalance(ctx context.Context, now time.Time, term int64) 
 		return err
 	}
 	prev := make(map[string]string, len(cur))
-	for it, a := range cur {
-		prev[it] = a.node
+	for it, g := range cur {
+		prev[it] = g.Node
 	}
 	next := cluster.Assign(c.cfg.Items, nodes, prev)
 	if cluster.Moved(prev, next) == 0 && len(prev) == len(next) {
@@ -332,19 +332,14 @@ func (c *Coordinator) rebalance(ctx context.Context, now time.Time, term int64) 
 	return nil
 }
 
-type owner struct {
-	node  string
-	since time.Time // the owner may act on the item from then on
-}
-
 // assignment reads item → owner and the highest term written.
-func (c *Coordinator) assignment(ctx context.Context) (map[string]owner, int64, error) {
+func (c *Coordinator) assignment(ctx context.Context) (map[string]cluster.Grant, int64, error) {
 	rows, err := c.cfg.DB.QueryContext(ctx, c.q.selectAssign)
 	if err != nil {
 		return nil, 0, err
 	}
 	defer rows.Close()
-	out := map[string]owner{}
+	out := map[string]cluster.Grant{}
 	var maxTerm int64
 	for rows.Next() {
 		var it, node string
@@ -352,38 +347,22 @@ func (c *Coordinator) assignment(ctx context.Context) (map[string]owner, int64, 
 		if err := rows.Scan(&it, &node, &term, &since); err != nil {
 			return nil, 0, err
 		}
-		out[it] = owner{node: node, since: time.UnixMicro(since)}
+		out[it] = cluster.Grant{Node: node, Since: time.UnixMicro(since), Term: term}
 		maxTerm = max(maxTerm, term)
 	}
 	return out, maxTerm, rows.Err()
 }
 
 func (c *Coordinator) readOwn(ctx context.Context) error {
-	all, term, err := c.assignment(ctx)
+	all, _, err := c.assignment(ctx)
 	if err != nil {
 		return err
 	}
-	var mine []string
-	now := time.Now()
-	for it, o := range all {
-		if o.node == c.cfg.NodeID && !o.since.After(now) {
-			mine = append(mine, it)
-		}
-	}
-	slices.Sort(mine)
-	c.setOwned(term, mine)
+	c.owned.Set(cluster.Owned(all, c.cfg.NodeID, time.Now()))
 	return nil
 }
 
-func (c *Coordinator) setOwned(term int64, items []string) {
-	c.mu.Lock()
-	same := slices.Equal(c.owned, items)
-	c.owned = items
-	c.mu.Unlock()
-	if !same && c.cfg.OnAssign != nil {
-		c.cfg.OnAssign(term, items)
-	}
-}
+func (c *Coordinator) setOwned(term int64, items []string) { c.owned.Set(term, items) }
 
 func (c *Coordinator) leave() {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -420,9 +399,9 @@ func (c *Coordinator) Status(ctx context.Context) (cluster.Status, error) {
 	}
 	st.Assignment = make(map[string]string, len(assign))
 	counts := map[string]int{}
-	for it, o := range assign {
-		st.Assignment[it] = o.node
-		counts[o.node]++
+	for it, g := range assign {
+		st.Assignment[it] = g.Node
+		counts[g.Node]++
 	}
 	rows, err := c.cfg.DB.QueryContext(ctx, `SELECT node_id, addr, heartbeat_at FROM ontime_nodes ORDER BY node_id`)
 	if err != nil {

@@ -48,8 +48,7 @@ type Coordinator struct {
 	cli *clientv3.Client
 	log *slog.Logger
 
-	mu    sync.Mutex
-	owned []string
+	owned *cluster.Tracker
 }
 
 // New validates cfg and connects to etcd.
@@ -83,7 +82,7 @@ func New(ctx context.Context, cfg Config) (*Coordinator, error) {
 		cli.Close()
 		return nil, fmt.Errorf("cluster.etcd_endpoints: cannot reach etcd at %s: %w", strings.Join(cfg.Endpoints, ","), err)
 	}
-	return &Coordinator{cfg: cfg, cli: cli, log: cfg.Logger}, nil
+	return &Coordinator{cfg: cfg, cli: cli, log: cfg.Logger, owned: cluster.NewTracker(cfg.OnAssign)}, nil
 }
 
 // Close closes the etcd client.
@@ -158,18 +157,12 @@ func (c *Coordinator) session(ctx context.Context) error {
 	}
 }
 
-type owner struct {
-	node  string
-	since time.Time
-	term  int64
-}
-
-func (c *Coordinator) assignment(ctx context.Context) (map[string]owner, error) {
+func (c *Coordinator) assignment(ctx context.Context) (map[string]cluster.Grant, error) {
 	resp, err := c.cli.Get(ctx, c.cfg.Prefix+"/assign/", clientv3.WithPrefix())
 	if err != nil {
 		return nil, err
 	}
-	out := make(map[string]owner, len(resp.Kvs))
+	out := make(map[string]cluster.Grant, len(resp.Kvs))
 	for _, kv := range resp.Kvs {
 		item := strings.TrimPrefix(string(kv.Key), c.cfg.Prefix+"/assign/")
 		p := strings.Split(string(kv.Value), "|")
@@ -178,7 +171,7 @@ func (c *Coordinator) assignment(ctx context.Context) (map[string]owner, error) 
 		}
 		since, _ := strconv.ParseInt(p[1], 10, 64)
 		term, _ := strconv.ParseInt(p[2], 10, 64)
-		out[item] = owner{node: p[0], since: time.UnixMicro(since), term: term}
+		out[item] = cluster.Grant{Node: p[0], Since: time.UnixMicro(since), Term: term}
 	}
 	return out, nil
 }
@@ -207,8 +200,8 @@ func (c *Coordinator) rebalance(ctx context.Context, e *concurrency.Election, te
 		return err
 	}
 	prev := make(map[string]string, len(cur))
-	for it, o := range cur {
-		prev[it] = o.node
+	for it, g := range cur {
+		prev[it] = g.Node
 	}
 	nodes := make([]string, 0, len(live))
 	for n := range live {
@@ -246,29 +239,11 @@ func (c *Coordinator) readOwn(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	now := time.Now()
-	var mine []string
-	var term int64
-	for it, o := range all {
-		term = max(term, o.term)
-		if o.node == c.cfg.NodeID && !o.since.After(now) {
-			mine = append(mine, it)
-		}
-	}
-	slices.Sort(mine)
-	c.setOwned(term, mine)
+	c.owned.Set(cluster.Owned(all, c.cfg.NodeID, time.Now()))
 	return nil
 }
 
-func (c *Coordinator) setOwned(term int64, items []string) {
-	c.mu.Lock()
-	same := slices.Equal(c.owned, items)
-	c.owned = items
-	c.mu.Unlock()
-	if !same && c.cfg.OnAssign != nil {
-		c.cfg.OnAssign(term, items)
-	}
-}
+func (c *Coordinator) setOwned(term int64, items []string) { c.owned.Set(term, items) }
 
 // Status reads the cluster's state from etcd.
 func (c *Coordinator) Status(ctx context.Context) (cluster.Status, error) {
@@ -290,9 +265,9 @@ func (c *Coordinator) Status(ctx context.Context) (cluster.Status, error) {
 	}
 	st.Assignment = make(map[string]string, len(assign))
 	counts := map[string]int{}
-	for it, o := range assign {
-		st.Assignment[it] = o.node
-		counts[o.node]++
+	for it, g := range assign {
+		st.Assignment[it] = g.Node
+		counts[g.Node]++
 	}
 	for id, addr := range live {
 		st.Nodes = append(st.Nodes, cluster.NodeStatus{ID: id, Addr: addr, Heartbeat: time.Now(), Live: true, Items: counts[id]})
