@@ -194,8 +194,13 @@ func TestLaneFullAndStop(t *testing.T) {
 	if n := runtime.NumGoroutine(); n > base+2 {
 		t.Fatalf("%d goroutines left after 100 idle lanes (base %d)", n, base)
 	}
-	if len(p2.Stats()) != 0 {
-		t.Fatalf("idle lanes not retired: %d", len(p2.Stats()))
+	// A lane retires when its last worker finds the queue empty, just after
+	// the last done callback: allow it that moment.
+	for len(p2.Stats()) != 0 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if n := len(p2.Stats()); n != 0 {
+		t.Fatalf("idle lanes not retired: %d", n)
 	}
 }
 
