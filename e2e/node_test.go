@@ -256,7 +256,7 @@ func TestCancelAndIdempotentResubmit(t *testing.T) {
 	c, _ := startNode(t, "sqlite", nil)
 	// Cancel before due, both beyond the window (pending) and within it (claimed).
 	far := c.submit(map[string]any{"topic": "e2e.cancel", "key": "far", "delay": "3s", "target": rcv.srv.URL})
-	near := c.submit(map[string]any{"topic": "e2e.cancel", "key": "near", "delay": "500ms", "target": rcv.srv.URL})
+	near := c.submit(map[string]any{"topic": "e2e.cancel", "key": "near", "delay": "900ms", "target": rcv.srv.URL})
 	for _, id := range []string{far.ID, near.ID} {
 		if code, body := c.do("DELETE", "/v1/tasks/"+id, nil); code != 200 {
 			t.Fatalf("cancel: HTTP %d %s", code, body)

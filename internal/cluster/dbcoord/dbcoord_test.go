@@ -86,7 +86,7 @@ func TestElectAssignFailover(t *testing.T) {
 			for i := range items {
 				items[i] = fmt.Sprintf("0.%d.%d", i/4, i%4)
 			}
-			const ttl = 900 * time.Millisecond
+			const ttl = 1500 * time.Millisecond
 			a := startNode(t, engine, dsn, "a", items, ttl)
 			b := startNode(t, engine, dsn, "b", items, ttl)
 			c := startNode(t, engine, dsn, "c", items, ttl)
