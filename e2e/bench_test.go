@@ -195,8 +195,12 @@ func BenchmarkIdleCPU(b *testing.B) {
 	node := benchNode(b)
 	ctx := context.Background()
 	due := time.Now().Add(24 * time.Hour)
-	for i := 0; i < rows; i++ {
-		if _, _, err := node.Submit(ctx, ontime.TaskSpec{Topic: "bench.idle", DueAt: due.Add(time.Duration(i) * time.Millisecond)}); err != nil {
+	for i := 0; i < rows; i += 1000 {
+		specs := make([]ontime.TaskSpec, min(1000, rows-i))
+		for j := range specs {
+			specs[j] = ontime.TaskSpec{Topic: "bench.idle", DueAt: due.Add(time.Duration(i+j) * time.Millisecond)}
+		}
+		if _, err := node.SubmitBatch(ctx, specs); err != nil {
 			b.Fatal(err)
 		}
 	}
