@@ -58,7 +58,7 @@ type Coordinator struct {
 }
 
 type queries struct {
-	upsertNode, selectLeader, renewLeader, acquireLeader, liveNodes, selectAssign, upsertAssign, deleteAssign, deleteNode string
+	upsertNode, selectLeader, renewLeader, acquireLeader, liveNodes, selectAssign, upsertAssign, deleteAssign, deleteNode, pruneNodes string
 }
 
 func dialectQueries(d string) (queries, error) {
@@ -106,6 +106,7 @@ func dialectQueries(d string) (queries, error) {
 		upsertAssign:  ph(upsertAssign),
 		deleteAssign:  ph(`DELETE FROM ontime_assignment WHERE item = ?`),
 		deleteNode:    ph(`DELETE FROM ontime_nodes WHERE node_id = ?`),
+		pruneNodes:    ph(`DELETE FROM ontime_nodes WHERE heartbeat_at < ?`),
 	}, nil
 }
 
@@ -257,6 +258,11 @@ func (c *Coordinator) lead(ctx context.Context, now time.Time) (int64, error) {
 }
 
 func (c *Coordinator) rebalance(ctx context.Context, now time.Time, term int64) error {
+	// Forget registrations of nodes gone for long (restarted nodes come
+	// back under a new ID): they would clutter the cluster view forever.
+	if _, err := c.cfg.DB.ExecContext(ctx, c.q.pruneNodes, now.Add(-10*c.cfg.TTL).UnixMicro()); err != nil {
+		return err
+	}
 	rows, err := c.cfg.DB.QueryContext(ctx, c.q.liveNodes, now.Add(-c.cfg.TTL).UnixMicro())
 	if err != nil {
 		return err
