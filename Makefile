@@ -19,3 +19,8 @@ vet:
 
 run:
 	$(GO) run ./cmd/ontime serve
+
+# ontime against asynq and River, same workloads, one run (~10 minutes).
+# Writes bench/out/results.md and the plots; see BENCHMARKS.md.
+bench: services
+	cd bench && $(GO) run . -out out
