@@ -83,6 +83,12 @@ func TestHangingDestinationIsolated(t *testing.T) {
 			t.Fatalf("%s: %v", id, err)
 		}
 	}
+	// The slow lane's workers start as the scheduler gets to them; once they
+	// have, exactly the limit is in flight and the rest waits in its queue.
+	deadline := time.Now().Add(10 * time.Second)
+	for p.Stats()["slow"].InFlight < 4 && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
 	if st := p.Stats()["slow"]; st.InFlight != 4 || st.Queued != 46 {
 		t.Fatalf("slow lane: %+v, want 4 in flight and 46 queued", st)
 	}
