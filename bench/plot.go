@@ -1,65 +1,128 @@
 package main
 
 import (
-	"strings"
+	"image/color"
+	"os"
+	"slices"
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
-	"gonum.org/v1/plot/plotutil"
 	"gonum.org/v1/plot/vg"
+	"gonum.org/v1/plot/vg/draw"
+	"gonum.org/v1/plot/vg/vgimg"
 )
 
-// plotCDF draws, for the steady workload, the share of tasks delivered
-// within x ms of their due time, per system (x on a log scale).
-func plotCDF(path string, rs []result) error {
+// palette gives each system its colour, the same in every plot (Tableau 10).
+var palette = []color.RGBA{
+	{31, 119, 180, 255}, {255, 127, 14, 255}, {44, 160, 44, 255}, {214, 39, 40, 255}, {148, 103, 189, 255},
+	{140, 86, 75, 255}, {227, 119, 194, 255}, {127, 127, 127, 255}, {188, 189, 34, 255}, {23, 190, 207, 255},
+}
+
+func colorOf(system string, rs []result) color.Color {
+	var names []string
+	for _, r := range rs {
+		if !slices.Contains(names, r.System) {
+			names = append(names, r.System)
+		}
+	}
+	return palette[slices.Index(names, system)%len(palette)]
+}
+
+// plotCDF draws, for one workload, the share of tasks delivered within x ms
+// of their due time, per system (x on a log scale). ontime's lines are
+// solid, the others dashed.
+func plotCDF(path, workload string, rs []result) error {
 	p := plot.New()
-	p.Title.Text = "Lateness CDF, steady workload"
+	p.Title.Text = "Lateness CDF, " + workload + " (early deliveries drawn at 0.01 ms)"
 	p.X.Label.Text = "lateness (ms, log scale)"
 	p.Y.Label.Text = "share of tasks delivered"
 	p.X.Scale = plot.LogScale{}
-	p.X.Tick.Marker = plot.LogTicks{}
-	var lines []any
-	for _, r := range rs {
-		if !strings.HasPrefix(r.Workload, "steady") || len(r.Late) == 0 {
+	p.X.Tick.Marker = plot.LogTicks{Prec: -1}
+	p.Add(plotter.NewGrid())
+	legend := plot.NewLegend()
+	legend.Top, legend.Left = true, true
+	for i := range rs {
+		r := &rs[i]
+		if r.Workload != workload || len(r.Late) == 0 {
 			continue
 		}
-		pts := make(plotter.XYs, 0, 200)
-		for i := 0; i < 200; i++ {
-			idx := i * (len(r.Late) - 1) / 199
+		pts := make(plotter.XYs, 0, 400)
+		for i := 0; i < 400; i++ {
+			idx := i * (len(r.Late) - 1) / 399
 			ms := float64(r.Late[idx].Microseconds()) / 1000
 			if ms < 0.01 {
 				ms = 0.01 // early or instant deliveries sit at the left edge of the log axis
 			}
-			pts = append(pts, plotter.XY{X: ms, Y: float64(idx+1) / float64(len(r.Late))})
+			// The share counts delivered tasks against all tasks, so a
+			// system that lost tasks stays below 1.
+			pts = append(pts, plotter.XY{X: ms, Y: float64(idx+1) / float64(r.N)})
 		}
-		lines = append(lines, r.System, pts)
+		l, err := plotter.NewLine(pts)
+		if err != nil {
+			return err
+		}
+		l.Color = colorOf(r.System, rs)
+		l.Width = vg.Points(1.5)
+		if !isOntime(r) {
+			l.Dashes = []vg.Length{vg.Points(5), vg.Points(3)}
+		}
+		p.Add(l)
+		legend.Add(r.System, l)
 	}
-	if err := plotutil.AddLines(p, lines...); err != nil {
-		return err
-	}
-	p.Legend.Top = false
-	p.Legend.Left = false
-	return p.Save(8*vg.Inch, 5*vg.Inch, path)
+	p.Y.Max = 1.02
+	return saveWithLegend(p, legend, 10*vg.Inch, 5.5*vg.Inch, 2.5*vg.Inch, path)
 }
 
-// plotDrain draws the burst drain rate per system.
-func plotDrain(path string, rs []result) error {
-	p := plot.New()
-	p.Title.Text = "Burst: tasks delivered per second after the due instant"
-	p.Y.Label.Text = "tasks/s"
-	var vals plotter.Values
-	var names []string
-	for _, r := range rs {
-		if r.Workload == "burst" {
-			vals = append(vals, r.DrainPerSec)
-			names = append(names, r.System)
-		}
-	}
-	bars, err := plotter.NewBarChart(vals, vg.Points(30))
+// saveWithLegend writes p as a PNG with legend in a column of its own on
+// the right, so that it hides no line.
+func saveWithLegend(p *plot.Plot, legend plot.Legend, w, h, legendW vg.Length, path string) error {
+	img := vgimg.New(w, h)
+	dc := draw.New(img)
+	dc.SetColor(color.White)
+	dc.Fill(dc.Rectangle.Path())
+	p.Draw(draw.Crop(dc, 0, -legendW, 0, 0))
+	legend.Draw(draw.Crop(dc, w-legendW+vg.Points(8), 0, 0, -p.Title.TextStyle.Height(p.Title.Text)-vg.Points(12)))
+	f, err := os.Create(path)
 	if err != nil {
 		return err
 	}
-	p.Add(bars)
-	p.NominalX(names...)
-	return p.Save(10*vg.Inch, 5*vg.Inch, path)
+	if _, err := (vgimg.PngCanvas{Canvas: img}).WriteTo(f); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+// plotDrain draws the burst drain rate per system, one horizontal bar each.
+func plotDrain(path string, rs []result) error {
+	p := plot.New()
+	p.Title.Text = "Burst: tasks delivered per second from the due instant to the last delivery"
+	p.X.Label.Text = "tasks/s"
+	p.Add(plotter.NewGrid())
+	var names []string
+	var burst []result
+	for _, r := range rs {
+		if r.Workload == "burst" {
+			burst = append(burst, r)
+		}
+	}
+	// One bar chart per system, so each keeps its colour; bars are placed
+	// top to bottom in run order.
+	for i, r := range burst {
+		vals := make(plotter.Values, len(burst))
+		vals[len(burst)-1-i] = r.DrainPerSec
+		bars, err := plotter.NewBarChart(vals, vg.Points(18))
+		if err != nil {
+			return err
+		}
+		bars.Horizontal = true
+		bars.Color = colorOf(r.System, rs)
+		bars.LineStyle.Width = 0
+		p.Add(bars)
+	}
+	for i := len(burst) - 1; i >= 0; i-- {
+		names = append(names, burst[i].System)
+	}
+	p.NominalY(names...)
+	return p.Save(9*vg.Inch, 5*vg.Inch, path)
 }

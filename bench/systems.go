@@ -7,9 +7,14 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"net"
+	"net/http"
 	"os"
+	"strings"
 	"sync"
 	"time"
+
+	_ "github.com/go-sql-driver/mysql"
 
 	"github.com/hibiken/asynq"
 	"github.com/jackc/pgx/v5"
@@ -36,16 +41,41 @@ type system interface {
 	knobs() string
 	start(ctx context.Context, rec func(id string, due time.Time)) error
 	enqueue(ctx context.Context, jobs []job) error // a batch, as fast as the system allows
+	enqueueOne(ctx context.Context, j job) error   // a single task, the system's one-task call
 	stop()
 }
 
-const pgAdmin = "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable"
+const (
+	pgAdmin    = "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable"
+	mysqlAdmin = "root@tcp(127.0.0.1:3306)/" // go-sql-driver DSN, as internal/testdb
+	redisAddr  = "127.0.0.1:6379"
+)
+
+// benchName returns a fresh name for a database or key prefix of one run.
+func benchName() string {
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	return "ontime_bench_" + hex.EncodeToString(b[:])
+}
+
+// freshMySQL creates a MariaDB database and returns its DSN and a drop func.
+func freshMySQL() (string, func(), error) {
+	name := benchName()
+	db, err := sql.Open("mysql", mysqlAdmin)
+	if err != nil {
+		return "", nil, err
+	}
+	if _, err := db.Exec("CREATE DATABASE " + name); err != nil {
+		db.Close()
+		return "", nil, err
+	}
+	drop := func() { db.Exec("DROP DATABASE IF EXISTS " + name); db.Close() }
+	return mysqlAdmin + name, drop, nil
+}
 
 // freshPG creates a PostgreSQL database and returns its URL and a drop func.
 func freshPG() (string, func(), error) {
-	var b [6]byte
-	_, _ = rand.Read(b[:])
-	name := "ontime_bench_" + hex.EncodeToString(b[:])
+	name := benchName()
 	db, err := sql.Open("pgx", pgAdmin)
 	if err != nil {
 		return "", nil, err
@@ -60,15 +90,78 @@ func freshPG() (string, func(), error) {
 
 // ---- ontime ----
 
+// ontimeSys is one ontime node, embedded in the benchmark process.
 type ontimeSys struct {
-	label, driver string
-	node          *ontime.Node
-	cleanup       []func()
+	label   string
+	driver  string // store.driver: sqlite | mysql | postgres
+	redis   bool   // hot.tier redis instead of memory
+	webhook bool   // deliver by webhook to an in-process HTTP receiver
+	node    *ontime.Node
+	target  string // the receiver's URL when webhook
+	cleanup []func()
 }
 
 func (s *ontimeSys) name() string { return s.label }
+
 func (s *ontimeSys) knobs() string {
-	return "defaults (window 30s, FireLead 20ms), Go handler in-process"
+	c := ontime.DefaultConfig()
+	var b strings.Builder
+	switch s.driver {
+	case "sqlite":
+		b.WriteString("store sqlite (one file in a temp dir, WAL, synchronous NORMAL)")
+	case "mysql":
+		b.WriteString("store mysql: MariaDB 127.0.0.1:3306, a fresh database per run, pool 32")
+	case "postgres":
+		b.WriteString("store postgres: 127.0.0.1:5432, a fresh database per run, pool 32")
+	}
+	fmt.Fprintf(&b, ", 1 database × %d tables × %d segments; ", c.Store.Tables, c.Store.Segments)
+	if s.redis {
+		fmt.Fprintf(&b, "hot tier redis (%s DB 0, %d slots, prefix ontime_bench_<random>, its keys deleted after)", redisAddr, c.Hot.Slots)
+	} else {
+		b.WriteString("hot tier memory")
+	}
+	fmt.Fprintf(&b, ", window %s, FireLead 20ms (engine default); ", time.Duration(c.Hot.Window))
+	if s.webhook {
+		fmt.Fprintf(&b, "webhook: HTTP POST, unsigned, keep-alive, to a net/http receiver in the bench process on 127.0.0.1, delivery.concurrency %d per destination, timeout %s",
+			c.Delivery.Concurrency, time.Duration(c.Delivery.Timeout))
+	} else {
+		fmt.Fprintf(&b, "Go handler in-process, delivery.concurrency %d per destination", c.Delivery.Concurrency)
+	}
+	fmt.Fprintf(&b, "; max_attempts %d (no delivery fails)", c.Delivery.MaxAttempts)
+	return b.String()
+}
+
+// webhookBody is what ontime POSTs to a target.
+type webhookBody struct {
+	ID      string          `json:"id"`
+	Topic   string          `json:"topic"`
+	Key     string          `json:"key"`
+	Payload json.RawMessage `json:"payload"`
+	DueAt   string          `json:"due_at"`
+	Attempt int             `json:"attempt"`
+}
+
+// receiver starts the webhook receiver: it decodes each body and records
+// the job in its payload, as the Go handler does.
+func (s *ontimeSys) receiver(rec func(string, time.Time)) error {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return err
+	}
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var body webhookBody
+		var j job
+		if err := json.NewDecoder(r.Body).Decode(&body); err != nil || json.Unmarshal(body.Payload, &j) != nil || j.ID == "" {
+			http.Error(w, "bad body", http.StatusBadRequest) // 4xx: ontime retries; shows up as lateness
+			return
+		}
+		rec(j.ID, j.Due)
+		w.WriteHeader(http.StatusNoContent)
+	})}
+	go srv.Serve(ln)
+	s.target = "http://" + ln.Addr().String() + "/hook"
+	s.cleanup = append(s.cleanup, func() { srv.Close() })
+	return nil
 }
 
 func (s *ontimeSys) start(ctx context.Context, rec func(string, time.Time)) error {
@@ -79,18 +172,37 @@ func (s *ontimeSys) start(ctx context.Context, rec func(string, time.Time)) erro
 	}
 	s.cleanup = append(s.cleanup, func() { os.RemoveAll(dir) })
 	cfg.DataDir = dir
-	if s.driver == "postgres" {
+	switch s.driver {
+	case "postgres":
 		dsn, drop, err := freshPG()
 		if err != nil {
 			return err
 		}
 		s.cleanup = append(s.cleanup, drop)
 		cfg.Store.Driver, cfg.Store.Databases = "postgres", []string{dsn}
+	case "mysql":
+		dsn, drop, err := freshMySQL()
+		if err != nil {
+			return err
+		}
+		s.cleanup = append(s.cleanup, drop)
+		cfg.Store.Driver, cfg.Store.Databases = "mysql", []string{dsn}
+	}
+	if s.redis {
+		prefix := benchName()
+		cfg.Hot.Tier, cfg.Hot.RedisAddrs, cfg.Hot.RedisPrefix = "redis", []string{redisAddr}, prefix
+		s.cleanup = append(s.cleanup, func() { delKeys(prefix + ":*") })
+	}
+	if s.webhook {
+		if err := s.receiver(rec); err != nil {
+			return err
+		}
 	}
 	n, err := ontime.NewNode(ctx, cfg)
 	if err != nil {
 		return err
 	}
+	s.node = n
 	if err := n.Handle("bench", func(ctx context.Context, d *ontime.Delivery) error {
 		var j job
 		_ = json.Unmarshal(d.Payload, &j)
@@ -99,15 +211,33 @@ func (s *ontimeSys) start(ctx context.Context, rec func(string, time.Time)) erro
 	}); err != nil {
 		return err
 	}
-	s.node = n
 	return n.Start(ctx)
+}
+
+// delKeys deletes the Redis keys (DB 0) matching pattern.
+func delKeys(pattern string) {
+	ctx := context.Background()
+	rdb := goredis.NewClient(&goredis.Options{Addr: redisAddr})
+	defer rdb.Close()
+	it := rdb.Scan(ctx, 0, pattern, 1000).Iterator()
+	var keys []string
+	for it.Next(ctx) {
+		keys = append(keys, it.Val())
+	}
+	for i := 0; i < len(keys); i += 500 {
+		rdb.Del(ctx, keys[i:min(i+500, len(keys))]...)
+	}
+}
+
+func (s *ontimeSys) spec(j job) ontime.TaskSpec {
+	p, _ := json.Marshal(j)
+	return ontime.TaskSpec{Topic: "bench", DueAt: j.Due, Payload: p, Target: s.target}
 }
 
 func (s *ontimeSys) enqueue(ctx context.Context, jobs []job) error {
 	specs := make([]ontime.TaskSpec, len(jobs))
 	for i, j := range jobs {
-		p, _ := json.Marshal(j)
-		specs[i] = ontime.TaskSpec{Topic: "bench", DueAt: j.Due, Payload: p}
+		specs[i] = s.spec(j)
 	}
 	res, err := s.node.SubmitBatch(ctx, specs)
 	if err != nil {
@@ -121,13 +251,20 @@ func (s *ontimeSys) enqueue(ctx context.Context, jobs []job) error {
 	return nil
 }
 
+func (s *ontimeSys) enqueueOne(ctx context.Context, j job) error {
+	_, _, err := s.node.Submit(ctx, s.spec(j))
+	return err
+}
+
 func (s *ontimeSys) stop() {
 	if s.node != nil {
 		s.node.Stop(context.Background())
+		s.node = nil
 	}
 	for i := len(s.cleanup) - 1; i >= 0; i-- {
 		s.cleanup[i]()
 	}
+	s.cleanup, s.target = nil, ""
 }
 
 // ---- asynq ----
@@ -145,11 +282,13 @@ func (s *asynqSys) name() string {
 	return "asynq default"
 }
 
+const asynqTask = "per task ProcessAt(due), MaxRetry 0 (asynq stores ProcessAt in whole seconds); Redis 127.0.0.1:6379 DB 5, flushed before each run"
+
 func (s *asynqSys) knobs() string {
 	if s.tuned {
-		return "Concurrency 64, DelayedTaskCheckInterval 10ms, TaskCheckInterval 10ms; Redis DB 5"
+		return "Concurrency 64, DelayedTaskCheckInterval 10ms, TaskCheckInterval 10ms; " + asynqTask
 	}
-	return "defaults (Concurrency = GOMAXPROCS, DelayedTaskCheckInterval 5s); Redis DB 5"
+	return "defaults (Concurrency = GOMAXPROCS, DelayedTaskCheckInterval 5s, TaskCheckInterval 1s); " + asynqTask
 }
 
 func (s *asynqSys) start(ctx context.Context, rec func(string, time.Time)) error {
@@ -212,6 +351,12 @@ func (s *asynqSys) enqueue(ctx context.Context, jobs []job) error {
 	}
 }
 
+func (s *asynqSys) enqueueOne(ctx context.Context, j job) error {
+	p, _ := json.Marshal(j)
+	_, err := s.client.EnqueueContext(ctx, asynq.NewTask("bench", p), asynq.ProcessAt(j.Due), asynq.MaxRetry(0))
+	return err
+}
+
 func (s *asynqSys) stop() {
 	if s.srv != nil {
 		s.srv.Shutdown()
@@ -254,11 +399,13 @@ func (s *riverSys) name() string {
 	return "River default"
 }
 
+const riverTask = "per task ScheduledAt(due), MaxAttempts 1; pgx pool defaults; a fresh PostgreSQL database per run, migrated"
+
 func (s *riverSys) knobs() string {
 	if s.tuned {
-		return "MaxWorkers 100, FetchCooldown 1ms, FetchPollInterval 50ms"
+		return "MaxWorkers 100, FetchCooldown 1ms, FetchPollInterval 50ms; " + riverTask
 	}
-	return "defaults (MaxWorkers 100, FetchCooldown 100ms, FetchPollInterval 1s)"
+	return "defaults (MaxWorkers 100, FetchCooldown 100ms, FetchPollInterval 1s); " + riverTask
 }
 
 func (s *riverSys) start(ctx context.Context, rec func(string, time.Time)) error {
@@ -300,6 +447,11 @@ func (s *riverSys) enqueue(ctx context.Context, jobs []job) error {
 		params[i] = river.InsertManyParams{Args: benchArgs(j), InsertOpts: &river.InsertOpts{ScheduledAt: j.Due, MaxAttempts: 1}}
 	}
 	_, err := s.client.InsertMany(ctx, params)
+	return err
+}
+
+func (s *riverSys) enqueueOne(ctx context.Context, j job) error {
+	_, err := s.client.Insert(ctx, benchArgs(j), &river.InsertOpts{ScheduledAt: j.Due, MaxAttempts: 1})
 	return err
 }
 
