@@ -69,6 +69,13 @@ type HotConfig struct {
 	Slots      int      `yaml:"slots"`       // redis sorted-set slots per topic; default 8
 	// RedisPrefix namespaces the tier's keys, so clusters can share a Redis.
 	RedisPrefix string `yaml:"redis_prefix"` // default "ontime"
+	// MaxFireLead is how far ahead of their due time the tasks of a burst
+	// may be marked running, so that the store's writes for thousands of
+	// tasks due at one instant are done before it and all are delivered at
+	// it. A task marked running can no longer be cancelled. Default 5s,
+	// never more than hot.window; 0 marks every task running 20ms ahead,
+	// whatever the load.
+	MaxFireLead Duration `yaml:"max_fire_lead"`
 }
 
 // ClusterConfig configures coordination.
@@ -105,8 +112,11 @@ func DefaultConfig() Config {
 		DataDir:  "./ontime-data",
 		LogLevel: "info",
 		Store:    StoreConfig{Driver: "sqlite", Tables: 16, Segments: 4},
-		Hot:      HotConfig{Tier: "memory", Window: Duration(30 * time.Second), Slots: 8, RedisPrefix: "ontime"},
-		Cluster:  ClusterConfig{Coordinator: "none", LeaseTTL: Duration(10 * time.Second)},
+		Hot: HotConfig{
+			Tier: "memory", Window: Duration(30 * time.Second), Slots: 8, RedisPrefix: "ontime",
+			MaxFireLead: Duration(5 * time.Second),
+		},
+		Cluster: ClusterConfig{Coordinator: "none", LeaseTTL: Duration(10 * time.Second)},
 		Delivery: DeliveryConfig{
 			Timeout: Duration(10 * time.Second), Concurrency: 32, MaxAttempts: 25,
 			MaxPayloadBytes: 1 << 20, RetryBase: Duration(time.Second), RetryMax: Duration(time.Hour),
@@ -229,6 +239,9 @@ func (c *Config) Validate() error {
 	}
 	if w := time.Duration(c.Hot.Window); w < 100*time.Millisecond || w > 24*time.Hour {
 		return fmt.Errorf("hot.window: %s is out of range 100ms..24h", w)
+	}
+	if l := time.Duration(c.Hot.MaxFireLead); l < 0 || l > time.Minute {
+		return fmt.Errorf("hot.max_fire_lead: %s is out of range 0..1m", l)
 	}
 	if c.Hot.Slots < 1 || c.Hot.Slots > 1024 {
 		return fmt.Errorf("hot.slots: %d is out of range 1..1024", c.Hot.Slots)

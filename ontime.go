@@ -206,6 +206,7 @@ func (n *Node) build(ctx context.Context, o nodeOptions) error {
 		Store: n.store, Tier: n.tier, Dispatcher: disp, Webhook: wh,
 		Topology: router.Topology{Databases: len(cfg.Store.Databases), Tables: cfg.Store.Tables},
 		Segments: cfg.Store.Segments, NodeID: cfg.NodeID, Window: window,
+		MaxFireLead:   maxFireLead(cfg.Hot.MaxFireLead, window),
 		LeaseTTL:      time.Duration(cfg.Delivery.LeaseTTL),
 		DeliveryLease: time.Duration(cfg.Delivery.Timeout) + time.Duration(cfg.Delivery.LeaseTTL),
 		ShutdownGrace: time.Duration(cfg.Delivery.ShutdownGrace),
@@ -360,4 +361,14 @@ func NewLogger(w io.Writer, level string) *slog.Logger {
 	var l slog.Level
 	_ = l.UnmarshalText([]byte(level))
 	return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: l}))
+}
+
+// maxFireLead maps hot.max_fire_lead to the engine's knob, where zero
+// means the default and a value not above the base lead turns spreading off.
+// A task cannot be fired before it is in the hot tier, so the window caps it.
+func maxFireLead(d Duration, window time.Duration) time.Duration {
+	if d == 0 {
+		return -1
+	}
+	return min(time.Duration(d), window)
 }

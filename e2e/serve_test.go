@@ -217,10 +217,12 @@ func TestServeBadConfigFailsWithOneLine(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	for name, tc := range map[string]struct{ yaml, want string }{
-		"unknown key":   {"store:\n  driverr: sqlite\n", "driverr"},
-		"bad driver":    {"store:\n  driver: oracle\n", "store.driver"},
-		"bad window":    {"hot:\n  window: 1h1x\n", "window"},
-		"bad mysql dsn": {"store:\n  driver: mysql\n  databases: [\"root@tcp(127.0.0.1:1)/nope\"]\n", "store.databases[0]"},
+		"unknown key":        {"store:\n  driverr: sqlite\n", "driverr"},
+		"bad driver":         {"store:\n  driver: oracle\n", "store.driver"},
+		"bad window":         {"hot:\n  window: 1h1x\n", "window"},
+		"fire lead above 1m": {"hot:\n  max_fire_lead: 2m\n", "hot.max_fire_lead"},
+		"negative fire lead": {"hot:\n  max_fire_lead: -1s\n", "hot.max_fire_lead"},
+		"bad mysql dsn":      {"store:\n  driver: mysql\n  databases: [\"root@tcp(127.0.0.1:1)/nope\"]\n", "store.databases[0]"},
 	} {
 		path := filepath.Join(dir, strings.ReplaceAll(name, " ", "_")+".yaml")
 		if err := os.WriteFile(path, []byte("data_dir: "+filepath.Join(dir, "d")+"\n"+tc.yaml), 0o644); err != nil {

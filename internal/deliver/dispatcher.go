@@ -81,8 +81,8 @@ type job struct {
 
 type lane struct {
 	dest    string
-	queue   []job // FIFO, bounded by PerDestQueue
-	workers int   // goroutines running
+	queue   fifo // bounded by PerDestQueue
+	workers int  // goroutines running
 	br      breaker
 	stats   LaneStats
 }
@@ -108,81 +108,109 @@ func NewDispatcher(cfg DispatcherConfig) (*Dispatcher, error) {
 // once, from a lane goroutine or before Dispatch returns, with the sink's
 // error or an error wrapping ErrLaneFull, ErrCircuitOpen or ErrStopped.
 func (p *Dispatcher) Dispatch(ctx context.Context, dest string, sink Sink, d Delivery, done func(error)) {
-	p.mu.Lock()
-	if p.stopped {
-		p.mu.Unlock()
-		done(ErrStopped)
-		return
+	p.DispatchAll(ctx, dest, sink, []Job{{Delivery: d, Done: done}})
+}
+
+// Job is one delivery of DispatchAll and the function told its outcome.
+type Job struct {
+	Delivery Delivery
+	Done     func(error)
+}
+
+// DispatchAll queues jobs for one destination under one lock: a burst of
+// tasks due at one instant reaches its lane without a lock handover per
+// task. Each job's Done is called exactly once, as with Dispatch.
+func (p *Dispatcher) DispatchAll(ctx context.Context, dest string, sink Sink, jobs []Job) {
+	var refused []Job
+	var why error
+	// Built before the lock; queued as one chunk, never copied again.
+	chunk := make([]job, len(jobs))
+	for i, j := range jobs {
+		chunk[i] = job{ctx: ctx, sink: sink, d: j.Delivery, done: j.Done}
 	}
+	p.mu.Lock()
 	l := p.lanes[dest]
-	if l == nil {
+	if l == nil && !p.stopped {
 		l = &lane{dest: dest, br: breaker{cfg: p.cfg.Breaker}}
 		p.lanes[dest] = l
 	}
-	if !l.br.allow(time.Now(), false) {
-		p.mu.Unlock()
-		done(fmt.Errorf("%s: %w", dest, ErrCircuitOpen))
-		return
-	}
-	if len(l.queue) >= p.cfg.PerDestQueue {
-		p.mu.Unlock()
-		done(fmt.Errorf("%s: %w", dest, ErrLaneFull))
-		return
-	}
-	l.queue = append(l.queue, job{ctx: ctx, sink: sink, d: d, done: done})
-	if l.workers < p.cfg.PerDestConcurrency && l.workers < len(l.queue)+l.stats.InFlight {
-		l.workers++
-		p.wg.Add(1)
-		go p.work(l)
+	switch {
+	case p.stopped:
+		refused, why = jobs, ErrStopped
+	case !l.br.allow(time.Now(), false):
+		refused, why = jobs, fmt.Errorf("%s: %w", dest, ErrCircuitOpen)
+	default:
+		room := max(0, p.cfg.PerDestQueue-l.queue.n)
+		if len(chunk) > room {
+			refused, why = jobs[room:], fmt.Errorf("%s: %w", dest, ErrLaneFull)
+			chunk = chunk[:room]
+		}
+		l.queue.push(chunk)
+		for l.workers < p.cfg.PerDestConcurrency && l.workers < l.queue.n+l.stats.InFlight {
+			l.workers++
+			p.wg.Add(1)
+			go p.work(l)
+		}
 	}
 	p.mu.Unlock()
+	for _, j := range refused {
+		j.Done(why)
+	}
 }
 
 // work runs jobs of one lane until its queue is empty, then exits: an idle
-// destination costs no goroutine.
+// destination costs no goroutine. One lock per job: the outcome of the
+// last job is recorded as the next is taken.
 func (p *Dispatcher) work(l *lane) {
 	defer p.wg.Done()
+	var last job
+	var lastErr error
+	has := false
 	for {
 		p.mu.Lock()
-		if len(l.queue) == 0 {
+		if has {
+			l.stats.InFlight--
+			if lastErr == nil {
+				l.stats.Successes++
+				l.br.success()
+			} else {
+				l.stats.Failures++
+				if !IsPermanent(lastErr) && l.br.failure(time.Now()) {
+					p.cfg.Logger.Warn("destination circuit opened", "dest", l.dest, "err", lastErr)
+				}
+			}
+		}
+		var next job
+		var refused error
+		retire := l.queue.n == 0
+		if retire {
 			l.workers--
 			if l.workers == 0 && l.stats.InFlight == 0 && l.br.state == stateClosed && l.br.failures == 0 {
 				// Retire a healthy idle lane; one with a failure streak stays,
 				// so its breaker keeps counting.
 				delete(p.lanes, l.dest)
 			}
-			p.mu.Unlock()
-			return
-		}
-		j := l.queue[0]
-		l.queue[0] = job{}
-		l.queue = l.queue[1:]
-		now := time.Now()
-		if !l.br.allow(now, true) {
-			p.mu.Unlock()
-			j.done(fmt.Errorf("%s: %w", l.dest, ErrCircuitOpen))
-			continue
-		}
-		l.stats.InFlight++
-		p.mu.Unlock()
-
-		err := j.sink.Deliver(j.ctx, j.d)
-
-		p.mu.Lock()
-		l.stats.InFlight--
-		if err == nil {
-			l.stats.Successes++
-			l.br.success()
 		} else {
-			l.stats.Failures++
-			if !IsPermanent(err) {
-				if l.br.failure(time.Now()) {
-					p.cfg.Logger.Warn("destination circuit opened", "dest", l.dest, "err", err)
-				}
+			next = l.queue.pop()
+			if l.br.allow(time.Now(), true) {
+				l.stats.InFlight++
+			} else {
+				refused = fmt.Errorf("%s: %w", l.dest, ErrCircuitOpen)
 			}
 		}
 		p.mu.Unlock()
-		j.done(err)
+		if has {
+			last.done(lastErr)
+			has = false
+		}
+		if retire {
+			return
+		}
+		if refused != nil {
+			next.done(refused)
+			continue
+		}
+		last, lastErr, has = next, next.sink.Deliver(next.ctx, next.d), true
 	}
 }
 
@@ -203,8 +231,7 @@ func (p *Dispatcher) Stop(ctx context.Context) error {
 	p.mu.Lock()
 	var dropped []job
 	for _, l := range p.lanes {
-		dropped = append(dropped, l.queue...)
-		l.queue = nil
+		dropped = append(dropped, l.queue.take(l.queue.n)...)
 	}
 	p.mu.Unlock()
 	for _, j := range dropped {
@@ -221,9 +248,63 @@ func (p *Dispatcher) Stats() map[string]LaneStats {
 	out := make(map[string]LaneStats, len(p.lanes))
 	for dest, l := range p.lanes {
 		s := l.stats
-		s.Queued = len(l.queue)
+		s.Queued = l.queue.n
 		s.Breaker = l.br.state.String()
 		out[dest] = s
+	}
+	return out
+}
+
+// fifo is a lane's queue: the chunks DispatchAll queued, in order, so a
+// burst is queued without copying and taken without shifting.
+type fifo struct {
+	chunks [][]job
+	n      int // jobs queued
+}
+
+func (q *fifo) push(chunk []job) {
+	if len(chunk) > 0 {
+		q.chunks = append(q.chunks, chunk)
+		q.n += len(chunk)
+	}
+}
+
+// pop removes the first job; the queue must not be empty.
+func (q *fifo) pop() job {
+	c := q.chunks[0]
+	j := c[0]
+	c[0] = job{}
+	if len(c) == 1 {
+		q.chunks[0] = nil
+		q.chunks = q.chunks[1:]
+	} else {
+		q.chunks[0] = c[1:]
+	}
+	q.n--
+	if q.n == 0 {
+		q.chunks = nil
+	}
+	return j
+}
+
+// take removes up to n jobs from the front.
+func (q *fifo) take(n int) []job {
+	out := make([]job, 0, min(n, q.n))
+	for len(out) < n && len(q.chunks) > 0 {
+		c := q.chunks[0]
+		k := min(n-len(out), len(c))
+		out = append(out, c[:k]...)
+		clear(c[:k]) // the queue no longer holds what it handed out
+		if k == len(c) {
+			q.chunks[0] = nil
+			q.chunks = q.chunks[1:]
+		} else {
+			q.chunks[0] = c[k:]
+		}
+	}
+	q.n -= len(out)
+	if q.n == 0 {
+		q.chunks = nil
 	}
 	return out
 }

@@ -249,3 +249,96 @@ func BenchmarkDispatchNoop(b *testing.B) {
 	}
 	wg.Wait()
 }
+
+// DispatchAll queues what fits, refuses the rest with ErrLaneFull, and
+// runs the queue with never more deliveries at once than
+// PerDestConcurrency, each job exactly once.
+func TestDispatchAllBurst(t *testing.T) {
+	const conc, queue, n = 8, 40000, 50000
+	p, err := NewDispatcher(DispatcherConfig{PerDestConcurrency: conc, PerDestQueue: queue})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gate := make(chan struct{})
+	var running, peak atomic.Int32
+	var delivered sync.Map
+	sink := HandlerFunc(func(ctx context.Context, d Delivery) error {
+		<-gate
+		k := running.Add(1)
+		for {
+			m := peak.Load()
+			if k <= m || peak.CompareAndSwap(m, k) {
+				break
+			}
+		}
+		if _, dup := delivered.LoadOrStore(d.ID, true); dup {
+			t.Errorf("%s delivered twice", d.ID)
+		}
+		running.Add(-1)
+		return nil
+	})
+	r := newResult(n)
+	jobs := make([]Job, n)
+	for i := range jobs {
+		id := fmt.Sprint(i)
+		jobs[i] = Job{Delivery: Delivery{ID: id}, Done: r.done(id)}
+	}
+	ctx := context.Background()
+	p.DispatchAll(ctx, "d", sink, jobs[:n/2])
+	p.DispatchAll(ctx, "d", sink, jobs[n/2:])
+	close(gate)
+	waitGroup(t, &r.wg, 30*time.Second)
+	full, ok := 0, 0
+	for i := range n {
+		switch err := r.errs[fmt.Sprint(i)]; {
+		case err == nil:
+			ok++
+		case errors.Is(err, ErrLaneFull):
+			full++
+			if i < queue {
+				t.Fatalf("job %d refused while the lane had room", i)
+			}
+		default:
+			t.Fatalf("job %d: %v", i, err)
+		}
+	}
+	// The gate holds the first job of each worker, so at most conc jobs
+	// left the queue before it filled.
+	if ok < queue || ok > queue+conc || ok+full != n {
+		t.Fatalf("%d delivered, %d refused; want about %d delivered", ok, full, queue)
+	}
+	if m := peak.Load(); m > conc {
+		t.Fatalf("%d deliveries at once, concurrency is %d", m, conc)
+	}
+	st := p.Stats()["d"]
+	if st.Queued != 0 || st.InFlight != 0 {
+		t.Fatalf("after the burst: %+v", st)
+	}
+}
+
+// BenchmarkDispatchAllBurst: a burst of 50,000 in batches of 200 from 250
+// goroutines, as the engine releases tasks due at one instant.
+func BenchmarkDispatchAllBurst(b *testing.B) {
+	p, _ := NewDispatcher(DispatcherConfig{PerDestConcurrency: 64, PerDestQueue: 1 << 20})
+	sink := HandlerFunc(func(context.Context, Delivery) error { return nil })
+	ctx := context.Background()
+	for b.Loop() {
+		var wg sync.WaitGroup
+		wg.Add(50000)
+		var senders sync.WaitGroup
+		for range 250 {
+			senders.Add(1)
+			go func() {
+				defer senders.Done()
+				jobs := make([]Job, 200)
+				for i := range jobs {
+					jobs[i] = Job{Done: func(error) { wg.Done() }}
+				}
+				p.DispatchAll(ctx, "d", sink, jobs)
+			}()
+		}
+		senders.Wait()
+		wg.Wait()
+	}
+	b.ReportMetric(float64(b.N*50000)/b.Elapsed().Seconds(), "deliveries/s")
+}

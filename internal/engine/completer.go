@@ -11,7 +11,11 @@ import (
 
 const (
 	completerBatch = 1000
-	completerQueue = 16384
+	// While a burst is being delivered the completer holds its writes, up
+	// to completerMaxHold, so that the store's CPU goes to delivery first
+	// (on SQLite the store is this process's own CPU).
+	completerHoldAbove = 1000 // deliveries under way
+	completerMaxHold   = time.Second
 )
 
 // completer writes delivery outcomes in batches (group commit): under load
@@ -19,30 +23,48 @@ const (
 // outcome is written at once. A failed write is retried until it succeeds
 // or the engine stops; an outcome never written leaves its task running
 // with a lease, so it is delivered again (at least once), never lost.
+//
+// add never blocks: when a burst is delivered faster than the store writes
+// outcomes, the outcomes wait here rather than holding up the deliveries
+// behind them. The queue is bounded by the tasks this node has started.
 type completer struct {
-	st   store.Store
-	log  *slog.Logger
-	ch   chan store.Outcome
-	done chan struct{}
-	quit chan struct{}
-	once sync.Once
+	st    store.Store
+	log   *slog.Logger
+	busy  func() int64 // deliveries under way
+	mu    sync.Mutex
+	q     []store.Outcome
+	since time.Time     // when the oldest queued outcome was added
+	wake  chan struct{} // one pending signal: q is not empty
+	done  chan struct{}
+	quit  chan struct{}
+	once  sync.Once
 }
 
-func newCompleter(st store.Store, log *slog.Logger) *completer {
-	return &completer{st: st, log: log, ch: make(chan store.Outcome, completerQueue), done: make(chan struct{}), quit: make(chan struct{})}
+func newCompleter(st store.Store, log *slog.Logger, busy func() int64) *completer {
+	return &completer{st: st, log: log, busy: busy, wake: make(chan struct{}, 1), done: make(chan struct{}), quit: make(chan struct{})}
 }
 
 func (c *completer) start() { go c.run() }
 
-func (c *completer) add(o store.Outcome) { c.ch <- o }
+func (c *completer) add(o store.Outcome) {
+	c.mu.Lock()
+	if len(c.q) == 0 {
+		c.since = time.Now()
+	}
+	c.q = append(c.q, o)
+	c.mu.Unlock()
+	select {
+	case c.wake <- struct{}{}:
+	default:
+	}
+}
 
 func (c *completer) run() {
 	defer close(c.done)
 	batch := make([]store.Outcome, 0, completerBatch)
 	for {
 		select {
-		case o := <-c.ch:
-			batch = append(batch[:0], o)
+		case <-c.wake:
 		case <-c.quit:
 			// Write what is queued, then stop.
 			for {
@@ -53,20 +75,44 @@ func (c *completer) run() {
 				c.flush(batch, 3)
 			}
 		}
-		batch = c.take(batch)
-		c.flush(batch, -1)
+		c.hold()
+		for {
+			batch = c.take(batch[:0])
+			if len(batch) == 0 {
+				break
+			}
+			c.flush(batch, -1)
+		}
 	}
 }
 
-// take appends queued outcomes to batch without waiting, up to a batch.
-func (c *completer) take(batch []store.Outcome) []store.Outcome {
-	for len(batch) < completerBatch {
-		select {
-		case o := <-c.ch:
-			batch = append(batch, o)
-		default:
-			return batch
+// hold waits while many deliveries are under way, for at most
+// completerMaxHold from the oldest queued outcome, or until quit.
+func (c *completer) hold() {
+	for c.busy() > completerHoldAbove {
+		c.mu.Lock()
+		wait := completerMaxHold - time.Since(c.since)
+		c.mu.Unlock()
+		if wait <= 0 {
+			return
 		}
+		select {
+		case <-c.quit:
+			return
+		case <-time.After(min(wait, 5*time.Millisecond)):
+		}
+	}
+}
+
+// take moves up to a batch of queued outcomes into batch.
+func (c *completer) take(batch []store.Outcome) []store.Outcome {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := min(len(c.q), completerBatch-len(batch))
+	batch = append(batch, c.q[:n]...)
+	c.q = c.q[n:]
+	if len(c.q) == 0 {
+		c.q = nil // let a burst's backing array go
 	}
 	return batch
 }

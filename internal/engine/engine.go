@@ -37,6 +37,7 @@ const (
 	DefaultFireWorkers   = 4
 	DefaultShutdownGrace = 15 * time.Second
 	DefaultFireLead      = 20 * time.Millisecond
+	DefaultMaxFireLead   = 5 * time.Second
 )
 
 // Config wires an engine. Store, Tier, Dispatcher and Topology are required.
@@ -71,10 +72,15 @@ type Config struct {
 	// time. It keeps the store write off the lateness path. From then on a
 	// cancel answers 409. Default 20ms.
 	FireLead time.Duration
-	Limits   task.Limits
-	Retry    deliver.RetryPolicy
-	Logger   *slog.Logger
-	Metrics  *Metrics // nil: series kept but not registered
+	// MaxFireLead bounds how far ahead a task of a burst may be fired when
+	// more tasks are due together than the store can start in FireLead
+	// (see leadPlanner). Default 5s; a value not above FireLead turns the
+	// spreading off, so every task fires FireLead ahead.
+	MaxFireLead time.Duration
+	Limits      task.Limits
+	Retry       deliver.RetryPolicy
+	Logger      *slog.Logger
+	Metrics     *Metrics // nil: series kept but not registered
 }
 
 func (c *Config) withDefaults() {
@@ -104,6 +110,9 @@ func (c *Config) withDefaults() {
 	}
 	if c.FireLead <= 0 {
 		c.FireLead = DefaultFireLead
+	}
+	if c.MaxFireLead == 0 {
+		c.MaxFireLead = DefaultMaxFireLead
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
@@ -143,6 +152,7 @@ type Engine struct {
 
 	scanners *scanners
 	comp     *completer
+	lead     *leadPlanner
 
 	started  atomic.Bool
 	stopping atomic.Bool
@@ -153,8 +163,10 @@ type Engine struct {
 	fireWG   sync.WaitGroup
 	waiting  sync.WaitGroup // started tasks waiting for their due time
 	inflight sync.WaitGroup
-	stopOnce sync.Once
-	stopErr  error
+	// delivering counts tasks handed to delivery whose outcome is not in.
+	delivering atomic.Int64
+	stopOnce   sync.Once
+	stopErr    error
 }
 
 var _ api.Service = (*Engine)(nil)
@@ -167,7 +179,8 @@ func New(cfg Config) (*Engine, error) {
 	}
 	e := &Engine{cfg: cfg, log: cfg.Logger, m: cfg.Metrics, store: cfg.Store, tier: cfg.Tier, handlers: map[string]deliver.Sink{}}
 	e.scanners = newScanners(e)
-	e.comp = newCompleter(cfg.Store, cfg.Logger)
+	e.comp = newCompleter(cfg.Store, cfg.Logger, e.delivering.Load)
+	e.lead = newLeadPlanner(cfg.FireLead, cfg.MaxFireLead)
 	return e, nil
 }
 
@@ -234,7 +247,7 @@ func (e *Engine) stop(ctx context.Context) error {
 	e.scanners.stopAll()
 	e.fireStop()
 	e.fireWG.Wait()
-	e.waiting.Wait() // at most FireLead: started tasks reach their lanes
+	e.waiting.Wait() // at most MaxFireLead: started tasks reach their lanes
 
 	grace, cancel := context.WithTimeout(ctx, e.cfg.ShutdownGrace)
 	defer cancel()
@@ -269,10 +282,11 @@ type drainer interface {
 	Drain() []hot.Entry
 }
 
-// entry is the hot-tier entry of a claimed task: it leaves the tier
-// FireLead before the task is due.
-func (e *Engine) entry(id, topic string, due time.Time, token int64) hot.Entry {
-	return hot.Entry{ID: id, Topic: topic, DueAt: due.Add(-e.cfg.FireLead), Token: token}
+// entry is the hot-tier entry of a claimed task: it leaves the tier when
+// the lead planner says, FireLead (or, in a burst, up to MaxFireLead)
+// before the task is due.
+func (e *Engine) entry(now time.Time, id, topic string, due time.Time, token int64) hot.Entry {
+	return hot.Entry{ID: id, Topic: topic, DueAt: e.lead.fireAt(now, due), Token: token}
 }
 
 func refsOf(entries []hot.Entry) []store.Ref {

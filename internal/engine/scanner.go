@@ -155,8 +155,9 @@ func (e *Engine) scanOnce(ctx context.Context, it store.Item) (time.Time, error)
 		if len(refs) > 0 {
 			e.m.Claimed.Add(float64(len(refs)))
 			entries := make([]hot.Entry, len(refs))
+			now := time.Now()
 			for i, r := range refs {
-				entries[i] = e.entry(r.ID, r.Topic, r.DueAt, r.Token)
+				entries[i] = e.entry(now, r.ID, r.Topic, r.DueAt, r.Token)
 			}
 			if err := e.tier.Add(ctx, entries...); err != nil {
 				return time.Time{}, err // claimed rows come back when their lease ends

@@ -66,7 +66,7 @@ func (e *Engine) Submit(ctx context.Context, specs []task.Spec) ([]api.SubmitRes
 		}
 		e.m.Submitted.WithLabelValues("created").Inc()
 		if nt := news[j]; nt.Claim != nil {
-			entries = append(entries, e.entry(nt.ID, nt.Topic, nt.DueAt, nt.Claim.Token))
+			entries = append(entries, e.entry(now, nt.ID, nt.Topic, nt.DueAt, nt.Claim.Token))
 		} else {
 			e.scanners.notify(e.item(nt.ShardHash, nt.Seg), nt.DueAt.Add(-e.cfg.Window))
 		}
