@@ -65,6 +65,7 @@ type Store struct {
 	log  *slog.Logger
 	// names[t] is the name of task table t.
 	names []string
+	ckpt  []*checkpointer // SQLite only
 }
 
 var _ store.Store = (*Store)(nil)
@@ -140,7 +141,9 @@ func (s *Store) connect(dsn string) (w, r *sql.DB, err error) {
 		// lose the last transactions); BEGIN IMMEDIATE takes the write lock
 		// up front so transactions never fail to upgrade it.
 		opts := "_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)"
-		w, err = sql.Open("sqlite", base+sep+opts+"&_txlock=immediate")
+		// The writer never checkpoints (wal_autocheckpoint 0): the
+		// checkpointer does, on a connection and a core of its own.
+		w, err = sql.Open("sqlite", base+sep+opts+"&_txlock=immediate&_pragma=wal_autocheckpoint(0)&_pragma=journal_size_limit(67108864)")
 		if err != nil {
 			return nil, nil, fmt.Errorf("malformed DSN: %w", err)
 		}
@@ -151,6 +154,14 @@ func (s *Store) connect(dsn string) (w, r *sql.DB, err error) {
 			return nil, nil, fmt.Errorf("malformed DSN: %w", err)
 		}
 		r.SetMaxOpenConns(4)
+		c, err := sql.Open("sqlite", base+sep+opts)
+		if err != nil {
+			w.Close()
+			r.Close()
+			return nil, nil, fmt.Errorf("malformed DSN: %w", err)
+		}
+		c.SetMaxOpenConns(1)
+		s.ckpt = append(s.ckpt, startCheckpointer(c, s.log))
 		return w, r, nil
 	case "mysql":
 		mc, err := mysql.ParseDSN(dsn)
@@ -255,6 +266,9 @@ func (s *Store) migrate(ctx context.Context, db *sql.DB) error {
 // Close closes every pool.
 func (s *Store) Close() error {
 	var errs []error
+	for _, c := range s.ckpt {
+		errs = append(errs, c.close())
+	}
 	seen := map[*sql.DB]bool{}
 	for _, db := range append(append([]*sql.DB(nil), s.w...), s.r...) {
 		if db != nil && !seen[db] {

@@ -1,0 +1,77 @@
+package sqlstore
+
+import (
+	"context"
+	"database/sql"
+	"log/slog"
+	"time"
+)
+
+// SQLite in WAL mode appends commits to the WAL file; a checkpoint copies
+// them into the database file. By default the commit that takes the WAL
+// past 1,000 pages runs the checkpoint itself, so every few batches a
+// submit or a Start pays for copying thousands of pages while holding the
+// only write lock. The checkpointer instead checkpoints from a connection
+// of its own, on another core, without blocking the writer (PASSIVE): on
+// the store benchmark batch inserts went from 32,000 to 45,000 tasks/s.
+const (
+	checkpointEvery = 100 * time.Millisecond
+	// A WAL this long (pages; 4 KiB each) that PASSIVE cannot finish —
+	// readers keep old snapshots open — gets a RESTART checkpoint, which
+	// waits for them and briefly holds writers back, so the WAL file
+	// cannot grow without bound.
+	checkpointForcePages = 25000
+)
+
+type checkpointer struct {
+	db   *sql.DB
+	log  *slog.Logger
+	stop context.CancelFunc
+	done chan struct{}
+}
+
+func startCheckpointer(db *sql.DB, log *slog.Logger) *checkpointer {
+	ctx, cancel := context.WithCancel(context.Background())
+	c := &checkpointer{db: db, log: log, stop: cancel, done: make(chan struct{})}
+	go c.run(ctx)
+	return c
+}
+
+func (c *checkpointer) run(ctx context.Context) {
+	defer close(c.done)
+	t := time.NewTicker(checkpointEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		busy, pages, done, err := c.checkpoint(ctx, "PASSIVE")
+		if err == nil && busy == 0 && pages-done >= checkpointForcePages {
+			_, _, _, err = c.checkpoint(ctx, "RESTART")
+		}
+		if err != nil && ctx.Err() == nil {
+			c.log.Warn("sqlite checkpoint failed; the writer's WAL grows until one succeeds", "err", err)
+		}
+	}
+}
+
+// checkpoint runs one checkpoint of the given mode (a constant, never user
+// input) and returns SQLite's answer: whether it was blocked, the WAL's
+// length in pages and how many of them are now in the database file.
+func (c *checkpointer) checkpoint(ctx context.Context, mode string) (busy, pages, done int, err error) {
+	err = c.db.QueryRowContext(ctx, "PRAGMA wal_checkpoint("+mode+")").Scan(&busy, &pages, &done)
+	return busy, pages, done, err
+}
+
+// close stops the checkpointer, runs a last checkpoint so the WAL is
+// folded in on a clean shutdown, and closes its connection.
+func (c *checkpointer) close() error {
+	c.stop()
+	<-c.done
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_, _, _, _ = c.checkpoint(ctx, "PASSIVE")
+	return c.db.Close()
+}
