@@ -14,7 +14,7 @@ const (
 	// While a burst is being delivered the completer holds its writes, up
 	// to completerMaxHold, so that the store's CPU goes to delivery first
 	// (on SQLite the store is this process's own CPU).
-	completerHoldAbove = 1000 // deliveries under way
+	completerHoldAbove = 1000 // tasks started and not yet finished
 	completerMaxHold   = time.Second
 )
 
@@ -30,11 +30,11 @@ const (
 type completer struct {
 	st    store.Store
 	log   *slog.Logger
-	busy  func() int64 // deliveries under way
+	busy  func() int64 // tasks started and not yet finished
 	mu    sync.Mutex
-	q     []store.Outcome
-	since time.Time     // when the oldest queued outcome was added
-	wake  chan struct{} // one pending signal: q is not empty
+	q     [][]store.Outcome // chunks of completerBatch: a burst's outcomes queue without copying
+	since time.Time         // when the oldest queued outcome was added
+	wake  chan struct{}     // one pending signal: q is not empty
 	done  chan struct{}
 	quit  chan struct{}
 	once  sync.Once
@@ -51,7 +51,11 @@ func (c *completer) add(o store.Outcome) {
 	if len(c.q) == 0 {
 		c.since = time.Now()
 	}
-	c.q = append(c.q, o)
+	if n := len(c.q); n == 0 || len(c.q[n-1]) == completerBatch {
+		c.q = append(c.q, make([]store.Outcome, 0, completerBatch))
+	}
+	last := &c.q[len(c.q)-1]
+	*last = append(*last, o)
 	c.mu.Unlock()
 	select {
 	case c.wake <- struct{}{}:
@@ -61,32 +65,38 @@ func (c *completer) add(o store.Outcome) {
 
 func (c *completer) run() {
 	defer close(c.done)
-	batch := make([]store.Outcome, 0, completerBatch)
 	for {
 		select {
 		case <-c.wake:
 		case <-c.quit:
 			// Write what is queued, then stop.
-			for {
-				batch = c.take(batch[:0])
-				if len(batch) == 0 {
-					return
-				}
-				c.flush(batch, 3)
-			}
+			c.flushAll(3)
+			return
 		}
 		c.hold()
-		for {
-			batch = c.take(batch[:0])
-			if len(batch) == 0 {
-				break
-			}
-			c.flush(batch, -1)
+		c.flushAll(-1)
+	}
+}
+
+// flushAll writes every queued outcome, a batch (chunk) at a time, until
+// none is left.
+func (c *completer) flushAll(tries int) {
+	for {
+		c.mu.Lock()
+		q := c.q
+		c.q = nil
+		c.mu.Unlock()
+		if len(q) == 0 {
+			return
+		}
+		for _, batch := range q {
+			c.flush(batch, tries)
 		}
 	}
 }
 
-// hold waits while many deliveries are under way, for at most
+// hold waits while many started tasks are still to be delivered (a burst
+// released at its due time), for at most
 // completerMaxHold from the oldest queued outcome, or until quit.
 func (c *completer) hold() {
 	for c.busy() > completerHoldAbove {
@@ -102,19 +112,6 @@ func (c *completer) hold() {
 		case <-time.After(min(wait, 5*time.Millisecond)):
 		}
 	}
-}
-
-// take moves up to a batch of queued outcomes into batch.
-func (c *completer) take(batch []store.Outcome) []store.Outcome {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	n := min(len(c.q), completerBatch-len(batch))
-	batch = append(batch, c.q[:n]...)
-	c.q = c.q[n:]
-	if len(c.q) == 0 {
-		c.q = nil // let a burst's backing array go
-	}
-	return batch
 }
 
 // flush writes batch, retrying with backoff; tries < 0 means until quit.

@@ -163,10 +163,10 @@ type Engine struct {
 	fireWG   sync.WaitGroup
 	waiting  sync.WaitGroup // started tasks waiting for their due time
 	inflight sync.WaitGroup
-	// delivering counts tasks handed to delivery whose outcome is not in.
-	delivering atomic.Int64
-	stopOnce   sync.Once
-	stopErr    error
+	// outstanding counts started tasks whose outcome is not in yet.
+	outstanding atomic.Int64
+	stopOnce    sync.Once
+	stopErr     error
 }
 
 var _ api.Service = (*Engine)(nil)
@@ -179,7 +179,7 @@ func New(cfg Config) (*Engine, error) {
 	}
 	e := &Engine{cfg: cfg, log: cfg.Logger, m: cfg.Metrics, store: cfg.Store, tier: cfg.Tier, handlers: map[string]deliver.Sink{}}
 	e.scanners = newScanners(e)
-	e.comp = newCompleter(cfg.Store, cfg.Logger, e.delivering.Load)
+	e.comp = newCompleter(cfg.Store, cfg.Logger, e.outstanding.Load)
 	e.lead = newLeadPlanner(cfg.FireLead, cfg.MaxFireLead)
 	return e, nil
 }

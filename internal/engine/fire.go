@@ -52,6 +52,7 @@ func (e *Engine) fireLoop() {
 		}
 		e.m.Started.Add(float64(len(started)))
 		if len(started) > 0 {
+			e.outstanding.Add(int64(len(started)))
 			e.inflight.Add(len(started))
 			e.waiting.Add(1)
 			go e.release(started)
@@ -102,7 +103,6 @@ func (e *Engine) send(tasks []*task.Task) {
 	var order []string
 	for _, t := range tasks {
 		e.m.Lateness.Observe(time.Since(t.DueAt).Seconds())
-		e.delivering.Add(1)
 		var sink deliver.Sink
 		var dest string
 		if t.Target == "" {
@@ -153,7 +153,7 @@ func destination(target string) string {
 }
 
 func (e *Engine) finish(t *task.Task, err error) {
-	defer e.delivering.Add(-1)
+	defer e.outstanding.Add(-1)
 	o := store.Outcome{Ref: store.Ref{ID: t.ID, Token: t.Token, DueAt: t.DueAt, Topic: t.Topic}}
 	switch {
 	case err == nil:
