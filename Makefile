@@ -16,6 +16,7 @@ services:
 vet:
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || (gofmt -l $$(git ls-files '*.go'); echo "gofmt: files above need formatting"; exit 1)
 	$(GO) vet $(PKGS)
+	cd bench && $(GO) vet ./...   # the benchmark module builds (its own go.mod)
 
 run:
 	$(GO) run ./cmd/ontime serve

@@ -26,7 +26,13 @@ type recorder struct {
 	early int
 }
 
-func newRecorder() *recorder { return &recorder{seen: map[string]int{}} }
+// recorderRoom is more than the largest workload: recording never grows a
+// slice or a map (copying under the lock) while handlers wait for it.
+const recorderRoom = 160000
+
+func newRecorder() *recorder {
+	return &recorder{seen: make(map[string]int, recorderRoom), late: make([]time.Duration, 0, recorderRoom)}
+}
 
 func (r *recorder) rec(id string, due time.Time) {
 	now := time.Now()
