@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/ontimehq/ontime"
+	"github.com/ontimehq/ontime/internal/testdb"
 )
 
 // Benchmarks of the whole pipeline on the embedded default (SQLite, memory
@@ -82,9 +83,16 @@ func pct(sorted []time.Duration, p float64) time.Duration {
 	return sorted[i]
 }
 
-func benchNode(b *testing.B) *ontime.Node {
+func benchNode(b *testing.B) *ontime.Node { return benchNodeOn(b, "sqlite") }
+
+// benchNodeOn starts a node on a fresh database of engine.
+func benchNodeOn(b *testing.B, engine string) *ontime.Node {
 	cfg := ontime.DefaultConfig()
 	cfg.DataDir = b.TempDir()
+	if engine != "sqlite" {
+		cfg.Store.Driver = engine
+		cfg.Store.Databases = testdb.DSNs(b, engine, 1)
+	}
 	cfg.Delivery.Concurrency = 64
 	ctx := context.Background()
 	node, err := ontime.NewNode(ctx, cfg)
@@ -217,33 +225,35 @@ func BenchmarkIdleCPU(b *testing.B) {
 	}
 }
 
-// BenchmarkSubmit: the enqueue side on the embedded default, tasks due in
-// an hour (nothing fires): one Submit per op, and SubmitBatch of 1,000.
+// BenchmarkSubmit: the enqueue side on each engine, tasks due in an hour
+// (nothing fires): one Submit per op, and SubmitBatch of 1,000.
 func BenchmarkSubmit(b *testing.B) {
 	due := time.Now().Add(time.Hour)
 	payload := []byte(`{"id":"bench-000000","due":"2026-11-23T10:00:00.25Z"}`)
-	b.Run("one", func(b *testing.B) {
-		node := benchNode(b)
-		ctx := context.Background()
-		for b.Loop() {
-			if _, _, err := node.Submit(ctx, ontime.TaskSpec{Topic: "bench.submit", DueAt: due, Payload: payload}); err != nil {
-				b.Fatal(err)
+	for _, engine := range testdb.Engines {
+		b.Run(engine+"/one", func(b *testing.B) {
+			node := benchNodeOn(b, engine)
+			ctx := context.Background()
+			for b.Loop() {
+				if _, _, err := node.Submit(ctx, ontime.TaskSpec{Topic: "bench.submit", DueAt: due, Payload: payload}); err != nil {
+					b.Fatal(err)
+				}
 			}
-		}
-		b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "tasks/s")
-	})
-	b.Run("batch1000", func(b *testing.B) {
-		node := benchNode(b)
-		ctx := context.Background()
-		specs := make([]ontime.TaskSpec, 1000)
-		for i := range specs {
-			specs[i] = ontime.TaskSpec{Topic: "bench.submit", DueAt: due, Payload: payload}
-		}
-		for b.Loop() {
-			if _, err := node.SubmitBatch(ctx, specs); err != nil {
-				b.Fatal(err)
+			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "tasks/s")
+		})
+		b.Run(engine+"/batch1000", func(b *testing.B) {
+			node := benchNodeOn(b, engine)
+			ctx := context.Background()
+			specs := make([]ontime.TaskSpec, 1000)
+			for i := range specs {
+				specs[i] = ontime.TaskSpec{Topic: "bench.submit", DueAt: due, Payload: payload}
 			}
-		}
-		b.ReportMetric(float64(1000*b.N)/b.Elapsed().Seconds(), "tasks/s")
-	})
+			for b.Loop() {
+				if _, err := node.SubmitBatch(ctx, specs); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(1000*b.N)/b.Elapsed().Seconds(), "tasks/s")
+		})
+	}
 }
