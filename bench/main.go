@@ -89,13 +89,16 @@ func ids(prefix string, n int) []string {
 }
 
 // Waiting for the last deliveries: at most maxWait after the last due time
-// (River's defaults drain a 50,000-task burst in about a minute), and no
-// longer than idleWait with nothing arriving past the last due time.
+// of a burst (River's defaults drain 50,000 tasks in about a minute) or
+// steadyWait after that of a steady run (a system that is still delivering
+// then has fallen behind the rate for good), and no longer than idleWait
+// with nothing arriving past the last due time.
 const (
-	maxWait  = 2 * time.Minute
-	idleWait = 10 * time.Second
-	dupWait  = 500 * time.Millisecond // after the last one, for duplicates to show
-	batch    = 1000
+	maxWait    = 2 * time.Minute
+	steadyWait = 45 * time.Second
+	idleWait   = 10 * time.Second
+	dupWait    = 500 * time.Millisecond // after the last one, for duplicates to show
+	batch      = 1000
 )
 
 // workload is a set of due times, planned once the system has started.
@@ -142,18 +145,22 @@ func run(ctx context.Context, sys system, w workload) (result, error) {
 		}
 	}
 	last := dues[len(dues)-1]
+	wait := maxWait
+	if w.paced {
+		wait = steadyWait
+	}
 	for {
 		n, arrived := rec.state()
 		now := time.Now()
 		if n >= len(dues) {
 			break
 		}
-		if now.After(last.Add(maxWait)) {
+		if now.After(last.Add(wait)) {
 			// Counted as lost, but say so when the system was still
 			// delivering: those tasks are later than the wait, not dropped.
 			if now.Sub(arrived) < idleWait {
 				note := fmt.Sprintf("%d tasks were still undelivered when the wait ended %s after the last due time, while deliveries were still arriving: counted as lost, though late rather than dropped",
-					len(dues)-n, maxWait)
+					len(dues)-n, wait)
 				res.Note = strings.TrimPrefix(res.Note+"; "+note, "; ")
 				log.Printf("%s: %s", sys.name(), note)
 			}

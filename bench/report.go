@@ -64,8 +64,8 @@ func (ri reportInfo) render(plotDir string) string {
 		"**burst**, %s tasks due at one instant, enqueued in batches of %s, the instant %s or more after the enqueueing ends; "+
 		"**steady** %s for %s each, each batch of %s enqueued a second before it is due. "+
 		"Handlers only record the arrival time. Lateness is arrival minus due time; *early* counts tasks delivered before it, "+
-		"*lost* tasks never delivered (the wait ends %s after the last due time, or %s after the last arrival), *dup* tasks delivered twice.\n\n",
-		thousands(ri.sizes.single), thousands(ri.sizes.burst), thousands(batch), burstLead, strings.Join(rates, " and "), ri.sizes.steadyFor, thousands(batch), maxWait, idleWait)
+		"*lost* tasks never delivered (the wait ends %s after the last due time of a burst, %s after that of a steady run, or %s after the last arrival), *dup* tasks delivered twice.\n\n",
+		thousands(ri.sizes.single), thousands(ri.sizes.burst), thousands(batch), burstLead, strings.Join(rates, " and "), ri.sizes.steadyFor, thousands(batch), maxWait, steadyWait, idleWait)
 	b.WriteString("| system | knobs |\n|---|---|\n")
 	for _, s := range ri.systems {
 		fmt.Fprintf(&b, "| %s | %s |\n", s.name(), s.knobs())

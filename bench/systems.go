@@ -120,7 +120,8 @@ func (s *ontimeSys) knobs() string {
 	} else {
 		b.WriteString("hot tier memory")
 	}
-	fmt.Fprintf(&b, ", window %s, FireLead 20ms (engine default); ", time.Duration(c.Hot.Window))
+	fmt.Fprintf(&b, ", window %s, start lead 20ms or twice the slowest recent start, a burst spread up to hot.max_fire_lead %s ahead (defaults); ",
+		time.Duration(c.Hot.Window), time.Duration(c.Hot.MaxFireLead))
 	if s.webhook {
 		fmt.Fprintf(&b, "webhook: HTTP POST, unsigned, keep-alive, to a net/http receiver in the bench process on 127.0.0.1, delivery.concurrency %d per destination, timeout %s",
 			c.Delivery.Concurrency, time.Duration(c.Delivery.Timeout))
