@@ -7,23 +7,16 @@ import (
 	"context"
 
 	"github.com/ontimehq/ontime/internal/store"
+	"github.com/ontimehq/ontime/internal/submit"
 	"github.com/ontimehq/ontime/internal/task"
 )
-
-// SubmitResult is the outcome of one submitted task: the stored task, or
-// Err (a *task.FieldError for bad input, which wrote nothing).
-type SubmitResult struct {
-	Task     *task.Task
-	Existing bool // same topic and key existed: nothing was written
-	Err      error
-}
 
 // Service is what the API needs from the engine.
 type Service interface {
 	// Submit validates and stores tasks; one result per spec, in order. A
 	// spec that fails validation gets Err and is not written; the others
 	// are. The returned error is for failures of the whole call (store down).
-	Submit(ctx context.Context, specs []task.Spec) ([]SubmitResult, error)
+	Submit(ctx context.Context, specs []task.Spec) ([]submit.Result, error)
 	Get(ctx context.Context, id string) (*task.Task, error)
 	Cancel(ctx context.Context, id string) (*task.Task, error)
 	Requeue(ctx context.Context, id string) (*task.Task, error)

@@ -19,7 +19,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/ontimehq/ontime/internal/api"
 	"github.com/ontimehq/ontime/internal/deliver"
 	"github.com/ontimehq/ontime/internal/hot"
 	"github.com/ontimehq/ontime/internal/router"
@@ -168,8 +167,6 @@ type Engine struct {
 	stopOnce    sync.Once
 	stopErr     error
 }
-
-var _ api.Service = (*Engine)(nil)
 
 // New checks cfg and builds an engine; nothing runs until Start.
 func New(cfg Config) (*Engine, error) {

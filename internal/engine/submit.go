@@ -6,25 +6,25 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/ontimehq/ontime/internal/api"
 	"github.com/ontimehq/ontime/internal/hot"
 	"github.com/ontimehq/ontime/internal/router"
 	"github.com/ontimehq/ontime/internal/store"
+	"github.com/ontimehq/ontime/internal/submit"
 	"github.com/ontimehq/ontime/internal/task"
 )
 
 // ErrNotReady is returned while the engine is not started or is stopping.
-var ErrNotReady = errors.New("engine: not ready")
+var ErrNotReady = submit.ErrNotReady
 
 // Submit validates specs, stores the valid ones and answers one result per
 // spec. A task due within the window is inserted already claimed by this
 // node and goes to the hot tier once its row has committed.
-func (e *Engine) Submit(ctx context.Context, specs []task.Spec) ([]api.SubmitResult, error) {
+func (e *Engine) Submit(ctx context.Context, specs []task.Spec) ([]submit.Result, error) {
 	if !e.started.Load() || e.stopping.Load() {
 		return nil, ErrNotReady
 	}
 	now := time.Now()
-	results := make([]api.SubmitResult, len(specs))
+	results := make([]submit.Result, len(specs))
 	news := make([]store.NewTask, 0, len(specs))
 	pos := make([]int, 0, len(specs))
 	horizon := now.Add(e.cfg.Window)
@@ -59,7 +59,7 @@ func (e *Engine) Submit(ctx context.Context, specs []task.Spec) ([]api.SubmitRes
 	}
 	var entries []hot.Entry
 	for j, r := range ins {
-		results[pos[j]] = api.SubmitResult{Task: r.Task, Existing: r.Existing}
+		results[pos[j]] = submit.Result{Task: r.Task, Existing: r.Existing}
 		if r.Existing {
 			e.m.Submitted.WithLabelValues("existing").Inc()
 			continue
