@@ -49,10 +49,12 @@ type clusterRun struct {
 	close  func() error
 	cancel context.CancelFunc
 	done   chan struct{}
+	mu      sync.Mutex
+	started chan struct{}
 }
 
 // newCoordinator builds the configured coordinator (the task database's
-// first database, or etcd); the node's engine scans what it assigns.
+// first database, or etcd); the node's scanner scans what it assigns.
 func (n *Node) newCoordinator(ctx context.Context, st *sqlstore.Store) error {
 	var keys []string
 	for _, it := range st.Items() {
@@ -70,7 +72,7 @@ func (n *Node) newCoordinator(ctx context.Context, st *sqlstore.Store) error {
 			}
 		}
 		n.log.Info("cluster assignment", "term", term, "items", len(its))
-		n.eng.SetItems(its)
+		n.scan.SetItems(its)
 	}
 	ttl := time.Duration(n.cfg.Cluster.LeaseTTL)
 	switch n.cfg.Cluster.Coordinator {
@@ -80,7 +82,7 @@ func (n *Node) newCoordinator(ctx context.Context, st *sqlstore.Store) error {
 		if err != nil {
 			return err
 		}
-		n.cluster = &clusterRun{coord: c, close: c.Close}
+		n.cluster = &clusterRun{coord: c, close: c.Close, started: make(chan struct{})}
 	default:
 		if err := dbcoord.Migrate(ctx, st.DB(0), st.Driver()); err != nil {
 			return err
@@ -90,10 +92,23 @@ func (n *Node) newCoordinator(ctx context.Context, st *sqlstore.Store) error {
 		if err != nil {
 			return err
 		}
-		n.cluster = &clusterRun{coord: c, close: func() error { return nil }}
+		n.cluster = &clusterRun{coord: c, close: func() error { return nil }, started: make(chan struct{})}
 	}
 	return nil
 }
+
+// Start joins the cluster: the coordinator runs until Stop.
+func (cr *clusterRun) Start(context.Context) error {
+	cr.start()
+	close(cr.started)
+	return nil
+}
+
+// Stop leaves the cluster; idempotent.
+func (cr *clusterRun) Stop() { cr.stop() }
+
+// Started is closed once the coordinator runs.
+func (cr *clusterRun) Started() <-chan struct{} { return cr.started }
 
 func (cr *clusterRun) start() {
 	ctx, cancel := context.WithCancel(context.Background())
@@ -106,6 +121,8 @@ func (cr *clusterRun) start() {
 
 // stop leaves the cluster: items handed back, leadership resigned.
 func (cr *clusterRun) stop() {
+	cr.mu.Lock()
+	defer cr.mu.Unlock()
 	if cr.cancel != nil {
 		cr.cancel()
 		<-cr.done

@@ -21,6 +21,7 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -30,7 +31,12 @@ import (
 	"github.com/ontimehq/ontime/internal/api"
 	"github.com/ontimehq/ontime/internal/deliver"
 	"github.com/ontimehq/ontime/internal/deliver/webhook"
-	"github.com/ontimehq/ontime/internal/engine"
+	"github.com/ontimehq/ontime/internal/complete"
+	"github.com/ontimehq/ontime/internal/fire"
+	"github.com/ontimehq/ontime/internal/metrics"
+	"github.com/ontimehq/ontime/internal/scan"
+	"github.com/ontimehq/ontime/internal/startstop"
+	"github.com/ontimehq/ontime/internal/submit"
 	"github.com/ontimehq/ontime/internal/hot"
 	"github.com/ontimehq/ontime/internal/hot/memory"
 	hotredis "github.com/ontimehq/ontime/internal/hot/redis"
@@ -106,16 +112,32 @@ func viewOf(t *task.Task) *Task {
 		MaxAttempts: t.MaxAttempts, Status: t.Status.String(), Attempts: t.Attempts, CreatedAt: t.CreatedAt, LastError: t.LastError}
 }
 
-// Node is one ontime node: store, hot tier, scanner, dispatcher, engine.
+// Node is one ontime node and the composition root of its pipeline:
+//
+//	submit ─► store ─► scan ─► hot tier ─► fire ─► deliver ─► complete
+//
+// NewNode builds every stage with its dependencies; Start starts them
+// receivers first (complete, deliver, fire, scan, then the coordinator that
+// assigns what to scan) and Stop stops them in reverse, senders before
+// receivers, so nothing is handed to a stage that has stopped. The node
+// built the store and the hot tier, so it closes them, last.
 type Node struct {
 	cfg     Config
 	log     *slog.Logger
-	store   store.Store
+	store   *sqlstore.Store
 	tier    hot.Tier
-	eng     *engine.Engine
 	reg     *prometheus.Registry
+	submit  *submit.Service
+	scan    *scan.Scanner
+	router  *deliver.Router
 	cluster *clusterRun // nil without a coordinator
-	closed  bool
+	// services in start order; stopped in reverse.
+	services []startstop.Service
+
+	lifeMu   sync.Mutex
+	started  bool
+	stopDone chan struct{} // closed when Stop has finished; nil before the first Stop
+	stopErr  error
 }
 
 // NodeOption adjusts a Node beyond its Config.
@@ -123,7 +145,6 @@ type NodeOption func(*nodeOptions)
 
 type nodeOptions struct {
 	logger *slog.Logger
-	tuning func(*engine.Config)
 }
 
 // WithLogger sets the node's logger (default: discard).
@@ -156,21 +177,22 @@ func NewNode(ctx context.Context, cfg Config, opts ...NodeOption) (*Node, error)
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	n := &Node{cfg: cfg, log: o.logger, store: st, reg: reg}
-	if err := n.build(ctx, o); err != nil {
-		st.Close()
+	if err := n.build(ctx); err != nil {
+		n.closeResources()
 		return nil, err
 	}
 	if cfg.Cluster.Coordinator != "none" {
 		if err := n.newCoordinator(ctx, st); err != nil {
-			n.tier.Close()
-			st.Close()
+			n.closeResources()
 			return nil, fmt.Errorf("cluster: %w", err)
 		}
 	}
 	return n, nil
 }
 
-func (n *Node) build(ctx context.Context, o nodeOptions) error {
+// build opens the hot tier and builds the stages, each from the ones it
+// hands work to.
+func (n *Node) build(ctx context.Context) error {
 	cfg := n.cfg
 	window := time.Duration(cfg.Hot.Window)
 	switch cfg.Hot.Tier {
@@ -188,43 +210,69 @@ func (n *Node) build(ctx context.Context, o nodeOptions) error {
 		}
 		n.tier = t
 	}
+	m := metrics.New(n.reg)
+	planner := hot.NewPlanner(FireLead, maxFireLead(cfg.Hot.MaxFireLead, window))
+	comp, err := complete.New(complete.Config{Store: n.store, Logger: n.log, Metrics: m,
+		Retry: deliver.RetryPolicy{Base: time.Duration(cfg.Delivery.RetryBase), Max: time.Duration(cfg.Delivery.RetryMax)}})
+	if err != nil {
+		return err
+	}
 	disp, err := deliver.NewDispatcher(deliver.DispatcherConfig{
 		PerDestConcurrency: cfg.Delivery.Concurrency,
 		Breaker:            deliver.BreakerConfig{FailureThreshold: cfg.Delivery.BreakerFailures, OpenFor: time.Duration(cfg.Delivery.BreakerOpenFor)},
+		ShutdownGrace:      time.Duration(cfg.Delivery.ShutdownGrace),
 		Logger:             n.log,
 	})
 	if err != nil {
-		n.tier.Close()
 		return fmt.Errorf("delivery: %w", err)
 	}
 	wh, err := webhook.New(webhook.Config{Secret: cfg.Delivery.WebhookSecret, Timeout: time.Duration(cfg.Delivery.Timeout)})
 	if err != nil {
-		n.tier.Close()
 		return fmt.Errorf("delivery: %w", err)
 	}
-	ecfg := engine.Config{
-		Store: n.store, Tier: n.tier, Dispatcher: disp, Webhook: wh,
-		Topology: router.Topology{Databases: len(cfg.Store.Databases), Tables: cfg.Store.Tables},
-		Segments: cfg.Store.Segments, NodeID: cfg.NodeID, Window: window,
-		MaxFireLead:   maxFireLead(cfg.Hot.MaxFireLead, window),
-		LeaseTTL:      time.Duration(cfg.Delivery.LeaseTTL),
-		DeliveryLease: time.Duration(cfg.Delivery.Timeout) + time.Duration(cfg.Delivery.LeaseTTL),
-		ShutdownGrace: time.Duration(cfg.Delivery.ShutdownGrace),
-		Limits:        task.Limits{MaxPayloadBytes: cfg.Delivery.MaxPayloadBytes, DefaultMaxAttempts: cfg.Delivery.MaxAttempts},
-		Retry:         deliver.RetryPolicy{Base: time.Duration(cfg.Delivery.RetryBase), Max: time.Duration(cfg.Delivery.RetryMax)},
-		Logger:        n.log,
-		Metrics:       engine.NewMetrics(n.reg),
-	}
-	if o.tuning != nil {
-		o.tuning(&ecfg)
-	}
-	eng, err := engine.New(ecfg)
+	n.router, err = deliver.NewRouter(deliver.RouterConfig{Dispatcher: disp, Webhook: wh, Outcomes: comp, NodeID: cfg.NodeID, Metrics: m})
 	if err != nil {
-		n.tier.Close()
 		return err
 	}
-	n.eng = eng
+	firer, err := fire.New(fire.Config{Store: n.store, Tier: n.tier, Planner: planner, Sender: n.router, Outcomes: comp,
+		MaxLead: max(maxFireLead(cfg.Hot.MaxFireLead, window), FireLead),
+		// The running lease outlives the longest delivery (the webhook
+		// timeout) by the claim lease.
+		DeliveryLease: time.Duration(cfg.Delivery.Timeout) + time.Duration(cfg.Delivery.LeaseTTL),
+		Logger:        n.log, Metrics: m})
+	if err != nil {
+		return err
+	}
+	n.scan, err = scan.New(scan.Config{Store: n.store, Tier: n.tier, Planner: planner, NodeID: cfg.NodeID,
+		Window: window, LeaseTTL: time.Duration(cfg.Delivery.LeaseTTL), Logger: n.log, Metrics: m})
+	if err != nil {
+		return err
+	}
+	n.submit, err = submit.New(submit.Config{Store: n.store, Tier: n.tier, Planner: planner, Notifier: n.scan,
+		Topology: router.Topology{Databases: len(cfg.Store.Databases), Tables: cfg.Store.Tables},
+		Segments: cfg.Store.Segments, NodeID: cfg.NodeID, Window: window, LeaseTTL: time.Duration(cfg.Delivery.LeaseTTL),
+		Limits: task.Limits{MaxPayloadBytes: cfg.Delivery.MaxPayloadBytes, DefaultMaxAttempts: cfg.Delivery.MaxAttempts},
+		Logger: n.log, Metrics: m})
+	if err != nil {
+		return err
+	}
+	n.services = []startstop.Service{comp, disp, firer, n.scan}
+	n.reg.MustRegister(newGauges(n.store, n.tier, disp, n.log))
 	return nil
+}
+
+// closeResources closes what NewNode opened: the hot tier and the store.
+func (n *Node) closeResources() error {
+	var errs []error
+	if n.tier != nil {
+		if err := n.tier.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("hot tier: %w", err))
+		}
+	}
+	if err := n.store.Close(); err != nil {
+		errs = append(errs, fmt.Errorf("store: %w", err))
+	}
+	return errors.Join(errs...)
 }
 
 // Handle registers h for tasks of topic submitted without a target.
@@ -233,43 +281,83 @@ func (n *Node) Handle(topic string, h Handler) error {
 	if h == nil {
 		return errors.New("ontime: nil handler")
 	}
-	return n.eng.Handle(topic, deliver.HandlerFunc(func(ctx context.Context, d deliver.Delivery) error {
+	return n.router.Handle(topic, deliver.HandlerFunc(func(ctx context.Context, d deliver.Delivery) error {
 		return h(ctx, &Delivery{ID: d.ID, Topic: d.Topic, Key: d.Key, Payload: d.Payload, DueAt: d.DueAt, Attempt: d.Attempt})
 	}))
 }
 
 // Start starts scanning and delivering; it returns at once. Alone, the
 // node scans every sharding item; in a cluster, those the leader assigns.
+// A node starts once; after Stop it cannot start again.
 func (n *Node) Start(ctx context.Context) error {
-	if err := n.eng.Start(ctx, n.cluster == nil); err != nil {
+	n.lifeMu.Lock()
+	defer n.lifeMu.Unlock()
+	switch {
+	case n.stopDone != nil:
+		return errors.New("ontime: node stopped")
+	case n.started:
+		return errors.New("ontime: node already started")
+	}
+	if err := n.store.Ping(ctx); err != nil {
+		return fmt.Errorf("store: %w", err)
+	}
+	// The pipeline outlives the caller's context: Stop ends it.
+	ctx = context.WithoutCancel(ctx)
+	if n.cluster == nil {
+		n.scan.SetItems(n.store.Items())
+	}
+	services := n.services
+	if n.cluster != nil {
+		services = append(services[:len(services):len(services)], n.cluster)
+	}
+	if err := startstop.StartAll(ctx, services...); err != nil {
 		return err
 	}
-	if n.cluster != nil {
-		n.cluster.start()
-	}
+	n.services = services
+	n.started = true
+	n.submit.SetReady(true)
+	n.log.Info("node started", "node", n.cfg.NodeID, "window", time.Duration(n.cfg.Hot.Window), "items", len(n.store.Items()))
 	return nil
 }
 
-// Stop stops claiming, finishes or releases in-flight work within the
-// shutdown grace, and closes the store. Idempotent.
+// Stop refuses new submits, hands this node's items to the others, stops
+// claiming, lets in-flight deliveries finish within delivery.shutdown_grace,
+// writes their outcomes, releases what the hot tier still holds and closes
+// the tier and the store. It may be called any number of times, from any
+// number of goroutines: each call returns when the node has stopped, or
+// with ctx's error when ctx ends first (the stop goes on).
 func (n *Node) Stop(ctx context.Context) error {
-	if n.cluster != nil {
-		n.cluster.stop() // hand items to the others first
+	n.lifeMu.Lock()
+	if n.stopDone == nil {
+		n.stopDone = make(chan struct{})
+		go func() {
+			defer close(n.stopDone)
+			n.stopErr = n.stop()
+		}()
 	}
-	err := n.eng.Stop(ctx)
-	if !n.closed {
-		n.closed = true
-		if cerr := n.store.Close(); cerr != nil {
-			err = errors.Join(err, cerr)
-		}
+	done := n.stopDone
+	n.lifeMu.Unlock()
+	select {
+	case <-done:
+		return n.stopErr
+	case <-ctx.Done():
+		return ctx.Err()
 	}
-	return err
+}
+
+func (n *Node) stop() error {
+	n.submit.SetReady(false)
+	if n.started {
+		startstop.StopAllReverse(n.services...)
+		n.log.Info("node stopped", "node", n.cfg.NodeID)
+	}
+	return n.closeResources()
 }
 
 // Submit stores one task and returns it; created is false when a task with
 // the same topic and key existed (nothing was written).
 func (n *Node) Submit(ctx context.Context, s TaskSpec) (t *Task, created bool, err error) {
-	res, err := n.eng.Submit(ctx, []task.Spec{specOf(s)})
+	res, err := n.submit.Submit(ctx, []task.Spec{specOf(s)})
 	if err != nil {
 		return nil, false, err
 	}
@@ -288,7 +376,7 @@ func (n *Node) SubmitBatch(ctx context.Context, specs []TaskSpec) ([]BatchResult
 	for i, s := range specs {
 		in[i] = specOf(s)
 	}
-	res, err := n.eng.Submit(ctx, in)
+	res, err := n.submit.Submit(ctx, in)
 	if err != nil {
 		return nil, err
 	}
@@ -325,7 +413,7 @@ func specOf(s TaskSpec) task.Spec {
 
 // Get returns a task by ID.
 func (n *Node) Get(ctx context.Context, id string) (*Task, error) {
-	t, err := n.eng.Get(ctx, id)
+	t, err := n.submit.Get(ctx, id)
 	if err != nil {
 		return nil, err
 	}
@@ -334,7 +422,7 @@ func (n *Node) Get(ctx context.Context, id string) (*Task, error) {
 
 // Cancel cancels a pending task; ErrConflict once it is running or final.
 func (n *Node) Cancel(ctx context.Context, id string) (*Task, error) {
-	t, err := n.eng.Cancel(ctx, id)
+	t, err := n.submit.Cancel(ctx, id)
 	if err != nil {
 		return nil, err
 	}
@@ -343,7 +431,7 @@ func (n *Node) Cancel(ctx context.Context, id string) (*Task, error) {
 
 // HTTPHandler serves the HTTP API v1 for this node.
 func (n *Node) HTTPHandler() http.Handler {
-	return api.NewHandler(n.eng, api.Options{
+	return api.NewHandler(n.submit, api.Options{
 		MaxPayloadBytes: n.cfg.Delivery.MaxPayloadBytes,
 		Logger:          n.log,
 		Extra: map[string]http.Handler{
@@ -363,9 +451,14 @@ func NewLogger(w io.Writer, level string) *slog.Logger {
 	return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: l}))
 }
 
-// maxFireLead maps hot.max_fire_lead to the engine's knob, where zero
-// means the default and a value not above the base lead turns spreading off.
+// maxFireLead maps hot.max_fire_lead to the planner's max, where zero turns
+// spreading off (every task leaves FireLead ahead).
 // A task cannot be fired before it is in the hot tier, so the window caps it.
+// FireLead is how long before its due time a task leaves the hot tier and
+// is marked running, when nothing else is due with it: it keeps the store
+// write off the lateness path (see hot.Planner).
+const FireLead = 20 * time.Millisecond
+
 func maxFireLead(d Duration, window time.Duration) time.Duration {
 	if d == 0 {
 		return -1

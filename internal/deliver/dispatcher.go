@@ -7,6 +7,8 @@ import (
 	"log/slog"
 	"sync"
 	"time"
+
+	"github.com/ontimehq/ontime/internal/startstop"
 )
 
 var (
@@ -23,6 +25,9 @@ type DispatcherConfig struct {
 	PerDestConcurrency int // deliveries in flight per destination; default 32
 	PerDestQueue       int // queued deliveries per destination; default 100000
 	Breaker            BreakerConfig
+	// ShutdownGrace is how long Stop waits for queued and in-flight
+	// deliveries before failing the queued ones with ErrStopped; default 15s.
+	ShutdownGrace time.Duration
 	Logger             *slog.Logger
 }
 
@@ -45,6 +50,9 @@ func (c *DispatcherConfig) withDefaults() error {
 	if c.Breaker.OpenFor == 0 {
 		c.Breaker.OpenFor = 10 * time.Second
 	}
+	if c.ShutdownGrace == 0 {
+		c.ShutdownGrace = 15 * time.Second
+	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -57,6 +65,8 @@ func (c *DispatcherConfig) withDefaults() error {
 		return fmt.Errorf("delivery.breaker_failures: %d; at least 1", c.Breaker.FailureThreshold)
 	case c.Breaker.OpenFor < 0:
 		return fmt.Errorf("delivery.breaker_open_for: %s is negative", c.Breaker.OpenFor)
+	case c.ShutdownGrace < 0:
+		return fmt.Errorf("delivery.shutdown_grace: %s is negative", c.ShutdownGrace)
 	}
 	return nil
 }
@@ -64,11 +74,16 @@ func (c *DispatcherConfig) withDefaults() error {
 // Dispatcher runs deliveries in per-destination lanes. Each lane has its
 // own bounded queue, its own workers (at most PerDestConcurrency) and its
 // own circuit breaker, so a hanging endpoint fills only its own lane.
+//
+// Lane workers are started on demand and exit when their lane is empty, so
+// an idle destination costs no goroutine; the dispatcher owns them all:
+// it takes work between Start and Stop, and Stop waits for every worker.
 type Dispatcher struct {
+	startstop.Base
 	cfg     DispatcherConfig
 	mu      sync.Mutex
 	lanes   map[string]*lane
-	stopped bool
+	stopped bool           // refusing work: before Start and from Stop on
 	wg      sync.WaitGroup // every worker goroutine
 }
 
@@ -101,14 +116,54 @@ func NewDispatcher(cfg DispatcherConfig) (*Dispatcher, error) {
 	if err := cfg.withDefaults(); err != nil {
 		return nil, err
 	}
-	return &Dispatcher{cfg: cfg, lanes: map[string]*lane{}}, nil
+	return &Dispatcher{cfg: cfg, lanes: map[string]*lane{}, stopped: true}, nil
 }
 
-// Dispatch queues d for dest and returns at once. done is called exactly
-// once, from a lane goroutine or before Dispatch returns, with the sink's
-// error or an error wrapping ErrLaneFull, ErrCircuitOpen or ErrStopped.
-func (p *Dispatcher) Dispatch(ctx context.Context, dest string, sink Sink, d Delivery, done func(error)) {
-	p.DispatchAll(ctx, dest, sink, []Job{{Delivery: d, Done: done}})
+// Start makes the dispatcher take work.
+func (p *Dispatcher) Start(ctx context.Context) error {
+	ctx, ok, started, stopped := p.StartInit(ctx)
+	if !ok {
+		return nil
+	}
+	p.mu.Lock()
+	p.stopped = false
+	p.mu.Unlock()
+	started()
+	go func() {
+		defer stopped()
+		<-ctx.Done()
+		p.drain()
+	}()
+	return nil
+}
+
+// drain refuses new work and waits for queued and in-flight deliveries for
+// up to ShutdownGrace; what is still queued then is failed with ErrStopped
+// (the task is retried without using an attempt), and in-flight calls end
+// with their own contexts and timeouts.
+func (p *Dispatcher) drain() {
+	p.mu.Lock()
+	p.stopped = true
+	p.mu.Unlock()
+	waited := make(chan struct{})
+	go func() { p.wg.Wait(); close(waited) }()
+	grace := time.NewTimer(p.cfg.ShutdownGrace)
+	defer grace.Stop()
+	select {
+	case <-waited:
+		return
+	case <-grace.C:
+	}
+	p.mu.Lock()
+	var dropped []job
+	for _, l := range p.lanes {
+		dropped = append(dropped, l.queue.take(l.queue.n)...)
+	}
+	p.mu.Unlock()
+	for _, j := range dropped {
+		j.done(ErrStopped)
+	}
+	<-waited
 }
 
 // Job is one delivery of DispatchAll and the function told its outcome.
@@ -119,7 +174,10 @@ type Job struct {
 
 // DispatchAll queues jobs for one destination under one lock: a burst of
 // tasks due at one instant reaches its lane without a lock handover per
-// task. Each job's Done is called exactly once, as with Dispatch.
+// task. It returns at once; each job's Done is called exactly once, from a
+// lane goroutine or before DispatchAll returns, with the sink's error or an
+// error wrapping ErrLaneFull, ErrCircuitOpen or ErrStopped. Deliveries run
+// with ctx.
 func (p *Dispatcher) DispatchAll(ctx context.Context, dest string, sink Sink, jobs []Job) {
 	var refused []Job
 	var why error
@@ -212,33 +270,6 @@ func (p *Dispatcher) work(l *lane) {
 		}
 		last, lastErr, has = next, next.sink.Deliver(next.ctx, next.d), true
 	}
-}
-
-// Stop refuses new work and waits for queued and in-flight deliveries until
-// ctx ends; what is still queued then is failed with ErrStopped.
-func (p *Dispatcher) Stop(ctx context.Context) error {
-	p.mu.Lock()
-	p.stopped = true
-	p.mu.Unlock()
-	waited := make(chan struct{})
-	go func() { p.wg.Wait(); close(waited) }()
-	select {
-	case <-waited:
-		return nil
-	case <-ctx.Done():
-	}
-	// Give up on queued work; in-flight calls end with their contexts.
-	p.mu.Lock()
-	var dropped []job
-	for _, l := range p.lanes {
-		dropped = append(dropped, l.queue.take(l.queue.n)...)
-	}
-	p.mu.Unlock()
-	for _, j := range dropped {
-		j.done(ErrStopped)
-	}
-	<-waited
-	return nil
 }
 
 // Stats returns a snapshot per active destination.

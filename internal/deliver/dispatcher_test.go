@@ -54,6 +54,7 @@ func TestHangingDestinationIsolated(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	startDispatcher(t, p)
 	release := make(chan struct{})
 	var inSlow, maxSlow atomic.Int32
 	slow := HandlerFunc(func(ctx context.Context, d Delivery) error {
@@ -72,10 +73,10 @@ func TestHangingDestinationIsolated(t *testing.T) {
 	ctx := context.Background()
 	rs, rf := newResult(50), newResult(200)
 	for i := range 50 {
-		p.Dispatch(ctx, "slow", slow, Delivery{ID: fmt.Sprint("s", i)}, rs.done(fmt.Sprint("s", i)))
+		dispatchOne(p, ctx, "slow", slow, Delivery{ID: fmt.Sprint("s", i)}, rs.done(fmt.Sprint("s", i)))
 	}
 	for i := range 200 {
-		p.Dispatch(ctx, "fast", fast, Delivery{ID: fmt.Sprint("f", i)}, rf.done(fmt.Sprint("f", i)))
+		dispatchOne(p, ctx, "fast", fast, Delivery{ID: fmt.Sprint("f", i)}, rf.done(fmt.Sprint("f", i)))
 	}
 	waitGroup(t, &rf.wg, 10*time.Second)
 	for id, err := range rf.errs {
@@ -97,13 +98,12 @@ func TestHangingDestinationIsolated(t *testing.T) {
 	if m := maxSlow.Load(); m != 4 {
 		t.Fatalf("slow destination saw %d concurrent deliveries, limit 4", m)
 	}
-	if err := p.Stop(ctx); err != nil {
-		t.Fatal(err)
-	}
+	p.Stop()
 }
 
 func TestBreakerOpensFailsFastAndRecovers(t *testing.T) {
 	p, _ := NewDispatcher(DispatcherConfig{PerDestConcurrency: 1, Breaker: BreakerConfig{FailureThreshold: 3, OpenFor: 300 * time.Millisecond}})
+	startDispatcher(t, p)
 	var calls atomic.Int32
 	var healthy atomic.Bool
 	sink := HandlerFunc(func(ctx context.Context, d Delivery) error {
@@ -116,12 +116,12 @@ func TestBreakerOpensFailsFastAndRecovers(t *testing.T) {
 	ctx := context.Background()
 	r := newResult(3)
 	for i := range 3 {
-		p.Dispatch(ctx, "d", sink, Delivery{}, r.done(fmt.Sprint(i)))
+		dispatchOne(p, ctx, "d", sink, Delivery{}, r.done(fmt.Sprint(i)))
 	}
 	waitGroup(t, &r.wg, 5*time.Second)
 	// Open: fails fast without calling the sink.
 	r2 := newResult(1)
-	p.Dispatch(ctx, "d", sink, Delivery{}, r2.done("x"))
+	dispatchOne(p, ctx, "d", sink, Delivery{}, r2.done("x"))
 	waitGroup(t, &r2.wg, 5*time.Second)
 	if !errors.Is(r2.errs["x"], ErrCircuitOpen) || calls.Load() != 3 {
 		t.Fatalf("open breaker: err %v, calls %d", r2.errs["x"], calls.Load())
@@ -133,14 +133,14 @@ func TestBreakerOpensFailsFastAndRecovers(t *testing.T) {
 	healthy.Store(true)
 	time.Sleep(400 * time.Millisecond)
 	r3 := newResult(1)
-	p.Dispatch(ctx, "d", sink, Delivery{}, r3.done("probe"))
+	dispatchOne(p, ctx, "d", sink, Delivery{}, r3.done("probe"))
 	waitGroup(t, &r3.wg, 5*time.Second)
 	if r3.errs["probe"] != nil {
 		t.Fatalf("probe: %v", r3.errs["probe"])
 	}
 	r4 := newResult(5)
 	for i := range 5 {
-		p.Dispatch(ctx, "d", sink, Delivery{}, r4.done(fmt.Sprint(i)))
+		dispatchOne(p, ctx, "d", sink, Delivery{}, r4.done(fmt.Sprint(i)))
 	}
 	waitGroup(t, &r4.wg, 5*time.Second)
 	for _, err := range r4.errs {
@@ -152,12 +152,13 @@ func TestBreakerOpensFailsFastAndRecovers(t *testing.T) {
 
 func TestLaneFullAndStop(t *testing.T) {
 	p, _ := NewDispatcher(DispatcherConfig{PerDestConcurrency: 1, PerDestQueue: 2})
+	startDispatcher(t, p)
 	block := make(chan struct{})
 	sink := HandlerFunc(func(ctx context.Context, d Delivery) error { <-block; return nil })
 	ctx := context.Background()
 	r := newResult(4)
 	for i := range 4 {
-		p.Dispatch(ctx, "d", sink, Delivery{}, r.done(fmt.Sprint(i)))
+		dispatchOne(p, ctx, "d", sink, Delivery{}, r.done(fmt.Sprint(i)))
 		time.Sleep(20 * time.Millisecond) // let the worker take the first
 	}
 	// 1 in flight + 2 queued; the 4th is refused.
@@ -167,11 +168,11 @@ func TestLaneFullAndStop(t *testing.T) {
 	if !errors.Is(full, ErrLaneFull) {
 		t.Fatalf("4th dispatch: %v, want ErrLaneFull", full)
 	}
-	stopped := make(chan error, 1)
-	go func() { stopped <- p.Stop(ctx) }()
+	stopped := make(chan struct{})
+	go func() { p.Stop(); close(stopped) }()
 	time.Sleep(50 * time.Millisecond)
 	r5 := newResult(1)
-	p.Dispatch(ctx, "d", sink, Delivery{}, r5.done("late"))
+	dispatchOne(p, ctx, "d", sink, Delivery{}, r5.done("late"))
 	if !errors.Is(r5.errs["late"], ErrStopped) {
 		t.Fatalf("dispatch after stop: %v", r5.errs["late"])
 	}
@@ -181,16 +182,15 @@ func TestLaneFullAndStop(t *testing.T) {
 	default:
 	}
 	close(block)
-	if err := <-stopped; err != nil {
-		t.Fatal(err)
-	}
+	<-stopped
 	waitGroup(t, &r.wg, 5*time.Second)
 	// Idle lanes leave no goroutine behind.
-	base := runtime.NumGoroutine()
 	p2, _ := NewDispatcher(DispatcherConfig{})
+	startDispatcher(t, p2)
+	base := runtime.NumGoroutine()
 	r6 := newResult(100)
 	for i := range 100 {
-		p2.Dispatch(ctx, fmt.Sprint("dest", i), HandlerFunc(func(context.Context, Delivery) error { return nil }), Delivery{}, r6.done(fmt.Sprint(i)))
+		dispatchOne(p2, ctx, fmt.Sprint("dest", i), HandlerFunc(func(context.Context, Delivery) error { return nil }), Delivery{}, r6.done(fmt.Sprint(i)))
 	}
 	waitGroup(t, &r6.wg, 5*time.Second)
 	deadline := time.Now().Add(5 * time.Second)
@@ -240,12 +240,13 @@ func TestPermanentAndPanic(t *testing.T) {
 
 func BenchmarkDispatchNoop(b *testing.B) {
 	p, _ := NewDispatcher(DispatcherConfig{})
+	startDispatcher(b, p)
 	sink := HandlerFunc(func(context.Context, Delivery) error { return nil })
 	var wg sync.WaitGroup
 	ctx := context.Background()
 	for b.Loop() {
 		wg.Add(1)
-		p.Dispatch(ctx, "d", sink, Delivery{}, func(error) { wg.Done() })
+		dispatchOne(p, ctx, "d", sink, Delivery{}, func(error) { wg.Done() })
 	}
 	wg.Wait()
 }
@@ -259,6 +260,7 @@ func TestDispatchAllBurst(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	startDispatcher(t, p)
 	gate := make(chan struct{})
 	var running, peak atomic.Int32
 	var delivered sync.Map
@@ -320,6 +322,7 @@ func TestDispatchAllBurst(t *testing.T) {
 // goroutines, as the engine releases tasks due at one instant.
 func BenchmarkDispatchAllBurst(b *testing.B) {
 	p, _ := NewDispatcher(DispatcherConfig{PerDestConcurrency: 64, PerDestQueue: 1 << 20})
+	startDispatcher(b, p)
 	sink := HandlerFunc(func(context.Context, Delivery) error { return nil })
 	ctx := context.Background()
 	for b.Loop() {
@@ -341,4 +344,18 @@ func BenchmarkDispatchAllBurst(b *testing.B) {
 		wg.Wait()
 	}
 	b.ReportMetric(float64(b.N*50000)/b.Elapsed().Seconds(), "deliveries/s")
+}
+
+// dispatchOne queues one delivery.
+func dispatchOne(p *Dispatcher, ctx context.Context, dest string, sink Sink, d Delivery, done func(error)) {
+	p.DispatchAll(ctx, dest, sink, []Job{{Delivery: d, Done: done}})
+}
+
+// startDispatcher starts p and stops it when the test ends.
+func startDispatcher(tb testing.TB, p *Dispatcher) {
+	tb.Helper()
+	if err := p.Start(context.Background()); err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(p.Stop)
 }

@@ -11,6 +11,7 @@ package store
 import (
 	"context"
 	"errors"
+	"math/rand/v2"
 	"time"
 
 	"github.com/ontimehq/ontime/internal/task"
@@ -182,4 +183,13 @@ type Store interface {
 	Ping(ctx context.Context) error
 
 	Close() error
+}
+
+// NewToken returns a fresh, non-zero claim token (Lease.Token).
+func NewToken() int64 {
+	for {
+		if t := rand.Int64(); t != 0 {
+			return t
+		}
+	}
 }

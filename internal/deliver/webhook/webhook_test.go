@@ -107,13 +107,17 @@ func BenchmarkWebhookLoopback(b *testing.B) {
 	s, _ := New(Config{Secret: "k"})
 	p, _ := deliver.NewDispatcher(deliver.DispatcherConfig{PerDestConcurrency: 32})
 	ctx := context.Background()
+	if err := p.Start(ctx); err != nil {
+		b.Fatal(err)
+	}
+	defer p.Stop()
 	done := make(chan error, 1024)
 	window := make(chan struct{}, 512) // outstanding deliveries, below the lane's queue
 	b.ResetTimer()
 	go func() {
 		for i := 0; i < b.N; i++ {
 			window <- struct{}{}
-			p.Dispatch(ctx, srv.URL, s, deliver.Delivery{ID: "x", Target: srv.URL, Payload: []byte(`{}`)}, func(err error) { <-window; done <- err })
+			p.DispatchAll(ctx, srv.URL, s, []deliver.Job{{Delivery: deliver.Delivery{ID: "x", Target: srv.URL, Payload: []byte(`{}`)}, Done: func(err error) { <-window; done <- err }}})
 		}
 	}()
 	for i := 0; i < b.N; i++ {

@@ -1,10 +1,13 @@
-package engine
+// Package metrics holds the Prometheus series of a node's pipeline stages.
+// Each stage records into the series of its step; the node registers them
+// on its own registry, never on the global default one.
+package metrics
 
 import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// Metrics are the engine's Prometheus series. They are registered on the
+// Metrics are the pipeline's Prometheus series. They are registered on the
 // registry the node passes in, never on the global default one.
 type Metrics struct {
 	Submitted *prometheus.CounterVec // result: created | existing | invalid
@@ -16,8 +19,8 @@ type Metrics struct {
 	ScanErrs  prometheus.Counter
 }
 
-// NewMetrics creates the series and registers them on reg (nil: not registered).
-func NewMetrics(reg prometheus.Registerer) *Metrics {
+// New creates the series and registers them on reg (nil: not registered).
+func New(reg prometheus.Registerer) *Metrics {
 	m := &Metrics{
 		Submitted: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "ontime_tasks_submitted_total", Help: "Tasks submitted, by result."}, []string{"result"}),
 		Claimed:   prometheus.NewCounter(prometheus.CounterOpts{Name: "ontime_tasks_claimed_total", Help: "Tasks claimed into the hot tier by scanners."}),

@@ -1,4 +1,4 @@
-package engine
+package hot
 
 import (
 	"testing"
@@ -6,12 +6,12 @@ import (
 )
 
 func TestLeadPlannerQuietTrafficFiresAtBase(t *testing.T) {
-	p := newLeadPlanner(20*time.Millisecond, 5*time.Second)
+	p := NewPlanner(20*time.Millisecond, 5*time.Second)
 	now := time.Unix(1_000_000, 0)
 	// 1,000 tasks/s for 10 s: far below capacity, every task fires at base.
 	for i := range 10000 {
 		due := now.Add(time.Second + time.Duration(i)*time.Millisecond)
-		if got, want := p.fireAt(now, due), due.Add(-20*time.Millisecond); !got.Equal(want) {
+		if got, want := p.FireAt(now, due), due.Add(-20*time.Millisecond); !got.Equal(want) {
 			t.Fatalf("task %d: fires at %s, want %s (due − base)", i, got.Sub(due), want.Sub(due))
 		}
 	}
@@ -19,15 +19,15 @@ func TestLeadPlannerQuietTrafficFiresAtBase(t *testing.T) {
 
 func TestLeadPlannerSpreadsBurstWithinBounds(t *testing.T) {
 	const base, maxLead = 20 * time.Millisecond, 5 * time.Second
-	p := newLeadPlanner(base, maxLead)
+	p := NewPlanner(base, maxLead)
 	now := time.Unix(1_000_000, 0)
 	due := now.Add(30 * time.Second)
-	capacity := int(p.estimate() * leadBucket.Seconds())
+	capacity := int(p.Estimate() * leadBucket.Seconds())
 	const n = 50000
 	perBucket := map[int64]int{}
 	prev := due
 	for i := range n {
-		at := p.fireAt(now, due)
+		at := p.FireAt(now, due)
 		if at.After(due.Add(-base)) {
 			t.Fatalf("task %d fires %s before due, less than base %s", i, due.Sub(at), base)
 		}
@@ -51,85 +51,85 @@ func TestLeadPlannerSpreadsBurstWithinBounds(t *testing.T) {
 	}
 	// A task due just after the burst still gets its own slot at base.
 	later := due.Add(leadBucket)
-	if got := p.fireAt(now, later); !got.Equal(later.Add(-base)) {
+	if got := p.FireAt(now, later); !got.Equal(later.Add(-base)) {
 		t.Errorf("task after the burst fires %s before due, want %s", later.Sub(got), base)
 	}
 }
 
 func TestLeadPlannerNeverBeforeNowOrBeyondMax(t *testing.T) {
-	p := newLeadPlanner(20*time.Millisecond, time.Second)
+	p := NewPlanner(20*time.Millisecond, time.Second)
 	now := time.Unix(1_000_000, 0)
 	due := now.Add(300 * time.Millisecond)
 	for i := range 100000 { // far more than fits in 300 ms
-		at := p.fireAt(now, due)
+		at := p.FireAt(now, due)
 		if at.Before(now.Truncate(leadBucket)) {
 			t.Fatalf("task %d fires at %s, before now", i, now.Sub(at))
 		}
 	}
 	// Overdue tasks are not planned at all.
-	if got, due := p.fireAt(now, now.Add(-time.Second)), now.Add(-time.Second); !got.Equal(due.Add(-20 * time.Millisecond)) {
+	if got, due := p.FireAt(now, now.Add(-time.Second)), now.Add(-time.Second); !got.Equal(due.Add(-20 * time.Millisecond)) {
 		t.Errorf("overdue task fires at %s, want due − base", got)
 	}
 }
 
 func TestLeadPlannerOffWhenMaxNotAboveBase(t *testing.T) {
-	p := newLeadPlanner(20*time.Millisecond, 20*time.Millisecond)
+	p := NewPlanner(20*time.Millisecond, 20*time.Millisecond)
 	now := time.Unix(1_000_000, 0)
 	due := now.Add(10 * time.Second)
 	for range 100000 {
-		if got := p.fireAt(now, due); !got.Equal(due.Add(-20 * time.Millisecond)) {
+		if got := p.FireAt(now, due); !got.Equal(due.Add(-20 * time.Millisecond)) {
 			t.Fatalf("spreading is off but a task fires %s ahead", due.Sub(got))
 		}
 	}
 }
 
 func TestLeadPlannerLearnsStoreRate(t *testing.T) {
-	p := newLeadPlanner(20*time.Millisecond, 5*time.Second)
+	p := NewPlanner(20*time.Millisecond, 5*time.Second)
 	t0 := time.Unix(1_000_000, 0)
 	// Two overlapping Starts of 2,048 each over 100 ms of busy time: the
 	// store did 40,960 tasks/s, not 2 × 2,048 / 100 ms each.
 	for i := range 20 {
 		at := t0.Add(time.Duration(i) * 100 * time.Millisecond)
-		p.startBegin(at)
-		p.startBegin(at.Add(10 * time.Millisecond))
-		p.startEnd(at.Add(90*time.Millisecond), 2048, 80*time.Millisecond)
-		p.startEnd(at.Add(100*time.Millisecond), 2048, 90*time.Millisecond)
+		p.StartBegin(at)
+		p.StartBegin(at.Add(10 * time.Millisecond))
+		p.StartEnd(at.Add(90*time.Millisecond), 2048, 80*time.Millisecond)
+		p.StartEnd(at.Add(100*time.Millisecond), 2048, 90*time.Millisecond)
 	}
-	if r := p.estimate(); r < 38000 || r > 41500 {
+	if r := p.Estimate(); r < 38000 || r > 41500 {
 		t.Errorf("rate estimate %.0f/s, want about 40,960/s", r)
 	}
 	// Idle gaps between Starts do not count as store time.
-	p2 := newLeadPlanner(20*time.Millisecond, 5*time.Second)
+	p2 := NewPlanner(20*time.Millisecond, 5*time.Second)
 	for i := range 20 {
 		at := t0.Add(time.Duration(i) * time.Second)
-		p2.startBegin(at)
-		p2.startEnd(at.Add(200*time.Millisecond), 2048, 200*time.Millisecond)
+		p2.StartBegin(at)
+		p2.StartEnd(at.Add(200*time.Millisecond), 2048, 200*time.Millisecond)
 	}
-	if r := p2.estimate(); r < 9500 || r > 10500 {
+	if r := p2.Estimate(); r < 9500 || r > 10500 {
 		t.Errorf("rate estimate with idle gaps %.0f/s, want about 10,240/s", r)
 	}
 }
 
 func TestLeadPlannerLeadFollowsSlowStarts(t *testing.T) {
-	p := newLeadPlanner(20*time.Millisecond, 5*time.Second)
+	p := NewPlanner(20*time.Millisecond, 5*time.Second)
 	t0 := time.Unix(1_000_000, 0)
 	due := t0.Add(time.Minute)
-	if got := due.Sub(p.fireAt(t0, due)); got != 20*time.Millisecond {
+	if got := due.Sub(p.FireAt(t0, due)); got != 20*time.Millisecond {
 		t.Fatalf("before any Start: lead %s, want base 20ms", got)
 	}
 	// A store whose Starts take up to 30 ms (fsync on commit): lead 60 ms.
-	p.startBegin(t0)
-	p.startEnd(t0.Add(30*time.Millisecond), 10, 30*time.Millisecond)
+	p.StartBegin(t0)
+	p.StartEnd(t0.Add(30*time.Millisecond), 10, 30*time.Millisecond)
 	due = due.Add(time.Second)
-	if got := due.Sub(p.fireAt(t0, due)); got != 60*time.Millisecond {
+	if got := due.Sub(p.FireAt(t0, due)); got != 60*time.Millisecond {
 		t.Fatalf("after a 30 ms Start: lead %s, want 60ms", got)
 	}
 	// The memory of a slow Start halves every 10 s.
 	later := t0.Add(20 * time.Second)
-	p.startBegin(later)
-	p.startEnd(later, 10, time.Millisecond)
+	p.StartBegin(later)
+	p.StartEnd(later, 10, time.Millisecond)
 	due = due.Add(time.Second)
-	if got := due.Sub(p.fireAt(later, due)); got != 20*time.Millisecond {
+	if got := due.Sub(p.FireAt(later, due)); got != 20*time.Millisecond {
 		t.Fatalf("20 s after the slow Start: lead %s, want back at about 20ms (base)", got)
 	}
 }

@@ -1,4 +1,4 @@
-package engine
+package hot
 
 import (
 	"math"
@@ -6,7 +6,7 @@ import (
 	"time"
 )
 
-// leadPlanner chooses when each claimed task leaves the hot tier. A task
+// Planner chooses when each claimed task leaves the hot tier. A task
 // must be marked running in the store (Store.Start) before it is delivered,
 // and the store starts a bounded number of tasks per second. When many
 // tasks are due at one instant, starting them all at FireLead before the
@@ -21,7 +21,7 @@ import (
 // The price is that a task fired ahead can no longer be cancelled (409):
 // FireLead before its due time for ordinary traffic, up to MaxFireLead for
 // tasks in a burst.
-type leadPlanner struct {
+type Planner struct {
 	base, max time.Duration
 	bucket    time.Duration
 
@@ -48,15 +48,17 @@ const (
 	leadSlowHalfLife = 10 * time.Second
 )
 
-func newLeadPlanner(base, max time.Duration) *leadPlanner {
-	return &leadPlanner{base: base, max: max, bucket: leadBucket, rate: leadInitialRate,
+// NewPlanner builds a planner: tasks leave the tier base before they are
+// due, up to max ahead in a burst (max <= base turns the spreading off).
+func NewPlanner(base, max time.Duration) *Planner {
+	return &Planner{base: base, max: max, bucket: leadBucket, rate: leadInitialRate,
 		used: map[int64]int{}, skip: map[int64]int64{}}
 }
 
-// fireAt books a start slot for a task due at due and returns when it
+// FireAt books a start slot for a task due at due and returns when it
 // should leave the hot tier: due − lead when its bucket has room, earlier
 // when the buckets before it are booked, never more than max ahead.
-func (p *leadPlanner) fireAt(now, due time.Time) time.Time {
+func (p *Planner) FireAt(now, due time.Time) time.Time {
 	if p.max <= p.base {
 		return due.Add(-p.base)
 	}
@@ -103,12 +105,12 @@ func (p *leadPlanner) fireAt(now, due time.Time) time.Time {
 // slowest recent Start when the store is slower than that (a database
 // across the network, fsync on commit), so that ordinary traffic is
 // started before it is due there too.
-func (p *leadPlanner) leadLocked() time.Duration {
+func (p *Planner) leadLocked() time.Duration {
 	return min(max(p.base, 2*p.slow), p.max)
 }
 
 // gc forgets buckets in the past, about once a second.
-func (p *leadPlanner) gc(nowB int64) {
+func (p *Planner) gc(nowB int64) {
 	if nowB-p.prune < int64(time.Second/p.bucket) {
 		return
 	}
@@ -125,12 +127,12 @@ func (p *leadPlanner) gc(nowB int64) {
 	p.prune = nowB
 }
 
-// startBegin and startEnd bracket each Store.Start. The fire workers run
+// StartBegin and StartEnd bracket each Store.Start. The fire workers run
 // Starts concurrently, so the store's throughput is the tasks started per
 // second during which at least one Start was under way. Tasks count when
 // their Start ends, so a sample spans several Starts (leadSampleRows,
 // leadSampleBusy); the estimate moves a quarter of the way to each.
-func (p *leadPlanner) startBegin(now time.Time) {
+func (p *Planner) StartBegin(now time.Time) {
 	p.mu.Lock()
 	if p.active == 0 {
 		p.busySince = now
@@ -139,7 +141,7 @@ func (p *leadPlanner) startBegin(now time.Time) {
 	p.mu.Unlock()
 }
 
-func (p *leadPlanner) startEnd(now time.Time, n int, took time.Duration) {
+func (p *Planner) StartEnd(now time.Time, n int, took time.Duration) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	// The slowest recent Start, halving every leadSlowHalfLife.
@@ -161,9 +163,15 @@ func (p *leadPlanner) startEnd(now time.Time, n int, took time.Duration) {
 	p.rows, p.busy, p.busySince = 0, 0, now
 }
 
-// estimate returns the current rate estimate (tasks/s).
-func (p *leadPlanner) estimate() float64 {
+// Estimate returns the current rate estimate (tasks/s).
+func (p *Planner) Estimate() float64 {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.rate
+}
+
+// Entry is the hot-tier entry of a claimed task due at due: it leaves the
+// tier when the planner says (booking it a start slot).
+func (p *Planner) Entry(now time.Time, id, topic string, due time.Time, token int64) Entry {
+	return Entry{ID: id, Topic: topic, DueAt: p.FireAt(now, due), Token: token}
 }

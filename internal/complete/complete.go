@@ -1,0 +1,255 @@
+// Package complete is the last stage of the pipeline: it turns each
+// delivery's result into the task's outcome (done, retry later, dead, or
+// "never attempted") and writes outcomes to the store in batches.
+package complete
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/ontimehq/ontime/internal/deliver"
+	"github.com/ontimehq/ontime/internal/metrics"
+	"github.com/ontimehq/ontime/internal/startstop"
+	"github.com/ontimehq/ontime/internal/store"
+	"github.com/ontimehq/ontime/internal/task"
+)
+
+const (
+	batchSize = 1000
+	// While a burst is being delivered the completer holds its writes, up
+	// to maxHold, so that the store's CPU goes to delivery first (on SQLite
+	// the store is this process's own CPU).
+	holdAbove = 1000 // tasks started and not yet finished
+	maxHold   = time.Second
+	// maxErrorBytes bounds what is kept as last_error.
+	maxErrorBytes = 1024
+)
+
+// Store is what completion needs of the store.
+type Store interface {
+	Finish(ctx context.Context, outcomes []store.Outcome) error
+}
+
+// Config wires a Completer. Store is required.
+type Config struct {
+	Store   Store
+	Retry   deliver.RetryPolicy
+	Logger  *slog.Logger
+	Metrics *metrics.Metrics // nil: series kept but not registered
+}
+
+// Completer writes delivery outcomes in batches (group commit): under load
+// one Store.Finish covers up to batchSize deliveries; when idle an outcome
+// is written at once. A failed write is retried until it succeeds or the
+// completer stops; an outcome never written leaves its task running with a
+// lease, so it is delivered again (at least once), never lost.
+//
+// Finish never blocks: when a burst is delivered faster than the store
+// writes outcomes, the outcomes wait here rather than holding up the
+// deliveries behind them. The queue is bounded by the tasks this node has
+// started.
+type Completer struct {
+	startstop.Base
+	st    Store
+	retry deliver.RetryPolicy
+	log   *slog.Logger
+	m     *metrics.Metrics
+
+	// outstanding counts started tasks whose outcome is not in yet
+	// (Expect adds, Finish subtracts).
+	outstanding atomic.Int64
+
+	mu    sync.Mutex
+	q     [][]store.Outcome // chunks of batchSize: a burst's outcomes queue without copying
+	since time.Time         // when the oldest queued outcome was added
+	wake  chan struct{}     // one pending signal: q is not empty
+}
+
+// New builds a completer; nothing runs until Start.
+func New(cfg Config) (*Completer, error) {
+	if cfg.Store == nil {
+		return nil, errors.New("complete: Store is required")
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Metrics == nil {
+		cfg.Metrics = metrics.New(nil)
+	}
+	return &Completer{st: cfg.Store, retry: cfg.Retry, log: cfg.Logger, m: cfg.Metrics,
+		wake: make(chan struct{}, 1)}, nil
+}
+
+// Start runs the writer.
+func (c *Completer) Start(ctx context.Context) error {
+	ctx, ok, started, stopped := c.StartInit(ctx)
+	if !ok {
+		return nil
+	}
+	go func() {
+		defer stopped()
+		started()
+		// Stop cancels ctx only once every expected outcome is queued; the
+		// last writes must still reach the store, so they run without it.
+		c.run(context.WithoutCancel(ctx), ctx.Done())
+	}()
+	return nil
+}
+
+// Stop waits until every expected outcome is in (the stages before have
+// stopped, so each started task has been delivered or refused), writes
+// what is queued and stops. Idempotent.
+func (c *Completer) Stop() {
+	// The last deliveries report within the dispatcher's grace; polling
+	// only while stopping keeps Finish free of any signalling.
+	for c.outstanding.Load() > 0 {
+		time.Sleep(2 * time.Millisecond)
+	}
+	c.Base.Stop()
+}
+
+// Busy is the number of started tasks whose outcome is not in yet.
+func (c *Completer) Busy() int64 { return c.outstanding.Load() }
+
+// Expect announces n started tasks: each gets exactly one Finish.
+func (c *Completer) Expect(n int) { c.outstanding.Add(int64(n)) }
+
+// Finish records the result of delivering t (nil: delivered) as its
+// outcome and queues it for the store.
+func (c *Completer) Finish(t *task.Task, err error) {
+	c.add(c.outcome(t, err, time.Now()))
+	c.outstanding.Add(-1)
+}
+
+func (c *Completer) outcome(t *task.Task, err error, now time.Time) store.Outcome {
+	o := store.Outcome{Ref: store.Ref{ID: t.ID, Token: t.Token, DueAt: t.DueAt, Topic: t.Topic}}
+	switch {
+	case err == nil:
+		o.Done = true
+		c.m.Outcomes.WithLabelValues("done").Inc()
+	case errors.Is(err, deliver.ErrLaneFull) || errors.Is(err, deliver.ErrCircuitOpen) ||
+		errors.Is(err, deliver.ErrStopped):
+		// Never reached the target: try again soon, without using an attempt.
+		o.NotAttempted = true
+		o.RetryAt = now.Add(c.retry.Next(1, nil))
+		o.Error = errText(err)
+		c.m.Outcomes.WithLabelValues("deferred").Inc()
+	case deliver.IsPermanent(err) || t.Attempts >= t.MaxAttempts:
+		o.Dead = true
+		o.Error = errText(err)
+		c.m.Outcomes.WithLabelValues("dead").Inc()
+	default:
+		o.RetryAt = now.Add(c.retry.Next(t.Attempts, nil))
+		o.Error = errText(err)
+		c.m.Outcomes.WithLabelValues("retry").Inc()
+	}
+	if err != nil {
+		c.log.Debug("delivery failed", "id", t.ID, "attempt", t.Attempts, "dead", o.Dead, "err", err)
+	}
+	return o
+}
+
+// errText bounds what is kept as last_error.
+func errText(err error) string {
+	s := err.Error()
+	if len(s) > maxErrorBytes {
+		s = s[:maxErrorBytes]
+	}
+	return s
+}
+
+func (c *Completer) add(o store.Outcome) {
+	c.mu.Lock()
+	if len(c.q) == 0 {
+		c.since = time.Now()
+	}
+	if n := len(c.q); n == 0 || len(c.q[n-1]) == batchSize {
+		c.q = append(c.q, make([]store.Outcome, 0, batchSize))
+	}
+	last := &c.q[len(c.q)-1]
+	*last = append(*last, o)
+	c.mu.Unlock()
+	select {
+	case c.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (c *Completer) run(ctx context.Context, quit <-chan struct{}) {
+	for {
+		select {
+		case <-c.wake:
+		case <-quit:
+			// Write what is queued, then stop.
+			c.flushAll(ctx, quit, 3)
+			return
+		}
+		c.hold(quit)
+		c.flushAll(ctx, quit, -1)
+	}
+}
+
+// flushAll writes every queued outcome, a batch (chunk) at a time, until
+// none is left.
+func (c *Completer) flushAll(ctx context.Context, quit <-chan struct{}, tries int) {
+	for {
+		c.mu.Lock()
+		q := c.q
+		c.q = nil
+		c.mu.Unlock()
+		if len(q) == 0 {
+			return
+		}
+		for _, batch := range q {
+			c.flush(ctx, quit, batch, tries)
+		}
+	}
+}
+
+// hold waits while many started tasks are still to be delivered (a burst
+// released at its due time), for at most maxHold from the oldest queued
+// outcome, or until quit.
+func (c *Completer) hold(quit <-chan struct{}) {
+	for c.outstanding.Load() > holdAbove {
+		c.mu.Lock()
+		wait := maxHold - time.Since(c.since)
+		c.mu.Unlock()
+		if wait <= 0 {
+			return
+		}
+		select {
+		case <-quit:
+			return
+		case <-time.After(min(wait, 5*time.Millisecond)):
+		}
+	}
+}
+
+// flush writes batch, retrying with backoff; tries < 0 means until quit.
+func (c *Completer) flush(ctx context.Context, quit <-chan struct{}, batch []store.Outcome, tries int) {
+	backoff := 50 * time.Millisecond
+	for i := 0; tries < 0 || i < tries; i++ {
+		wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		err := c.st.Finish(wctx, batch)
+		cancel()
+		if err == nil {
+			return
+		}
+		c.log.Warn("writing delivery outcomes failed; retrying", "count", len(batch), "err", err)
+		if tries < 0 {
+			select {
+			case <-time.After(backoff):
+			case <-quit:
+				tries = i + 3 // a few more tries while stopping
+			}
+		} else {
+			time.Sleep(backoff)
+		}
+		backoff = min(backoff*2, 5*time.Second)
+	}
+	c.log.Error("delivery outcomes not written; tasks will be delivered again after their lease", "count", len(batch))
+}

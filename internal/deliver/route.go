@@ -1,0 +1,132 @@
+package deliver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+	"sync"
+	"time"
+
+	"github.com/ontimehq/ontime/internal/metrics"
+	"github.com/ontimehq/ontime/internal/task"
+)
+
+// errNoHandler: a task without target reached a node with no Go handler for
+// its topic. It is retried, so a node that has the handler can take it.
+var errNoHandler = errors.New("no handler registered for topic")
+
+// Outcomes is told the result of every task handed to Router.Send, exactly
+// once (the completion stage).
+type Outcomes interface {
+	Finish(t *task.Task, err error)
+}
+
+// RouterConfig wires a Router. Dispatcher and Outcomes are required.
+type RouterConfig struct {
+	Dispatcher *Dispatcher
+	Webhook    Sink // sink for http(s) targets; nil: such tasks fail
+	Outcomes   Outcomes
+	NodeID     string
+	Metrics    *metrics.Metrics // nil: series kept but not registered
+}
+
+// Router picks each due task's sink and lane: the Go handler of its topic
+// when it has no target, else the webhook sink in the lane of the target's
+// scheme and host.
+type Router struct {
+	cfg RouterConfig
+	m   *metrics.Metrics
+
+	mu       sync.RWMutex
+	handlers map[string]Sink
+}
+
+// NewRouter builds a router.
+func NewRouter(cfg RouterConfig) (*Router, error) {
+	if cfg.Dispatcher == nil || cfg.Outcomes == nil {
+		return nil, errors.New("deliver: router needs a Dispatcher and Outcomes")
+	}
+	m := cfg.Metrics
+	if m == nil {
+		m = metrics.New(nil)
+	}
+	return &Router{cfg: cfg, m: m, handlers: map[string]Sink{}}, nil
+}
+
+// Handle registers the Go handler for tasks of topic that have no target.
+func (r *Router) Handle(topic string, h Sink) error {
+	if err := task.ValidateTopic(topic); err != nil {
+		return err
+	}
+	if h == nil {
+		return errors.New("deliver: nil handler")
+	}
+	r.mu.Lock()
+	r.handlers[topic] = h
+	r.mu.Unlock()
+	return nil
+}
+
+func (r *Router) handler(topic string) Sink {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return r.handlers[topic]
+}
+
+// Send delivers tasks that are due, grouped by destination: tasks due
+// together go to their lane in one DispatchAll. Each task's result goes to
+// Outcomes. Deliveries are not cancelled by anyone's stop: the dispatcher's
+// grace and the sinks' own timeouts bound them.
+func (r *Router) Send(tasks []*task.Task) {
+	type lane struct {
+		sink Sink
+		jobs []Job
+	}
+	var lanes map[string]*lane
+	var order []string
+	for _, t := range tasks {
+		r.m.Lateness.Observe(time.Since(t.DueAt).Seconds())
+		var sink Sink
+		var dest string
+		if t.Target == "" {
+			sink, dest = r.handler(t.Topic), "handler:"+t.Topic
+			if sink == nil {
+				r.cfg.Outcomes.Finish(t, fmt.Errorf("%w %q on node %s", errNoHandler, t.Topic, r.cfg.NodeID))
+				continue
+			}
+		} else {
+			sink, dest = r.cfg.Webhook, Destination(t.Target)
+			if sink == nil {
+				r.cfg.Outcomes.Finish(t, Permanent(errors.New("webhook delivery is not configured on this node")))
+				continue
+			}
+		}
+		if lanes == nil {
+			lanes = map[string]*lane{}
+		}
+		l := lanes[dest]
+		if l == nil {
+			l = &lane{sink: sink}
+			lanes[dest] = l
+			order = append(order, dest)
+		}
+		l.jobs = append(l.jobs, Job{
+			Delivery: Delivery{ID: t.ID, Topic: t.Topic, Key: t.Key, Target: t.Target, Payload: t.Payload, DueAt: t.DueAt, Attempt: t.Attempts},
+			Done:     func(err error) { r.cfg.Outcomes.Finish(t, err) },
+		})
+	}
+	for _, dest := range order {
+		r.cfg.Dispatcher.DispatchAll(context.Background(), dest, lanes[dest].sink, lanes[dest].jobs)
+	}
+}
+
+// Destination is the lane key of a webhook: scheme and host, so every path
+// of one endpoint shares one concurrency limit and one breaker.
+func Destination(target string) string {
+	u, err := url.Parse(target)
+	if err != nil {
+		return target
+	}
+	return u.Scheme + "://" + u.Host
+}

@@ -1,0 +1,277 @@
+// Package scan is the stage that finds tasks in the store: one goroutine
+// per owned sharding item claims, with a keyset cursor, what is due within
+// the preheat window, and puts it in the hot tier.
+package scan
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/ontimehq/ontime/internal/hot"
+	"github.com/ontimehq/ontime/internal/metrics"
+	"github.com/ontimehq/ontime/internal/startstop"
+	"github.com/ontimehq/ontime/internal/store"
+)
+
+// Defaults for Config.
+const (
+	DefaultClaimBatch = 500
+	// minSleep keeps a scanner from spinning when a due task stays
+	// unclaimable for a moment (locked by another claimer, SKIP LOCKED).
+	minSleep = 20 * time.Millisecond
+)
+
+// Store is what scanning needs of the store.
+type Store interface {
+	// Claim leases up to limit tasks of item that are due by horizon and
+	// claimable at now.
+	Claim(ctx context.Context, item store.Item, horizon, now time.Time, lease store.Lease, limit int) ([]store.Ref, error)
+	// NextDue returns the earliest pending due time and the earliest end
+	// of a claim or running lease in item (zero: none).
+	NextDue(ctx context.Context, item store.Item) (due, leaseEnd time.Time, err error)
+}
+
+// Tier is the feeding side of the hot tier.
+type Tier interface {
+	Add(ctx context.Context, entries ...hot.Entry) error
+}
+
+// Config wires a Scanner. Store, Tier and Planner are required.
+type Config struct {
+	Store   Store
+	Tier    Tier
+	Planner *hot.Planner // when each claimed task leaves the tier
+	NodeID  string
+	// Window is how far ahead tasks are claimed into the hot tier.
+	Window time.Duration
+	// LeaseTTL is how long a claim outlives the latest due time it covers.
+	LeaseTTL   time.Duration
+	ClaimBatch int
+	// Idle is the longest an item scanner sleeps when it knows of nothing
+	// due: the bound on how late it notices tasks written by other nodes.
+	// Default min(Window/4, 5s).
+	Idle    time.Duration
+	Logger  *slog.Logger
+	Metrics *metrics.Metrics // nil: series kept but not registered
+}
+
+// Scanner runs one goroutine per owned sharding item. Each claims what is
+// due within the window, then sleeps until the earliest of: the next
+// pending task entering the window, the next lease to expire, a Notify
+// from a submit, or Idle. So a node reads a table no faster than it must.
+//
+// SetItems says which items this node owns; it may be called before Start
+// (the items are scanned from Start on) and at any time after.
+type Scanner struct {
+	startstop.Base
+	cfg Config
+	log *slog.Logger
+	m   *metrics.Metrics
+
+	mu    sync.Mutex
+	ctx   context.Context // the running scanner's; nil when not running
+	want  []store.Item
+	items map[store.Item]*item
+	wg    sync.WaitGroup
+}
+
+type item struct {
+	cancel context.CancelFunc
+	wake   chan struct{}
+	mu     sync.Mutex
+	next   time.Time // when the scanner plans to look again
+}
+
+// New checks cfg and builds a Scanner; nothing runs until Start.
+func New(cfg Config) (*Scanner, error) {
+	switch {
+	case cfg.Store == nil, cfg.Tier == nil, cfg.Planner == nil:
+		return nil, errors.New("scan: Store, Tier and Planner are required")
+	case cfg.NodeID == "":
+		return nil, errors.New("scan: NodeID is required")
+	case cfg.Window <= 0, cfg.LeaseTTL <= 0:
+		return nil, errors.New("scan: Window and LeaseTTL must be positive")
+	}
+	if cfg.ClaimBatch <= 0 {
+		cfg.ClaimBatch = DefaultClaimBatch
+	}
+	if cfg.Idle <= 0 {
+		cfg.Idle = min(cfg.Window/4, 5*time.Second)
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Metrics == nil {
+		cfg.Metrics = metrics.New(nil)
+	}
+	return &Scanner{cfg: cfg, log: cfg.Logger, m: cfg.Metrics, items: map[store.Item]*item{}}, nil
+}
+
+// Start scans the items set so far and those set later.
+func (s *Scanner) Start(ctx context.Context) error {
+	ctx, ok, started, stopped := s.StartInit(ctx)
+	if !ok {
+		return nil
+	}
+	s.mu.Lock()
+	s.ctx = ctx
+	s.applyLocked()
+	s.mu.Unlock()
+	started()
+	go func() {
+		defer stopped()
+		<-ctx.Done()
+		s.mu.Lock()
+		s.ctx = nil
+		for it, is := range s.items {
+			is.cancel()
+			delete(s.items, it)
+		}
+		s.mu.Unlock()
+		s.wg.Wait()
+	}()
+	return nil
+}
+
+// SetItems makes the node scan exactly these items: scanners of items no
+// longer listed stop, new ones start.
+func (s *Scanner) SetItems(items []store.Item) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.want = append([]store.Item(nil), items...)
+	if s.ctx != nil {
+		s.applyLocked()
+	}
+}
+
+func (s *Scanner) applyLocked() {
+	want := make(map[store.Item]bool, len(s.want))
+	for _, it := range s.want {
+		want[it] = true
+		if _, ok := s.items[it]; ok {
+			continue
+		}
+		ictx, cancel := context.WithCancel(s.ctx)
+		is := &item{cancel: cancel, wake: make(chan struct{}, 1)}
+		s.items[it] = is
+		s.wg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			s.scanItem(ictx, it, is)
+		}()
+	}
+	for it, is := range s.items {
+		if !want[it] {
+			is.cancel()
+			delete(s.items, it)
+		}
+	}
+}
+
+// Notify tells the item's scanner that a task enters the window at at; it
+// wakes only if that is before the scanner's planned look.
+func (s *Scanner) Notify(it store.Item, at time.Time) {
+	s.mu.Lock()
+	is := s.items[it]
+	s.mu.Unlock()
+	if is == nil {
+		return // another node scans it; its Idle bounds the delay
+	}
+	is.mu.Lock()
+	early := at.Before(is.next)
+	if early {
+		is.next = at
+	}
+	is.mu.Unlock()
+	if early {
+		select {
+		case is.wake <- struct{}{}:
+		default:
+		}
+	}
+}
+
+func (s *Scanner) scanItem(ctx context.Context, it store.Item, is *item) {
+	log := s.log.With("db", it.DB, "table", it.Table, "segment", it.Segment)
+	retry := 100 * time.Millisecond
+	timer := time.NewTimer(0)
+	defer timer.Stop()
+	<-timer.C
+	for {
+		next, err := s.scanOnce(ctx, it)
+		if ctx.Err() != nil {
+			return
+		}
+		s.m.Scans.Inc()
+		if err != nil {
+			s.m.ScanErrs.Inc()
+			log.Warn("scan failed", "err", err)
+			next = time.Now().Add(retry)
+			retry = min(retry*2, s.cfg.Idle)
+		} else {
+			retry = 100 * time.Millisecond
+		}
+		is.mu.Lock()
+		is.next = next
+		is.mu.Unlock()
+		timer.Reset(time.Until(next))
+		select {
+		case <-ctx.Done():
+			return
+		case <-timer.C:
+		case <-is.wake:
+			if !timer.Stop() {
+				<-timer.C
+			}
+		}
+	}
+}
+
+// scanOnce claims everything due within the window in it and returns when
+// to look again.
+func (s *Scanner) scanOnce(ctx context.Context, it store.Item) (time.Time, error) {
+	for {
+		now := time.Now()
+		horizon := now.Add(s.cfg.Window)
+		lease := store.Lease{Owner: s.cfg.NodeID, Until: horizon.Add(s.cfg.LeaseTTL), Token: store.NewToken()}
+		refs, err := s.cfg.Store.Claim(ctx, it, horizon, now, lease, s.cfg.ClaimBatch)
+		if err != nil {
+			return time.Time{}, err
+		}
+		if len(refs) > 0 {
+			s.m.Claimed.Add(float64(len(refs)))
+			entries := make([]hot.Entry, len(refs))
+			now := time.Now()
+			for i, r := range refs {
+				entries[i] = s.cfg.Planner.Entry(now, r.ID, r.Topic, r.DueAt, r.Token)
+			}
+			if err := s.cfg.Tier.Add(ctx, entries...); err != nil {
+				return time.Time{}, err // claimed rows come back when their lease ends
+			}
+		}
+		if len(refs) < s.cfg.ClaimBatch {
+			break
+		}
+	}
+	now := time.Now()
+	next := now.Add(s.cfg.Idle)
+	due, leaseEnd, err := s.cfg.Store.NextDue(ctx, it)
+	if err != nil {
+		return time.Time{}, err
+	}
+	if !due.IsZero() {
+		if at := due.Add(-s.cfg.Window); at.Before(next) {
+			next = at
+		}
+	}
+	if !leaseEnd.IsZero() && leaseEnd.Before(next) {
+		next = leaseEnd.Add(time.Millisecond) // claimable once strictly past
+	}
+	if floor := now.Add(minSleep); next.Before(floor) {
+		next = floor
+	}
+	return next, nil
+}

@@ -1,0 +1,210 @@
+// Package submit is the front of the pipeline: it validates tasks, routes
+// each to its shard, inserts them, and puts those due within the preheat
+// window straight into the hot tier once their rows have committed (the
+// scan stage finds the others). It also serves the reads and state changes
+// of single tasks the API offers.
+package submit
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync/atomic"
+	"time"
+
+	"github.com/ontimehq/ontime/internal/hot"
+	"github.com/ontimehq/ontime/internal/metrics"
+	"github.com/ontimehq/ontime/internal/router"
+	"github.com/ontimehq/ontime/internal/store"
+	"github.com/ontimehq/ontime/internal/task"
+)
+
+// Store is what the submit path needs of the store.
+type Store interface {
+	Insert(ctx context.Context, tasks []store.NewTask) ([]store.Inserted, error)
+	Get(ctx context.Context, id string) (*task.Task, error)
+	Cancel(ctx context.Context, id string) (*task.Task, error)
+	Requeue(ctx context.Context, id string, dueAt time.Time) (*task.Task, error)
+	List(ctx context.Context, f store.ListFilter) ([]*task.Task, error)
+	Ping(ctx context.Context) error
+}
+
+// Tier is what the submit path needs of the hot tier.
+type Tier interface {
+	Add(ctx context.Context, entries ...hot.Entry) error
+	Remove(ctx context.Context, entries ...hot.Entry) error
+}
+
+// Notifier wakes the scanner of an item when a task enters the window
+// sooner than it planned to look (the scan stage).
+type Notifier interface {
+	Notify(it store.Item, at time.Time)
+}
+
+// Config wires a Service. Store, Tier, Planner and Notifier are required.
+type Config struct {
+	Store    Store
+	Tier     Tier
+	Planner  *hot.Planner
+	Notifier Notifier
+	Topology router.Topology // must match the store's
+	Segments int             // must match the store's
+	NodeID   string
+	// Window is how far ahead tasks are claimed into the hot tier.
+	Window time.Duration
+	// LeaseTTL is how long a claim outlives the task's due time.
+	LeaseTTL time.Duration
+	Limits   task.Limits
+	Logger   *slog.Logger
+	Metrics  *metrics.Metrics // nil: series kept but not registered
+}
+
+// Service is the submit path. It answers ErrNotReady until SetReady(true).
+type Service struct {
+	cfg   Config
+	log   *slog.Logger
+	m     *metrics.Metrics
+	ready atomic.Bool
+}
+
+// New checks cfg and builds the service.
+func New(cfg Config) (*Service, error) {
+	switch {
+	case cfg.Store == nil, cfg.Tier == nil, cfg.Planner == nil, cfg.Notifier == nil:
+		return nil, errors.New("submit: Store, Tier, Planner and Notifier are required")
+	case cfg.NodeID == "":
+		return nil, errors.New("submit: NodeID is required")
+	case cfg.Segments < 1:
+		return nil, errors.New("submit: Segments must be at least 1")
+	case cfg.Window <= 0, cfg.LeaseTTL <= 0:
+		return nil, errors.New("submit: Window and LeaseTTL must be positive")
+	}
+	if err := cfg.Topology.Validate(); err != nil {
+		return nil, err
+	}
+	cfg.Limits = cfg.Limits.WithDefaults()
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Metrics == nil {
+		cfg.Metrics = metrics.New(nil)
+	}
+	return &Service{cfg: cfg, log: cfg.Logger, m: cfg.Metrics}, nil
+}
+
+// SetReady opens (true) or closes (false) the service to submits: the node
+// opens it once the pipeline runs and closes it first when it stops.
+func (s *Service) SetReady(ready bool) { s.ready.Store(ready) }
+
+// Submit validates specs, stores the valid ones and answers one result per
+// spec. A task due within the window is inserted already claimed by this
+// node and goes to the hot tier once its row has committed.
+func (s *Service) Submit(ctx context.Context, specs []task.Spec) ([]Result, error) {
+	if !s.ready.Load() {
+		return nil, ErrNotReady
+	}
+	now := time.Now()
+	results := make([]Result, len(specs))
+	news := make([]store.NewTask, 0, len(specs))
+	pos := make([]int, 0, len(specs))
+	horizon := now.Add(s.cfg.Window)
+	// One claim token for the tasks of one submit: they travel together,
+	// and the store matches them in one predicate.
+	token := store.NewToken()
+	for i, sp := range specs {
+		v, err := task.Validate(sp, s.cfg.Limits, now)
+		if err != nil {
+			s.m.Submitted.WithLabelValues("invalid").Inc()
+			results[i].Err = err
+			continue
+		}
+		hash := uint32(0)
+		if v.Key != "" {
+			hash = router.HashKey(v.Key)
+		}
+		id, parsed := router.NewID(now, hash, v.Key != "")
+		nt := store.NewTask{ID: id, ShardHash: parsed.ShardHash, Seg: parsed.Segment(s.cfg.Segments), Validated: v}
+		if !v.DueAt.After(horizon) {
+			nt.Claim = &store.Lease{Owner: s.cfg.NodeID, Until: v.DueAt.Add(s.cfg.LeaseTTL), Token: token}
+		}
+		news = append(news, nt)
+		pos = append(pos, i)
+	}
+	if len(news) == 0 {
+		return results, nil
+	}
+	ins, err := s.cfg.Store.Insert(ctx, news)
+	if err != nil {
+		return nil, fmt.Errorf("submit: %w", err)
+	}
+	var entries []hot.Entry
+	for j, r := range ins {
+		results[pos[j]] = Result{Task: r.Task, Existing: r.Existing}
+		if r.Existing {
+			s.m.Submitted.WithLabelValues("existing").Inc()
+			continue
+		}
+		s.m.Submitted.WithLabelValues("created").Inc()
+		if nt := news[j]; nt.Claim != nil {
+			entries = append(entries, s.cfg.Planner.Entry(now, nt.ID, nt.Topic, nt.DueAt, nt.Claim.Token))
+		} else {
+			s.cfg.Notifier.Notify(s.item(nt.ShardHash, nt.Seg), nt.DueAt.Add(-s.cfg.Window))
+		}
+	}
+	if len(entries) > 0 {
+		// The rows are committed and claimed: if this Add fails the tasks are
+		// not lost, only late, delivered after their lease expires.
+		if err := s.cfg.Tier.Add(ctx, entries...); err != nil {
+			s.log.Warn("hot tier add failed; tasks wait for lease expiry", "count", len(entries), "err", err)
+		}
+	}
+	return results, nil
+}
+
+// Get returns a task by ID.
+func (s *Service) Get(ctx context.Context, id string) (*task.Task, error) {
+	return s.cfg.Store.Get(ctx, id)
+}
+
+// Cancel cancels a pending or claimed task.
+func (s *Service) Cancel(ctx context.Context, id string) (*task.Task, error) {
+	t, err := s.cfg.Store.Cancel(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	// The row decides; dropping the hot entry only saves a useless Start.
+	if err := s.cfg.Tier.Remove(ctx, hot.Entry{ID: id, Topic: t.Topic}); err != nil && !errors.Is(err, hot.ErrClosed) {
+		s.log.Debug("hot tier remove", "id", id, "err", err)
+	}
+	return t, nil
+}
+
+// Requeue returns a dead task to pending, due now.
+func (s *Service) Requeue(ctx context.Context, id string) (*task.Task, error) {
+	t, err := s.cfg.Store.Requeue(ctx, id, time.Now())
+	if err != nil {
+		return nil, err
+	}
+	s.cfg.Notifier.Notify(s.item(t.ShardHash, t.Seg), t.DueAt.Add(-s.cfg.Window))
+	return t, nil
+}
+
+// List lists tasks.
+func (s *Service) List(ctx context.Context, f store.ListFilter) ([]*task.Task, error) {
+	return s.cfg.Store.List(ctx, f)
+}
+
+// Ready reports whether the node runs and its store answers.
+func (s *Service) Ready(ctx context.Context) error {
+	if !s.ready.Load() {
+		return ErrNotReady
+	}
+	return s.cfg.Store.Ping(ctx)
+}
+
+// item returns the sharding item that holds a task.
+func (s *Service) item(hash uint32, seg int) store.Item {
+	db, table := s.cfg.Topology.Locate(hash)
+	return store.Item{DB: db, Table: table, Segment: seg}
+}
