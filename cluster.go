@@ -45,10 +45,10 @@ type coordinator interface {
 
 // clusterRun is the coordinator of a node in a cluster.
 type clusterRun struct {
-	coord  coordinator
-	close  func() error
-	cancel context.CancelFunc
-	done   chan struct{}
+	coord   coordinator
+	close   func() error
+	cancel  context.CancelFunc
+	done    chan struct{}
 	mu      sync.Mutex
 	started chan struct{}
 }

@@ -28,7 +28,7 @@ type DispatcherConfig struct {
 	// ShutdownGrace is how long Stop waits for queued and in-flight
 	// deliveries before failing the queued ones with ErrStopped; default 15s.
 	ShutdownGrace time.Duration
-	Logger             *slog.Logger
+	Logger        *slog.Logger
 }
 
 // BreakerConfig configures each destination's circuit breaker.
