@@ -21,6 +21,7 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
+	"slices"
 	"sync"
 	"time"
 
@@ -48,9 +49,10 @@ import (
 
 // Errors a Node returns; match with errors.Is.
 var (
-	ErrNotFound = store.ErrNotFound // no task with this ID
-	ErrConflict = store.ErrConflict // the task's state forbids the change
-	ErrInvalid  = task.ErrInvalid   // bad input; errors.As to *FieldError names the field
+	ErrNotFound = store.ErrNotFound  // no task with this ID
+	ErrConflict = store.ErrConflict  // the task's state forbids the change
+	ErrInvalid  = task.ErrInvalid    // bad input; errors.As to *FieldError names the field
+	ErrNotReady = submit.ErrNotReady // the node is not started, or stopping
 )
 
 // FieldError is bad input in one named field.
@@ -117,10 +119,11 @@ func viewOf(t *task.Task) *Task {
 //	submit ─► store ─► scan ─► hot tier ─► fire ─► deliver ─► complete
 //
 // NewNode builds every stage with its dependencies; Start starts them
-// receivers first (complete, deliver, fire, scan, then the coordinator that
-// assigns what to scan) and Stop stops them in reverse, senders before
-// receivers, so nothing is handed to a stage that has stopped. The node
-// built the store and the hot tier, so it closes them, last.
+// receivers first (complete, deliver, the Redis tier's listener, fire,
+// scan, then the coordinator that assigns what to scan) and Stop stops
+// them in reverse, senders before receivers, so nothing is handed to a
+// stage that has stopped. The node built the store and the hot tier, so it
+// closes them, last.
 type Node struct {
 	cfg     Config
 	log     *slog.Logger
@@ -257,6 +260,9 @@ func (n *Node) build(ctx context.Context) error {
 		return err
 	}
 	n.services = []startstop.Service{comp, disp, firer, n.scan}
+	if ts, ok := n.tier.(startstop.Service); ok { // redis: its wake-up listener runs before the fire loops
+		n.services = slices.Insert(n.services, 2, ts)
+	}
 	n.reg.MustRegister(newGauges(n.store, n.tier, disp, n.log))
 	return nil
 }

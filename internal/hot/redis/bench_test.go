@@ -33,6 +33,9 @@ func benchTier(b *testing.B) (*Tier, *countingHook) {
 	if err != nil {
 		b.Fatal(err)
 	}
+	if err := tr.Start(context.Background()); err != nil {
+		b.Fatal(err)
+	}
 	h := &countingHook{}
 	tr.rdb.AddHook(h)
 	b.Cleanup(func() { tr.Close(); cleanKeys(nil, localRedis, p) })

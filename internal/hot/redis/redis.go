@@ -16,6 +16,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/ontimehq/ontime/internal/hot"
+	"github.com/ontimehq/ontime/internal/startstop"
 )
 
 // Config configures the tier.
@@ -66,8 +67,12 @@ func (c *Config) validate() error {
 	return nil
 }
 
-// Tier is the Redis hot tier.
+// Tier is the Redis hot tier. Between Start and Stop it listens for
+// wake-ups from other nodes and re-reads every slot's head now and then;
+// without them a Pop only learns of entries this process added. Close
+// stops it and closes the connection.
 type Tier struct {
+	startstop.Base
 	cfg Config
 	rdb goredis.UniversalClient
 	log *slog.Logger
@@ -76,9 +81,6 @@ type Tier struct {
 	next    map[slotKey]int64 // earliest time (µs) a slot may have work: head of store or prepare; 0 = look now
 	changed chan struct{}     // closed and replaced when next moves earlier
 	closed  bool
-
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
 }
 
 var _ hot.Tier = (*Tier)(nil)
@@ -98,17 +100,35 @@ func New(ctx context.Context, cfg Config) (*Tier, error) {
 		return nil, fmt.Errorf("hot.redis_addrs: cannot reach Redis at %s: %w", strings.Join(cfg.Addrs, ","), err)
 	}
 	t := &Tier{cfg: cfg, rdb: rdb, log: cfg.Logger, next: map[slotKey]int64{}, changed: make(chan struct{})}
-	bg, stop := context.WithCancel(context.Background())
-	t.cancel = stop
 	if err := t.refresh(pctx); err != nil {
-		stop()
 		rdb.Close()
 		return nil, err
 	}
-	t.wg.Add(2)
-	go t.listen(bg)
-	go t.resync(bg)
 	return t, nil
+}
+
+// Start runs the wake-up listener and the periodic resync.
+func (t *Tier) Start(ctx context.Context) error {
+	ctx, ok, started, stopped := t.StartInit(ctx)
+	if !ok {
+		return nil
+	}
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() {
+		defer wg.Done()
+		t.listen(ctx)
+	}()
+	go func() {
+		defer wg.Done()
+		t.resync(ctx)
+	}()
+	go func() {
+		defer stopped()
+		wg.Wait()
+	}()
+	started()
+	return nil
 }
 
 func micros(t time.Time) int64 { return t.UnixMicro() }
@@ -152,7 +172,6 @@ func (t *Tier) refresh(ctx context.Context) error {
 // listen applies wake-up messages: another node (or this one) added an
 // entry that is now the head of its slot.
 func (t *Tier) listen(ctx context.Context) {
-	defer t.wg.Done()
 	sub := t.rdb.Subscribe(ctx, wakeChannel(t.cfg.Prefix))
 	defer sub.Close()
 	ch := sub.Channel()
@@ -180,7 +199,6 @@ func (t *Tier) listen(ctx context.Context) {
 // resync re-reads the registry and marks every slot to be looked at, now
 // and then: wake-ups are an optimisation, this is the guarantee.
 func (t *Tier) resync(ctx context.Context) {
-	defer t.wg.Done()
 	tick := time.NewTicker(t.cfg.Resync)
 	defer tick.Stop()
 	for {
@@ -452,7 +470,6 @@ func (t *Tier) Close() error {
 	t.closed = true
 	t.notifyLocked()
 	t.mu.Unlock()
-	t.cancel()
-	t.wg.Wait()
+	t.Stop()
 	return t.rdb.Close()
 }

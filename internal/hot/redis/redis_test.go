@@ -33,6 +33,9 @@ func newTier(t *testing.T, addr string, vis time.Duration) *Tier {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if err := tr.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
 	t.Cleanup(func() {
 		tr.Close()
 		cleanKeys(t, addr, p)
@@ -63,6 +66,9 @@ func TestTwoNodesShareSlots(t *testing.T) {
 	for range 2 {
 		tr, err := New(ctx, Config{Addrs: []string{localRedis}, Prefix: p, Slots: 4})
 		if err != nil {
+			t.Fatal(err)
+		}
+		if err := tr.Start(context.Background()); err != nil {
 			t.Fatal(err)
 		}
 		tiers = append(tiers, tr)
@@ -187,6 +193,9 @@ func TestCluster(t *testing.T) {
 	hottest.Run(t, func(t *testing.T) hot.Tier {
 		tr, err := New(context.Background(), Config{Addrs: addrs, Prefix: prefix(), Visibility: hottest.VisibilityForTests, Resync: 500 * time.Millisecond})
 		if err != nil {
+			t.Fatal(err)
+		}
+		if err := tr.Start(context.Background()); err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { tr.Close() })
