@@ -19,6 +19,11 @@ import (
 	"time"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/ontimehq/ontime/internal/deliver"
+	"github.com/ontimehq/ontime/internal/hot"
+	"github.com/ontimehq/ontime/internal/router"
+	"github.com/ontimehq/ontime/internal/task"
 )
 
 // Duration is a time.Duration written as a Go duration string ("30s").
@@ -105,23 +110,55 @@ type DeliveryConfig struct {
 	ShutdownGrace   Duration `yaml:"shutdown_grace"`    // how long SIGTERM waits for in-flight deliveries; default 15s
 }
 
+// Defaults and bounds of the configuration. Where a part of the pipeline
+// checks or defaults the same value, these are that part's constants, so
+// the config, the store, the router and the tiers cannot disagree.
+const (
+	DefaultListen          = "127.0.0.1:7070"
+	DefaultDataDir         = "./ontime-data"
+	DefaultTables          = 16
+	DefaultSegments        = 4
+	MaxTables              = router.MaxTables
+	MaxSegments            = router.MaxSegments
+	DefaultWindow          = 30 * time.Second
+	MinWindow, MaxWindow   = 100 * time.Millisecond, 24 * time.Hour
+	DefaultMaxFireLead     = 5 * time.Second
+	MaxMaxFireLead         = time.Minute
+	DefaultSlots           = hot.DefaultSlots
+	MaxSlots               = hot.MaxSlots
+	DefaultRedisPrefix     = "ontime"
+	DefaultClusterLeaseTTL = 10 * time.Second
+	MinClusterLeaseTTL     = 300 * time.Millisecond
+	MaxClusterLeaseTTL     = 10 * time.Minute
+	DefaultTimeout         = deliver.DefaultTimeout
+	DefaultConcurrency     = deliver.DefaultConcurrency
+	DefaultMaxAttempts     = task.DefaultMaxAttempts
+	DefaultMaxPayloadBytes = task.DefaultMaxPayloadBytes
+	DefaultRetryBase       = time.Second
+	DefaultRetryMax        = time.Hour
+	DefaultLeaseTTL        = hot.DefaultVisibility // a claim outlives its due time by this much
+	DefaultBreakerFailures = deliver.DefaultBreakerFailures
+	DefaultBreakerOpenFor  = deliver.DefaultBreakerOpenFor
+	DefaultShutdownGrace   = deliver.DefaultShutdownGrace
+)
+
 // Default returns the configuration of `ontime serve` with no file.
 func DefaultConfig() Config {
 	return Config{
-		Listen:   "127.0.0.1:7070",
-		DataDir:  "./ontime-data",
+		Listen:   DefaultListen,
+		DataDir:  DefaultDataDir,
 		LogLevel: "info",
-		Store:    StoreConfig{Driver: "sqlite", Tables: 16, Segments: 4},
+		Store:    StoreConfig{Driver: "sqlite", Tables: DefaultTables, Segments: DefaultSegments},
 		Hot: HotConfig{
-			Tier: "memory", Window: Duration(30 * time.Second), Slots: 8, RedisPrefix: "ontime",
-			MaxFireLead: Duration(5 * time.Second),
+			Tier: "memory", Window: Duration(DefaultWindow), Slots: DefaultSlots, RedisPrefix: DefaultRedisPrefix,
+			MaxFireLead: Duration(DefaultMaxFireLead),
 		},
-		Cluster: ClusterConfig{Coordinator: "none", LeaseTTL: Duration(10 * time.Second)},
+		Cluster: ClusterConfig{Coordinator: "none", LeaseTTL: Duration(DefaultClusterLeaseTTL)},
 		Delivery: DeliveryConfig{
-			Timeout: Duration(10 * time.Second), Concurrency: 32, MaxAttempts: 25,
-			MaxPayloadBytes: 1 << 20, RetryBase: Duration(time.Second), RetryMax: Duration(time.Hour),
-			LeaseTTL: Duration(30 * time.Second), BreakerFailures: 10, BreakerOpenFor: Duration(10 * time.Second),
-			ShutdownGrace: Duration(15 * time.Second),
+			Timeout: Duration(DefaultTimeout), Concurrency: DefaultConcurrency, MaxAttempts: DefaultMaxAttempts,
+			MaxPayloadBytes: DefaultMaxPayloadBytes, RetryBase: Duration(DefaultRetryBase), RetryMax: Duration(DefaultRetryMax),
+			LeaseTTL: Duration(DefaultLeaseTTL), BreakerFailures: DefaultBreakerFailures, BreakerOpenFor: Duration(DefaultBreakerOpenFor),
+			ShutdownGrace: Duration(DefaultShutdownGrace),
 		},
 	}
 }
@@ -217,11 +254,11 @@ func (c *Config) Validate() error {
 			return fmt.Errorf("store.databases[%d]: empty DSN", i)
 		}
 	}
-	if c.Store.Tables < 1 || c.Store.Tables > 4096 {
-		return fmt.Errorf("store.tables: %d is out of range 1..4096", c.Store.Tables)
+	if err := (router.Topology{Databases: len(c.Store.Databases), Tables: c.Store.Tables}).Validate(); err != nil {
+		return err
 	}
-	if c.Store.Segments < 1 || c.Store.Segments > 256 {
-		return fmt.Errorf("store.segments: %d is out of range 1..256", c.Store.Segments)
+	if c.Store.Segments < 1 || c.Store.Segments > MaxSegments {
+		return fmt.Errorf("store.segments: %d is out of range 1..%d", c.Store.Segments, MaxSegments)
 	}
 	switch c.Hot.Tier {
 	case "memory":
@@ -237,20 +274,20 @@ func (c *Config) Validate() error {
 	default:
 		return fmt.Errorf("hot.tier: %q is not one of memory, redis", c.Hot.Tier)
 	}
-	if w := time.Duration(c.Hot.Window); w < 100*time.Millisecond || w > 24*time.Hour {
-		return fmt.Errorf("hot.window: %s is out of range 100ms..24h", w)
+	if w := time.Duration(c.Hot.Window); w < MinWindow || w > MaxWindow {
+		return fmt.Errorf("hot.window: %s is out of range %s..%s", w, MinWindow, MaxWindow)
 	}
-	if l := time.Duration(c.Hot.MaxFireLead); l < 0 || l > time.Minute {
-		return fmt.Errorf("hot.max_fire_lead: %s is out of range 0..1m", l)
+	if l := time.Duration(c.Hot.MaxFireLead); l < 0 || l > MaxMaxFireLead {
+		return fmt.Errorf("hot.max_fire_lead: %s is out of range 0..%s", l, MaxMaxFireLead)
 	}
-	if c.Hot.Slots < 1 || c.Hot.Slots > 1024 {
-		return fmt.Errorf("hot.slots: %d is out of range 1..1024", c.Hot.Slots)
+	if c.Hot.Slots < 1 || c.Hot.Slots > MaxSlots {
+		return fmt.Errorf("hot.slots: %d is out of range 1..%d", c.Hot.Slots, MaxSlots)
 	}
 	switch c.Cluster.Coordinator {
 	case "none":
 	case "database":
-		if ttl := time.Duration(c.Cluster.LeaseTTL); ttl < 300*time.Millisecond || ttl > 10*time.Minute {
-			return fmt.Errorf("cluster.lease_ttl: %s is out of range 300ms..10m", ttl)
+		if ttl := time.Duration(c.Cluster.LeaseTTL); ttl < MinClusterLeaseTTL || ttl > MaxClusterLeaseTTL {
+			return fmt.Errorf("cluster.lease_ttl: %s is out of range %s..%s", ttl, MinClusterLeaseTTL, MaxClusterLeaseTTL)
 		}
 	case "etcd":
 		if len(c.Cluster.EtcdEndpoints) == 0 {

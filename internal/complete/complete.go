@@ -25,8 +25,6 @@ const (
 	// the store is this process's own CPU).
 	holdAbove = 1000 // tasks started and not yet finished
 	maxHold   = time.Second
-	// maxErrorBytes bounds what is kept as last_error.
-	maxErrorBytes = 1024
 )
 
 // Store is what completion needs of the store.
@@ -156,8 +154,8 @@ func (c *Completer) outcome(t *task.Task, err error, now time.Time) store.Outcom
 // errText bounds what is kept as last_error.
 func errText(err error) string {
 	s := err.Error()
-	if len(s) > maxErrorBytes {
-		s = s[:maxErrorBytes]
+	if len(s) > store.MaxErrorBytes {
+		s = s[:store.MaxErrorBytes]
 	}
 	return s
 }

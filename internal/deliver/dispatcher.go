@@ -20,6 +20,16 @@ var (
 	ErrStopped = errors.New("dispatcher stopped")
 )
 
+// Defaults of delivery; the config uses these.
+const (
+	DefaultConcurrency     = 32 // deliveries in flight per destination
+	DefaultQueue           = 100000
+	DefaultBreakerFailures = 10
+	DefaultBreakerOpenFor  = 10 * time.Second
+	DefaultShutdownGrace   = 15 * time.Second
+	DefaultTimeout         = 10 * time.Second // per webhook call
+)
+
 // DispatcherConfig configures lanes. Zero fields take defaults.
 type DispatcherConfig struct {
 	PerDestConcurrency int // deliveries in flight per destination; default 32
@@ -39,19 +49,19 @@ type BreakerConfig struct {
 
 func (c *DispatcherConfig) withDefaults() error {
 	if c.PerDestConcurrency == 0 {
-		c.PerDestConcurrency = 32
+		c.PerDestConcurrency = DefaultConcurrency
 	}
 	if c.PerDestQueue == 0 {
-		c.PerDestQueue = 100000
+		c.PerDestQueue = DefaultQueue
 	}
 	if c.Breaker.FailureThreshold == 0 {
-		c.Breaker.FailureThreshold = 10
+		c.Breaker.FailureThreshold = DefaultBreakerFailures
 	}
 	if c.Breaker.OpenFor == 0 {
-		c.Breaker.OpenFor = 10 * time.Second
+		c.Breaker.OpenFor = DefaultBreakerOpenFor
 	}
 	if c.ShutdownGrace == 0 {
-		c.ShutdownGrace = 15 * time.Second
+		c.ShutdownGrace = DefaultShutdownGrace
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)

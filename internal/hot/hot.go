@@ -14,6 +14,16 @@ import (
 	"time"
 )
 
+// Bounds and defaults of the tiers; the config uses these.
+const (
+	// DefaultVisibility is how long a popped entry stays in flight before
+	// the tier offers it again, unless acked or nacked.
+	DefaultVisibility = 30 * time.Second
+	// DefaultSlots and MaxSlots: Redis sorted-set slots per topic.
+	DefaultSlots = 8
+	MaxSlots     = 1024
+)
+
 // ErrClosed is returned by a tier's methods after Close.
 var ErrClosed = errors.New("hot tier closed")
 

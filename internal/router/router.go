@@ -21,9 +21,17 @@ import (
 	"github.com/cespare/xxhash/v2"
 )
 
-// MaxSlots bounds M·N so a slot always fits the 32-bit shard hash space with
-// room for an even spread.
-const MaxSlots = 1 << 20
+// Bounds of the topology; the config, the store and the router check these
+// and no other numbers.
+const (
+	// MaxSlots bounds M·N so a slot always fits the 32-bit shard hash space
+	// with room for an even spread.
+	MaxSlots = 1 << 20
+	// MaxTables bounds N, the task tables per database.
+	MaxTables = 4096
+	// MaxSegments bounds the scan segments ("house numbers") per table.
+	MaxSegments = 256
+)
 
 // Topology is the shape of the store: Databases (M) × Tables (N).
 type Topology struct {
@@ -36,8 +44,8 @@ func (t Topology) Validate() error {
 	if t.Databases < 1 {
 		return fmt.Errorf("store.databases: need at least one database, have %d", t.Databases)
 	}
-	if t.Tables < 1 || t.Tables > 4096 {
-		return fmt.Errorf("store.tables: %d is out of range 1..4096", t.Tables)
+	if t.Tables < 1 || t.Tables > MaxTables {
+		return fmt.Errorf("store.tables: %d is out of range 1..%d", t.Tables, MaxTables)
 	}
 	if t.Databases*t.Tables > MaxSlots {
 		return fmt.Errorf("store: %d databases × %d tables exceeds %d slots", t.Databases, t.Tables, MaxSlots)

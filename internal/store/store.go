@@ -185,6 +185,9 @@ type Store interface {
 	Close() error
 }
 
+// MaxErrorBytes is the longest last_error a task keeps (the column's width).
+const MaxErrorBytes = 1024
+
 // NewToken returns a fresh, non-zero claim token (Lease.Token).
 func NewToken() int64 {
 	for {

@@ -37,7 +37,7 @@ type Sink struct {
 // New builds a webhook sink.
 func New(cfg Config) (*Sink, error) {
 	if cfg.Timeout == 0 {
-		cfg.Timeout = 10 * time.Second
+		cfg.Timeout = deliver.DefaultTimeout
 	}
 	if cfg.Timeout < 0 {
 		return nil, fmt.Errorf("delivery.timeout: %s is negative", cfg.Timeout)

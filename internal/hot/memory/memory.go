@@ -49,7 +49,7 @@ var _ hot.Tier = (*Tier)(nil)
 // New builds an empty tier.
 func New(cfg Config) (*Tier, error) {
 	if cfg.Visibility == 0 {
-		cfg.Visibility = 30 * time.Second
+		cfg.Visibility = hot.DefaultVisibility
 	}
 	if cfg.Visibility < 0 {
 		return nil, fmt.Errorf("hot visibility: %s is negative", cfg.Visibility)

@@ -47,13 +47,13 @@ func (c *Config) validate() error {
 		return fmt.Errorf("hot.redis_prefix: %q must not contain braces or spaces", c.Prefix)
 	}
 	if c.Slots == 0 {
-		c.Slots = 8
+		c.Slots = hot.DefaultSlots
 	}
-	if c.Slots < 1 || c.Slots > 1024 {
-		return fmt.Errorf("hot.slots: %d is out of range 1..1024", c.Slots)
+	if c.Slots < 1 || c.Slots > hot.MaxSlots {
+		return fmt.Errorf("hot.slots: %d is out of range 1..%d", c.Slots, hot.MaxSlots)
 	}
 	if c.Visibility == 0 {
-		c.Visibility = 30 * time.Second
+		c.Visibility = hot.DefaultVisibility
 	}
 	if c.Visibility < 10*time.Millisecond {
 		return fmt.Errorf("hot visibility: %s is below 10ms", c.Visibility)

@@ -575,8 +575,8 @@ func (s *Store) finishGroup(ctx context.Context, tx *sql.Tx, g group, outcomes [
 }
 
 func truncate(s string) string {
-	if len(s) > 1024 {
-		s = s[:1024]
+	if len(s) > store.MaxErrorBytes {
+		s = s[:store.MaxErrorBytes]
 		for len(s) > 0 && !utf8Start(s[len(s)-1]) {
 			s = s[:len(s)-1]
 		}

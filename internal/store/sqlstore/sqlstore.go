@@ -82,11 +82,8 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	if len(cfg.DSNs) == 0 {
 		return nil, errors.New("store.databases: at least one database is required")
 	}
-	if cfg.Tables < 1 || cfg.Tables > 4096 {
-		return nil, fmt.Errorf("store.tables: %d is out of range 1..4096", cfg.Tables)
-	}
-	if cfg.Segments < 1 || cfg.Segments > 256 {
-		return nil, fmt.Errorf("store.segments: %d is out of range 1..256", cfg.Segments)
+	if cfg.Segments < 1 || cfg.Segments > router.MaxSegments {
+		return nil, fmt.Errorf("store.segments: %d is out of range 1..%d", cfg.Segments, router.MaxSegments)
 	}
 	topo := router.Topology{Databases: len(cfg.DSNs), Tables: cfg.Tables}
 	if err := topo.Validate(); err != nil {
