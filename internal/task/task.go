@@ -31,11 +31,6 @@ const (
 
 var statusNames = [...]string{"pending", "claimed", "running", "done", "dead", "cancelled"}
 
-// AllStatuses lists every status in state-machine order.
-func AllStatuses() []Status {
-	return []Status{StatusPending, StatusClaimed, StatusRunning, StatusDone, StatusDead, StatusCancelled}
-}
-
 func (s Status) String() string {
 	if s < 0 || int(s) >= len(statusNames) {
 		return fmt.Sprintf("status(%d)", int(s))
@@ -51,11 +46,6 @@ func ParseStatus(name string) (Status, error) {
 		}
 	}
 	return 0, &FieldError{Field: "status", Message: fmt.Sprintf("unknown status %q (want one of pending, claimed, running, done, dead, cancelled)", name)}
-}
-
-// Final reports whether no transition leaves s except an explicit requeue.
-func (s Status) Final() bool {
-	return s == StatusDone || s == StatusDead || s == StatusCancelled
 }
 
 // Task is one delayed task, as a store keeps it.
