@@ -151,14 +151,8 @@ func (c *Completer) outcome(t *task.Task, err error, now time.Time) store.Outcom
 	return o
 }
 
-// errText bounds what is kept as last_error.
-func errText(err error) string {
-	s := err.Error()
-	if len(s) > store.MaxErrorBytes {
-		s = s[:store.MaxErrorBytes]
-	}
-	return s
-}
+// errText is what is kept as last_error.
+func errText(err error) string { return store.ErrorText(err.Error()) }
 
 func (c *Completer) add(o store.Outcome) {
 	c.mu.Lock()

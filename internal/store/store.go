@@ -12,7 +12,9 @@ import (
 	"context"
 	"errors"
 	"math/rand/v2"
+	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/ontimehq/ontime/internal/task"
 )
@@ -187,6 +189,22 @@ type Store interface {
 
 // MaxErrorBytes is the longest last_error a task keeps (the column's width).
 const MaxErrorBytes = 1024
+
+// ErrorText makes s fit last_error: valid UTF-8 (a receiver's reply may be
+// any bytes, and PostgreSQL refuses invalid text, failing the whole batch
+// of outcomes it is in) and at most MaxErrorBytes, cut on a character
+// boundary.
+func ErrorText(s string) string {
+	s = strings.ToValidUTF8(s, "\uFFFD")
+	if len(s) <= MaxErrorBytes {
+		return s
+	}
+	cut := MaxErrorBytes
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut]
+}
 
 // NewToken returns a fresh, non-zero claim token (Lease.Token).
 func NewToken() int64 {

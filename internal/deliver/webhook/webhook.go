@@ -121,7 +121,7 @@ func (s *Sink) Deliver(ctx context.Context, d deliver.Delivery) error {
 	if resp.StatusCode/100 == 2 {
 		return nil
 	}
-	se := &StatusError{Code: resp.StatusCode, Body: strings.TrimSpace(string(snippet))}
+	se := &StatusError{Code: resp.StatusCode, Body: strings.ToValidUTF8(strings.TrimSpace(string(snippet)), "\uFFFD")}
 	if resp.StatusCode == http.StatusGone {
 		return deliver.Permanent(se)
 	}

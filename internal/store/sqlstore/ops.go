@@ -574,19 +574,7 @@ func (s *Store) finishGroup(ctx context.Context, tx *sql.Tx, g group, outcomes [
 	return nil
 }
 
-func truncate(s string) string {
-	if len(s) > store.MaxErrorBytes {
-		s = s[:store.MaxErrorBytes]
-		for len(s) > 0 && !utf8Start(s[len(s)-1]) {
-			s = s[:len(s)-1]
-		}
-	}
-	return s
-}
-
-// utf8Start: cutting before a byte that is not a continuation byte keeps
-// the string valid UTF-8.
-func utf8Start(b byte) bool { return b&0xC0 != 0x80 }
+func truncate(s string) string { return store.ErrorText(s) }
 
 // Release returns claimed tasks to pending.
 func (s *Store) Release(ctx context.Context, refs []store.Ref) error {

@@ -1,0 +1,35 @@
+package store_test
+
+import (
+	"strings"
+	"testing"
+	"unicode/utf8"
+
+	"github.com/ontimehq/ontime/internal/store"
+)
+
+func TestErrorTextValidAndBounded(t *testing.T) {
+	t.Parallel()
+	cases := map[string]string{
+		"invalid bytes":            "bad \xff\xfe reply",
+		"cut inside a 2-byte char": strings.Repeat("a", store.MaxErrorBytes-1) + "é tail",
+		"cut inside a 4-byte char": strings.Repeat("a", store.MaxErrorBytes-2) + "😀 tail",
+		"long invalid":             strings.Repeat("\xff", 3*store.MaxErrorBytes),
+		"short valid":              "503 Service Unavailable",
+	}
+	for name, in := range cases {
+		out := store.ErrorText(in)
+		if !utf8.ValidString(out) {
+			t.Errorf("%s: %q is not valid UTF-8", name, out)
+		}
+		if len(out) > store.MaxErrorBytes {
+			t.Errorf("%s: %d bytes, more than %d", name, len(out), store.MaxErrorBytes)
+		}
+	}
+	if got := store.ErrorText("503 Service Unavailable"); got != "503 Service Unavailable" {
+		t.Errorf("valid short text changed: %q", got)
+	}
+	if got := store.ErrorText(strings.Repeat("a", store.MaxErrorBytes-1) + "é"); got != strings.Repeat("a", store.MaxErrorBytes-1) {
+		t.Errorf("cut inside é: got %d bytes ending %q", len(got), got[len(got)-3:])
+	}
+}
