@@ -30,7 +30,16 @@ const (
 // Store is what completion needs of the store.
 type Store interface {
 	Finish(ctx context.Context, outcomes []store.Outcome) error
+	// Ping tells a store that cannot be reached (keep retrying the batch)
+	// from one that refuses a row of it (split the batch to find it).
+	Ping(ctx context.Context) error
 }
+
+// refusedTries is how often the store may refuse a single outcome, while
+// it answers pings, before the outcome is given up: its task is delivered
+// again after its lease (at least once), and the outcomes behind it are
+// not held back.
+const refusedTries = 3
 
 // Config wires a Completer. Store is required.
 type Config struct {
@@ -154,6 +163,12 @@ func (c *Completer) outcome(t *task.Task, err error, now time.Time) store.Outcom
 // errText is what is kept as last_error.
 func errText(err error) string { return store.ErrorText(err.Error()) }
 
+func (c *Completer) reachable(ctx context.Context) bool {
+	pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	return c.st.Ping(pctx) == nil
+}
+
 func (c *Completer) add(o store.Outcome) {
 	c.mu.Lock()
 	if len(c.q) == 0 {
@@ -221,7 +236,11 @@ func (c *Completer) hold(quit <-chan struct{}) {
 	}
 }
 
-// flush writes batch, retrying with backoff; tries < 0 means until quit.
+// flush writes batch, retrying with backoff while the store cannot be
+// reached; tries < 0 means until quit. When the store answers but refuses
+// the batch, one of its rows is at fault (one bad outcome must not fail
+// the others): the batch is split in halves, each written on its own, down
+// to the single outcome, which is given up after refusedTries.
 func (c *Completer) flush(ctx context.Context, quit <-chan struct{}, batch []store.Outcome, tries int) {
 	backoff := 50 * time.Millisecond
 	for i := 0; tries < 0 || i < tries; i++ {
@@ -230,6 +249,20 @@ func (c *Completer) flush(ctx context.Context, quit <-chan struct{}, batch []sto
 		cancel()
 		if err == nil {
 			return
+		}
+		if c.reachable(ctx) {
+			if len(batch) > 1 {
+				c.log.Warn("the store refused a batch of outcomes; writing its halves apart", "count", len(batch), "err", err)
+				mid := len(batch) / 2
+				c.flush(ctx, quit, batch[:mid], tries)
+				c.flush(ctx, quit, batch[mid:], tries)
+				return
+			}
+			if i+1 >= refusedTries {
+				c.log.Error("the store refuses this outcome; its task will be delivered again after its lease",
+					"id", batch[0].Ref.ID, "err", err)
+				return
+			}
 		}
 		c.log.Warn("writing delivery outcomes failed; retrying", "count", len(batch), "err", err)
 		if tries < 0 {
