@@ -2,7 +2,6 @@ package ontime
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"sort"
@@ -11,6 +10,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/ontimehq/ontime/apiv1"
+	"github.com/ontimehq/ontime/internal/api"
 	"github.com/ontimehq/ontime/internal/cluster"
 	"github.com/ontimehq/ontime/internal/cluster/dbcoord"
 	"github.com/ontimehq/ontime/internal/cluster/etcdcoord"
@@ -131,35 +132,25 @@ func (cr *clusterRun) stop() {
 	}
 }
 
-// ClusterView is GET /v1/cluster.
-type ClusterView struct {
-	Node        string            `json:"node"`
-	Coordinator string            `json:"coordinator"`
-	Leader      string            `json:"leader"`
-	Term        int64             `json:"term"`
-	Nodes       []ClusterNodeView `json:"nodes"`
-	Items       []ClusterItemView `json:"items"`
-}
-
-// ClusterNodeView is one node of the cluster.
-type ClusterNodeView struct {
-	ID        string    `json:"id"`
-	Addr      string    `json:"addr"`
-	Heartbeat time.Time `json:"heartbeat"`
-	Live      bool      `json:"live"`
-	Items     int       `json:"items"`
-}
-
-// ClusterItemView is one sharding item: its owner and scan lag (how far
-// past due its oldest pending task is; 0 when none is overdue).
-type ClusterItemView struct {
-	Item    string  `json:"item"`
-	Owner   string  `json:"owner"`
-	LagSecs float64 `json:"lag_seconds"`
-}
+// The cluster view's types live in apiv1 with the rest of the wire format;
+// these names stay for programs written against the root package.
+type (
+	// ClusterView is apiv1.ClusterView.
+	//
+	// Deprecated: use apiv1.ClusterView.
+	ClusterView = apiv1.ClusterView
+	// ClusterNodeView is apiv1.ClusterNodeView.
+	//
+	// Deprecated: use apiv1.ClusterNodeView.
+	ClusterNodeView = apiv1.ClusterNodeView
+	// ClusterItemView is apiv1.ClusterItemView.
+	//
+	// Deprecated: use apiv1.ClusterItemView.
+	ClusterItemView = apiv1.ClusterItemView
+)
 
 // Cluster describes the cluster as this node sees it.
-func (n *Node) Cluster(ctx context.Context) (*ClusterView, error) {
+func (n *Node) Cluster(ctx context.Context) (*apiv1.ClusterView, error) {
 	v := &ClusterView{Node: n.cfg.NodeID, Coordinator: n.cfg.Cluster.Coordinator}
 	items := n.store.Items()
 	owner := map[string]string{}
@@ -214,12 +205,8 @@ func (n *Node) Cluster(ctx context.Context) (*ClusterView, error) {
 
 func (n *Node) clusterHandler(w http.ResponseWriter, r *http.Request) {
 	v, err := n.Cluster(r.Context())
-	w.Header().Set("Content-Type", "application/json")
 	if err != nil {
-		n.log.Error("cluster view", "err", err)
-		w.WriteHeader(http.StatusInternalServerError)
-		_ = json.NewEncoder(w).Encode(map[string]any{"error": map[string]string{"message": "internal error"}})
-		return
+		err = fmt.Errorf("cluster view: %w", err)
 	}
-	_ = json.NewEncoder(w).Encode(v)
+	api.Reply(w, r, n.log, v, err)
 }

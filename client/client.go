@@ -1,5 +1,6 @@
 // Package client is the Go client of ontime's HTTP API v1. The CLI is
-// built on it.
+// built on it. The bodies it sends and receives are the types of package
+// apiv1; the names below are aliases of them, not copies.
 package client
 
 import (
@@ -15,33 +16,42 @@ import (
 	"strings"
 	"time"
 
-	"github.com/ontimehq/ontime/internal/api"
+	"github.com/ontimehq/ontime/apiv1"
 )
 
 // The wire types, shared with the server.
 type (
 	// TaskRequest is a task to submit.
-	TaskRequest = api.TaskIn
+	TaskRequest = apiv1.TaskRequest
 	// Task is a stored task's view.
-	Task = api.TaskOut
+	Task = apiv1.Task
 	// ListPage is one page of List.
-	ListPage = api.ListOut
+	ListPage = apiv1.ListPage
 	// BatchItem is one answer of SubmitBatch: a task, or an error.
-	BatchItem = api.BatchItem
+	BatchItem = apiv1.BatchItem
+	// ClusterView is the answer of Cluster.
+	ClusterView = apiv1.ClusterView
 )
 
 // APIError is an error answer of the API.
 type APIError struct {
-	Status  int
+	Status int
+	// Code classifies the error (apiv1.CodeNotFound …); empty when the
+	// answer was not the API's error envelope (a proxy's error page).
+	Code    apiv1.Code
 	Field   string
 	Message string
 }
 
 func (e *APIError) Error() string {
-	if e.Field != "" {
-		return fmt.Sprintf("%s: %s (HTTP %d)", e.Field, e.Message, e.Status)
+	status := fmt.Sprintf("HTTP %d", e.Status)
+	if e.Code != "" {
+		status += ", " + string(e.Code)
 	}
-	return fmt.Sprintf("%s (HTTP %d)", e.Message, e.Status)
+	if e.Field != "" {
+		return fmt.Sprintf("%s: %s (%s)", e.Field, e.Message, status)
+	}
+	return fmt.Sprintf("%s (%s)", e.Message, status)
 }
 
 // Client talks to one ontime node.
@@ -95,9 +105,9 @@ func (c *Client) do(ctx context.Context, method, path string, in, out any) (int,
 		return resp.StatusCode, err
 	}
 	if resp.StatusCode >= 400 {
-		var eb api.ErrorBody
+		var eb apiv1.ErrorBody
 		if json.Unmarshal(raw, &eb) == nil && eb.Error.Message != "" {
-			return resp.StatusCode, &APIError{Status: resp.StatusCode, Field: eb.Error.Field, Message: eb.Error.Message}
+			return resp.StatusCode, &APIError{Status: resp.StatusCode, Code: eb.Error.Code, Field: eb.Error.Field, Message: eb.Error.Message}
 		}
 		return resp.StatusCode, &APIError{Status: resp.StatusCode, Message: strings.TrimSpace(string(raw))}
 	}
@@ -129,10 +139,8 @@ func (c *Client) SubmitBatch(ctx context.Context, ts []TaskRequest) ([]BatchItem
 		}
 		raws[i] = b
 	}
-	var out struct {
-		Tasks []BatchItem `json:"tasks"`
-	}
-	if _, err := c.do(ctx, http.MethodPost, "/v1/tasks:batch", api.BatchIn{Tasks: raws}, &out); err != nil {
+	var out apiv1.BatchResponse
+	if _, err := c.do(ctx, http.MethodPost, "/v1/tasks:batch", apiv1.BatchRequest{Tasks: raws}, &out); err != nil {
 		return nil, err
 	}
 	return out.Tasks, nil
@@ -199,6 +207,16 @@ func (c *Client) List(ctx context.Context, o ListOptions) (*ListPage, error) {
 	return &out, nil
 }
 
+// Cluster returns the cluster as the node asked sees it: nodes, leader,
+// and each sharding item's owner and scan lag.
+func (c *Client) Cluster(ctx context.Context) (*ClusterView, error) {
+	var out ClusterView
+	if _, err := c.do(ctx, http.MethodGet, "/v1/cluster", nil, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
 // Health checks /readyz.
 func (c *Client) Health(ctx context.Context) error {
 	_, err := c.do(ctx, http.MethodGet, "/readyz", nil, nil)
@@ -208,5 +226,11 @@ func (c *Client) Health(ctx context.Context) error {
 // IsNotFound reports a 404 answer.
 func IsNotFound(err error) bool {
 	var ae *APIError
-	return errors.As(err, &ae) && ae.Status == http.StatusNotFound
+	return errors.As(err, &ae) && (ae.Code == apiv1.CodeNotFound || ae.Status == http.StatusNotFound)
+}
+
+// HasCode reports whether err is an API error answer with this code.
+func HasCode(err error, code apiv1.Code) bool {
+	var ae *APIError
+	return errors.As(err, &ae) && ae.Code == code
 }

@@ -5,11 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net/http"
 	"text/tabwriter"
 	"time"
-
-	"github.com/ontimehq/ontime"
 )
 
 // runCluster: ontime cluster — nodes, leader, and per item its owner and lag.
@@ -24,23 +21,12 @@ func runCluster(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	if len(pos) > 0 {
 		return fail(stderr, "cluster", 2, fmt.Errorf("unexpected argument %q", pos[0]))
 	}
-	if _, err := cf.client(); err != nil {
-		return fail(stderr, "cluster", 2, err)
-	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, cf.server+"/v1/cluster", nil)
+	c, err := cf.client()
 	if err != nil {
 		return fail(stderr, "cluster", 2, err)
 	}
-	resp, err := (&http.Client{Timeout: 30 * time.Second}).Do(req)
+	v, err := c.Cluster(ctx)
 	if err != nil {
-		return fail(stderr, "cluster", 1, err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return fail(stderr, "cluster", 1, fmt.Errorf("HTTP %d", resp.StatusCode))
-	}
-	var v ontime.ClusterView
-	if err := json.NewDecoder(resp.Body).Decode(&v); err != nil {
 		return fail(stderr, "cluster", 1, err)
 	}
 	if cf.json {

@@ -12,13 +12,14 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ontimehq/ontime/apiv1"
 	"github.com/ontimehq/ontime/internal/router"
 	"github.com/ontimehq/ontime/internal/store"
 	"github.com/ontimehq/ontime/internal/task"
 )
 
 // MaxBatch is the most tasks one POST /v1/tasks:batch may carry.
-const MaxBatch = 1000
+const MaxBatch = apiv1.MaxBatch
 
 // Options configures the handler.
 type Options struct {
@@ -27,46 +28,9 @@ type Options struct {
 	Logger          *slog.Logger
 }
 
-// TaskIn is a task as submitted.
-type TaskIn struct {
-	Topic       string          `json:"topic"`
-	Key         string          `json:"key,omitempty"`
-	DueAt       string          `json:"due_at,omitempty"` // RFC 3339
-	Delay       string          `json:"delay,omitempty"`  // a Go duration: "30s", "1h30m"
-	Payload     json.RawMessage `json:"payload,omitempty"`
-	Target      string          `json:"target,omitempty"`
-	MaxAttempts int             `json:"max_attempts,omitempty"`
-}
-
-// TaskOut is a task's view.
-type TaskOut struct {
-	ID          string          `json:"id"`
-	Topic       string          `json:"topic"`
-	Key         string          `json:"key,omitempty"`
-	DueAt       time.Time       `json:"due_at"`
-	Payload     json.RawMessage `json:"payload"`
-	Target      string          `json:"target,omitempty"`
-	MaxAttempts int             `json:"max_attempts"`
-	Status      string          `json:"status"`
-	Attempts    int             `json:"attempts"`
-	CreatedAt   time.Time       `json:"created_at"`
-	LastError   string          `json:"last_error,omitempty"`
-}
-
-// ErrorBody is every error answer: {"error": {"field": …, "message": …}}.
-type ErrorBody struct {
-	Error ErrorDetail `json:"error"`
-}
-
-// ErrorDetail names the field at fault, when one is.
-type ErrorDetail struct {
-	Field   string `json:"field,omitempty"`
-	Message string `json:"message"`
-}
-
 // View converts a stored task to its JSON view.
-func View(t *task.Task) TaskOut {
-	return TaskOut{ID: t.ID, Topic: t.Topic, Key: t.Key, DueAt: t.DueAt.UTC(), Payload: json.RawMessage(t.Payload),
+func View(t *task.Task) apiv1.Task {
+	return apiv1.Task{ID: t.ID, Topic: t.Topic, Key: t.Key, DueAt: t.DueAt.UTC(), Payload: json.RawMessage(t.Payload),
 		Target: t.Target, MaxAttempts: t.MaxAttempts, Status: t.Status.String(), Attempts: t.Attempts,
 		CreatedAt: t.CreatedAt.UTC(), LastError: t.LastError}
 }
@@ -88,9 +52,9 @@ func NewHandler(svc Service, opts Options) http.Handler {
 	h := &handler{svc: svc, opts: opts, log: opts.Logger}
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /v1/tasks", h.submit)
-	// "tasks:batch" and "{id}:requeue" share the path segment; one route
-	// splits on the colon.
-	mux.HandleFunc("POST /v1/{op}", h.postTasksOp)
+	mux.HandleFunc("POST /v1/tasks:batch", h.batch)
+	// A wildcard cannot share its segment with a literal, so "{id}:requeue"
+	// is one segment split on the colon.
 	mux.HandleFunc("POST /v1/tasks/{idop}", h.postTaskOp)
 	mux.HandleFunc("GET /v1/tasks/{id}", h.get)
 	mux.HandleFunc("DELETE /v1/tasks/{id}", h.cancel)
@@ -99,8 +63,10 @@ func NewHandler(svc Service, opts Options) http.Handler {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 	})
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
+		// Any failure means "not ready" here, a store that does not answer
+		// included: a load balancer only needs to know to look elsewhere.
 		if err := svc.Ready(r.Context()); err != nil {
-			writeJSON(w, http.StatusServiceUnavailable, ErrorBody{Error: ErrorDetail{Message: "not ready: " + err.Error()}})
+			h.fail(w, r, &httpError{status: http.StatusServiceUnavailable, code: apiv1.CodeUnavailable, message: "not ready: " + err.Error()})
 			return
 		}
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
@@ -108,7 +74,7 @@ func NewHandler(svc Service, opts Options) http.Handler {
 	for pattern, eh := range opts.Extra {
 		mux.Handle(pattern, eh)
 	}
-	return mux
+	return routed{mux: mux, log: opts.Logger}
 }
 
 func writeJSON(w http.ResponseWriter, code int, v any) {
@@ -117,42 +83,21 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 	_ = json.NewEncoder(w).Encode(v)
 }
 
-func writeErr(w http.ResponseWriter, code int, field, msg string) {
-	writeJSON(w, code, ErrorBody{Error: ErrorDetail{Field: field, Message: msg}})
-}
-
-// fail maps an engine error to its status code.
 func (h *handler) fail(w http.ResponseWriter, r *http.Request, err error) {
-	var fe *task.FieldError
-	switch {
-	case errors.As(err, &fe):
-		code := http.StatusBadRequest
-		if fe.TooLarge {
-			code = http.StatusRequestEntityTooLarge
-		}
-		writeErr(w, code, fe.Field, fe.Message)
-	case errors.Is(err, router.ErrBadID):
-		writeErr(w, http.StatusBadRequest, "id", err.Error())
-	case errors.Is(err, store.ErrNotFound):
-		writeErr(w, http.StatusNotFound, "id", "no task has this id")
-	case errors.Is(err, store.ErrConflict):
-		writeErr(w, http.StatusConflict, "", err.Error())
-	default:
-		h.log.Error("api request failed", "method", r.Method, "path", r.URL.Path, "err", err)
-		writeErr(w, http.StatusInternalServerError, "", "internal error")
-	}
+	writeError(w, r, h.log, err)
 }
 
 // readBody reads a JSON body of at most limit bytes into v, rejecting
 // unknown fields; errors name the field where the decoder can tell.
-func readBody(w http.ResponseWriter, r *http.Request, limit int64, v any) (code int, field, msg string) {
+func readBody(w http.ResponseWriter, r *http.Request, limit int64, v any) error {
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
 	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
-			return http.StatusRequestEntityTooLarge, "payload", fmt.Sprintf("request body exceeds %d bytes", limit)
+			return &httpError{status: http.StatusRequestEntityTooLarge, code: apiv1.CodeTooLarge, field: "payload",
+				message: fmt.Sprintf("request body exceeds %d bytes", limit)}
 		}
-		return http.StatusBadRequest, "", "reading body: " + err.Error()
+		return badRequest("", "reading body: %v", err)
 	}
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
@@ -161,26 +106,26 @@ func readBody(w http.ResponseWriter, r *http.Request, limit int64, v any) (code 
 		var se *json.SyntaxError
 		switch {
 		case errors.As(err, &te):
-			return http.StatusBadRequest, te.Field, fmt.Sprintf("want a %s, got a JSON %s", te.Type, te.Value)
+			return badRequest(te.Field, "want a %s, got a JSON %s", te.Type, te.Value)
 		case errors.As(err, &se):
-			return http.StatusBadRequest, "", "malformed JSON: " + err.Error()
+			return badRequest("", "malformed JSON: %v", err)
 		case strings.HasPrefix(err.Error(), "json: unknown field "):
 			f := strings.Trim(strings.TrimPrefix(err.Error(), "json: unknown field "), `"`)
-			return http.StatusBadRequest, f, "unknown field"
+			return badRequest(f, "unknown field")
 		case errors.Is(err, io.EOF):
-			return http.StatusBadRequest, "", "empty body; want a JSON object"
+			return badRequest("", "empty body; want a JSON object")
 		default:
-			return http.StatusBadRequest, "", "malformed JSON: " + err.Error()
+			return badRequest("", "malformed JSON: %v", err)
 		}
 	}
 	if dec.More() {
-		return http.StatusBadRequest, "", "trailing data after the JSON object"
+		return badRequest("", "trailing data after the JSON object")
 	}
-	return 0, "", ""
+	return nil
 }
 
 // spec converts a submitted task; the engine validates the values.
-func spec(in TaskIn) (task.Spec, error) {
+func spec(in apiv1.TaskRequest) (task.Spec, error) {
 	s := task.Spec{Topic: in.Topic, Key: in.Key, Payload: in.Payload, Target: in.Target, MaxAttempts: in.MaxAttempts}
 	if in.DueAt != "" {
 		t, err := time.Parse(time.RFC3339Nano, in.DueAt)
@@ -202,9 +147,9 @@ func spec(in TaskIn) (task.Spec, error) {
 func (h *handler) envelope() int64 { return int64(h.opts.MaxPayloadBytes) + 64<<10 }
 
 func (h *handler) submit(w http.ResponseWriter, r *http.Request) {
-	var in TaskIn
-	if code, field, msg := readBody(w, r, h.envelope(), &in); code != 0 {
-		writeErr(w, code, field, msg)
+	var in apiv1.TaskRequest
+	if err := readBody(w, r, h.envelope(), &in); err != nil {
+		h.fail(w, r, err)
 		return
 	}
 	s, err := spec(in)
@@ -228,51 +173,44 @@ func (h *handler) submit(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, code, View(res[0].Task))
 }
 
-// BatchIn is the body of POST /v1/tasks:batch.
-type BatchIn struct {
-	Tasks []json.RawMessage `json:"tasks"`
-}
-
-// BatchItem is one answer of a batch: a task view or an error.
-type BatchItem struct {
-	*TaskOut
-	Error *ErrorDetail `json:"error,omitempty"`
-}
-
-func (h *handler) postTasksOp(w http.ResponseWriter, r *http.Request) {
-	if r.PathValue("op") != "tasks:batch" {
-		writeErr(w, http.StatusNotFound, "", "no such endpoint")
-		return
+// itemError is the error of one task of a batch, in the same terms as a
+// whole answer's.
+func (h *handler) itemError(r *http.Request, err error) *apiv1.ErrorDetail {
+	_, d, internal := classify(err)
+	if internal {
+		h.log.Error("api batch item failed", "method", r.Method, "path", r.URL.Path, "err", err)
 	}
-	var in BatchIn
-	if code, field, msg := readBody(w, r, int64(MaxBatch)*h.envelope(), &in); code != 0 {
-		writeErr(w, code, field, msg)
+	return &d
+}
+
+func (h *handler) batch(w http.ResponseWriter, r *http.Request) {
+	var in apiv1.BatchRequest
+	if err := readBody(w, r, int64(MaxBatch)*h.envelope(), &in); err != nil {
+		h.fail(w, r, err)
 		return
 	}
 	if len(in.Tasks) == 0 {
-		writeErr(w, http.StatusBadRequest, "tasks", "is empty")
+		h.fail(w, r, badRequest("tasks", "is empty"))
 		return
 	}
 	if len(in.Tasks) > MaxBatch {
-		writeErr(w, http.StatusBadRequest, "tasks", fmt.Sprintf("has %d tasks; at most %d", len(in.Tasks), MaxBatch))
+		h.fail(w, r, badRequest("tasks", "has %d tasks; at most %d", len(in.Tasks), MaxBatch))
 		return
 	}
-	items := make([]BatchItem, len(in.Tasks))
+	items := make([]apiv1.BatchItem, len(in.Tasks))
 	var specs []task.Spec
 	var pos []int
 	for i, raw := range in.Tasks {
-		var ti TaskIn
+		var ti apiv1.TaskRequest
 		dec := json.NewDecoder(bytes.NewReader(raw))
 		dec.DisallowUnknownFields()
 		if err := dec.Decode(&ti); err != nil {
-			items[i].Error = &ErrorDetail{Field: fmt.Sprintf("tasks[%d]", i), Message: "malformed task: " + err.Error()}
+			items[i].Error = h.itemError(r, badRequest(fmt.Sprintf("tasks[%d]", i), "malformed task: %v", err))
 			continue
 		}
 		s, err := spec(ti)
 		if err != nil {
-			var fe *task.FieldError
-			errors.As(err, &fe)
-			items[i].Error = &ErrorDetail{Field: fe.Field, Message: fe.Message}
+			items[i].Error = h.itemError(r, err)
 			continue
 		}
 		specs = append(specs, s)
@@ -287,25 +225,20 @@ func (h *handler) postTasksOp(w http.ResponseWriter, r *http.Request) {
 		for j, rr := range res {
 			i := pos[j]
 			if rr.Err != nil {
-				var fe *task.FieldError
-				if errors.As(rr.Err, &fe) {
-					items[i].Error = &ErrorDetail{Field: fe.Field, Message: fe.Message}
-				} else {
-					items[i].Error = &ErrorDetail{Message: rr.Err.Error()}
-				}
+				items[i].Error = h.itemError(r, rr.Err)
 				continue
 			}
 			v := View(rr.Task)
-			items[i].TaskOut = &v
+			items[i].Task = &v
 		}
 	}
-	writeJSON(w, http.StatusOK, map[string][]BatchItem{"tasks": items})
+	writeJSON(w, http.StatusOK, apiv1.BatchResponse{Tasks: items})
 }
 
 func (h *handler) postTaskOp(w http.ResponseWriter, r *http.Request) {
 	id, op, ok := strings.Cut(r.PathValue("idop"), ":")
 	if !ok || op != "requeue" {
-		writeErr(w, http.StatusNotFound, "", "no such endpoint; POST /v1/tasks/{id}:requeue")
+		h.fail(w, r, notFound("no such endpoint; POST /v1/tasks/{id}:requeue"))
 		return
 	}
 	t, err := h.svc.Requeue(r.Context(), id)
@@ -334,19 +267,13 @@ func (h *handler) cancel(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, View(t))
 }
 
-// ListOut is a page of tasks.
-type ListOut struct {
-	Tasks      []TaskOut `json:"tasks"`
-	NextCursor string    `json:"next_cursor,omitempty"`
-}
-
 func (h *handler) list(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	for k := range q {
 		switch k {
 		case "topic", "status", "limit", "cursor":
 		default:
-			writeErr(w, http.StatusBadRequest, k, "unknown query parameter (want topic, status, limit, cursor)")
+			h.fail(w, r, badRequest(k, "unknown query parameter (want topic, status, limit, cursor)"))
 			return
 		}
 	}
@@ -368,14 +295,14 @@ func (h *handler) list(w http.ResponseWriter, r *http.Request) {
 	if l := q.Get("limit"); l != "" {
 		n, err := strconv.Atoi(l)
 		if err != nil || n < 1 || n > 1000 {
-			writeErr(w, http.StatusBadRequest, "limit", fmt.Sprintf("%q is not a number from 1 to 1000", l))
+			h.fail(w, r, badRequest("limit", "%q is not a number from 1 to 1000", l))
 			return
 		}
 		f.Limit = n
 	}
 	if c := q.Get("cursor"); c != "" {
 		if _, err := router.ParseID(c); err != nil {
-			writeErr(w, http.StatusBadRequest, "cursor", "not a cursor from a previous page: "+err.Error())
+			h.fail(w, r, badRequest("cursor", "not a cursor from a previous page: %v", err))
 			return
 		}
 		f.After = c
@@ -385,7 +312,7 @@ func (h *handler) list(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, err)
 		return
 	}
-	out := ListOut{Tasks: make([]TaskOut, len(ts))}
+	out := apiv1.ListPage{Tasks: make([]apiv1.Task, len(ts))}
 	for i, t := range ts {
 		out.Tasks[i] = View(t)
 	}

@@ -1,0 +1,140 @@
+// Package apiv1 defines the JSON bodies of ontime's HTTP API v1: what a
+// client sends, what the server answers, and the error codes. The server,
+// the Go client (package client), the CLI and the tests all use these types,
+// so the wire format has one definition.
+//
+// The package holds data only and imports nothing of ontime's internals:
+// programs that talk to ontime over HTTP may import it without pulling in
+// the scheduler.
+package apiv1
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// MaxBatch is the most tasks one POST /v1/tasks:batch may carry.
+const MaxBatch = 1000
+
+// TaskRequest is a task to submit: the body of POST /v1/tasks and an entry
+// of BatchRequest.
+type TaskRequest struct {
+	Topic       string          `json:"topic"`
+	Key         string          `json:"key,omitempty"`
+	DueAt       string          `json:"due_at,omitempty"` // RFC 3339
+	Delay       string          `json:"delay,omitempty"`  // a Go duration: "30s", "1h30m"
+	Payload     json.RawMessage `json:"payload,omitempty"`
+	Target      string          `json:"target,omitempty"`
+	MaxAttempts int             `json:"max_attempts,omitempty"`
+}
+
+// Task is a stored task's view, the answer of every task route.
+type Task struct {
+	ID          string          `json:"id"`
+	Topic       string          `json:"topic"`
+	Key         string          `json:"key,omitempty"`
+	DueAt       time.Time       `json:"due_at"`
+	Payload     json.RawMessage `json:"payload"`
+	Target      string          `json:"target,omitempty"`
+	MaxAttempts int             `json:"max_attempts"`
+	Status      string          `json:"status"`
+	Attempts    int             `json:"attempts"`
+	CreatedAt   time.Time       `json:"created_at"`
+	LastError   string          `json:"last_error,omitempty"`
+}
+
+// BatchRequest is the body of POST /v1/tasks:batch. The tasks stay raw so
+// that one malformed entry fails alone instead of the whole batch.
+type BatchRequest struct {
+	Tasks []json.RawMessage `json:"tasks"`
+}
+
+// BatchResponse answers POST /v1/tasks:batch: one item per submitted task,
+// in order.
+type BatchResponse struct {
+	Tasks []BatchItem `json:"tasks"`
+}
+
+// BatchItem is one answer of a batch: the task (created or found by its
+// key), or the error that kept it from being written.
+type BatchItem struct {
+	*Task
+	Error *ErrorDetail `json:"error,omitempty"`
+}
+
+// ListPage answers GET /v1/tasks; NextCursor, when set, asks for the next
+// page (?cursor=).
+type ListPage struct {
+	Tasks      []Task `json:"tasks"`
+	NextCursor string `json:"next_cursor,omitempty"`
+}
+
+// ErrorBody is the body of every 4xx and 5xx answer:
+// {"error": {"code": …, "field": …, "message": …}}.
+type ErrorBody struct {
+	Error ErrorDetail `json:"error"`
+}
+
+// ErrorDetail says what went wrong. Programs branch on Code; Field names the
+// input at fault when one is (a JSON field, a query parameter, "id");
+// Message is for people.
+type ErrorDetail struct {
+	Code    Code   `json:"code"`
+	Field   string `json:"field,omitempty"`
+	Message string `json:"message"`
+}
+
+// Code classifies an error answer. The set is closed: a client that handles
+// these handles every error the API gives.
+type Code string
+
+// The error codes, with the HTTP status each comes with.
+const (
+	// CodeInvalid (400, and 405 for a method the path does not take): the
+	// request is wrong as sent; sending it again will fail again.
+	CodeInvalid Code = "invalid"
+	// CodeTooLarge (413): the body or the payload is over the limit.
+	CodeTooLarge Code = "too_large"
+	// CodeNotFound (404): no task has this ID, or no route has this path.
+	CodeNotFound Code = "not_found"
+	// CodeConflict (409): the task's state forbids the change (cancel of a
+	// running task, requeue of a task that is not dead).
+	CodeConflict Code = "conflict"
+	// CodeUnauthorized (401): no or bad credentials.
+	CodeUnauthorized Code = "unauthorized"
+	// CodeForbidden (403): the credentials do not allow this.
+	CodeForbidden Code = "forbidden"
+	// CodeUnavailable (503): the node is starting, stopping or cannot reach
+	// its store; retry later or on another node.
+	CodeUnavailable Code = "unavailable"
+	// CodeInternal (500): a failure on the server's side; the node's log has
+	// the cause.
+	CodeInternal Code = "internal"
+)
+
+// ClusterView answers GET /v1/cluster: the cluster as the asked node sees it.
+type ClusterView struct {
+	Node        string            `json:"node"`
+	Coordinator string            `json:"coordinator"`
+	Leader      string            `json:"leader"`
+	Term        int64             `json:"term"`
+	Nodes       []ClusterNodeView `json:"nodes"`
+	Items       []ClusterItemView `json:"items"`
+}
+
+// ClusterNodeView is one node of the cluster.
+type ClusterNodeView struct {
+	ID        string    `json:"id"`
+	Addr      string    `json:"addr"`
+	Heartbeat time.Time `json:"heartbeat"`
+	Live      bool      `json:"live"`
+	Items     int       `json:"items"`
+}
+
+// ClusterItemView is one sharding item: its owner and scan lag (how far
+// past due its oldest pending task is; 0 when none is overdue).
+type ClusterItemView struct {
+	Item    string  `json:"item"`
+	Owner   string  `json:"owner"`
+	LagSecs float64 `json:"lag_seconds"`
+}

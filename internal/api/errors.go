@@ -1,0 +1,142 @@
+package api
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+
+	"github.com/ontimehq/ontime/apiv1"
+	"github.com/ontimehq/ontime/internal/router"
+	"github.com/ontimehq/ontime/internal/store"
+	"github.com/ontimehq/ontime/internal/submit"
+	"github.com/ontimehq/ontime/internal/task"
+)
+
+// httpError is a failure the HTTP layer finds on its own (a malformed body,
+// an unknown query parameter, no such route), before the engine is asked.
+type httpError struct {
+	status  int
+	code    apiv1.Code
+	field   string
+	message string
+}
+
+func (e *httpError) Error() string {
+	if e.field != "" {
+		return e.field + ": " + e.message
+	}
+	return e.message
+}
+
+func badRequest(field, format string, args ...any) error {
+	return &httpError{status: http.StatusBadRequest, code: apiv1.CodeInvalid, field: field, message: fmt.Sprintf(format, args...)}
+}
+
+func notFound(message string) error {
+	return &httpError{status: http.StatusNotFound, code: apiv1.CodeNotFound, message: message}
+}
+
+// classify is the one map from errors to answers. Errors arrive wrapped from
+// any layer, so it matches with errors.Is/As, never by comparison. internal
+// reports an error the client cannot act on, whose cause only the log gets.
+func classify(err error) (status int, d apiv1.ErrorDetail, internal bool) {
+	var he *httpError
+	var fe *task.FieldError
+	switch {
+	case errors.As(err, &he):
+		return he.status, apiv1.ErrorDetail{Code: he.code, Field: he.field, Message: he.message}, false
+	case errors.As(err, &fe):
+		if fe.TooLarge {
+			return http.StatusRequestEntityTooLarge, apiv1.ErrorDetail{Code: apiv1.CodeTooLarge, Field: fe.Field, Message: fe.Message}, false
+		}
+		return http.StatusBadRequest, apiv1.ErrorDetail{Code: apiv1.CodeInvalid, Field: fe.Field, Message: fe.Message}, false
+	case errors.Is(err, router.ErrBadID):
+		return http.StatusBadRequest, apiv1.ErrorDetail{Code: apiv1.CodeInvalid, Field: "id", Message: err.Error()}, false
+	case errors.Is(err, store.ErrNotFound):
+		return http.StatusNotFound, apiv1.ErrorDetail{Code: apiv1.CodeNotFound, Field: "id", Message: "no task has this id"}, false
+	case errors.Is(err, store.ErrConflict):
+		return http.StatusConflict, apiv1.ErrorDetail{Code: apiv1.CodeConflict, Message: err.Error()}, false
+	case errors.Is(err, submit.ErrNotReady):
+		return http.StatusServiceUnavailable, apiv1.ErrorDetail{Code: apiv1.CodeUnavailable, Message: "node not ready; retry later"}, false
+	default:
+		return http.StatusInternalServerError, apiv1.ErrorDetail{Code: apiv1.CodeInternal, Message: "internal error"}, true
+	}
+}
+
+// writeError answers err with its status and the error envelope.
+func writeError(w http.ResponseWriter, r *http.Request, log *slog.Logger, err error) {
+	status, d, internal := classify(err)
+	if internal {
+		log.Error("api request failed", "method", r.Method, "path", r.URL.Path, "err", err)
+	}
+	writeJSON(w, status, apiv1.ErrorBody{Error: d})
+}
+
+// Reply answers a route served outside this package (GET /v1/cluster): v
+// with 200, or err as the error envelope, so that such a route needs no
+// status codes of its own.
+func Reply(w http.ResponseWriter, r *http.Request, log *slog.Logger, v any, err error) {
+	if err != nil {
+		writeError(w, r, log, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, v)
+}
+
+// routed serves mux, replacing ServeMux's plain-text 404 and 405 with the
+// envelope: every error answer of the API must be JSON a client can decode.
+type routed struct {
+	mux *http.ServeMux
+	log *slog.Logger
+}
+
+func (h routed) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if _, pattern := h.mux.Handler(r); pattern != "" {
+		h.mux.ServeHTTP(w, r)
+		return
+	}
+	// No route matched. ServeMux's answer says which failure it was (404,
+	// 405 with Allow, or a redirect to the cleaned path); the body is
+	// replaced only for the first two.
+	rec := &recorder{header: http.Header{}}
+	h.mux.ServeHTTP(rec, r)
+	switch rec.status {
+	case http.StatusMethodNotAllowed:
+		allow := rec.header.Get("Allow")
+		w.Header().Set("Allow", allow)
+		writeError(w, r, h.log, &httpError{status: http.StatusMethodNotAllowed, code: apiv1.CodeInvalid,
+			message: fmt.Sprintf("%s %s is not a route; this path takes %s", r.Method, r.URL.Path, allow)})
+	case http.StatusNotFound, 0:
+		writeError(w, r, h.log, notFound(fmt.Sprintf("no route %s %s", r.Method, r.URL.Path)))
+	default:
+		for k, v := range rec.header {
+			w.Header()[k] = v
+		}
+		w.WriteHeader(rec.status)
+		_, _ = w.Write(rec.body.Bytes())
+	}
+}
+
+// recorder keeps ServeMux's answer for an unmatched request.
+type recorder struct {
+	header http.Header
+	status int
+	body   bytes.Buffer
+}
+
+func (r *recorder) Header() http.Header { return r.header }
+
+func (r *recorder) WriteHeader(status int) {
+	if r.status == 0 {
+		r.status = status
+	}
+}
+
+func (r *recorder) Write(b []byte) (int, error) {
+	if r.status == 0 {
+		r.status = http.StatusOK
+	}
+	return r.body.Write(b)
+}
