@@ -9,6 +9,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/ontimehq/ontime"
+	"github.com/ontimehq/ontime/apiv1"
 )
 
 // A receiver that fails with a reply that is not valid UTF-8 (issue 11's
@@ -41,7 +42,7 @@ func TestInvalidUTF8ReplyIsRetriedNotRedelivered(t *testing.T) {
 			const n, attempts = 20, 2
 			ids := make([]string, n)
 			for i := range ids {
-				ids[i] = c.submit(map[string]any{"topic": "e2e.badreply", "target": srv.URL, "max_attempts": attempts}).ID
+				ids[i] = c.submit(apiv1.TaskRequest{Topic: "e2e.badreply", Target: srv.URL, MaxAttempts: attempts}).ID
 			}
 			for _, id := range ids {
 				waitFor(t, 60*time.Second, "task dead", func() bool { return c.get(id).Status == "dead" })

@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -9,23 +8,18 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ontimehq/ontime"
+	"github.com/ontimehq/ontime/apiv1"
 	"github.com/ontimehq/ontime/internal/testdb"
 	"github.com/ontimehq/ontime/internal/testdb/testetcd"
 )
 
-func clusterView(t *testing.T, addr string) (ontime.ClusterView, bool) {
-	c := apiClient{t: t, base: "http://" + addr}
-	code, body := c.do("GET", "/v1/cluster", nil)
-	var v ontime.ClusterView
-	if code != 200 || json.Unmarshal(body, &v) != nil {
-		return v, false
-	}
-	return v, true
+func clusterView(t *testing.T, addr string) (*apiv1.ClusterView, bool) {
+	v, err := newAPIClient(t, "http://"+addr).Cluster(t.Context())
+	return v, err == nil
 }
 
 // balanced: every item owned by one of want, counts within one.
-func balanced(v ontime.ClusterView, want []string) bool {
+func balanced(v *apiv1.ClusterView, want []string) bool {
 	live := map[string]bool{}
 	for _, n := range want {
 		live[n] = true
@@ -98,22 +92,21 @@ delivery:
 	const n, batch = 20000, 500
 	due := map[string]time.Time{}
 	for start := 0; start < n; start += batch {
-		c := apiClient{t: t, base: "http://" + addrs[names[(start/batch)%3]]}
-		var tasks []map[string]any
+		c := newAPIClient(t, "http://"+addrs[names[(start/batch)%3]])
+		var tasks []apiv1.TaskRequest
 		for i := start; i < start+batch; i++ {
 			delay := 500*time.Millisecond + time.Duration(i%1000)*10*time.Millisecond // 0.5 .. 10.5 s
-			tasks = append(tasks, map[string]any{"topic": "e2e.cluster", "key": fmt.Sprint(i), "delay": delay.String(), "target": rcv.srv.URL})
+			tasks = append(tasks, apiv1.TaskRequest{Topic: "e2e.cluster", Key: fmt.Sprint(i), Delay: delay.String(), Target: rcv.srv.URL})
 		}
-		code, body := c.do("POST", "/v1/tasks:batch", map[string]any{"tasks": tasks})
-		var out struct{ Tasks []taskView }
-		if code != 200 || json.Unmarshal(body, &out) != nil || len(out.Tasks) != batch {
-			t.Fatalf("batch submit: HTTP %d %.200s", code, body)
+		items, err := c.SubmitBatch(t.Context(), tasks)
+		if err != nil || len(items) != batch {
+			t.Fatalf("batch submit: %v, %d answers for %d tasks", err, len(items), batch)
 		}
-		for _, v := range out.Tasks {
-			if v.ID == "" {
-				t.Fatalf("batch item failed: %.200s", body)
+		for _, it := range items {
+			if it.Error != nil {
+				t.Fatalf("batch item failed: %+v", *it.Error)
 			}
-			due[v.ID] = v.DueAt
+			due[it.ID] = it.DueAt
 		}
 	}
 	waitFor(t, 30*time.Second, "deliveries under way", func() bool { return len(rcv.delivered()) >= n/4 })

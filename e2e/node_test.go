@@ -9,8 +9,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"net/http"
 	"net/http/httptest"
 	"strings"
 	"sync"
@@ -18,75 +16,53 @@ import (
 	"time"
 
 	"github.com/ontimehq/ontime"
+	"github.com/ontimehq/ontime/apiv1"
+	"github.com/ontimehq/ontime/client"
 	"github.com/ontimehq/ontime/internal/testdb"
 )
 
+// apiClient is the Go client in a test: the helpers fail the test when a
+// call that must succeed does not.
 type apiClient struct {
-	t    *testing.T
-	base string
+	t *testing.T
+	*client.Client
 }
 
-type taskView struct {
-	ID          string          `json:"id"`
-	Topic       string          `json:"topic"`
-	Key         string          `json:"key"`
-	DueAt       time.Time       `json:"due_at"`
-	Payload     json.RawMessage `json:"payload"`
-	Target      string          `json:"target"`
-	MaxAttempts int             `json:"max_attempts"`
-	Status      string          `json:"status"`
-	Attempts    int             `json:"attempts"`
-	LastError   string          `json:"last_error"`
-}
-
-func (c apiClient) do(method, path string, body any) (int, []byte) {
-	c.t.Helper()
-	var rd io.Reader
-	if body != nil {
-		b, err := json.Marshal(body)
-		if err != nil {
-			c.t.Fatal(err)
-		}
-		rd = bytes.NewReader(b)
-	}
-	req, err := http.NewRequest(method, c.base+path, rd)
+func newAPIClient(t *testing.T, base string) apiClient {
+	t.Helper()
+	c, err := client.New(base)
 	if err != nil {
-		c.t.Fatal(err)
+		t.Fatal(err)
 	}
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		c.t.Fatalf("%s %s: %v", method, path, err)
-	}
-	defer resp.Body.Close()
-	out, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, out
+	return apiClient{t: t, Client: c}
 }
 
-func (c apiClient) submit(task map[string]any) taskView {
+func (c apiClient) submit(r apiv1.TaskRequest) *apiv1.Task {
 	c.t.Helper()
-	code, body := c.do("POST", "/v1/tasks", task)
-	if code != 201 && code != 200 {
-		c.t.Fatalf("submit: HTTP %d: %s", code, body)
-	}
-	var v taskView
-	if err := json.Unmarshal(body, &v); err != nil {
-		c.t.Fatalf("submit: %v: %s", err, body)
+	v, _, err := c.Submit(c.t.Context(), r)
+	if err != nil {
+		c.t.Fatalf("submit: %v", err)
 	}
 	return v
 }
 
-func (c apiClient) get(id string) taskView {
+func (c apiClient) get(id string) *apiv1.Task {
 	c.t.Helper()
-	code, body := c.do("GET", "/v1/tasks/"+id, nil)
-	if code != 200 {
-		c.t.Fatalf("get %s: HTTP %d: %s", id, code, body)
-	}
-	var v taskView
-	if err := json.Unmarshal(body, &v); err != nil {
-		c.t.Fatal(err)
+	v, err := c.Get(c.t.Context(), id)
+	if err != nil {
+		c.t.Fatalf("get %s: %v", id, err)
 	}
 	return v
+}
+
+// payload is v as a task's JSON payload.
+func payload(t *testing.T, v any) json.RawMessage {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }
 
 // startNode runs an in-process node on engine with its API on a real
@@ -126,7 +102,7 @@ func startNode(t *testing.T, engine string, mod func(*ontime.Config)) (apiClient
 			t.Errorf("Stop: %v", err)
 		}
 	})
-	return apiClient{t: t, base: srv.URL}, node
+	return newAPIClient(t, srv.URL), node
 }
 
 // TestDeliveredOnTimeNeverEarly submits tasks due from now to a few seconds
@@ -140,12 +116,12 @@ func TestDeliveredOnTimeNeverEarly(t *testing.T) {
 			rcv := newReceiver(t)
 			c, _ := startNode(t, engine, nil)
 			const n = 120
-			want := map[string]taskView{}
+			want := map[string]*apiv1.Task{}
 			for i := range n {
 				delay := time.Duration(i%40) * 75 * time.Millisecond // 0 .. 2.9 s
-				v := c.submit(map[string]any{
-					"topic": "e2e.ontime", "key": fmt.Sprintf("k-%d", i), "delay": delay.String(),
-					"payload": map[string]any{"i": i}, "target": rcv.srv.URL + "/hook",
+				v := c.submit(apiv1.TaskRequest{
+					Topic: "e2e.ontime", Key: fmt.Sprintf("k-%d", i), Delay: delay.String(),
+					Payload: payload(t, map[string]any{"i": i}), Target: rcv.srv.URL + "/hook",
 				})
 				want[v.ID] = v
 			}
@@ -199,7 +175,7 @@ func TestRetryDeadAndRequeue(t *testing.T) {
 	}
 	fail.Store("on", true)
 	c, _ := startNode(t, "sqlite", nil)
-	v := c.submit(map[string]any{"topic": "e2e.retry", "target": rcv.srv.URL, "max_attempts": 3})
+	v := c.submit(apiv1.TaskRequest{Topic: "e2e.retry", Target: rcv.srv.URL, MaxAttempts: 3})
 	waitFor(t, 30*time.Second, "task dead", func() bool { return c.get(v.ID).Status == "dead" })
 	got := c.get(v.ID)
 	if got.Attempts != 3 || !strings.Contains(got.LastError, "500") {
@@ -215,12 +191,12 @@ func TestRetryDeadAndRequeue(t *testing.T) {
 		}
 	}
 	// Cancel of a dead task is a conflict; requeue brings it back.
-	if code, body := c.do("DELETE", "/v1/tasks/"+v.ID, nil); code != 409 {
-		t.Fatalf("cancel dead: HTTP %d %s, want 409", code, body)
+	if _, err := c.Cancel(t.Context(), v.ID); !client.HasCode(err, apiv1.CodeConflict) {
+		t.Fatalf("cancel dead: %v, want a conflict", err)
 	}
 	fail.Delete("on")
-	if code, body := c.do("POST", "/v1/tasks/"+v.ID+":requeue", nil); code != 200 {
-		t.Fatalf("requeue: HTTP %d %s", code, body)
+	if _, err := c.Requeue(t.Context(), v.ID); err != nil {
+		t.Fatalf("requeue: %v", err)
 	}
 	waitFor(t, 30*time.Second, "requeued task done", func() bool { return c.get(v.ID).Status == "done" })
 }
@@ -236,11 +212,11 @@ func TestHangingDestinationDoesNotBlockOthers(t *testing.T) {
 		cfg.Delivery.Timeout = ontime.Duration(time.Minute)
 	})
 	for i := range 40 {
-		c.submit(map[string]any{"topic": "e2e.slow", "key": fmt.Sprint(i), "target": slow.srv.URL})
+		c.submit(apiv1.TaskRequest{Topic: "e2e.slow", Key: fmt.Sprint(i), Target: slow.srv.URL})
 	}
 	var fastIDs []string
 	for i := range 40 {
-		fastIDs = append(fastIDs, c.submit(map[string]any{"topic": "e2e.fast", "key": fmt.Sprint(i), "target": fast.srv.URL}).ID)
+		fastIDs = append(fastIDs, c.submit(apiv1.TaskRequest{Topic: "e2e.fast", Key: fmt.Sprint(i), Target: fast.srv.URL}).ID)
 	}
 	waitFor(t, 30*time.Second, "fast endpoint served while slow hangs", func() bool { return len(fast.delivered()) == 40 })
 	if n := len(slow.delivered()); n != 0 {
@@ -255,34 +231,32 @@ func TestCancelAndIdempotentResubmit(t *testing.T) {
 	rcv := newReceiver(t)
 	c, _ := startNode(t, "sqlite", nil)
 	// Cancel before due, both beyond the window (pending) and within it (claimed).
-	far := c.submit(map[string]any{"topic": "e2e.cancel", "key": "far", "delay": "3s", "target": rcv.srv.URL})
-	near := c.submit(map[string]any{"topic": "e2e.cancel", "key": "near", "delay": "900ms", "target": rcv.srv.URL})
+	far := c.submit(apiv1.TaskRequest{Topic: "e2e.cancel", Key: "far", Delay: "3s", Target: rcv.srv.URL})
+	near := c.submit(apiv1.TaskRequest{Topic: "e2e.cancel", Key: "near", Delay: "900ms", Target: rcv.srv.URL})
 	for _, id := range []string{far.ID, near.ID} {
-		if code, body := c.do("DELETE", "/v1/tasks/"+id, nil); code != 200 {
-			t.Fatalf("cancel: HTTP %d %s", code, body)
+		if _, err := c.Cancel(t.Context(), id); err != nil {
+			t.Fatalf("cancel: %v", err)
 		}
 	}
 	// Resubmit of the same topic+key returns the existing task with 200.
-	code, body := c.do("POST", "/v1/tasks", map[string]any{"topic": "e2e.cancel", "key": "far", "delay": "10s", "target": rcv.srv.URL})
-	var again taskView
-	_ = json.Unmarshal(body, &again)
-	if code != 200 || again.ID != far.ID || again.Status != "cancelled" {
-		t.Fatalf("resubmit: HTTP %d id %s status %s, want 200 %s cancelled", code, again.ID, again.Status, far.ID)
+	again, created, err := c.Submit(t.Context(), apiv1.TaskRequest{Topic: "e2e.cancel", Key: "far", Delay: "10s", Target: rcv.srv.URL})
+	if err != nil || created || again.ID != far.ID || again.Status != "cancelled" {
+		t.Fatalf("resubmit: %v created %v task %+v, want the cancelled %s", err, created, again, far.ID)
 	}
-	done := c.submit(map[string]any{"topic": "e2e.cancel", "key": "done", "target": rcv.srv.URL})
+	done := c.submit(apiv1.TaskRequest{Topic: "e2e.cancel", Key: "done", Target: rcv.srv.URL})
 	waitFor(t, 30*time.Second, "task done", func() bool { return c.get(done.ID).Status == "done" })
-	if code, _ := c.do("DELETE", "/v1/tasks/"+done.ID, nil); code != 409 {
-		t.Fatalf("cancel after delivery: HTTP %d, want 409", code)
+	if _, err := c.Cancel(t.Context(), done.ID); !client.HasCode(err, apiv1.CodeConflict) {
+		t.Fatalf("cancel after delivery: %v, want a conflict", err)
 	}
 	time.Sleep(4 * time.Second) // past both cancelled tasks' due times
 	if d := rcv.delivered(); d[far.ID]+d[near.ID] != 0 {
 		t.Fatalf("cancelled tasks were delivered: %v", d)
 	}
-	if code, _ := c.do("GET", "/v1/tasks/"+strings.Repeat("0", 26), nil); code != 404 {
-		t.Fatalf("unknown id: HTTP %d, want 404", code)
+	if _, err := c.Get(t.Context(), strings.Repeat("0", 26)); !client.HasCode(err, apiv1.CodeNotFound) {
+		t.Fatalf("unknown id: %v, want not found", err)
 	}
-	if code, _ := c.do("GET", "/v1/tasks/not-an-id", nil); code != 400 {
-		t.Fatalf("malformed id: HTTP %d, want 400", code)
+	if _, err := c.Get(t.Context(), "not-an-id"); !client.HasCode(err, apiv1.CodeInvalid) {
+		t.Fatalf("malformed id: %v, want invalid", err)
 	}
 }
 
@@ -360,7 +334,7 @@ func TestRedisTierLosesNothing(t *testing.T) {
 	due := map[string]time.Time{}
 	for i := range n {
 		delay := time.Duration(i%50) * 60 * time.Millisecond // 0 .. 3 s
-		v := c.submit(map[string]any{"topic": "e2e.redis", "key": fmt.Sprint(i), "delay": delay.String(), "target": rcv.srv.URL})
+		v := c.submit(apiv1.TaskRequest{Topic: "e2e.redis", Key: fmt.Sprint(i), Delay: delay.String(), Target: rcv.srv.URL})
 		due[v.ID] = v.DueAt
 	}
 	waitFor(t, 30*time.Second, "first deliveries", func() bool { return len(rcv.delivered()) >= 10 })

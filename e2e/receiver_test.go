@@ -118,15 +118,6 @@ func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
 	}
 }
 
-func httpGet(url string) (int, error) {
-	resp, err := http.Get(url)
-	if err != nil {
-		return 0, err
-	}
-	resp.Body.Close()
-	return resp.StatusCode, nil
-}
-
 func decodeJSON(req *http.Request, v any) error {
 	return json.NewDecoder(req.Body).Decode(v)
 }

@@ -13,6 +13,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/ontimehq/ontime/apiv1"
 )
 
 var (
@@ -96,7 +98,7 @@ func startServe(t *testing.T, cfgPath, addr string, env ...string) *serveProc {
 			<-p.done
 		}
 	})
-	c := apiClient{t: t, base: "http://" + addr}
+	c := newAPIClient(t, "http://"+addr)
 	waitFor(t, 60*time.Second, "ontime serve ready", func() bool {
 		select {
 		case err := <-p.done:
@@ -104,8 +106,7 @@ func startServe(t *testing.T, cfgPath, addr string, env ...string) *serveProc {
 			t.Fatalf("ontime serve exited: %v\n%s", err, p.log())
 		default:
 		}
-		req, _ := httpGet(c.base + "/readyz")
-		return req == 200
+		return c.Health(t.Context()) == nil
 	})
 	return p
 }
@@ -162,12 +163,12 @@ func restartScenario(t *testing.T, sig syscall.Signal) (dups int) {
 	addr := freeAddr(t)
 	rcv := newReceiver(t)
 	p := startServe(t, cfgPath, addr)
-	c := apiClient{t: t, base: "http://" + addr}
+	c := newAPIClient(t, "http://"+addr)
 	const n = 300
 	due := map[string]time.Time{}
 	for i := range n {
 		delay := time.Duration(i%100) * 40 * time.Millisecond // 0 .. 4 s
-		v := c.submit(map[string]any{"topic": "e2e.restart", "key": fmt.Sprint(i), "delay": delay.String(), "target": rcv.srv.URL})
+		v := c.submit(apiv1.TaskRequest{Topic: "e2e.restart", Key: fmt.Sprint(i), Delay: delay.String(), Target: rcv.srv.URL})
 		due[v.ID] = v.DueAt
 	}
 	waitFor(t, 30*time.Second, "some deliveries before the stop", func() bool { return len(rcv.delivered()) >= n/5 })
