@@ -15,6 +15,7 @@ import (
 	"github.com/ontimehq/ontime/internal/cluster"
 	"github.com/ontimehq/ontime/internal/cluster/dbcoord"
 	"github.com/ontimehq/ontime/internal/cluster/etcdcoord"
+	"github.com/ontimehq/ontime/internal/startstop"
 	"github.com/ontimehq/ontime/internal/store"
 	"github.com/ontimehq/ontime/internal/store/sqlstore"
 )
@@ -38,21 +39,21 @@ func parseItemKey(s string) (store.Item, bool) {
 	return store.Item{DB: v[0], Table: v[1], Segment: v[2]}, true
 }
 
-// coordinator is what the node needs of a cluster backend (dbcoord, etcdcoord).
+// coordinator is what the node needs of a cluster backend (dbcoord,
+// etcdcoord): the one lifecycle, and the view for GET /v1/cluster.
 type coordinator interface {
-	Run(ctx context.Context) error
+	startstop.Service
 	Status(ctx context.Context) (cluster.Status, error)
 }
 
-// clusterRun is the coordinator of a node in a cluster.
+// clusterRun is the coordinator of a node in a cluster, one of the node's
+// services: started last, stopped first, so that the node hands its items
+// to the others before its pipeline stops.
 type clusterRun struct {
-	coord   coordinator
-	close   func() error
-	cancel  context.CancelFunc
-	done    chan struct{}
-	mu      sync.Mutex
-	started chan struct{}
+	coord coordinator
 }
+
+var _ startstop.Service = (*clusterRun)(nil)
 
 // newCoordinator builds the configured coordinator (the task database's
 // first database, or etcd); the node's scanner scans what it assigns.
@@ -76,61 +77,38 @@ func (n *Node) newCoordinator(ctx context.Context, st *sqlstore.Store) error {
 		n.scan.SetItems(its)
 	}
 	ttl := time.Duration(n.cfg.Cluster.LeaseTTL)
+	var c coordinator
 	switch n.cfg.Cluster.Coordinator {
 	case "etcd":
-		c, err := etcdcoord.New(ctx, etcdcoord.Config{Endpoints: n.cfg.Cluster.EtcdEndpoints, NodeID: n.cfg.NodeID, Addr: addr,
+		ec, err := etcdcoord.New(ctx, etcdcoord.Config{Endpoints: n.cfg.Cluster.EtcdEndpoints, NodeID: n.cfg.NodeID, Addr: addr,
 			TTL: ttl, Items: keys, Logger: n.log, OnAssign: onAssign})
 		if err != nil {
 			return err
 		}
-		n.cluster = &clusterRun{coord: c, close: c.Close, started: make(chan struct{})}
+		c = ec
 	default:
-		if err := dbcoord.Migrate(ctx, st.DB(0), st.Driver()); err != nil {
-			return err
-		}
-		c, err := dbcoord.New(dbcoord.Config{DB: st.DB(0), Dialect: st.Driver(), NodeID: n.cfg.NodeID, Addr: addr,
+		// The store made the coordinator's tables when it migrated.
+		dc, err := dbcoord.New(dbcoord.Config{Store: st, NodeID: n.cfg.NodeID, Addr: addr,
 			TTL: ttl, Items: keys, Logger: n.log, OnAssign: onAssign})
 		if err != nil {
 			return err
 		}
-		n.cluster = &clusterRun{coord: c, close: func() error { return nil }, started: make(chan struct{})}
+		c = dc
 	}
+	n.cluster = &clusterRun{coord: c}
 	return nil
 }
 
-// Start joins the cluster: the coordinator runs until Stop.
-func (cr *clusterRun) Start(context.Context) error {
-	cr.start()
-	close(cr.started)
-	return nil
-}
+// Start joins the cluster and returns at once: the coordinator runs until
+// Stop.
+func (cr *clusterRun) Start(ctx context.Context) error { return cr.coord.Start(ctx) }
 
-// Stop leaves the cluster; idempotent.
-func (cr *clusterRun) Stop() { cr.stop() }
+// Stop leaves the cluster — items handed back, leadership resigned — and
+// waits for that. Idempotent, safe to call concurrently.
+func (cr *clusterRun) Stop() { cr.coord.Stop() }
 
 // Started is closed once the coordinator runs.
-func (cr *clusterRun) Started() <-chan struct{} { return cr.started }
-
-func (cr *clusterRun) start() {
-	ctx, cancel := context.WithCancel(context.Background())
-	cr.cancel, cr.done = cancel, make(chan struct{})
-	go func() {
-		defer close(cr.done)
-		_ = cr.coord.Run(ctx)
-	}()
-}
-
-// stop leaves the cluster: items handed back, leadership resigned.
-func (cr *clusterRun) stop() {
-	cr.mu.Lock()
-	defer cr.mu.Unlock()
-	if cr.cancel != nil {
-		cr.cancel()
-		<-cr.done
-		cr.cancel = nil
-		_ = cr.close()
-	}
-}
+func (cr *clusterRun) Started() <-chan struct{} { return cr.coord.Started() }
 
 // The cluster view's types live in apiv1 with the rest of the wire format;
 // these names stay for programs written against the root package.

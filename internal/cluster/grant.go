@@ -15,6 +15,15 @@ type Grant struct {
 	Term  int64
 }
 
+// Lease is the leader lease as a coordinator stores it: the node holding
+// it, its term (the fencing token: it grows each time the lease changes
+// hands) and when it expires unless renewed.
+type Lease struct {
+	Node  string
+	Term  int64
+	Until time.Time
+}
+
 // Owned returns the highest term among the grants and, sorted, the items
 // node may act on at now (in Tracker.Set's order).
 func Owned(grants map[string]Grant, node string, now time.Time) (int64, []string) {

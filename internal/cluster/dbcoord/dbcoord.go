@@ -15,40 +15,84 @@
 // the leader reassigns a node's items only once its heartbeat is older than
 // TTL. Writes of the assignment are fenced by the leader's term inside the
 // same transaction, so a deposed leader writes nothing.
+//
+// The SQL lives with the store's (sqlstore/coord.go, one dialect per
+// engine, its tables made by the store's versioned migrations); this
+// package keeps the protocol and talks to the store through Store.
+//
+// A Coordinator has the node's one lifecycle (startstop): Start launches
+// the rounds, Stop hands the node's items back, resigns and waits.
 package dbcoord
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 
 	"github.com/ontimehq/ontime/internal/cluster"
+	"github.com/ontimehq/ontime/internal/startstop"
 )
+
+// Store is the coordination state the protocol reads and writes, kept in
+// the task database (*sqlstore.Store implements it). Times are compared
+// by the store as given: every node's clock takes part, as with any lease.
+type Store interface {
+	// Heartbeat registers node, or refreshes its heartbeat and address.
+	Heartbeat(ctx context.Context, node, addr string, started, now time.Time) error
+	// Deregister removes node's registration.
+	Deregister(ctx context.Context, node string) error
+	// PruneNodes removes registrations last heard of before cutoff.
+	PruneNodes(ctx context.Context, cutoff time.Time) error
+	// LiveNodes lists the nodes heard of at or after since.
+	LiveNodes(ctx context.Context, since time.Time) ([]string, error)
+	// Nodes lists every registration (ID, Addr, Heartbeat) by ID.
+	Nodes(ctx context.Context) ([]cluster.NodeStatus, error)
+
+	// Leader reads the leader lease.
+	Leader(ctx context.Context) (cluster.Lease, error)
+	// TryLead takes the lease for node until until, with a term one
+	// higher, if it is vacant or expired at now; it returns the term
+	// taken, 0 when another node holds it.
+	TryLead(ctx context.Context, node string, now, until time.Time) (term int64, err error)
+	// RenewLead extends the lease l.Node holds under l.Term to l.Until;
+	// held is false once it changed hands.
+	RenewLead(ctx context.Context, l cluster.Lease) (held bool, err error)
+	// Resign expires node's lease under term now.
+	Resign(ctx context.Context, node string, term int64) error
+
+	// Assignment reads every item's grant.
+	Assignment(ctx context.Context) (map[string]cluster.Grant, error)
+	// WriteAssignment writes grants and deletes the items in drop in one
+	// transaction that first renews the lease l (the fence); held is
+	// false, and nothing written, once the lease changed hands.
+	WriteAssignment(ctx context.Context, l cluster.Lease, grants map[string]cluster.Grant, drop []string) (held bool, err error)
+}
 
 // Config configures a coordinator.
 type Config struct {
-	DB      *sql.DB
-	Dialect string // sqlite | mysql | postgres
-	NodeID  string
-	Addr    string        // the node's API address, shown in the cluster view
-	TTL     time.Duration // default 10s
-	Items   []string      // every sharding item's key, identical on all nodes
-	Logger  *slog.Logger
+	Store  Store
+	NodeID string
+	Addr   string        // the node's API address, shown in the cluster view
+	TTL    time.Duration // default 10s
+	Items  []string      // every sharding item's key, identical on all nodes
+	Logger *slog.Logger
 	// OnAssign is called from the coordinator's goroutine whenever the set
 	// of items this node owns changes (nil: none owned).
 	OnAssign func(term int64, items []string)
 }
 
-// Coordinator runs the protocol for one node.
+// Coordinator runs the protocol for one node. Its Stop (startstop.Base)
+// ends the rounds and returns once the node has left: its items handed
+// back, its lease expired, its registration gone.
 type Coordinator struct {
+	startstop.Base
+
 	cfg Config
-	q   queries
+	st  Store
 	log *slog.Logger
 
 	owned    *cluster.Tracker
@@ -57,89 +101,10 @@ type Coordinator struct {
 	lastBeat time.Time
 }
 
-type queries struct {
-	upsertNode, selectLeader, renewLeader, acquireLeader, liveNodes, selectAssign, upsertAssign, deleteAssign, deleteNode, pruneNodes string
-}
-
-func dialectQueries(d string) (queries, error) {
-	ph := func(s string) string { return s }
-	var upsertNode, upsertAssign string
-	switch d {
-	case "postgres":
-		n := 0
-		ph = func(s string) string {
-			var b strings.Builder
-			for _, r := range s {
-				if r == '?' {
-					n++
-					fmt.Fprintf(&b, "$%d", n)
-					continue
-				}
-				b.WriteRune(r)
-			}
-			n = 0
-			return b.String()
-		}
-		fallthrough
-	case "sqlite":
-		upsertNode = `INSERT INTO ontime_nodes (node_id, addr, heartbeat_at, started_at) VALUES (?, ?, ?, ?)
-			ON CONFLICT (node_id) DO UPDATE SET addr = excluded.addr, heartbeat_at = excluded.heartbeat_at`
-		upsertAssign = `INSERT INTO ontime_assignment (item, node_id, term, since) VALUES (?, ?, ?, ?)
-			ON CONFLICT (item) DO UPDATE SET node_id = excluded.node_id, term = excluded.term, since = excluded.since`
-	case "mysql":
-		upsertNode = `INSERT INTO ontime_nodes (node_id, addr, heartbeat_at, started_at) VALUES (?, ?, ?, ?)
-			ON DUPLICATE KEY UPDATE addr = VALUES(addr), heartbeat_at = VALUES(heartbeat_at)`
-		upsertAssign = `INSERT INTO ontime_assignment (item, node_id, term, since) VALUES (?, ?, ?, ?)
-			ON DUPLICATE KEY UPDATE node_id = VALUES(node_id), term = VALUES(term), since = VALUES(since)`
-	default:
-		return queries{}, fmt.Errorf("cluster: dialect %q is not one of sqlite, mysql, postgres", d)
-	}
-	return queries{
-		upsertNode:   ph(upsertNode),
-		selectLeader: `SELECT node_id, term, lease_until FROM ontime_leader WHERE id = 1`,
-		// version changes on every renewal so that MySQL, which counts changed
-		// rather than matched rows, reports the match.
-		renewLeader:   ph(`UPDATE ontime_leader SET lease_until = ?, version = version + 1 WHERE id = 1 AND node_id = ? AND term = ?`),
-		acquireLeader: ph(`UPDATE ontime_leader SET node_id = ?, term = term + 1, lease_until = ? WHERE id = 1 AND (lease_until < ? OR node_id = '')`),
-		liveNodes:     ph(`SELECT node_id FROM ontime_nodes WHERE heartbeat_at >= ?`),
-		selectAssign:  `SELECT item, node_id, term, since FROM ontime_assignment`,
-		upsertAssign:  ph(upsertAssign),
-		deleteAssign:  ph(`DELETE FROM ontime_assignment WHERE item = ?`),
-		deleteNode:    ph(`DELETE FROM ontime_nodes WHERE node_id = ?`),
-		pruneNodes:    ph(`DELETE FROM ontime_nodes WHERE heartbeat_at < ?`),
-	}, nil
-}
-
-// Migrate creates the coordinator's tables if missing. Idempotent; safe to
-// run from several nodes at once (CREATE IF NOT EXISTS, and the leader row
-// is inserted only when absent).
-func Migrate(ctx context.Context, db *sql.DB, dialect string) error {
-	text := "VARCHAR(128)"
-	stmts := []string{
-		`CREATE TABLE IF NOT EXISTS ontime_nodes (node_id ` + text + ` NOT NULL PRIMARY KEY, addr ` + text + ` NOT NULL, heartbeat_at BIGINT NOT NULL, started_at BIGINT NOT NULL)`,
-		`CREATE TABLE IF NOT EXISTS ontime_leader (id INT NOT NULL PRIMARY KEY, node_id ` + text + ` NOT NULL, term BIGINT NOT NULL, lease_until BIGINT NOT NULL, version BIGINT NOT NULL DEFAULT 0)`,
-		`CREATE TABLE IF NOT EXISTS ontime_assignment (item ` + text + ` NOT NULL PRIMARY KEY, node_id ` + text + ` NOT NULL, term BIGINT NOT NULL, since BIGINT NOT NULL)`,
-	}
-	switch dialect {
-	case "postgres", "sqlite":
-		stmts = append(stmts, `INSERT INTO ontime_leader (id, node_id, term, lease_until) VALUES (1, '', 0, 0) ON CONFLICT (id) DO NOTHING`)
-	case "mysql":
-		stmts = append(stmts, `INSERT INTO ontime_leader (id, node_id, term, lease_until) VALUES (1, '', 0, 0) ON DUPLICATE KEY UPDATE id = id`)
-	default:
-		return fmt.Errorf("cluster: dialect %q is not one of sqlite, mysql, postgres", dialect)
-	}
-	for _, s := range stmts {
-		if _, err := db.ExecContext(ctx, s); err != nil {
-			return fmt.Errorf("cluster: migrate: %w", err)
-		}
-	}
-	return nil
-}
-
 // New checks cfg and builds a coordinator.
 func New(cfg Config) (*Coordinator, error) {
-	if cfg.DB == nil {
-		return nil, errors.New("cluster: DB is required")
+	if cfg.Store == nil {
+		return nil, errors.New("cluster: a Store is required")
 	}
 	if cfg.NodeID == "" || len(cfg.NodeID) > 128 {
 		return nil, errors.New("node_id: 1 to 128 characters are required for a cluster")
@@ -153,19 +118,30 @@ func New(cfg Config) (*Coordinator, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	q, err := dialectQueries(cfg.Dialect)
-	if err != nil {
-		return nil, err
-	}
 	items := slices.Clone(cfg.Items)
 	slices.Sort(items)
 	cfg.Items = items
-	return &Coordinator{cfg: cfg, q: q, log: cfg.Logger, owned: cluster.NewTracker(cfg.OnAssign)}, nil
+	return &Coordinator{cfg: cfg, st: cfg.Store, log: cfg.Logger, owned: cluster.NewTracker(cfg.OnAssign)}, nil
 }
 
-// Run runs rounds until ctx ends, then gives up leadership and membership
+// Start joins the cluster and returns at once; rounds run until Stop (or
+// ctx ends). Starting a running coordinator does nothing.
+func (c *Coordinator) Start(ctx context.Context) error {
+	ctx, ok, started, stopped := c.StartInit(ctx)
+	if !ok {
+		return nil
+	}
+	go func() {
+		started()
+		defer stopped()
+		c.run(ctx)
+	}()
+	return nil
+}
+
+// run runs rounds until ctx ends, then gives up leadership and membership
 // so others take over at once rather than after the TTL.
-func (c *Coordinator) Run(ctx context.Context) error {
+func (c *Coordinator) run(ctx context.Context) {
 	tick := time.NewTicker(c.cfg.TTL / 3)
 	defer tick.Stop()
 	started := time.Now()
@@ -174,7 +150,7 @@ func (c *Coordinator) Run(ctx context.Context) error {
 		select {
 		case <-ctx.Done():
 			c.leave()
-			return nil
+			return
 		case <-tick.C:
 		}
 	}
@@ -184,7 +160,7 @@ func (c *Coordinator) round(ctx context.Context, started time.Time) {
 	now := time.Now()
 	rctx, cancel := context.WithTimeout(ctx, c.cfg.TTL/3)
 	defer cancel()
-	if _, err := c.cfg.DB.ExecContext(rctx, c.q.upsertNode, c.cfg.NodeID, c.cfg.Addr, now.UnixMicro(), started.UnixMicro()); err != nil {
+	if err := c.st.Heartbeat(rctx, c.cfg.NodeID, c.cfg.Addr, started, now); err != nil {
 		c.log.Warn("cluster heartbeat failed", "err", err)
 		c.mu.Lock()
 		last := c.lastBeat
@@ -218,16 +194,16 @@ func (c *Coordinator) round(ctx context.Context, started time.Time) {
 // lead renews or acquires the leader lease; it returns the term held, 0 if
 // another node leads.
 func (c *Coordinator) lead(ctx context.Context, now time.Time) (int64, error) {
-	until := now.Add(c.cfg.TTL).UnixMicro()
+	until := now.Add(c.cfg.TTL)
 	c.mu.Lock()
 	term := c.term
 	c.mu.Unlock()
 	if term > 0 {
-		res, err := c.cfg.DB.ExecContext(ctx, c.q.renewLeader, until, c.cfg.NodeID, term)
+		held, err := c.st.RenewLead(ctx, cluster.Lease{Node: c.cfg.NodeID, Term: term, Until: until})
 		if err != nil {
 			return 0, err
 		}
-		if n, _ := res.RowsAffected(); n == 1 {
+		if held {
 			return term, nil
 		}
 		c.log.Info("cluster leadership lost", "term", term)
@@ -235,20 +211,9 @@ func (c *Coordinator) lead(ctx context.Context, now time.Time) (int64, error) {
 		c.term = 0
 		c.mu.Unlock()
 	}
-	res, err := c.cfg.DB.ExecContext(ctx, c.q.acquireLeader, c.cfg.NodeID, until, now.UnixMicro())
-	if err != nil {
+	term, err := c.st.TryLead(ctx, c.cfg.NodeID, now, until)
+	if err != nil || term == 0 {
 		return 0, err
-	}
-	if n, _ := res.RowsAffected(); n != 1 {
-		return 0, nil
-	}
-	var node string
-	var lease int64
-	if err := c.cfg.DB.QueryRowContext(ctx, c.q.selectLeader).Scan(&node, &term, &lease); err != nil {
-		return 0, err
-	}
-	if node != c.cfg.NodeID {
-		return 0, nil
 	}
 	c.mu.Lock()
 	c.term = term
@@ -260,27 +225,14 @@ func (c *Coordinator) lead(ctx context.Context, now time.Time) (int64, error) {
 func (c *Coordinator) rebalance(ctx context.Context, now time.Time, term int64) error {
 	// Forget registrations of nodes gone for long (restarted nodes come
 	// back under a new ID): they would clutter the cluster view forever.
-	if _, err := c.cfg.DB.ExecContext(ctx, c.q.pruneNodes, now.Add(-10*c.cfg.TTL).UnixMicro()); err != nil {
+	if err := c.st.PruneNodes(ctx, now.Add(-10*c.cfg.TTL)); err != nil {
 		return err
 	}
-	rows, err := c.cfg.DB.QueryContext(ctx, c.q.liveNodes, now.Add(-c.cfg.TTL).UnixMicro())
+	nodes, err := c.st.LiveNodes(ctx, now.Add(-c.cfg.TTL))
 	if err != nil {
 		return err
 	}
-	var nodes []string
-	for rows.Next() {
-		var n string
-		if err := rows.Scan(&n); err != nil {
-			rows.Close()
-			return err
-		}
-		nodes = append(nodes, n)
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return err
-	}
-	cur, _, err := c.assignment(ctx)
+	cur, err := c.st.Assignment(ctx)
 	if err != nil {
 		return err
 	}
@@ -292,23 +244,11 @@ func (c *Coordinator) rebalance(ctx context.Context, now time.Time, term int64) 
 	if cluster.Moved(prev, next) == 0 && len(prev) == len(next) {
 		return nil
 	}
-	tx, err := c.cfg.DB.BeginTx(ctx, nil)
-	if err != nil {
-		return err
-	}
-	defer tx.Rollback()
-	// Fence: still the leader under this term, inside the transaction.
-	res, err := tx.ExecContext(ctx, c.q.renewLeader, now.Add(c.cfg.TTL).UnixMicro(), c.cfg.NodeID, term)
-	if err != nil {
-		return err
-	}
-	if n, _ := res.RowsAffected(); n != 1 {
-		return errors.New("no longer leader")
-	}
 	live := make(map[string]bool, len(nodes))
 	for _, n := range nodes {
 		live[n] = true
 	}
+	grants := map[string]cluster.Grant{}
 	for _, it := range c.cfg.Items {
 		if prev[it] == next[it] {
 			continue
@@ -320,47 +260,29 @@ func (c *Coordinator) rebalance(ctx context.Context, now time.Time, term int64) 
 		if live[prev[it]] {
 			since = now.Add(c.cfg.TTL)
 		}
-		if _, err := tx.ExecContext(ctx, c.q.upsertAssign, it, next[it], term, since.UnixMicro()); err != nil {
-			return err
-		}
+		grants[it] = cluster.Grant{Node: next[it], Since: since, Term: term}
 	}
+	var drop []string
 	for it := range prev {
 		if _, ok := next[it]; !ok {
-			if _, err := tx.ExecContext(ctx, c.q.deleteAssign, it); err != nil {
-				return err
-			}
+			drop = append(drop, it)
 		}
 	}
-	if err := tx.Commit(); err != nil {
+	slices.Sort(drop)
+	// Fence: still the leader under this term, inside the transaction.
+	held, err := c.st.WriteAssignment(ctx, cluster.Lease{Node: c.cfg.NodeID, Term: term, Until: now.Add(c.cfg.TTL)}, grants, drop)
+	if err != nil {
 		return err
+	}
+	if !held {
+		return errors.New("no longer leader")
 	}
 	c.log.Info("cluster rebalanced", "term", term, "nodes", len(nodes), "moved", cluster.Moved(prev, next))
 	return nil
 }
 
-// assignment reads item → owner and the highest term written.
-func (c *Coordinator) assignment(ctx context.Context) (map[string]cluster.Grant, int64, error) {
-	rows, err := c.cfg.DB.QueryContext(ctx, c.q.selectAssign)
-	if err != nil {
-		return nil, 0, err
-	}
-	defer rows.Close()
-	out := map[string]cluster.Grant{}
-	var maxTerm int64
-	for rows.Next() {
-		var it, node string
-		var term, since int64
-		if err := rows.Scan(&it, &node, &term, &since); err != nil {
-			return nil, 0, err
-		}
-		out[it] = cluster.Grant{Node: node, Since: time.UnixMicro(since), Term: term}
-		maxTerm = max(maxTerm, term)
-	}
-	return out, maxTerm, rows.Err()
-}
-
 func (c *Coordinator) readOwn(ctx context.Context) error {
-	all, _, err := c.assignment(ctx)
+	all, err := c.st.Assignment(ctx)
 	if err != nil {
 		return err
 	}
@@ -374,7 +296,7 @@ func (c *Coordinator) leave() {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	c.setOwned(0, nil)
-	if _, err := c.cfg.DB.ExecContext(ctx, c.q.deleteNode, c.cfg.NodeID); err != nil {
+	if err := c.st.Deregister(ctx, c.cfg.NodeID); err != nil {
 		c.log.Warn("cluster leave", "err", err)
 	}
 	c.mu.Lock()
@@ -383,7 +305,7 @@ func (c *Coordinator) leave() {
 	c.mu.Unlock()
 	if term > 0 {
 		// Hand leadership over at once: expire our lease.
-		if _, err := c.cfg.DB.ExecContext(ctx, c.q.renewLeader, int64(0), c.cfg.NodeID, term); err != nil {
+		if err := c.st.Resign(ctx, c.cfg.NodeID, term); err != nil {
 			c.log.Warn("cluster resign", "err", err)
 		}
 	}
@@ -392,14 +314,15 @@ func (c *Coordinator) leave() {
 // Status reads the cluster's state from the database.
 func (c *Coordinator) Status(ctx context.Context) (cluster.Status, error) {
 	var st cluster.Status
-	var lease int64
-	if err := c.cfg.DB.QueryRowContext(ctx, c.q.selectLeader).Scan(&st.Leader, &st.Term, &lease); err != nil {
+	l, err := c.st.Leader(ctx)
+	if err != nil {
 		return st, err
 	}
-	if lease < time.Now().UnixMicro() {
-		st.Leader = ""
+	st.Term = l.Term
+	if !l.Until.Before(time.Now()) {
+		st.Leader = l.Node
 	}
-	assign, _, err := c.assignment(ctx)
+	assign, err := c.st.Assignment(ctx)
 	if err != nil {
 		return st, err
 	}
@@ -409,22 +332,15 @@ func (c *Coordinator) Status(ctx context.Context) (cluster.Status, error) {
 		st.Assignment[it] = g.Node
 		counts[g.Node]++
 	}
-	rows, err := c.cfg.DB.QueryContext(ctx, `SELECT node_id, addr, heartbeat_at FROM ontime_nodes ORDER BY node_id`)
+	nodes, err := c.st.Nodes(ctx)
 	if err != nil {
 		return st, err
 	}
-	defer rows.Close()
 	cutoff := time.Now().Add(-c.cfg.TTL)
-	for rows.Next() {
-		var ns cluster.NodeStatus
-		var hb int64
-		if err := rows.Scan(&ns.ID, &ns.Addr, &hb); err != nil {
-			return st, err
-		}
-		ns.Heartbeat = time.UnixMicro(hb)
+	for _, ns := range nodes {
 		ns.Live = !ns.Heartbeat.Before(cutoff)
 		ns.Items = counts[ns.ID]
 		st.Nodes = append(st.Nodes, ns)
 	}
-	return st, rows.Err()
+	return st, nil
 }

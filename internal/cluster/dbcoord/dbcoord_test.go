@@ -2,71 +2,59 @@ package dbcoord
 
 import (
 	"context"
-	"database/sql"
 	"fmt"
 	"log/slog"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
-	_ "github.com/go-sql-driver/mysql"
-	_ "github.com/jackc/pgx/v5/stdlib"
-	_ "modernc.org/sqlite"
-
 	"github.com/ontimehq/ontime/internal/cluster/clustertest"
+	"github.com/ontimehq/ontime/internal/store/sqlstore"
 	"github.com/ontimehq/ontime/internal/testdb"
 )
 
+var _ Store = (*sqlstore.Store)(nil)
+
 type node struct {
 	*clustertest.Recorder
-	db     *sql.DB
-	c      *Coordinator
-	cancel context.CancelFunc
-	done   chan struct{}
+	st *sqlstore.Store
+	c  *Coordinator
 }
 
-func openDB(t *testing.T, engine, dsn string) *sql.DB {
+// openStore opens the task store of one node; every node of a test opens
+// its own on the same database, as processes do.
+func openStore(t *testing.T, engine, dsn string) *sqlstore.Store {
 	t.Helper()
-	driver := map[string]string{"sqlite": "sqlite", "mysql": "mysql", "postgres": "pgx"}[engine]
-	if engine == "sqlite" {
-		dsn = "file:" + dsn + "?_pragma=busy_timeout(5000)&_pragma=journal_mode(WAL)"
-	}
-	db, err := sql.Open(driver, dsn)
+	st, err := sqlstore.Open(context.Background(), sqlstore.Config{Driver: engine, DSNs: []string{dsn}, Tables: 1, Segments: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { db.Close() })
-	return db
+	t.Cleanup(func() { st.Close() })
+	return st
 }
 
 func startNode(t *testing.T, engine, dsn, id string, items []string, ttl time.Duration) *node {
 	t.Helper()
-	n := &node{Recorder: &clustertest.Recorder{ID: id}, db: openDB(t, engine, dsn), done: make(chan struct{})}
-	if err := Migrate(context.Background(), n.db, engine); err != nil {
-		t.Fatal(err)
-	}
-	c, err := New(Config{DB: n.db, Dialect: engine, NodeID: id, Addr: "127.0.0.1:0", TTL: ttl, Items: items,
+	n := &node{Recorder: &clustertest.Recorder{ID: id}, st: openStore(t, engine, dsn)}
+	c, err := New(Config{Store: n.st, NodeID: id, Addr: "127.0.0.1:0", TTL: ttl, Items: items,
 		Logger: slog.New(slog.NewTextHandler(testWriter{t}, nil)), OnAssign: n.OnAssign})
 	if err != nil {
 		t.Fatal(err)
 	}
 	n.c = c
-	ctx, cancel := context.WithCancel(context.Background())
-	n.cancel = cancel
-	go func() {
-		defer close(n.done)
-		_ = c.Run(ctx)
-	}()
-	t.Cleanup(func() { cancel(); <-n.done })
+	if err := c.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Stop)
 	return n
 }
 
 // crash stops a node the way kill -9 does: its connections die, it never
-// says goodbye. (Closing the pool makes every later query fail.)
+// says goodbye. (Closing the store makes every later query fail.)
 func (n *node) crash() {
-	n.db.Close()
-	n.cancel()
-	<-n.done
+	n.st.Close()
+	n.c.Stop()
 }
 
 func recs(ns []*node) []*clustertest.Recorder {
@@ -136,15 +124,98 @@ func TestElectAssignFailover(t *testing.T) {
 
 func TestConfigValidation(t *testing.T) {
 	if _, err := New(Config{}); err == nil {
-		t.Fatal("nil DB accepted")
+		t.Fatal("nil Store accepted")
 	}
-	db := openDB(t, "sqlite", testdb.SQLite(t))
-	if _, err := New(Config{DB: db, Dialect: "oracle", NodeID: "a"}); err == nil {
-		t.Fatal("bad dialect accepted")
+	st := openStore(t, "sqlite", testdb.SQLite(t))
+	if _, err := New(Config{Store: st}); err == nil {
+		t.Fatal("empty node ID accepted")
 	}
-	if _, err := New(Config{DB: db, Dialect: "sqlite", NodeID: "a", TTL: time.Millisecond}); err == nil {
+	if _, err := New(Config{Store: st, NodeID: "a", TTL: time.Millisecond}); err == nil {
 		t.Fatal("tiny TTL accepted")
 	}
+}
+
+// TestStopConcurrent: Stop called from several goroutines at once returns
+// in each only once the node has left — its items handed back, its
+// registration gone, its lease resigned — and the survivor takes every
+// item without waiting for a TTL to pass. Stop is idempotent before and
+// after.
+func TestStopConcurrent(t *testing.T) {
+	for _, engine := range testdb.Engines {
+		t.Run(engine, func(t *testing.T) {
+			t.Parallel()
+			dsn := testdb.DSNs(t, engine, 1)[0]
+			items := make([]string, 16)
+			for i := range items {
+				items[i] = fmt.Sprintf("0.%d.0", i)
+			}
+			// A long TTL: the survivor can take the items within the test's
+			// wait only if the leaver resigned and deregistered.
+			const ttl = 6 * time.Second
+			a := startNode(t, engine, dsn, "a", items, ttl)
+			waitLeader(t, a.c, "a")
+			b := startNode(t, engine, dsn, "b", items, ttl)
+			clustertest.WaitBalanced(t, recs([]*node{a, b}), items, 4*ttl)
+
+			var wg sync.WaitGroup
+			for range 8 {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					a.c.Stop()
+					if got := a.Owned(); len(got) != 0 {
+						t.Errorf("Stop returned while the node still owns %d items", len(got))
+					}
+				}()
+			}
+			wg.Wait()
+			a.c.Stop()
+			select {
+			case <-a.c.Stopped():
+			default:
+				t.Fatal("Stopped() not closed after Stop")
+			}
+			st, err := b.c.Status(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if st.Leader == "a" {
+				t.Errorf("the stopped node still holds the lease: %+v", st)
+			}
+			for _, ns := range st.Nodes {
+				if ns.ID == "a" {
+					t.Errorf("the stopped node is still registered: %+v", ns)
+				}
+			}
+			clustertest.WaitBalanced(t, recs([]*node{b}), items, ttl*2/3)
+		})
+	}
+}
+
+// waitLeader waits until c's node holds the lease.
+func waitLeader(t *testing.T, c *Coordinator, id string) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		st, err := c.Status(context.Background())
+		if err == nil && st.Leader == id {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s not leader within 20s: %+v %v", id, st, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func TestStopBeforeStart(t *testing.T) {
+	st := openStore(t, "sqlite", testdb.SQLite(t))
+	c, err := New(Config{Store: st, NodeID: "a", Items: []string{"x"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Stop()
+	c.Stop()
 }
 
 type testWriter struct{ t *testing.T }

@@ -11,6 +11,9 @@
 //
 // As in dbcoord, an item taken from a live node becomes its new owner's
 // only one TTL later; a node whose session ends drops every item at once.
+//
+// A Coordinator has the node's one lifecycle (startstop): Start launches
+// the sessions, Stop leaves the cluster, waits and closes the client.
 package etcdcoord
 
 import (
@@ -28,6 +31,7 @@ import (
 	"go.etcd.io/etcd/client/v3/concurrency"
 
 	"github.com/ontimehq/ontime/internal/cluster"
+	"github.com/ontimehq/ontime/internal/startstop"
 )
 
 // Config configures a coordinator.
@@ -44,11 +48,17 @@ type Config struct {
 
 // Coordinator runs the protocol for one node.
 type Coordinator struct {
+	startstop.Base
+
 	cfg Config
 	cli *clientv3.Client
 	log *slog.Logger
 
 	owned *cluster.Tracker
+
+	mu        sync.Mutex
+	stopping  bool // Stop was called: no more starts, the client closes
+	closeOnce sync.Once
 }
 
 // New validates cfg and connects to etcd.
@@ -85,12 +95,48 @@ func New(ctx context.Context, cfg Config) (*Coordinator, error) {
 	return &Coordinator{cfg: cfg, cli: cli, log: cfg.Logger, owned: cluster.NewTracker(cfg.OnAssign)}, nil
 }
 
-// Close closes the etcd client.
-func (c *Coordinator) Close() error { return c.cli.Close() }
+// Start joins the cluster and returns at once; sessions run until Stop
+// (or ctx ends). Starting a running coordinator does nothing; a stopped
+// one does not start again, its client being closed.
+func (c *Coordinator) Start(ctx context.Context) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.stopping {
+		return errors.New("cluster: the etcd coordinator was stopped; build a new one")
+	}
+	ctx, ok, started, stopped := c.StartInit(ctx)
+	if !ok {
+		return nil
+	}
+	go func() {
+		started()
+		defer stopped()
+		c.run(ctx)
+	}()
+	return nil
+}
 
-// Run takes part in the cluster until ctx ends, then leaves: the session is
-// revoked, so others take over at once rather than after the TTL.
-func (c *Coordinator) Run(ctx context.Context) error {
+// Stop leaves the cluster (the session is revoked, so others take over at
+// once rather than after the TTL; the node's items are dropped), waits for
+// that, then closes the etcd client: whoever builds a coordinator stops
+// it, started or not. Idempotent and safe to call concurrently: every
+// caller returns once the client is closed.
+func (c *Coordinator) Stop() {
+	// Marked first, under the lock Start holds, so that no Start slips in
+	// between the wait below and closing the client it would use.
+	c.mu.Lock()
+	c.stopping = true
+	c.mu.Unlock()
+	c.Base.Stop()
+	c.closeOnce.Do(func() {
+		if err := c.cli.Close(); err != nil {
+			c.log.Warn("cluster etcd client close", "err", err)
+		}
+	})
+}
+
+// run takes part in the cluster until ctx ends, a session after another.
+func (c *Coordinator) run(ctx context.Context) {
 	for ctx.Err() == nil {
 		if err := c.session(ctx); err != nil && ctx.Err() == nil {
 			c.log.Warn("cluster etcd session ended", "err", err)
@@ -100,7 +146,6 @@ func (c *Coordinator) Run(ctx context.Context) error {
 			}
 		}
 	}
-	return nil
 }
 
 // session runs one etcd session: register, campaign, rebalance (leader),

@@ -3,6 +3,7 @@ package etcdcoord
 import (
 	"context"
 	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -12,9 +13,7 @@ import (
 
 type node struct {
 	*clustertest.Recorder
-	c      *Coordinator
-	cancel context.CancelFunc
-	done   chan struct{}
+	c *Coordinator
 }
 
 func startNode(t *testing.T, endpoint, prefix, id string, items []string) *node {
@@ -25,18 +24,25 @@ func startNode(t *testing.T, endpoint, prefix, id string, items []string) *node 
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	n := &node{Recorder: rec, c: c, cancel: cancel, done: make(chan struct{})}
-	go func() { defer close(n.done); _ = c.Run(ctx) }()
-	t.Cleanup(func() { cancel(); <-n.done; c.Close() })
-	return n
+	if err := c.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Stop)
+	return &node{Recorder: rec, c: c}
 }
 
 // crash: the process dies; its client connection goes, its lease expires.
 func (n *node) crash() {
-	n.c.Close()
-	n.cancel()
-	<-n.done
+	n.c.cli.Close()
+	n.c.Stop()
+}
+
+func recs(ns []*node) []*clustertest.Recorder {
+	out := make([]*clustertest.Recorder, len(ns))
+	for i, n := range ns {
+		out[i] = n.Recorder
+	}
+	return out
 }
 
 func TestElectAssignFailover(t *testing.T) {
@@ -49,13 +55,6 @@ func TestElectAssignFailover(t *testing.T) {
 	b := startNode(t, endpoint, "/t1", "b", items)
 	c := startNode(t, endpoint, "/t1", "c", items)
 	all := []*node{a, b, c}
-	recs := func(ns []*node) []*clustertest.Recorder {
-		out := make([]*clustertest.Recorder, len(ns))
-		for i, n := range ns {
-			out[i] = n.Recorder
-		}
-		return out
-	}
 	clustertest.WaitBalanced(t, recs(all), items, 30*time.Second)
 	st, err := a.c.Status(context.Background())
 	if err != nil || st.Leader == "" || st.Term == 0 || len(st.Nodes) != 3 {
@@ -99,5 +98,57 @@ func TestConfigValidation(t *testing.T) {
 		if _, err := New(ctx, c); err == nil {
 			t.Errorf("%+v accepted", c)
 		}
+	}
+}
+
+// TestStopConcurrent: Stop called from several goroutines at once returns
+// in each only once the node has left — its items handed back, its
+// session revoked, its client closed — and the survivor takes every item
+// without waiting for the session's TTL. A stopped coordinator does not
+// start again; Stop before Start closes the client.
+func TestStopConcurrent(t *testing.T) {
+	endpoint := testetcd.Start(t)
+	items := make([]string, 16)
+	for i := range items {
+		items[i] = fmt.Sprintf("0.%d.0", i)
+	}
+	a := startNode(t, endpoint, "/t2", "a", items)
+	b := startNode(t, endpoint, "/t2", "b", items)
+	clustertest.WaitBalanced(t, recs([]*node{a, b}), items, 30*time.Second)
+
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			a.c.Stop()
+			if got := a.Owned(); len(got) != 0 {
+				t.Errorf("Stop returned while the node still owns %d items", len(got))
+			}
+		}()
+	}
+	wg.Wait()
+	a.c.Stop()
+	if err := a.c.Start(context.Background()); err == nil {
+		t.Error("a stopped coordinator started again")
+	}
+	// The session's TTL is 2s: within it only because a's session was
+	// revoked.
+	clustertest.WaitBalanced(t, recs([]*node{b}), items, 1500*time.Millisecond)
+	st, err := b.c.Status(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Leader == "a" || len(st.Nodes) != 1 || st.Nodes[0].ID != "b" {
+		t.Errorf("after a stopped: %+v", st)
+	}
+
+	idle, err := New(context.Background(), Config{Endpoints: []string{endpoint}, Prefix: "/t2", NodeID: "idle", Items: items})
+	if err != nil {
+		t.Fatal(err)
+	}
+	idle.Stop()
+	if _, err := idle.cli.Get(context.Background(), "/t2/probe"); err == nil {
+		t.Error("Stop before Start left the client open")
 	}
 }

@@ -20,9 +20,6 @@ type dialect struct {
 	// returning: UPDATE … RETURNING exists (SQLite, PostgreSQL); MariaDB
 	// gets a transaction with SELECT … FOR UPDATE instead.
 	returning bool
-	// skipLocked: the engine has FOR UPDATE SKIP LOCKED (SQLite has one
-	// writer at a time and needs no row locks).
-	skipLocked bool
 	// numbered: placeholders are $1, $2 … (PostgreSQL).
 	numbered bool
 	// onConflict is the clause that makes an INSERT skip rows whose
@@ -32,6 +29,14 @@ type dialect struct {
 	createMeta  string
 	upsertMeta  string
 	lock        func(ctx context.Context, c *sql.Conn) (unlock func(), err error)
+	// createCoord makes the database coordinator's tables and their one
+	// leader row (schema version 2, coord.go). The leader row is inserted
+	// only when absent: databases that dbcoord migrated on its own before
+	// version 2 already have it, with the current term.
+	createCoord []string
+	// upsertNode registers a node or refreshes its heartbeat; upsertGrant
+	// writes one item's assignment.
+	upsertNode, upsertGrant string
 }
 
 const migrateLockKey = 7_406_612_020 // arbitrary, fixed: "ontime migrate"
@@ -71,6 +76,16 @@ var dialects = map[string]*dialect{
 		},
 		createMeta: `CREATE TABLE IF NOT EXISTS ontime_meta (k TEXT NOT NULL PRIMARY KEY, v TEXT NOT NULL)`,
 		upsertMeta: `INSERT INTO ontime_meta (k, v) VALUES (?, ?) ON CONFLICT (k) DO UPDATE SET v = excluded.v`,
+		createCoord: []string{
+			`CREATE TABLE IF NOT EXISTS ontime_nodes (node_id TEXT NOT NULL PRIMARY KEY, addr TEXT NOT NULL, heartbeat_at INTEGER NOT NULL, started_at INTEGER NOT NULL)`,
+			`CREATE TABLE IF NOT EXISTS ontime_leader (id INTEGER NOT NULL PRIMARY KEY, node_id TEXT NOT NULL, term INTEGER NOT NULL, lease_until INTEGER NOT NULL, version INTEGER NOT NULL DEFAULT 0)`,
+			`CREATE TABLE IF NOT EXISTS ontime_assignment (item TEXT NOT NULL PRIMARY KEY, node_id TEXT NOT NULL, term INTEGER NOT NULL, since INTEGER NOT NULL)`,
+			`INSERT INTO ontime_leader (id, node_id, term, lease_until) VALUES (1, '', 0, 0) ON CONFLICT (id) DO NOTHING`,
+		},
+		upsertNode: `INSERT INTO ontime_nodes (node_id, addr, heartbeat_at, started_at) VALUES (?, ?, ?, ?)
+			ON CONFLICT (node_id) DO UPDATE SET addr = excluded.addr, heartbeat_at = excluded.heartbeat_at`,
+		upsertGrant: `INSERT INTO ontime_assignment (item, node_id, term, since) VALUES (?, ?, ?, ?)
+			ON CONFLICT (item) DO UPDATE SET node_id = excluded.node_id, term = excluded.term, since = excluded.since`,
 		lock: func(ctx context.Context, c *sql.Conn) (func(), error) {
 			// The write connection opens transactions with BEGIN IMMEDIATE;
 			// a single connection already serialises every writer of this
@@ -80,7 +95,6 @@ var dialects = map[string]*dialect{
 	},
 	"mysql": {
 		name:       "mysql",
-		skipLocked: true,
 		onConflict: " ON DUPLICATE KEY UPDATE id = id",
 		createTable: func(t string) []string {
 			return []string{`CREATE TABLE IF NOT EXISTS ` + t + ` (
@@ -109,6 +123,19 @@ var dialects = map[string]*dialect{
 		},
 		createMeta: `CREATE TABLE IF NOT EXISTS ontime_meta (k VARCHAR(64) NOT NULL PRIMARY KEY, v VARCHAR(255) NOT NULL) ENGINE=InnoDB`,
 		upsertMeta: `INSERT INTO ontime_meta (k, v) VALUES (?, ?) ON DUPLICATE KEY UPDATE v = VALUES(v)`,
+		createCoord: []string{
+			`CREATE TABLE IF NOT EXISTS ontime_nodes (node_id VARCHAR(128) NOT NULL PRIMARY KEY, addr VARCHAR(255) NOT NULL, heartbeat_at BIGINT NOT NULL, started_at BIGINT NOT NULL)
+				ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin`,
+			`CREATE TABLE IF NOT EXISTS ontime_leader (id INT NOT NULL PRIMARY KEY, node_id VARCHAR(128) NOT NULL, term BIGINT NOT NULL, lease_until BIGINT NOT NULL, version BIGINT NOT NULL DEFAULT 0)
+				ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin`,
+			`CREATE TABLE IF NOT EXISTS ontime_assignment (item VARCHAR(128) NOT NULL PRIMARY KEY, node_id VARCHAR(128) NOT NULL, term BIGINT NOT NULL, since BIGINT NOT NULL)
+				ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin`,
+			`INSERT INTO ontime_leader (id, node_id, term, lease_until) VALUES (1, '', 0, 0) ON DUPLICATE KEY UPDATE id = id`,
+		},
+		upsertNode: `INSERT INTO ontime_nodes (node_id, addr, heartbeat_at, started_at) VALUES (?, ?, ?, ?)
+			ON DUPLICATE KEY UPDATE addr = VALUES(addr), heartbeat_at = VALUES(heartbeat_at)`,
+		upsertGrant: `INSERT INTO ontime_assignment (item, node_id, term, since) VALUES (?, ?, ?, ?)
+			ON DUPLICATE KEY UPDATE node_id = VALUES(node_id), term = VALUES(term), since = VALUES(since)`,
 		lock: func(ctx context.Context, c *sql.Conn) (func(), error) {
 			var got sql.NullInt64
 			if err := c.QueryRowContext(ctx, `SELECT GET_LOCK('ontime_migrate', 60)`).Scan(&got); err != nil {
@@ -123,7 +150,6 @@ var dialects = map[string]*dialect{
 	"postgres": {
 		name:       "postgres",
 		returning:  true,
-		skipLocked: true,
 		numbered:   true,
 		onConflict: " ON CONFLICT DO NOTHING",
 		createTable: func(t string) []string {
@@ -154,6 +180,16 @@ var dialects = map[string]*dialect{
 		},
 		createMeta: `CREATE TABLE IF NOT EXISTS ontime_meta (k TEXT NOT NULL PRIMARY KEY, v TEXT NOT NULL)`,
 		upsertMeta: `INSERT INTO ontime_meta (k, v) VALUES (?, ?) ON CONFLICT (k) DO UPDATE SET v = excluded.v`,
+		createCoord: []string{
+			`CREATE TABLE IF NOT EXISTS ontime_nodes (node_id TEXT COLLATE "C" NOT NULL PRIMARY KEY, addr TEXT NOT NULL, heartbeat_at BIGINT NOT NULL, started_at BIGINT NOT NULL)`,
+			`CREATE TABLE IF NOT EXISTS ontime_leader (id INT NOT NULL PRIMARY KEY, node_id TEXT COLLATE "C" NOT NULL, term BIGINT NOT NULL, lease_until BIGINT NOT NULL, version BIGINT NOT NULL DEFAULT 0)`,
+			`CREATE TABLE IF NOT EXISTS ontime_assignment (item TEXT COLLATE "C" NOT NULL PRIMARY KEY, node_id TEXT COLLATE "C" NOT NULL, term BIGINT NOT NULL, since BIGINT NOT NULL)`,
+			`INSERT INTO ontime_leader (id, node_id, term, lease_until) VALUES (1, '', 0, 0) ON CONFLICT (id) DO NOTHING`,
+		},
+		upsertNode: `INSERT INTO ontime_nodes (node_id, addr, heartbeat_at, started_at) VALUES (?, ?, ?, ?)
+			ON CONFLICT (node_id) DO UPDATE SET addr = excluded.addr, heartbeat_at = excluded.heartbeat_at`,
+		upsertGrant: `INSERT INTO ontime_assignment (item, node_id, term, since) VALUES (?, ?, ?, ?)
+			ON CONFLICT (item) DO UPDATE SET node_id = excluded.node_id, term = excluded.term, since = excluded.since`,
 		lock: func(ctx context.Context, c *sql.Conn) (func(), error) {
 			if _, err := c.ExecContext(ctx, `SELECT pg_advisory_lock($1)`, migrateLockKey); err != nil {
 				return nil, err

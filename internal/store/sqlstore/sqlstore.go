@@ -4,7 +4,8 @@
 // implementation; the differences are in dialect.go.
 //
 // Each database holds N tables ontime_tasks_0000 … and ontime_meta (schema
-// version and the table and segment counts the tables were made with).
+// version and the table and segment counts the tables were made with),
+// and the database coordinator's tables (coord.go).
 // Indexes, and why:
 //
 //	PRIMARY KEY (id)                   Get, and every update by ID
@@ -40,9 +41,6 @@ import (
 	"github.com/ontimehq/ontime/internal/store"
 	"github.com/ontimehq/ontime/internal/task"
 )
-
-// SchemaVersion is the version migrate brings a database to.
-const SchemaVersion = 1
 
 // Config configures a store.
 type Config struct {
@@ -199,8 +197,40 @@ func (s *Store) connect(dsn string) (w, r *sql.DB, err error) {
 	}
 }
 
+// SchemaVersion is the version migrate brings a database to.
+//
+//	1  the task tables
+//	2  the database coordinator's tables (coord.go)
+const SchemaVersion = 2
+
+// migrateTo runs the step that brings a database from version v-1 to v.
+// Every statement is idempotent (IF NOT EXISTS, insert-if-absent), so a
+// step cut short — MySQL commits each DDL statement on its own — runs
+// again whole; migrate records the version after each step.
+func (s *Store) migrateTo(ctx context.Context, c *sql.Conn, v int) error {
+	var stmts []string
+	switch v {
+	case 1:
+		for _, t := range s.names {
+			stmts = append(stmts, s.d.createTable(t)...)
+		}
+	case 2:
+		// In every database, so that one version means one schema; the
+		// coordinator uses the first database's.
+		stmts = s.d.createCoord
+	default:
+		return fmt.Errorf("no migration to schema version %d", v)
+	}
+	for _, stmt := range stmts {
+		if _, err := c.ExecContext(ctx, stmt); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // migrate brings one database to SchemaVersion under an engine lock so that
-// nodes starting together migrate once; every statement is idempotent.
+// nodes starting together migrate once.
 func (s *Store) migrate(ctx context.Context, db *sql.DB) error {
 	c, err := db.Conn(ctx)
 	if err != nil {
@@ -229,8 +259,21 @@ func (s *Store) migrate(ctx context.Context, db *sql.DB) error {
 		meta[k] = v
 	}
 	rows.Close()
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("migrate: %w", err)
+	}
+	setMeta := func(k, v string) error {
+		if _, err := c.ExecContext(ctx, s.d.rebind(s.d.upsertMeta), k, v); err != nil {
+			return fmt.Errorf("migrate: %w", err)
+		}
+		return nil
+	}
+	from := 0
 	if v, ok := meta["schema_version"]; ok {
-		n, _ := strconv.Atoi(v)
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			return fmt.Errorf("migrate: ontime_meta holds schema version %q", v)
+		}
 		if n > SchemaVersion {
 			return fmt.Errorf("schema version %d is newer than this ontime (%d): upgrade ontime", n, SchemaVersion)
 		}
@@ -240,23 +283,26 @@ func (s *Store) migrate(ctx context.Context, db *sql.DB) error {
 		if sg := meta["segments"]; sg != strconv.Itoa(s.cfg.Segments) {
 			return fmt.Errorf("store.segments: the database was created with %s segments, the config says %d", sg, s.cfg.Segments)
 		}
-		if n == SchemaVersion {
-			return nil
+		from = n
+	} else {
+		if err := setMeta("tables", strconv.Itoa(s.cfg.Tables)); err != nil {
+			return err
+		}
+		if err := setMeta("segments", strconv.Itoa(s.cfg.Segments)); err != nil {
+			return err
 		}
 	}
-	for _, t := range s.names {
-		for _, stmt := range s.d.createTable(t) {
-			if _, err := c.ExecContext(ctx, stmt); err != nil {
-				return fmt.Errorf("migrate: create %s: %w", t, err)
-			}
+	for v := from + 1; v <= SchemaVersion; v++ {
+		if err := s.migrateTo(ctx, c, v); err != nil {
+			return fmt.Errorf("migrate to version %d: %w", v, err)
+		}
+		if err := setMeta("schema_version", strconv.Itoa(v)); err != nil {
+			return err
 		}
 	}
-	for _, kv := range [][2]string{{"tables", strconv.Itoa(s.cfg.Tables)}, {"segments", strconv.Itoa(s.cfg.Segments)}, {"schema_version", strconv.Itoa(SchemaVersion)}} {
-		if _, err := c.ExecContext(ctx, s.d.rebind(s.d.upsertMeta), kv[0], kv[1]); err != nil {
-			return fmt.Errorf("migrate: %w", err)
-		}
+	if from < SchemaVersion {
+		s.log.Info("store migrated", "driver", s.cfg.Driver, "from", from, "version", SchemaVersion, "tables", s.cfg.Tables)
 	}
-	s.log.Info("store migrated", "driver", s.cfg.Driver, "version", SchemaVersion, "tables", s.cfg.Tables)
 	return nil
 }
 
@@ -298,16 +344,6 @@ func (s *Store) Items() []store.Item {
 	}
 	return items
 }
-
-// DB returns the writer pool of database i, for components that keep
-// their own tables beside the tasks (the cluster coordinator).
-func (s *Store) DB(i int) *sql.DB { return s.w[i] }
-
-// Driver is the engine name: sqlite, mysql or postgres.
-func (s *Store) Driver() string { return s.cfg.Driver }
-
-// Topology is the store's shape.
-func (s *Store) Topology() router.Topology { return s.topo }
 
 // locate routes a task ID.
 func (s *Store) locate(id string) (db, table int, err error) {
