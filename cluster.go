@@ -53,8 +53,6 @@ type clusterRun struct {
 	coord coordinator
 }
 
-var _ startstop.Service = (*clusterRun)(nil)
-
 // newCoordinator builds the configured coordinator (the task database's
 // first database, or etcd); the node's scanner scans what it assigns.
 func (n *Node) newCoordinator(ctx context.Context, st *sqlstore.Store) error {
