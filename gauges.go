@@ -10,6 +10,7 @@ import (
 
 	"github.com/ontimehq/ontime/internal/deliver"
 	"github.com/ontimehq/ontime/internal/hot"
+	"github.com/ontimehq/ontime/internal/startstop"
 	"github.com/ontimehq/ontime/internal/store"
 )
 
@@ -20,8 +21,10 @@ const countEvery = 15 * time.Second
 
 // gauges reports the pipeline's levels at scrape time: tasks by status,
 // the hot tier's size, and per destination the deliveries queued and in
-// flight and the breaker's state.
+// flight and the breaker's state. Counting tasks is slow, so it is done by
+// the service's own worker, asked by a scrape when the count is stale.
 type gauges struct {
+	startstop.Base
 	st   store.Store
 	tier hot.Tier
 	disp *deliver.Dispatcher
@@ -29,14 +32,15 @@ type gauges struct {
 
 	tasks, hotLen, queued, inflight, breakerOpen *prometheus.Desc
 
-	mu       sync.Mutex
-	counts   map[string]int64
-	countAt  time.Time
-	counting bool
+	recount chan struct{} // one pending request
+
+	mu      sync.Mutex
+	counts  map[string]int64
+	countAt time.Time
 }
 
 func newGauges(st store.Store, tier hot.Tier, disp *deliver.Dispatcher, log *slog.Logger) *gauges {
-	return &gauges{st: st, tier: tier, disp: disp, log: log,
+	return &gauges{st: st, tier: tier, disp: disp, log: log, recount: make(chan struct{}, 1),
 		tasks:       prometheus.NewDesc("ontime_tasks", "Tasks in the store by status (recounted at most every 15s).", []string{"status"}, nil),
 		hotLen:      prometheus.NewDesc("ontime_hot_entries", "Entries waiting or in flight in the hot tier.", nil, nil),
 		queued:      prometheus.NewDesc("ontime_delivery_queued", "Deliveries queued per destination.", []string{"dest"}, nil),
@@ -71,25 +75,47 @@ func (g *gauges) Collect(ch chan<- prometheus.Metric) {
 	}
 }
 
-// taskCounts returns the last count and, when it is stale, starts a new
-// one in the background: a scrape never waits for the tables.
+// Start runs the counting worker.
+func (g *gauges) Start(ctx context.Context) error {
+	ctx, ok, started, stopped := g.StartInit(ctx)
+	if !ok {
+		return nil
+	}
+	go func() {
+		defer stopped()
+		started()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-g.recount:
+				g.count(ctx)
+			}
+		}
+	}()
+	return nil
+}
+
+// taskCounts returns the last count and, when it is stale, asks the worker
+// for a new one: a scrape never waits for the tables.
 func (g *gauges) taskCounts() map[string]int64 {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if !g.counting && time.Since(g.countAt) >= countEvery {
-		g.counting = true
-		go g.recount()
+	if time.Since(g.countAt) >= countEvery {
+		select {
+		case g.recount <- struct{}{}:
+		default:
+		}
 	}
 	return g.counts
 }
 
-func (g *gauges) recount() {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+func (g *gauges) count(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
 	counts, err := g.st.Count(ctx)
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	g.counting = false
 	g.countAt = time.Now()
 	if err != nil {
 		g.log.Debug("counting tasks for metrics", "err", err)

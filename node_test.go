@@ -3,6 +3,11 @@ package ontime_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -116,4 +121,60 @@ func TestNodeStopWithoutStart(t *testing.T) {
 	if err := node.Stop(context.Background()); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// /metrics reports the pipeline's levels: tasks by status (counted by the
+// gauges' worker once a scrape finds the count stale) and the hot tier's
+// size.
+func TestNodeLevelGauges(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	node := newTestNode(t)
+	if err := node.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { node.Stop(ctx) })
+	for i := range 3 {
+		if _, _, err := node.Submit(ctx, ontime.TaskSpec{Topic: "t", Key: fmt.Sprint(i), Delay: time.Hour}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, _, err := node.Submit(ctx, ontime.TaskSpec{Topic: "t", Key: "soon", Delay: 20 * time.Second}); err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(node.HTTPHandler())
+	t.Cleanup(srv.Close)
+	scrape := func() string {
+		resp, err := http.Get(srv.URL + "/metrics")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return string(b)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		m := scrape()
+		if strings.Contains(m, `ontime_tasks{status="pending"} 3`) && strings.Contains(m, `ontime_tasks{status="claimed"} 1`) &&
+			strings.Contains(m, "ontime_hot_entries 1") {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("metrics never showed 3 pending, 1 claimed and 1 hot entry:\n%s", grepLines(m, "ontime_tasks", "ontime_hot"))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func grepLines(s string, prefixes ...string) string {
+	var out []string
+	for _, l := range strings.Split(s, "\n") {
+		for _, p := range prefixes {
+			if strings.HasPrefix(l, p) {
+				out = append(out, l)
+			}
+		}
+	}
+	return strings.Join(out, "\n")
 }

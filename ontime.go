@@ -259,11 +259,12 @@ func (n *Node) build(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	n.services = []startstop.Service{comp, disp, firer, n.scan}
+	g := newGauges(n.store, n.tier, disp, n.log)
+	n.reg.MustRegister(g)
+	n.services = []startstop.Service{g, comp, disp, firer, n.scan}
 	if ts, ok := n.tier.(startstop.Service); ok { // redis: its wake-up listener runs before the fire loops
-		n.services = slices.Insert(n.services, 2, ts)
+		n.services = slices.Insert(n.services, 3, ts)
 	}
-	n.reg.MustRegister(newGauges(n.store, n.tier, disp, n.log))
 	return nil
 }
 
@@ -356,6 +357,8 @@ func (n *Node) stop() error {
 	if n.started {
 		startstop.StopAllReverse(n.services...)
 		n.log.Info("node stopped", "node", n.cfg.NodeID)
+	} else if n.cluster != nil {
+		n.cluster.Stop() // built, never started: its client still needs closing
 	}
 	return n.closeResources()
 }

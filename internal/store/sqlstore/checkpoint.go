@@ -5,6 +5,8 @@ import (
 	"database/sql"
 	"log/slog"
 	"time"
+
+	"github.com/ontimehq/ontime/internal/startstop"
 )
 
 // SQLite in WAL mode appends commits to the WAL file; a checkpoint copies
@@ -23,22 +25,35 @@ const (
 	checkpointForcePages = 25000
 )
 
+// checkpointer is a background service of the store: Open starts it and
+// Close stops it (whoever builds a part stops it).
 type checkpointer struct {
-	db   *sql.DB
-	log  *slog.Logger
-	stop context.CancelFunc
-	done chan struct{}
+	startstop.Base
+	db  *sql.DB
+	log *slog.Logger
 }
 
-func startCheckpointer(db *sql.DB, log *slog.Logger) *checkpointer {
-	ctx, cancel := context.WithCancel(context.Background())
-	c := &checkpointer{db: db, log: log, stop: cancel, done: make(chan struct{})}
-	go c.run(ctx)
+func startCheckpointer(ctx context.Context, db *sql.DB, log *slog.Logger) *checkpointer {
+	c := &checkpointer{db: db, log: log}
+	_ = c.Start(ctx)
 	return c
 }
 
+// Start runs the checkpoints until Stop.
+func (c *checkpointer) Start(ctx context.Context) error {
+	ctx, ok, started, stopped := c.StartInit(ctx)
+	if !ok {
+		return nil
+	}
+	go func() {
+		defer stopped()
+		started()
+		c.run(ctx)
+	}()
+	return nil
+}
+
 func (c *checkpointer) run(ctx context.Context) {
-	defer close(c.done)
 	t := time.NewTicker(checkpointEvery)
 	defer t.Stop()
 	for {
@@ -68,8 +83,7 @@ func (c *checkpointer) checkpoint(ctx context.Context, mode string) (busy, pages
 // close stops the checkpointer, runs a last checkpoint so the WAL is
 // folded in on a clean shutdown, and closes its connection.
 func (c *checkpointer) close() error {
-	c.stop()
-	<-c.done
+	c.Stop()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	_, _, _, _ = c.checkpoint(ctx, "PASSIVE")

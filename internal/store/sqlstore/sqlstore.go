@@ -156,7 +156,8 @@ func (s *Store) connect(dsn string) (w, r *sql.DB, err error) {
 			return nil, nil, fmt.Errorf("malformed DSN: %w", err)
 		}
 		c.SetMaxOpenConns(1)
-		s.ckpt = append(s.ckpt, startCheckpointer(c, s.log))
+		// The checkpointer lives until Close, not as long as Open's context.
+		s.ckpt = append(s.ckpt, startCheckpointer(context.Background(), c, s.log))
 		return w, r, nil
 	case "mysql":
 		mc, err := mysql.ParseDSN(dsn)
