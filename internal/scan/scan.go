@@ -83,6 +83,9 @@ type item struct {
 	wake   chan struct{}
 	mu     sync.Mutex
 	next   time.Time // when the scanner plans to look again
+	// scanning: a scan is under way and may have read the table already,
+	// so any Notify must wake the scanner once more (next is stale).
+	scanning bool
 }
 
 // New checks cfg and builds a Scanner; nothing runs until Start.
@@ -155,7 +158,7 @@ func (s *Scanner) applyLocked() {
 			continue
 		}
 		ictx, cancel := context.WithCancel(s.ctx)
-		is := &item{cancel: cancel, wake: make(chan struct{}, 1)}
+		is := &item{cancel: cancel, wake: make(chan struct{}, 1), scanning: true}
 		s.items[it] = is
 		s.wg.Add(1)
 		go func() {
@@ -181,7 +184,7 @@ func (s *Scanner) Notify(it store.Item, at time.Time) {
 		return // another node scans it; its Idle bounds the delay
 	}
 	is.mu.Lock()
-	early := at.Before(is.next)
+	early := is.scanning || at.Before(is.next)
 	if early {
 		is.next = at
 	}
@@ -201,6 +204,9 @@ func (s *Scanner) scanItem(ctx context.Context, it store.Item, is *item) {
 	defer timer.Stop()
 	<-timer.C
 	for {
+		is.mu.Lock()
+		is.scanning = true
+		is.mu.Unlock()
 		next, err := s.scanOnce(ctx, it)
 		if ctx.Err() != nil {
 			return
@@ -215,7 +221,7 @@ func (s *Scanner) scanItem(ctx context.Context, it store.Item, is *item) {
 			retry = 100 * time.Millisecond
 		}
 		is.mu.Lock()
-		is.next = next
+		is.next, is.scanning = next, false
 		is.mu.Unlock()
 		timer.Reset(time.Until(next))
 		select {
