@@ -95,6 +95,11 @@ type Dispatcher struct {
 	lanes   map[string]*lane
 	stopped bool           // refusing work: before Start and from Stop on
 	wg      sync.WaitGroup // every worker goroutine
+	// deliveries is the context deliveries run with (Context): it ends
+	// when Stop's grace has passed, so a sink that honours its context
+	// cannot hold the node's stop forever.
+	deliveries context.Context
+	abort      context.CancelFunc
 }
 
 type job struct {
@@ -126,7 +131,17 @@ func NewDispatcher(cfg DispatcherConfig) (*Dispatcher, error) {
 	if err := cfg.withDefaults(); err != nil {
 		return nil, err
 	}
-	return &Dispatcher{cfg: cfg, lanes: map[string]*lane{}, stopped: true}, nil
+	deliveries, abort := context.WithCancel(context.Background())
+	abort()
+	return &Dispatcher{cfg: cfg, lanes: map[string]*lane{}, stopped: true, deliveries: deliveries, abort: abort}, nil
+}
+
+// Context is what deliveries should run with: it lives from Start until
+// Stop's grace has passed.
+func (p *Dispatcher) Context() context.Context {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.deliveries
 }
 
 // Start makes the dispatcher take work.
@@ -137,6 +152,7 @@ func (p *Dispatcher) Start(ctx context.Context) error {
 	}
 	p.mu.Lock()
 	p.stopped = false
+	p.deliveries, p.abort = context.WithCancel(context.WithoutCancel(ctx))
 	p.mu.Unlock()
 	started()
 	go func() {
@@ -149,8 +165,8 @@ func (p *Dispatcher) Start(ctx context.Context) error {
 
 // drain refuses new work and waits for queued and in-flight deliveries for
 // up to ShutdownGrace; what is still queued then is failed with ErrStopped
-// (the task is retried without using an attempt), and in-flight calls end
-// with their own contexts and timeouts.
+// (the task is retried without using an attempt), and in-flight calls are
+// cancelled through Context.
 func (p *Dispatcher) drain() {
 	p.mu.Lock()
 	p.stopped = true
@@ -169,10 +185,12 @@ func (p *Dispatcher) drain() {
 	for _, l := range p.lanes {
 		dropped = append(dropped, l.queue.take(l.queue.n)...)
 	}
+	abort := p.abort
 	p.mu.Unlock()
 	for _, j := range dropped {
 		j.done(ErrStopped)
 	}
+	abort() // in-flight deliveries end with their context
 	<-waited
 }
 

@@ -359,3 +359,38 @@ func startDispatcher(tb testing.TB, p *Dispatcher) {
 	}
 	tb.Cleanup(p.Stop)
 }
+
+// A delivery that waits on its context (a Go handler that honours it) ends
+// when the shutdown grace has passed: Stop cannot hang on it.
+func TestStopCancelsInFlightAfterGrace(t *testing.T) {
+	p, err := NewDispatcher(DispatcherConfig{ShutdownGrace: 100 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	entered := make(chan struct{})
+	sink := HandlerFunc(func(ctx context.Context, d Delivery) error {
+		close(entered)
+		<-ctx.Done()
+		return ctx.Err()
+	})
+	r := newResult(1)
+	dispatchOne(p, p.Context(), "d", sink, Delivery{}, r.done("x"))
+	<-entered
+	stopped := make(chan struct{})
+	go func() { p.Stop(); close(stopped) }()
+	select {
+	case <-stopped:
+	case <-time.After(30 * time.Second):
+		t.Fatal("Stop hangs on a delivery that waits for its context")
+	}
+	waitGroup(t, &r.wg, 5*time.Second)
+	if !errors.Is(r.errs["x"], context.Canceled) {
+		t.Fatalf("in-flight delivery ended with %v, want context.Canceled", r.errs["x"])
+	}
+	if p.Context().Err() == nil {
+		t.Fatal("Context still live after Stop")
+	}
+}

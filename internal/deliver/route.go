@@ -1,7 +1,6 @@
 package deliver
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"net/url"
@@ -76,8 +75,8 @@ func (r *Router) handler(topic string) Sink {
 
 // Send delivers tasks that are due, grouped by destination: tasks due
 // together go to their lane in one DispatchAll. Each task's result goes to
-// Outcomes. Deliveries are not cancelled by anyone's stop: the dispatcher's
-// grace and the sinks' own timeouts bound them.
+// Outcomes. Deliveries run with the dispatcher's Context: cancelled only
+// once the dispatcher's shutdown grace has passed.
 func (r *Router) Send(tasks []*task.Task) {
 	type lane struct {
 		sink Sink
@@ -116,8 +115,9 @@ func (r *Router) Send(tasks []*task.Task) {
 			Done:     func(err error) { r.cfg.Outcomes.Finish(t, err) },
 		})
 	}
+	ctx := r.cfg.Dispatcher.Context()
 	for _, dest := range order {
-		r.cfg.Dispatcher.DispatchAll(context.Background(), dest, lanes[dest].sink, lanes[dest].jobs)
+		r.cfg.Dispatcher.DispatchAll(ctx, dest, lanes[dest].sink, lanes[dest].jobs)
 	}
 }
 
