@@ -128,11 +128,11 @@ func (c *Completer) Expect(n int) { c.outstanding.Add(int64(n)) }
 // Finish records the result of delivering t (nil: delivered) as its
 // outcome and queues it for the store.
 func (c *Completer) Finish(t *task.Task, err error) {
-	c.add(c.outcome(t, err, time.Now()))
+	c.add(c.outcome(t, err))
 	c.outstanding.Add(-1)
 }
 
-func (c *Completer) outcome(t *task.Task, err error, now time.Time) store.Outcome {
+func (c *Completer) outcome(t *task.Task, err error) store.Outcome {
 	o := store.Outcome{Ref: store.Ref{ID: t.ID, Token: t.Token, DueAt: t.DueAt, Topic: t.Topic}}
 	switch {
 	case err == nil:
@@ -142,7 +142,7 @@ func (c *Completer) outcome(t *task.Task, err error, now time.Time) store.Outcom
 		errors.Is(err, deliver.ErrStopped):
 		// Never reached the target: try again soon, without using an attempt.
 		o.NotAttempted = true
-		o.RetryAt = now.Add(c.retry.Next(1, nil))
+		o.RetryAt = time.Now().Add(c.retry.Next(1, nil))
 		o.Error = errText(err)
 		c.m.Outcomes.WithLabelValues("deferred").Inc()
 	case deliver.IsPermanent(err) || t.Attempts >= t.MaxAttempts:
@@ -150,7 +150,7 @@ func (c *Completer) outcome(t *task.Task, err error, now time.Time) store.Outcom
 		o.Error = errText(err)
 		c.m.Outcomes.WithLabelValues("dead").Inc()
 	default:
-		o.RetryAt = now.Add(c.retry.Next(t.Attempts, nil))
+		o.RetryAt = time.Now().Add(c.retry.Next(t.Attempts, nil))
 		o.Error = errText(err)
 		c.m.Outcomes.WithLabelValues("retry").Inc()
 	}

@@ -84,8 +84,12 @@ type item struct {
 	mu     sync.Mutex
 	next   time.Time // when the scanner plans to look again
 	// scanning: a scan is under way and may have read the table already,
-	// so any Notify must wake the scanner once more (next is stale).
+	// so next is stale; notified keeps the earliest time a Notify asked
+	// for meanwhile (zero: none), folded into the plan when the scan ends.
+	// Waking the scanner instead would rescan back to back while tasks are
+	// submitted, competing with their inserts.
 	scanning bool
+	notified time.Time
 }
 
 // New checks cfg and builds a Scanner; nothing runs until Start.
@@ -184,7 +188,14 @@ func (s *Scanner) Notify(it store.Item, at time.Time) {
 		return // another node scans it; its Idle bounds the delay
 	}
 	is.mu.Lock()
-	early := is.scanning || at.Before(is.next)
+	if is.scanning {
+		if is.notified.IsZero() || at.Before(is.notified) {
+			is.notified = at
+		}
+		is.mu.Unlock()
+		return
+	}
+	early := at.Before(is.next)
 	if early {
 		is.next = at
 	}
@@ -221,7 +232,13 @@ func (s *Scanner) scanItem(ctx context.Context, it store.Item, is *item) {
 			retry = 100 * time.Millisecond
 		}
 		is.mu.Lock()
-		is.next, is.scanning = next, false
+		if n := is.notified; !n.IsZero() && n.Before(next) {
+			next = n
+			if floor := time.Now().Add(minSleep); next.Before(floor) {
+				next = floor
+			}
+		}
+		is.next, is.scanning, is.notified = next, false, time.Time{}
 		is.mu.Unlock()
 		timer.Reset(time.Until(next))
 		select {
