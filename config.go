@@ -20,6 +20,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/ontimehq/ontime/internal/cluster"
 	"github.com/ontimehq/ontime/internal/deliver"
 	"github.com/ontimehq/ontime/internal/hot"
 	"github.com/ontimehq/ontime/internal/router"
@@ -127,7 +128,7 @@ const (
 	DefaultSlots           = hot.DefaultSlots
 	MaxSlots               = hot.MaxSlots
 	DefaultRedisPrefix     = "ontime"
-	DefaultClusterLeaseTTL = 10 * time.Second
+	DefaultClusterLeaseTTL = cluster.DefaultLeaseTTL
 	MinClusterLeaseTTL     = 300 * time.Millisecond
 	MaxClusterLeaseTTL     = 10 * time.Minute
 	DefaultTimeout         = deliver.DefaultTimeout

@@ -6,6 +6,10 @@ import (
 	"time"
 )
 
+// DefaultLeaseTTL is how long a silent node keeps its items (cluster.lease_ttl):
+// both coordinators and the config default to it.
+const DefaultLeaseTTL = 10 * time.Second
+
 // Grant is one item's assignment as a coordinator stores it: the owner,
 // from when it may act on the item (a handover from a live node waits for
 // the old owner to let go), and the leader term that wrote it.

@@ -110,7 +110,7 @@ func New(cfg Config) (*Coordinator, error) {
 		return nil, errors.New("node_id: 1 to 128 characters are required for a cluster")
 	}
 	if cfg.TTL == 0 {
-		cfg.TTL = 10 * time.Second
+		cfg.TTL = cluster.DefaultLeaseTTL
 	}
 	if cfg.TTL < 300*time.Millisecond || cfg.TTL > 10*time.Minute {
 		return nil, fmt.Errorf("cluster.lease_ttl: %s is out of range 300ms..10m", cfg.TTL)

@@ -73,7 +73,7 @@ func New(ctx context.Context, cfg Config) (*Coordinator, error) {
 		cfg.Prefix = "/ontime"
 	}
 	if cfg.TTL == 0 {
-		cfg.TTL = 10 * time.Second
+		cfg.TTL = cluster.DefaultLeaseTTL
 	}
 	if cfg.TTL < time.Second || cfg.TTL > 10*time.Minute {
 		return nil, fmt.Errorf("cluster.lease_ttl: %s is out of range 1s..10m for etcd", cfg.TTL)
