@@ -215,7 +215,12 @@ func (n *Node) build(ctx context.Context) error {
 	}
 	m := metrics.New(n.reg)
 	planner := hot.NewPlanner(FireLead, maxFireLead(cfg.Hot.MaxFireLead, window))
-	comp, err := complete.New(complete.Config{Store: n.store, Logger: n.log, Metrics: m,
+	// A started task's running lease covers the wait until its due time
+	// (at most maxLead) and its delivery, which may last the webhook
+	// timeout; the claim lease is the margin beyond that.
+	maxLead := max(maxFireLead(cfg.Hot.MaxFireLead, window), FireLead)
+	deliveryLease := time.Duration(cfg.Delivery.Timeout) + time.Duration(cfg.Delivery.LeaseTTL)
+	comp, err := complete.New(complete.Config{Store: n.store, Logger: n.log, Metrics: m, Lease: maxLead + deliveryLease,
 		Retry: deliver.RetryPolicy{Base: time.Duration(cfg.Delivery.RetryBase), Max: time.Duration(cfg.Delivery.RetryMax)}})
 	if err != nil {
 		return err
@@ -238,11 +243,7 @@ func (n *Node) build(ctx context.Context) error {
 		return err
 	}
 	firer, err := fire.New(fire.Config{Store: n.store, Tier: n.tier, Planner: planner, Sender: n.router, Outcomes: comp,
-		MaxLead: max(maxFireLead(cfg.Hot.MaxFireLead, window), FireLead),
-		// The running lease outlives the longest delivery (the webhook
-		// timeout) by the claim lease.
-		DeliveryLease: time.Duration(cfg.Delivery.Timeout) + time.Duration(cfg.Delivery.LeaseTTL),
-		Logger:        n.log, Metrics: m})
+		MaxLead: maxLead, DeliveryLease: deliveryLease, Logger: n.log, Metrics: m})
 	if err != nil {
 		return err
 	}

@@ -30,6 +30,8 @@ const (
 // Store is what completion needs of the store.
 type Store interface {
 	Finish(ctx context.Context, outcomes []store.Outcome) error
+	// Extend moves the lease end of running tasks held under these refs.
+	Extend(ctx context.Context, refs []store.Ref, until time.Time) error
 	// Ping tells a store that cannot be reached (keep retrying the batch)
 	// from one that refuses a row of it (split the batch to find it).
 	Ping(ctx context.Context) error
@@ -43,8 +45,14 @@ const refusedTries = 3
 
 // Config wires a Completer. Store is required.
 type Config struct {
-	Store   Store
-	Retry   deliver.RetryPolicy
+	Store Store
+	Retry deliver.RetryPolicy
+	// Lease is the running lease a started task gets (the fire stage's).
+	// While the completer holds a task's outcome, queued or being written,
+	// it extends the task's lease by this much every Lease/4, so that a
+	// slow outcome write never lets another node claim and deliver the
+	// task again. 0: no extension.
+	Lease   time.Duration
 	Logger  *slog.Logger
 	Metrics *metrics.Metrics // nil: series kept but not registered
 }
@@ -63,6 +71,7 @@ type Completer struct {
 	startstop.Base
 	st    Store
 	retry deliver.RetryPolicy
+	lease time.Duration
 	log   *slog.Logger
 	m     *metrics.Metrics
 
@@ -70,10 +79,11 @@ type Completer struct {
 	// (Expect adds, Finish subtracts).
 	outstanding atomic.Int64
 
-	mu    sync.Mutex
-	q     [][]store.Outcome // chunks of batchSize: a burst's outcomes queue without copying
-	since time.Time         // when the oldest queued outcome was added
-	wake  chan struct{}     // one pending signal: q is not empty
+	mu      sync.Mutex
+	q       [][]store.Outcome // chunks of batchSize: a burst's outcomes queue without copying
+	since   time.Time         // when the oldest queued outcome was added
+	writing [][]store.Outcome // taken from q, being written
+	wake    chan struct{}     // one pending signal: q is not empty
 }
 
 // New builds a completer; nothing runs until Start.
@@ -87,7 +97,10 @@ func New(cfg Config) (*Completer, error) {
 	if cfg.Metrics == nil {
 		cfg.Metrics = metrics.New(nil)
 	}
-	return &Completer{st: cfg.Store, retry: cfg.Retry, log: cfg.Logger, m: cfg.Metrics,
+	if cfg.Lease < 0 {
+		return nil, errors.New("complete: Lease is negative")
+	}
+	return &Completer{st: cfg.Store, retry: cfg.Retry, lease: cfg.Lease, log: cfg.Logger, m: cfg.Metrics,
 		wake: make(chan struct{}, 1)}, nil
 }
 
@@ -97,13 +110,26 @@ func (c *Completer) Start(ctx context.Context) error {
 	if !ok {
 		return nil
 	}
+	var wg sync.WaitGroup
+	wg.Add(1)
 	go func() {
-		defer stopped()
-		started()
+		defer wg.Done()
 		// Stop cancels ctx only once every expected outcome is queued; the
 		// last writes must still reach the store, so they run without it.
 		c.run(context.WithoutCancel(ctx), ctx.Done())
 	}()
+	if c.lease > 0 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c.heartbeat(ctx)
+		}()
+	}
+	go func() {
+		defer stopped()
+		wg.Wait()
+	}()
+	started()
 	return nil
 }
 
@@ -163,6 +189,50 @@ func (c *Completer) outcome(t *task.Task, err error) store.Outcome {
 // errText is what is kept as last_error.
 func errText(err error) string { return store.ErrorText(err.Error()) }
 
+// heartbeat extends, every lease/4, the running leases of the tasks whose
+// outcomes are held here. When outcomes are written as fast as tasks are
+// delivered there is nothing to extend; when a burst outruns the store,
+// this is what keeps the backlog from expiring into redeliveries (which
+// would add outcomes to the backlog).
+func (c *Completer) heartbeat(ctx context.Context) {
+	t := time.NewTicker(c.lease / 4)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		refs := c.held()
+		if len(refs) == 0 {
+			continue
+		}
+		wctx, cancel := context.WithTimeout(ctx, c.lease/2)
+		err := c.st.Extend(wctx, refs, time.Now().Add(c.lease))
+		cancel()
+		if err != nil {
+			c.log.Warn("extending the leases of tasks whose outcome is not written yet failed", "count", len(refs), "err", err)
+			continue
+		}
+		c.m.Extended.Add(float64(len(refs)))
+	}
+}
+
+// held returns the refs of every outcome queued or being written.
+func (c *Completer) held() []store.Ref {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var refs []store.Ref
+	for _, chunks := range [2][][]store.Outcome{c.writing, c.q} {
+		for _, chunk := range chunks {
+			for _, o := range chunk {
+				refs = append(refs, o.Ref)
+			}
+		}
+	}
+	return refs
+}
+
 func (c *Completer) reachable(ctx context.Context) bool {
 	pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
@@ -207,12 +277,16 @@ func (c *Completer) flushAll(ctx context.Context, quit <-chan struct{}, tries in
 		c.mu.Lock()
 		q := c.q
 		c.q = nil
+		c.writing = q
 		c.mu.Unlock()
 		if len(q) == 0 {
 			return
 		}
-		for _, batch := range q {
+		for i, batch := range q {
 			c.flush(ctx, quit, batch, tries)
+			c.mu.Lock()
+			c.writing = q[i+1:]
+			c.mu.Unlock()
 		}
 	}
 }

@@ -37,12 +37,13 @@ func (r *refusing) Finish(ctx context.Context, outs []store.Outcome) error {
 	return r.Store.Finish(ctx, outs)
 }
 
-// startedTasks inserts n claimed tasks due now and starts them.
-func startedTasks(t *testing.T, st *sqlstore.Store, n int) []*task.Task {
+// startedTasks inserts n claimed tasks due now and starts them, running
+// under a lease that ends lease from now.
+func startedTasks(t *testing.T, st *sqlstore.Store, n int, lease time.Duration) []*task.Task {
 	t.Helper()
 	ctx := context.Background()
 	now := time.Now()
-	lease := store.Lease{Owner: "n1", Until: now.Add(time.Minute), Token: store.NewToken()}
+	claim := store.Lease{Owner: "n1", Until: now.Add(lease), Token: store.NewToken()}
 	news := make([]store.NewTask, n)
 	refs := make([]store.Ref, n)
 	for i := range news {
@@ -52,13 +53,13 @@ func startedTasks(t *testing.T, st *sqlstore.Store, n int) []*task.Task {
 			t.Fatal(err)
 		}
 		id, p := router.NewID(now, router.HashKey(key), true)
-		news[i] = store.NewTask{ID: id, ShardHash: p.ShardHash, Seg: p.Segment(2), Validated: v, Claim: &lease}
-		refs[i] = store.Ref{ID: id, Token: lease.Token, DueAt: v.DueAt, Topic: "t"}
+		news[i] = store.NewTask{ID: id, ShardHash: p.ShardHash, Seg: p.Segment(2), Validated: v, Claim: &claim}
+		refs[i] = store.Ref{ID: id, Token: claim.Token, DueAt: v.DueAt, Topic: "t"}
 	}
 	if _, err := st.Insert(ctx, news); err != nil {
 		t.Fatal(err)
 	}
-	started, err := st.Start(ctx, refs, now.Add(time.Minute))
+	started, err := st.Start(ctx, refs, now.Add(lease))
 	if err != nil || len(started) != n {
 		t.Fatalf("start: %d of %d, %v", len(started), n, err)
 	}
@@ -77,7 +78,7 @@ func TestRefusedOutcomeIsIsolated(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
-	tasks := startedTasks(t, st, 300)
+	tasks := startedTasks(t, st, 300, time.Minute)
 	poison := tasks[137]
 	rs := &refusing{Store: st, poison: poison.ID}
 	c, err := complete.New(complete.Config{Store: rs})

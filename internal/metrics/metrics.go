@@ -15,6 +15,7 @@ type Metrics struct {
 	Started   prometheus.Counter
 	Outcomes  *prometheus.CounterVec // outcome: done | retry | dead
 	Lateness  prometheus.Histogram   // seconds from due time to the start of delivery
+	Extended  prometheus.Counter     // running leases extended while the outcome waited
 	Scans     prometheus.Counter
 	ScanErrs  prometheus.Counter
 }
@@ -28,11 +29,12 @@ func New(reg prometheus.Registerer) *Metrics {
 		Outcomes:  prometheus.NewCounterVec(prometheus.CounterOpts{Name: "ontime_deliveries_total", Help: "Delivery attempts finished, by outcome."}, []string{"outcome"}),
 		Lateness: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "ontime_fire_lateness_seconds", Help: "Time from a task's due time to the start of its delivery.",
 			Buckets: []float64{.0005, .001, .002, .005, .01, .025, .05, .1, .25, .5, 1, 5, 30}}),
+		Extended: prometheus.NewCounter(prometheus.CounterOpts{Name: "ontime_leases_extended_total", Help: "Running leases extended because the task's outcome was not written yet."}),
 		Scans:    prometheus.NewCounter(prometheus.CounterOpts{Name: "ontime_scans_total", Help: "Item scans (claim rounds) run."}),
 		ScanErrs: prometheus.NewCounter(prometheus.CounterOpts{Name: "ontime_scan_errors_total", Help: "Item scans that failed."}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.Submitted, m.Claimed, m.Started, m.Outcomes, m.Lateness, m.Scans, m.ScanErrs)
+		reg.MustRegister(m.Submitted, m.Claimed, m.Started, m.Outcomes, m.Lateness, m.Extended, m.Scans, m.ScanErrs)
 	}
 	return m
 }

@@ -1,0 +1,79 @@
+package complete_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/ontimehq/ontime/internal/complete"
+	"github.com/ontimehq/ontime/internal/store"
+	"github.com/ontimehq/ontime/internal/store/sqlstore"
+	"github.com/ontimehq/ontime/internal/task"
+	"github.com/ontimehq/ontime/internal/testdb"
+)
+
+// gated is the real store whose outcome writes wait for a gate: a store
+// that writes outcomes far slower than tasks are delivered.
+type gated struct {
+	*sqlstore.Store
+	gate chan struct{}
+}
+
+func (g *gated) Finish(ctx context.Context, outs []store.Outcome) error {
+	select {
+	case <-g.gate:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	return g.Store.Finish(ctx, outs)
+}
+
+// While outcomes wait to be written, their tasks' running leases are
+// extended: after several lease lengths another node still cannot claim
+// them (it could, and would deliver them again, without the heartbeat);
+// once written they are done.
+func TestHeldOutcomesKeepTheirLeases(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	st, err := sqlstore.Open(ctx, sqlstore.Config{Driver: "sqlite", DSNs: []string{testdb.SQLite(t)}, Tables: 2, Segments: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	const lease = 600 * time.Millisecond
+	tasks := startedTasks(t, st, 50, lease)
+	g := &gated{Store: st, gate: make(chan struct{})}
+	c, err := complete.New(complete.Config{Store: g, Lease: lease})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	c.Expect(len(tasks))
+	for _, tk := range tasks {
+		c.Finish(tk, nil)
+	}
+	time.Sleep(4 * lease)
+	other := store.Lease{Owner: "n2", Until: time.Now().Add(time.Minute), Token: store.NewToken()}
+	for _, it := range st.Items() {
+		refs, err := st.Claim(ctx, it, time.Now().Add(time.Hour), time.Now(), other, 100)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(refs) > 0 {
+			t.Fatalf("another node claimed %d tasks whose outcome was still held: their leases were not extended", len(refs))
+		}
+	}
+	close(g.gate)
+	c.Stop()
+	for _, tk := range tasks {
+		got, err := st.Get(ctx, tk.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.Status != task.StatusDone {
+			t.Fatalf("task %s: %s, want done", tk.ID, got.Status)
+		}
+	}
+}
