@@ -25,6 +25,14 @@ var (
 	// ErrConflict: the task's state forbids the change (for example cancel
 	// of a running, done or dead task). The error wraps the current state.
 	ErrConflict = errors.New("task state conflict")
+	// ErrUnavailable: the store could not be reached (connection refused
+	// or reset, a network timeout, a server shutting down): the call may
+	// succeed if retried later. A write that failed so may still have
+	// committed (the connection broke after COMMIT was sent), which is why
+	// submits carry keys.
+	// Engines wrap the driver's error with it, so errors.Is matches and
+	// the cause stays in the chain.
+	ErrUnavailable = errors.New("store unavailable")
 )
 
 // ConflictError carries the state that refused a change. errors.Is(err,

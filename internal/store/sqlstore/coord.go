@@ -26,7 +26,8 @@ import (
 func (s *Store) coordDB() *sql.DB { return s.w[0] }
 
 // Heartbeat registers node, or refreshes its heartbeat and address.
-func (s *Store) Heartbeat(ctx context.Context, node, addr string, started, now time.Time) error {
+func (s *Store) Heartbeat(ctx context.Context, node, addr string, started, now time.Time) (err error) {
+	defer classify(&err)
 	if _, err := s.coordDB().ExecContext(ctx, s.d.rebind(s.d.upsertNode), node, addr, now.UnixMicro(), started.UnixMicro()); err != nil {
 		return fmt.Errorf("heartbeat: %w", err)
 	}
@@ -34,7 +35,8 @@ func (s *Store) Heartbeat(ctx context.Context, node, addr string, started, now t
 }
 
 // Deregister removes node's registration.
-func (s *Store) Deregister(ctx context.Context, node string) error {
+func (s *Store) Deregister(ctx context.Context, node string) (err error) {
+	defer classify(&err)
 	if _, err := s.coordDB().ExecContext(ctx, s.d.rebind(`DELETE FROM ontime_nodes WHERE node_id = ?`), node); err != nil {
 		return fmt.Errorf("deregister: %w", err)
 	}
@@ -43,7 +45,8 @@ func (s *Store) Deregister(ctx context.Context, node string) error {
 
 // PruneNodes removes the registrations whose last heartbeat is before
 // cutoff.
-func (s *Store) PruneNodes(ctx context.Context, cutoff time.Time) error {
+func (s *Store) PruneNodes(ctx context.Context, cutoff time.Time) (err error) {
+	defer classify(&err)
 	if _, err := s.coordDB().ExecContext(ctx, s.d.rebind(`DELETE FROM ontime_nodes WHERE heartbeat_at < ?`), cutoff.UnixMicro()); err != nil {
 		return fmt.Errorf("prune nodes: %w", err)
 	}
@@ -51,7 +54,8 @@ func (s *Store) PruneNodes(ctx context.Context, cutoff time.Time) error {
 }
 
 // LiveNodes lists the nodes whose last heartbeat is at or after since.
-func (s *Store) LiveNodes(ctx context.Context, since time.Time) ([]string, error) {
+func (s *Store) LiveNodes(ctx context.Context, since time.Time) (_ []string, err error) {
+	defer classify(&err)
 	rows, err := s.coordDB().QueryContext(ctx, s.d.rebind(`SELECT node_id FROM ontime_nodes WHERE heartbeat_at >= ?`), since.UnixMicro())
 	if err != nil {
 		return nil, fmt.Errorf("live nodes: %w", err)
@@ -73,7 +77,8 @@ func (s *Store) LiveNodes(ctx context.Context, since time.Time) ([]string, error
 
 // Nodes lists every registration by node ID, with its ID, address and
 // last heartbeat.
-func (s *Store) Nodes(ctx context.Context) ([]cluster.NodeStatus, error) {
+func (s *Store) Nodes(ctx context.Context) (_ []cluster.NodeStatus, err error) {
+	defer classify(&err)
 	rows, err := s.coordDB().QueryContext(ctx, `SELECT node_id, addr, heartbeat_at FROM ontime_nodes ORDER BY node_id`)
 	if err != nil {
 		return nil, fmt.Errorf("nodes: %w", err)
@@ -96,7 +101,8 @@ func (s *Store) Nodes(ctx context.Context) ([]cluster.NodeStatus, error) {
 }
 
 // Leader reads the leader lease (Node is empty when none was ever taken).
-func (s *Store) Leader(ctx context.Context) (cluster.Lease, error) {
+func (s *Store) Leader(ctx context.Context) (_ cluster.Lease, err error) {
+	defer classify(&err)
 	var l cluster.Lease
 	var until int64
 	if err := s.coordDB().QueryRowContext(ctx, `SELECT node_id, term, lease_until FROM ontime_leader WHERE id = 1`).Scan(&l.Node, &l.Term, &until); err != nil {
@@ -109,7 +115,8 @@ func (s *Store) Leader(ctx context.Context) (cluster.Lease, error) {
 // TryLead takes the leader lease for node until until, raising the term,
 // if it is vacant or expired at now. It returns the term taken, 0 when
 // another node holds the lease.
-func (s *Store) TryLead(ctx context.Context, node string, now, until time.Time) (int64, error) {
+func (s *Store) TryLead(ctx context.Context, node string, now, until time.Time) (_ int64, err error) {
+	defer classify(&err)
 	res, err := s.coordDB().ExecContext(ctx, s.d.rebind(`UPDATE ontime_leader SET node_id = ?, term = term + 1, lease_until = ? WHERE id = 1 AND (lease_until < ? OR node_id = '')`),
 		node, until.UnixMicro(), now.UnixMicro())
 	if err != nil {
@@ -149,6 +156,7 @@ func (s *Store) renewLead(ctx context.Context, db execer, node string, term, unt
 // RenewLead extends l.Node's lease under l.Term to l.Until. held is false
 // when the lease has changed hands (a higher term exists).
 func (s *Store) RenewLead(ctx context.Context, l cluster.Lease) (held bool, err error) {
+	defer classify(&err)
 	held, err = s.renewLead(ctx, s.coordDB(), l.Node, l.Term, l.Until.UnixMicro())
 	if err != nil {
 		return false, fmt.Errorf("renew lead: %w", err)
@@ -158,7 +166,8 @@ func (s *Store) RenewLead(ctx context.Context, l cluster.Lease) (held bool, err 
 
 // Resign expires node's lease under term at once, so that another node
 // takes it on its next try instead of after the lease runs out.
-func (s *Store) Resign(ctx context.Context, node string, term int64) error {
+func (s *Store) Resign(ctx context.Context, node string, term int64) (err error) {
+	defer classify(&err)
 	if _, err := s.renewLead(ctx, s.coordDB(), node, term, 0); err != nil {
 		return fmt.Errorf("resign: %w", err)
 	}
@@ -166,7 +175,8 @@ func (s *Store) Resign(ctx context.Context, node string, term int64) error {
 }
 
 // Assignment reads every item's grant.
-func (s *Store) Assignment(ctx context.Context) (map[string]cluster.Grant, error) {
+func (s *Store) Assignment(ctx context.Context) (_ map[string]cluster.Grant, err error) {
+	defer classify(&err)
 	rows, err := s.coordDB().QueryContext(ctx, `SELECT item, node_id, term, since FROM ontime_assignment`)
 	if err != nil {
 		return nil, fmt.Errorf("assignment: %w", err)
@@ -192,6 +202,7 @@ func (s *Store) Assignment(ctx context.Context) (map[string]cluster.Grant, error
 // renewed to l.Until under l.Term first, and if that matches nothing (the
 // lease changed hands) nothing is written and held is false.
 func (s *Store) WriteAssignment(ctx context.Context, l cluster.Lease, grants map[string]cluster.Grant, drop []string) (held bool, err error) {
+	defer classify(&err)
 	tx, err := s.coordDB().BeginTx(ctx, nil)
 	if err != nil {
 		return false, fmt.Errorf("write assignment: %w", err)

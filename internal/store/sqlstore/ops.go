@@ -18,7 +18,8 @@ import (
 const batchLimit = 500
 
 // Insert writes tasks idempotently on (topic, task_key).
-func (s *Store) Insert(ctx context.Context, tasks []store.NewTask) ([]store.Inserted, error) {
+func (s *Store) Insert(ctx context.Context, tasks []store.NewTask) (_ []store.Inserted, err error) {
+	defer classify(&err)
 	out := make([]store.Inserted, len(tasks))
 	ids := make([]string, len(tasks))
 	for i, t := range tasks {
@@ -33,7 +34,7 @@ func (s *Store) Insert(ctx context.Context, tasks []store.NewTask) ([]store.Inse
 	if placed != len(tasks) {
 		return nil, fmt.Errorf("insert: a task has a malformed ID")
 	}
-	err := forEachGroup(groups, func(g group) error {
+	err = forEachGroup(groups, func(g group) error {
 		for start := 0; start < len(g.idx); start += batchLimit {
 			idx := g.idx[start:min(start+batchLimit, len(g.idx))]
 			if err := s.insertChunk(ctx, g, idx, tasks, out, now); err != nil {
@@ -156,7 +157,8 @@ func (s *Store) insertChunk(ctx context.Context, g group, idx []int, tasks []sto
 }
 
 // Get returns one task.
-func (s *Store) Get(ctx context.Context, id string) (*task.Task, error) {
+func (s *Store) Get(ctx context.Context, id string) (_ *task.Task, err error) {
+	defer classify(&err)
 	return s.get(ctx, s.r, id)
 }
 
@@ -182,7 +184,8 @@ func (s *Store) get(ctx context.Context, pools []*sql.DB, id string) (*task.Task
 }
 
 // Cancel cancels a pending or claimed task.
-func (s *Store) Cancel(ctx context.Context, id string) (*task.Task, error) {
+func (s *Store) Cancel(ctx context.Context, id string) (_ *task.Task, err error) {
+	defer classify(&err)
 	db, t, err := s.locate(id)
 	if err != nil {
 		return nil, err
@@ -204,7 +207,8 @@ func (s *Store) Cancel(ctx context.Context, id string) (*task.Task, error) {
 }
 
 // Requeue moves a dead task back to pending.
-func (s *Store) Requeue(ctx context.Context, id string, dueAt time.Time) (*task.Task, error) {
+func (s *Store) Requeue(ctx context.Context, id string, dueAt time.Time) (_ *task.Task, err error) {
+	defer classify(&err)
 	db, t, err := s.locate(id)
 	if err != nil {
 		return nil, err
@@ -259,7 +263,8 @@ func nextDueQuery(t string) string {
 // Scan reads pending tasks of an item after a keyset cursor. The cursor
 // predicate is spelled out because MariaDB does not use an index for a
 // row-value comparison such as (due_at, id) > (?, ?).
-func (s *Store) Scan(ctx context.Context, it store.Item, horizon time.Time, after store.Cursor, limit int) ([]*task.Task, error) {
+func (s *Store) Scan(ctx context.Context, it store.Item, horizon time.Time, after store.Cursor, limit int) (_ []*task.Task, err error) {
+	defer classify(&err)
 	if err := s.checkItem(it); err != nil {
 		return nil, err
 	}
@@ -294,7 +299,8 @@ func (s *Store) checkItem(it store.Item) error {
 }
 
 // Claim leases due pending tasks and tasks whose lease ended.
-func (s *Store) Claim(ctx context.Context, it store.Item, horizon, now time.Time, lease store.Lease, limit int) ([]store.Ref, error) {
+func (s *Store) Claim(ctx context.Context, it store.Item, horizon, now time.Time, lease store.Lease, limit int) (_ []store.Ref, err error) {
+	defer classify(&err)
 	if err := s.checkItem(it); err != nil {
 		return nil, err
 	}
@@ -404,13 +410,14 @@ func (s *Store) collectRefs(ctx context.Context, db *sql.DB, q string, args []an
 }
 
 // NextDue returns the earliest pending due time and lease end of an item.
-func (s *Store) NextDue(ctx context.Context, it store.Item) (time.Time, time.Time, error) {
+func (s *Store) NextDue(ctx context.Context, it store.Item) (_ time.Time, _ time.Time, err error) {
+	defer classify(&err)
 	if err := s.checkItem(it); err != nil {
 		return time.Time{}, time.Time{}, err
 	}
 	t := s.names[it.Table]
 	var due, lease sql.NullInt64
-	err := s.r[it.DB].QueryRowContext(ctx, s.d.rebind(nextDueQuery(t)),
+	err = s.r[it.DB].QueryRowContext(ctx, s.d.rebind(nextDueQuery(t)),
 		it.Segment, int(task.StatusPending), it.Segment, int(task.StatusClaimed), int(task.StatusRunning)).Scan(&due, &lease)
 	if err != nil {
 		return time.Time{}, time.Time{}, fmt.Errorf("next due %v: %w", it, err)
@@ -437,10 +444,11 @@ func pick(refs []store.Ref, idx []int) []store.Ref {
 
 // Start moves claimed tasks to running under their tokens: one
 // transaction per database, one statement per table.
-func (s *Store) Start(ctx context.Context, refs []store.Ref, leaseUntil time.Time) ([]*task.Task, error) {
+func (s *Store) Start(ctx context.Context, refs []store.Ref, leaseUntil time.Time) (_ []*task.Task, err error) {
+	defer classify(&err)
 	var mu sync.Mutex
 	var out []*task.Task
-	err := s.perDBTx(ctx, s.refGroups(refs), func(tx *sql.Tx, groups []group) error {
+	err = s.perDBTx(ctx, s.refGroups(refs), func(tx *sql.Tx, groups []group) error {
 		var got []*task.Task
 		for _, g := range groups {
 			for start := 0; start < len(g.idx); start += batchLimit {
@@ -520,12 +528,13 @@ func (s *Store) startChunk(ctx context.Context, tx *sql.Tx, t string, refs []sto
 
 // Finish records delivery outcomes under their tokens: one transaction per
 // database; done rows in one statement per table.
-func (s *Store) Finish(ctx context.Context, outcomes []store.Outcome) error {
+func (s *Store) Finish(ctx context.Context, outcomes []store.Outcome) (err error) {
+	defer classify(&err)
 	refs := make([]store.Ref, len(outcomes))
 	for i, o := range outcomes {
 		refs[i] = o.Ref
 	}
-	err := s.perDBTx(ctx, s.refGroups(refs), func(tx *sql.Tx, groups []group) error {
+	err = s.perDBTx(ctx, s.refGroups(refs), func(tx *sql.Tx, groups []group) error {
 		for _, g := range groups {
 			if err := s.finishGroup(ctx, tx, g, outcomes); err != nil {
 				return err
@@ -577,13 +586,15 @@ func (s *Store) finishGroup(ctx context.Context, tx *sql.Tx, g group, outcomes [
 func truncate(s string) string { return store.ErrorText(s) }
 
 // Release returns claimed tasks to pending.
-func (s *Store) Release(ctx context.Context, refs []store.Ref) error {
+func (s *Store) Release(ctx context.Context, refs []store.Ref) (err error) {
+	defer classify(&err)
 	return s.updateRefs(ctx, "release", refs, `status = ?, owner = NULL, lease_until = 0, token = 0, updated_at = ?`,
 		[]any{int(task.StatusPending), time.Now().UnixMicro()}, `status = ?`, []any{int(task.StatusClaimed)})
 }
 
 // Extend moves the lease end of held tasks.
-func (s *Store) Extend(ctx context.Context, refs []store.Ref, until time.Time) error {
+func (s *Store) Extend(ctx context.Context, refs []store.Ref, until time.Time) (err error) {
+	defer classify(&err)
 	return s.updateRefs(ctx, "extend", refs, `lease_until = ?, updated_at = ?`, []any{micros(until), time.Now().UnixMicro()},
 		`status IN (?, ?)`, []any{int(task.StatusClaimed), int(task.StatusRunning)})
 }
@@ -607,7 +618,8 @@ func (s *Store) updateRefs(ctx context.Context, op string, refs []store.Ref, set
 }
 
 // List merges per-table pages in ID order.
-func (s *Store) List(ctx context.Context, f store.ListFilter) ([]*task.Task, error) {
+func (s *Store) List(ctx context.Context, f store.ListFilter) (_ []*task.Task, err error) {
+	defer classify(&err)
 	limit := f.Limit
 	if limit == 0 {
 		limit = 100
@@ -645,7 +657,8 @@ func (s *Store) List(ctx context.Context, f store.ListFilter) ([]*task.Task, err
 }
 
 // Count counts tasks per status.
-func (s *Store) Count(ctx context.Context) (map[task.Status]int64, error) {
+func (s *Store) Count(ctx context.Context) (_ map[task.Status]int64, err error) {
+	defer classify(&err)
 	out := map[task.Status]int64{}
 	for db := range s.r {
 		for _, t := range s.names {

@@ -324,7 +324,8 @@ func (s *Store) Close() error {
 }
 
 // Ping checks every database.
-func (s *Store) Ping(ctx context.Context) error {
+func (s *Store) Ping(ctx context.Context) (err error) {
+	defer classify(&err)
 	for i, db := range s.w {
 		if err := db.PingContext(ctx); err != nil {
 			return fmt.Errorf("store.databases[%d]: %w", i, err)
@@ -359,7 +360,8 @@ func (s *Store) locate(id string) (db, table int, err error) {
 // CleanupMoved deletes, in every table of database db, the rows that the
 // current topology places in another database: after the databases were
 // doubled by copying, each copy drops what moved away. One DELETE per table.
-func (s *Store) CleanupMoved(ctx context.Context, db int) (int64, error) {
+func (s *Store) CleanupMoved(ctx context.Context, db int) (_ int64, err error) {
+	defer classify(&err)
 	if db < 0 || db >= len(s.w) {
 		return 0, fmt.Errorf("store: database %d out of range 0..%d", db, len(s.w)-1)
 	}
