@@ -20,6 +20,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/ontimehq/ontime/internal/api"
 	"github.com/ontimehq/ontime/internal/cluster"
 	"github.com/ontimehq/ontime/internal/deliver"
 	"github.com/ontimehq/ontime/internal/hot"
@@ -57,6 +58,7 @@ type Config struct {
 	Hot      HotConfig      `yaml:"hot"`
 	Cluster  ClusterConfig  `yaml:"cluster"`
 	Delivery DeliveryConfig `yaml:"delivery"`
+	HTTP     HTTPConfig     `yaml:"http"`
 }
 
 // StoreConfig configures the task store.
@@ -111,36 +113,58 @@ type DeliveryConfig struct {
 	ShutdownGrace   Duration `yaml:"shutdown_grace"`    // how long SIGTERM waits for in-flight deliveries; default 15s
 }
 
+// HTTPConfig bounds what one client can make the API server hold: bytes
+// of a request, time per request, connections.
+type HTTPConfig struct {
+	// MaxBatchBytes is the body limit of POST /v1/tasks:batch; a bigger
+	// body is refused (413) when the limit is crossed, before the rest is
+	// read. A batch is held whole while it is submitted, so this bounds
+	// its memory. Default 64 MiB, never below one task's limit.
+	MaxBatchBytes     int      `yaml:"max_batch_bytes"`
+	ReadHeaderTimeout Duration `yaml:"read_header_timeout"` // to read a request's headers; default 10s
+	ReadTimeout       Duration `yaml:"read_timeout"`        // to read a whole request, body included; default 30s
+	WriteTimeout      Duration `yaml:"write_timeout"`       // from the end of the headers to the end of the answer; default 60s
+	IdleTimeout       Duration `yaml:"idle_timeout"`        // a keep-alive connection waiting for its next request; default 2m
+	MaxConnections    int      `yaml:"max_connections"`     // open at once; more wait to be accepted; default 1024
+}
+
 // Defaults and bounds of the configuration. Where a part of the pipeline
 // checks or defaults the same value, these are that part's constants, so
 // the config, the store, the router and the tiers cannot disagree.
 const (
-	DefaultListen          = "127.0.0.1:7070"
-	DefaultDataDir         = "./ontime-data"
-	DefaultTables          = 16
-	DefaultSegments        = 4
-	MaxTables              = router.MaxTables
-	MaxSegments            = router.MaxSegments
-	DefaultWindow          = 30 * time.Second
-	MinWindow, MaxWindow   = 100 * time.Millisecond, 24 * time.Hour
-	DefaultMaxFireLead     = 5 * time.Second
-	MaxMaxFireLead         = time.Minute
-	DefaultSlots           = hot.DefaultSlots
-	MaxSlots               = hot.MaxSlots
-	DefaultRedisPrefix     = "ontime"
-	DefaultClusterLeaseTTL = cluster.DefaultLeaseTTL
-	MinClusterLeaseTTL     = 300 * time.Millisecond
-	MaxClusterLeaseTTL     = 10 * time.Minute
-	DefaultTimeout         = deliver.DefaultTimeout
-	DefaultConcurrency     = deliver.DefaultConcurrency
-	DefaultMaxAttempts     = task.DefaultMaxAttempts
-	DefaultMaxPayloadBytes = task.DefaultMaxPayloadBytes
-	DefaultRetryBase       = time.Second
-	DefaultRetryMax        = time.Hour
-	DefaultLeaseTTL        = hot.DefaultVisibility // a claim outlives its due time by this much
-	DefaultBreakerFailures = deliver.DefaultBreakerFailures
-	DefaultBreakerOpenFor  = deliver.DefaultBreakerOpenFor
-	DefaultShutdownGrace   = deliver.DefaultShutdownGrace
+	DefaultListen            = "127.0.0.1:7070"
+	DefaultDataDir           = "./ontime-data"
+	DefaultTables            = 16
+	DefaultSegments          = 4
+	MaxTables                = router.MaxTables
+	MaxSegments              = router.MaxSegments
+	DefaultWindow            = 30 * time.Second
+	MinWindow, MaxWindow     = 100 * time.Millisecond, 24 * time.Hour
+	DefaultMaxFireLead       = 5 * time.Second
+	MaxMaxFireLead           = time.Minute
+	DefaultSlots             = hot.DefaultSlots
+	MaxSlots                 = hot.MaxSlots
+	DefaultRedisPrefix       = "ontime"
+	DefaultClusterLeaseTTL   = cluster.DefaultLeaseTTL
+	MinClusterLeaseTTL       = 300 * time.Millisecond
+	MaxClusterLeaseTTL       = 10 * time.Minute
+	DefaultTimeout           = deliver.DefaultTimeout
+	DefaultConcurrency       = deliver.DefaultConcurrency
+	DefaultMaxAttempts       = task.DefaultMaxAttempts
+	DefaultMaxPayloadBytes   = task.DefaultMaxPayloadBytes
+	DefaultRetryBase         = time.Second
+	DefaultRetryMax          = time.Hour
+	DefaultLeaseTTL          = hot.DefaultVisibility // a claim outlives its due time by this much
+	DefaultBreakerFailures   = deliver.DefaultBreakerFailures
+	DefaultBreakerOpenFor    = deliver.DefaultBreakerOpenFor
+	DefaultShutdownGrace     = deliver.DefaultShutdownGrace
+	DefaultMaxBatchBytes     = api.DefaultMaxBatchBytes
+	MaxMaxBatchBytes         = 1 << 30
+	DefaultReadHeaderTimeout = 10 * time.Second
+	DefaultReadTimeout       = 30 * time.Second
+	DefaultWriteTimeout      = time.Minute
+	DefaultIdleTimeout       = 2 * time.Minute
+	DefaultMaxConnections    = 1024
 )
 
 // Default returns the configuration of `ontime serve` with no file.
@@ -160,6 +184,11 @@ func DefaultConfig() Config {
 			MaxPayloadBytes: DefaultMaxPayloadBytes, RetryBase: Duration(DefaultRetryBase), RetryMax: Duration(DefaultRetryMax),
 			LeaseTTL: Duration(DefaultLeaseTTL), BreakerFailures: DefaultBreakerFailures, BreakerOpenFor: Duration(DefaultBreakerOpenFor),
 			ShutdownGrace: Duration(DefaultShutdownGrace),
+		},
+		HTTP: HTTPConfig{
+			MaxBatchBytes: DefaultMaxBatchBytes, ReadHeaderTimeout: Duration(DefaultReadHeaderTimeout),
+			ReadTimeout: Duration(DefaultReadTimeout), WriteTimeout: Duration(DefaultWriteTimeout),
+			IdleTimeout: Duration(DefaultIdleTimeout), MaxConnections: DefaultMaxConnections,
 		},
 	}
 }
@@ -210,7 +239,7 @@ func ParseConfig(b []byte, c *Config) error {
 // unknownKey matches yaml.v3's "field X not found in type ontime.T".
 var unknownKey = regexp.MustCompile(`field (\S+) not found in type ontime\.(\w+)`)
 
-var sectionOf = map[string]string{"Config": "", "StoreConfig": "store.", "HotConfig": "hot.", "ClusterConfig": "cluster.", "DeliveryConfig": "delivery."}
+var sectionOf = map[string]string{"Config": "", "StoreConfig": "store.", "HotConfig": "hot.", "ClusterConfig": "cluster.", "DeliveryConfig": "delivery.", "HTTPConfig": "http."}
 
 // fill derives the defaults that depend on other values.
 func (c *Config) fill() {
@@ -336,6 +365,29 @@ func (c *Config) Validate() error {
 	}
 	if d.BreakerFailures < 1 || d.BreakerFailures > 1000000 {
 		return fmt.Errorf("delivery.breaker_failures: %d is out of range 1..1000000", d.BreakerFailures)
+	}
+	return c.HTTP.validate(d.MaxPayloadBytes)
+}
+
+func (h HTTPConfig) validate(maxPayload int) error {
+	// A batch must be able to carry one task of the largest payload.
+	if lo := maxPayload + api.EnvelopeBytes; h.MaxBatchBytes < lo || h.MaxBatchBytes > MaxMaxBatchBytes {
+		return fmt.Errorf("http.max_batch_bytes: %d is out of range %d..%d (delivery.max_payload_bytes + %d)", h.MaxBatchBytes, lo, MaxMaxBatchBytes, api.EnvelopeBytes)
+	}
+	for _, ck := range []struct {
+		key string
+		v   Duration
+	}{
+		{"http.read_header_timeout", h.ReadHeaderTimeout}, {"http.read_timeout", h.ReadTimeout},
+		{"http.write_timeout", h.WriteTimeout}, {"http.idle_timeout", h.IdleTimeout},
+	} {
+		// Zero would mean "no limit" to net/http: the hole this closes.
+		if v := time.Duration(ck.v); v < 10*time.Millisecond || v > 24*time.Hour {
+			return fmt.Errorf("%s: %s is out of range 10ms..24h", ck.key, v)
+		}
+	}
+	if h.MaxConnections < 1 || h.MaxConnections > 1000000 {
+		return fmt.Errorf("http.max_connections: %d is out of range 1..1000000", h.MaxConnections)
 	}
 	return nil
 }

@@ -443,6 +443,7 @@ func (n *Node) Cancel(ctx context.Context, id string) (*Task, error) {
 func (n *Node) HTTPHandler() http.Handler {
 	return api.NewHandler(n.submit, api.Options{
 		MaxPayloadBytes: n.cfg.Delivery.MaxPayloadBytes,
+		MaxBatchBytes:   int64(n.cfg.HTTP.MaxBatchBytes),
 		Logger:          n.log,
 		Extra: map[string]http.Handler{
 			"GET /metrics":    promhttp.HandlerFor(n.reg, promhttp.HandlerOpts{Registry: n.reg}),

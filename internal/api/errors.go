@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"strconv"
+	"time"
 
 	"github.com/ontimehq/ontime/apiv1"
 	"github.com/ontimehq/ontime/internal/router"
@@ -60,16 +62,31 @@ func classify(err error) (status int, d apiv1.ErrorDetail, internal bool) {
 		return http.StatusConflict, apiv1.ErrorDetail{Code: apiv1.CodeConflict, Message: err.Error()}, false
 	case errors.Is(err, submit.ErrNotReady):
 		return http.StatusServiceUnavailable, apiv1.ErrorDetail{Code: apiv1.CodeUnavailable, Message: "node not ready; retry later"}, false
+	case errors.Is(err, store.ErrUnavailable):
+		// The cause (an address, a driver's words) is for the log; the
+		// client only needs to come back later or go to another node.
+		return http.StatusServiceUnavailable, apiv1.ErrorDetail{Code: apiv1.CodeUnavailable, Message: "task store unreachable; retry later"}, false
 	default:
 		return http.StatusInternalServerError, apiv1.ErrorDetail{Code: apiv1.CodeInternal, Message: "internal error"}, true
 	}
 }
+
+// RetryAfter is the Retry-After of every 503: a node starting or a store
+// restarting is usually back within seconds, and clients that wait this
+// long do not hammer one that is not.
+const RetryAfter = 2 * time.Second
 
 // writeError answers err with its status and the error envelope.
 func writeError(w http.ResponseWriter, r *http.Request, log *slog.Logger, err error) {
 	status, d, internal := classify(err)
 	if internal {
 		log.Error("api request failed", "method", r.Method, "path", r.URL.Path, "err", err)
+	}
+	if status == http.StatusServiceUnavailable {
+		if errors.Is(err, store.ErrUnavailable) {
+			log.Debug("api request failed: store unavailable", "method", r.Method, "path", r.URL.Path, "err", err)
+		}
+		w.Header().Set("Retry-After", strconv.Itoa(int(RetryAfter/time.Second)))
 	}
 	writeJSON(w, status, apiv1.ErrorBody{Error: d})
 }
@@ -94,6 +111,12 @@ type routed struct {
 
 func (h routed) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if _, pattern := h.mux.Handler(r); pattern != "" {
+		// No route takes a query it cannot read; net/url would drop the
+		// malformed parts and answer as if they were not there.
+		if _, err := parseQuery(r.URL.RawQuery); err != nil {
+			writeError(w, r, h.log, err)
+			return
+		}
 		h.mux.ServeHTTP(w, r)
 		return
 	}

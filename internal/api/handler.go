@@ -8,9 +8,12 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"net/url"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/ontimehq/ontime/apiv1"
 	"github.com/ontimehq/ontime/internal/router"
@@ -24,6 +27,7 @@ const MaxBatch = apiv1.MaxBatch
 // Options configures the handler.
 type Options struct {
 	MaxPayloadBytes int                     // default task.DefaultMaxPayloadBytes
+	MaxBatchBytes   int64                   // body limit of POST /v1/tasks:batch; default DefaultMaxBatchBytes
 	Extra           map[string]http.Handler // more routes, by ServeMux pattern (GET /metrics …)
 	Logger          *slog.Logger
 }
@@ -45,6 +49,9 @@ type handler struct {
 func NewHandler(svc Service, opts Options) http.Handler {
 	if opts.MaxPayloadBytes <= 0 {
 		opts.MaxPayloadBytes = task.DefaultMaxPayloadBytes
+	}
+	if opts.MaxBatchBytes <= 0 {
+		opts.MaxBatchBytes = DefaultMaxBatchBytes
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
@@ -87,41 +94,177 @@ func (h *handler) fail(w http.ResponseWriter, r *http.Request, err error) {
 	writeError(w, r, h.log, err)
 }
 
-// readBody reads a JSON body of at most limit bytes into v, rejecting
-// unknown fields; errors name the field where the decoder can tell.
-func readBody(w http.ResponseWriter, r *http.Request, limit int64, v any) error {
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
-	if err != nil {
-		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) {
-			return &httpError{status: http.StatusRequestEntityTooLarge, code: apiv1.CodeTooLarge, field: "payload",
-				message: fmt.Sprintf("request body exceeds %d bytes", limit)}
-		}
+// EnvelopeBytes is what a single submit's body may hold beyond the largest
+// payload: the other fields and the JSON around them.
+const EnvelopeBytes = 64 << 10
+
+// DefaultMaxBatchBytes is the default byte budget of one POST
+// /v1/tasks:batch body: the whole batch is held in memory while it is
+// submitted, so this, not MaxBatch × the largest payload (~1 GiB), bounds
+// what one request can make the node hold.
+const DefaultMaxBatchBytes = 64 << 20
+
+// bodyError turns a failure to read or tokenize a body into an answer.
+// Over-limit bodies are 413 as soon as the limit is crossed: the reader
+// stops there, so the excess is never buffered.
+func bodyError(err error, limit int64, field string) error {
+	var mbe *http.MaxBytesError
+	var se *json.SyntaxError
+	switch {
+	case errors.As(err, &mbe):
+		return &httpError{status: http.StatusRequestEntityTooLarge, code: apiv1.CodeTooLarge, field: field,
+			message: fmt.Sprintf("request body exceeds %d bytes", limit)}
+	case errors.Is(err, io.EOF):
+		return badRequest("", "empty body; want a JSON object")
+	case errors.Is(err, io.ErrUnexpectedEOF), errors.As(err, &se):
+		return badRequest("", "malformed JSON: %v", err)
+	default:
 		return badRequest("", "reading body: %v", err)
 	}
-	dec := json.NewDecoder(bytes.NewReader(body))
+}
+
+// endOfBody checks that nothing but white space follows the JSON value
+// dec has read.
+func endOfBody(dec *json.Decoder, limit int64, field string) error {
+	_, err := dec.Token()
+	switch {
+	case errors.Is(err, io.EOF):
+		return nil
+	case err == nil:
+		return badRequest("", "trailing data after the JSON object")
+	default:
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			return bodyError(err, limit, field)
+		}
+		return badRequest("", "trailing data after the JSON object: %v", err)
+	}
+}
+
+// decodeTask decodes one task's raw JSON, rejecting unknown fields and
+// bytes that are not UTF-8; errors name the field where they can.
+func decodeTask(raw []byte, v *apiv1.TaskRequest) error {
+	if err := checkUTF8(raw); err != nil {
+		return err
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
 		var te *json.UnmarshalTypeError
-		var se *json.SyntaxError
 		switch {
 		case errors.As(err, &te):
 			return badRequest(te.Field, "want a %s, got a JSON %s", te.Type, te.Value)
-		case errors.As(err, &se):
-			return badRequest("", "malformed JSON: %v", err)
 		case strings.HasPrefix(err.Error(), "json: unknown field "):
 			f := strings.Trim(strings.TrimPrefix(err.Error(), "json: unknown field "), `"`)
 			return badRequest(f, "unknown field")
-		case errors.Is(err, io.EOF):
-			return badRequest("", "empty body; want a JSON object")
 		default:
 			return badRequest("", "malformed JSON: %v", err)
 		}
 	}
-	if dec.More() {
-		return badRequest("", "trailing data after the JSON object")
-	}
 	return nil
+}
+
+// checkUTF8 rejects a task whose JSON holds bytes that are not UTF-8.
+// encoding/json would turn them into U+FFFD in strings (so a key would be
+// stored as another key) and keep them as is in a raw payload, which
+// PostgreSQL then refuses; so the raw bytes are checked, before decoding.
+func checkUTF8(raw []byte) error {
+	if utf8.Valid(raw) {
+		return nil
+	}
+	// json.RawMessage keeps the bytes as they came: find the field.
+	var fields map[string]json.RawMessage
+	if json.Unmarshal(raw, &fields) == nil {
+		var bad []string
+		for name, v := range fields {
+			if !utf8.Valid(v) && utf8.ValidString(name) {
+				bad = append(bad, name)
+			}
+		}
+		if len(bad) > 0 {
+			sort.Strings(bad) // one answer for one input
+			return badRequest(bad[0], "is not valid UTF-8")
+		}
+	}
+	return badRequest("", "the body is not valid UTF-8")
+}
+
+// readTask reads the body of POST /v1/tasks: one task, at most limit bytes.
+func readTask(w http.ResponseWriter, r *http.Request, limit int64, v *apiv1.TaskRequest) error {
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, limit))
+	var raw json.RawMessage
+	if err := dec.Decode(&raw); err != nil {
+		return bodyError(err, limit, "payload")
+	}
+	if err := endOfBody(dec, limit, "payload"); err != nil {
+		return err
+	}
+	return decodeTask(raw, v)
+}
+
+// readBatch reads the body of POST /v1/tasks:batch, {"tasks": [...]},
+// token by token from the stream: a body over limit bytes or with more
+// than MaxBatch tasks is refused when the reader gets there, not after
+// holding all of it. The tasks stay raw, so that one malformed task fails
+// alone.
+func readBatch(w http.ResponseWriter, r *http.Request, limit int64) ([]json.RawMessage, error) {
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, limit))
+	fail := func(err error) error { return bodyError(err, limit, "tasks") }
+	tok, err := dec.Token()
+	if err != nil {
+		return nil, fail(err)
+	}
+	if tok != json.Delim('{') {
+		return nil, badRequest("", `want a JSON object {"tasks": [...]}`)
+	}
+	var tasks []json.RawMessage
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return nil, fail(err)
+		}
+		if name, _ := tok.(string); name != "tasks" {
+			return nil, badRequest(name, "unknown field")
+		}
+		if tasks, err = readTaskArray(dec, fail); err != nil {
+			return nil, err
+		}
+	}
+	if _, err := dec.Token(); err != nil { // the closing brace
+		return nil, fail(err)
+	}
+	if err := endOfBody(dec, limit, "tasks"); err != nil {
+		return nil, err
+	}
+	return tasks, nil
+}
+
+func readTaskArray(dec *json.Decoder, fail func(error) error) ([]json.RawMessage, error) {
+	tok, err := dec.Token()
+	if err != nil {
+		return nil, fail(err)
+	}
+	if tok == nil { // null
+		return nil, nil
+	}
+	if tok != json.Delim('[') {
+		return nil, badRequest("tasks", "want an array of tasks")
+	}
+	var tasks []json.RawMessage
+	for dec.More() {
+		if len(tasks) == MaxBatch {
+			return nil, badRequest("tasks", "has more than %d tasks", MaxBatch)
+		}
+		var raw json.RawMessage
+		if err := dec.Decode(&raw); err != nil {
+			return nil, fail(err)
+		}
+		tasks = append(tasks, raw)
+	}
+	if _, err := dec.Token(); err != nil { // the closing bracket
+		return nil, fail(err)
+	}
+	return tasks, nil
 }
 
 // spec converts a submitted task; the engine validates the values.
@@ -144,11 +287,16 @@ func spec(in apiv1.TaskRequest) (task.Spec, error) {
 	return s, nil
 }
 
-func (h *handler) envelope() int64 { return int64(h.opts.MaxPayloadBytes) + 64<<10 }
+// taskLimit is the byte limit of a single submit's body.
+func (h *handler) taskLimit() int64 { return int64(h.opts.MaxPayloadBytes) + EnvelopeBytes }
+
+// batchLimit is the byte limit of a batch's body; never below one task's,
+// so that any task that can be submitted alone can be in a batch.
+func (h *handler) batchLimit() int64 { return max(h.opts.MaxBatchBytes, h.taskLimit()) }
 
 func (h *handler) submit(w http.ResponseWriter, r *http.Request) {
 	var in apiv1.TaskRequest
-	if err := readBody(w, r, h.envelope(), &in); err != nil {
+	if err := readTask(w, r, h.taskLimit(), &in); err != nil {
 		h.fail(w, r, err)
 		return
 	}
@@ -184,23 +332,23 @@ func (h *handler) itemError(r *http.Request, err error) *apiv1.ErrorDetail {
 }
 
 func (h *handler) batch(w http.ResponseWriter, r *http.Request) {
-	var in apiv1.BatchRequest
-	if err := readBody(w, r, int64(MaxBatch)*h.envelope(), &in); err != nil {
+	tasks, err := readBatch(w, r, h.batchLimit())
+	if err != nil {
 		h.fail(w, r, err)
 		return
 	}
-	if len(in.Tasks) == 0 {
+	if len(tasks) == 0 {
 		h.fail(w, r, badRequest("tasks", "is empty"))
 		return
 	}
-	if len(in.Tasks) > MaxBatch {
-		h.fail(w, r, badRequest("tasks", "has %d tasks; at most %d", len(in.Tasks), MaxBatch))
-		return
-	}
-	items := make([]apiv1.BatchItem, len(in.Tasks))
+	items := make([]apiv1.BatchItem, len(tasks))
 	var specs []task.Spec
 	var pos []int
-	for i, raw := range in.Tasks {
+	for i, raw := range tasks {
+		if err := checkUTF8(raw); err != nil {
+			items[i].Error = h.itemError(r, err)
+			continue
+		}
 		var ti apiv1.TaskRequest
 		dec := json.NewDecoder(bytes.NewReader(raw))
 		dec.DisallowUnknownFields()
@@ -267,13 +415,53 @@ func (h *handler) cancel(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, View(t))
 }
 
+// parseQuery parses a raw query string as url.ParseQuery does, but fails
+// where that would drop a parameter in silence (a malformed escape, a
+// semicolon) and on names or values that are not UTF-8, naming the
+// parameter when its name can be read.
+func parseQuery(raw string) (url.Values, error) {
+	q := url.Values{}
+	for raw != "" {
+		var part string
+		part, raw, _ = strings.Cut(raw, "&")
+		if part == "" {
+			continue
+		}
+		k, v, _ := strings.Cut(part, "=")
+		name, err := url.QueryUnescape(k)
+		if err != nil || !utf8.ValidString(name) || strings.Contains(k, ";") {
+			return nil, badRequest("", "malformed query string: %q is not a percent-encoded UTF-8 parameter name", k)
+		}
+		val, err := url.QueryUnescape(v)
+		if err != nil || !utf8.ValidString(val) || strings.Contains(v, ";") {
+			return nil, badRequest(name, "malformed query string: %q is not a percent-encoded UTF-8 value", v)
+		}
+		q[name] = append(q[name], val)
+	}
+	return q, nil
+}
+
 func (h *handler) list(w http.ResponseWriter, r *http.Request) {
-	q := r.URL.Query()
-	for k := range q {
+	q, err := parseQuery(r.URL.RawQuery)
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	for k, v := range q {
 		switch k {
 		case "topic", "status", "limit", "cursor":
 		default:
 			h.fail(w, r, badRequest(k, "unknown query parameter (want topic, status, limit, cursor)"))
+			return
+		}
+		// An empty value could mean "no filter" or a client that lost
+		// its value; a filter that is left out says which.
+		switch {
+		case len(v) > 1:
+			h.fail(w, r, badRequest(k, "given %d times; give it once", len(v)))
+			return
+		case v[0] == "":
+			h.fail(w, r, badRequest(k, "is empty; leave the parameter out for no filter"))
 			return
 		}
 	}
