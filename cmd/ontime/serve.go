@@ -11,6 +11,8 @@ import (
 	"os"
 	"time"
 
+	"golang.org/x/net/netutil"
+
 	"github.com/ontimehq/ontime"
 )
 
@@ -50,9 +52,9 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		_ = node.Stop(context.Background())
 		return 1
 	}
-	srv := &http.Server{Handler: node.HTTPHandler(), ReadHeaderTimeout: 10 * time.Second}
+	srv := newHTTPServer(node.HTTPHandler(), cfg.HTTP)
 	serveErr := make(chan error, 1)
-	go func() { serveErr <- srv.Serve(ln) }()
+	go func() { serveErr <- srv.Serve(netutil.LimitListener(ln, cfg.HTTP.MaxConnections)) }()
 	log.Info("ontime serving", "listen", ln.Addr().String(), "store", cfg.Store.Driver, "hot", cfg.Hot.Tier, "node", cfg.NodeID)
 	fmt.Fprintf(stdout, "ontime listening on http://%s\n", ln.Addr())
 
@@ -75,4 +77,20 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		code = 1
 	}
 	return code
+}
+
+// newHTTPServer bounds the time a client may hold a connection: without
+// these, a client trickling a body (or headers) a byte a second, or one
+// idling on a keep-alive connection, holds it forever, and enough of them
+// exhaust the node's file descriptors. The number of connections is
+// bounded by the listener (netutil.LimitListener): past it, new ones wait
+// in the kernel's backlog instead of costing a goroutine and buffers each.
+func newHTTPServer(h http.Handler, c ontime.HTTPConfig) *http.Server {
+	return &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: time.Duration(c.ReadHeaderTimeout),
+		ReadTimeout:       time.Duration(c.ReadTimeout),
+		WriteTimeout:      time.Duration(c.WriteTimeout),
+		IdleTimeout:       time.Duration(c.IdleTimeout),
+	}
 }
