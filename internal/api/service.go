@@ -1,8 +1,8 @@
 // Package api serves ontime's HTTP API v1 over a Service (the engine); the
 // bodies it reads and writes are the types of package apiv1. Status codes
 // live here and only here: the engine speaks in errors (task.FieldError,
-// store.ErrNotFound, store.ErrConflict, router.ErrBadID, submit.ErrNotReady)
-// and classify maps them to a status and an apiv1.Code.
+// store.ErrNotFound, store.ErrConflict, store.ErrUnavailable, router.ErrBadID,
+// submit.ErrNotReady) and classify maps them to a status and an apiv1.Code.
 package api
 
 import (
