@@ -95,7 +95,11 @@ func benchNodeOn(b *testing.B, engine string) *ontime.Node {
 	}
 	cfg.Delivery.Concurrency = 64
 	ctx := context.Background()
-	node, err := ontime.NewNode(ctx, cfg)
+	var opts []ontime.NodeOption
+	if lvl := os.Getenv("ONTIME_BENCH_LOG"); lvl != "" { // e.g. warn: the node's log on stderr
+		opts = append(opts, ontime.WithLogger(ontime.NewLogger(os.Stderr, lvl)))
+	}
+	node, err := ontime.NewNode(ctx, cfg, opts...)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -48,10 +49,12 @@ type Config struct {
 	Store Store
 	Retry deliver.RetryPolicy
 	// Lease is the running lease a started task gets (the fire stage's).
-	// While the completer holds a task's outcome, queued or being written,
-	// it extends the task's lease by this much every Lease/4, so that a
-	// slow outcome write never lets another node claim and deliver the
-	// task again. 0: no extension.
+	// From Expect until its outcome is written — waiting for its due
+	// time, queued in a lane behind a burst, delivering, or its outcome
+	// queued behind a slow store — a task whose lease would end within
+	// Lease/2 has it extended by Lease, every Lease/4, so that this node
+	// holding a task never lets another claim and deliver it again. 0: no
+	// extension.
 	Lease   time.Duration
 	Logger  *slog.Logger
 	Metrics *metrics.Metrics // nil: series kept but not registered
@@ -79,11 +82,18 @@ type Completer struct {
 	// (Expect adds, Finish subtracts).
 	outstanding atomic.Int64
 
-	mu      sync.Mutex
-	q       [][]store.Outcome // chunks of batchSize: a burst's outcomes queue without copying
-	since   time.Time         // when the oldest queued outcome was added
-	writing [][]store.Outcome // taken from q, being written
-	wake    chan struct{}     // one pending signal: q is not empty
+	mu    sync.Mutex
+	q     [][]store.Outcome // chunks of batchSize: a burst's outcomes queue without copying
+	since time.Time         // when the oldest queued outcome was added
+	wake  chan struct{}     // one pending signal: q is not empty
+
+	heldMu sync.Mutex
+	held   map[string]heldTask // by task ID: started, outcome not written yet
+}
+
+type heldTask struct {
+	ref   store.Ref
+	until time.Time // the running lease's end as last written
 }
 
 // New builds a completer; nothing runs until Start.
@@ -101,7 +111,7 @@ func New(cfg Config) (*Completer, error) {
 		return nil, errors.New("complete: Lease is negative")
 	}
 	return &Completer{st: cfg.Store, retry: cfg.Retry, lease: cfg.Lease, log: cfg.Logger, m: cfg.Metrics,
-		wake: make(chan struct{}, 1)}, nil
+		wake: make(chan struct{}, 1), held: map[string]heldTask{}}, nil
 }
 
 // Start runs the writer.
@@ -148,8 +158,33 @@ func (c *Completer) Stop() {
 // Busy is the number of started tasks whose outcome is not in yet.
 func (c *Completer) Busy() int64 { return c.outstanding.Load() }
 
-// Expect announces n started tasks: each gets exactly one Finish.
-func (c *Completer) Expect(n int) { c.outstanding.Add(int64(n)) }
+// Expect announces started tasks, running until leaseUntil: each gets
+// exactly one Finish, and this node holds it until its outcome is written.
+func (c *Completer) Expect(tasks []*task.Task, leaseUntil time.Time) {
+	c.outstanding.Add(int64(len(tasks)))
+	if c.lease <= 0 {
+		return
+	}
+	c.heldMu.Lock()
+	for _, t := range tasks {
+		c.held[t.ID] = heldTask{ref: store.Ref{ID: t.ID, Token: t.Token, DueAt: t.DueAt, Topic: t.Topic}, until: leaseUntil}
+	}
+	c.heldMu.Unlock()
+}
+
+// written ends the hold of outcomes the store has taken (or given up).
+func (c *Completer) written(batch []store.Outcome) {
+	if c.lease <= 0 {
+		return
+	}
+	c.heldMu.Lock()
+	for _, o := range batch {
+		if h, ok := c.held[o.Ref.ID]; ok && h.ref.Token == o.Ref.Token {
+			delete(c.held, o.Ref.ID)
+		}
+	}
+	c.heldMu.Unlock()
+}
 
 // Finish records the result of delivering t (nil: delivered) as its
 // outcome and queues it for the store.
@@ -189,11 +224,11 @@ func (c *Completer) outcome(t *task.Task, err error) store.Outcome {
 // errText is what is kept as last_error.
 func errText(err error) string { return store.ErrorText(err.Error()) }
 
-// heartbeat extends, every lease/4, the running leases of the tasks whose
-// outcomes are held here. When outcomes are written as fast as tasks are
-// delivered there is nothing to extend; when a burst outruns the store,
-// this is what keeps the backlog from expiring into redeliveries (which
-// would add outcomes to the backlog).
+// heartbeat extends, every lease/4, the running leases of held tasks that
+// would end within lease/2. When tasks are delivered and their outcomes
+// written within their lease there is nothing to extend; when a burst
+// outruns the lanes or the store, this is what keeps the backlog from
+// expiring into redeliveries (which would add to the backlog).
 func (c *Completer) heartbeat(ctx context.Context) {
 	t := time.NewTicker(c.lease / 4)
 	defer t.Stop()
@@ -203,34 +238,56 @@ func (c *Completer) heartbeat(ctx context.Context) {
 			return
 		case <-t.C:
 		}
-		refs := c.held()
-		if len(refs) == 0 {
-			continue
-		}
-		wctx, cancel := context.WithTimeout(ctx, c.lease/2)
-		err := c.st.Extend(wctx, refs, time.Now().Add(c.lease))
-		cancel()
-		if err != nil {
-			c.log.Warn("extending the leases of tasks whose outcome is not written yet failed", "count", len(refs), "err", err)
-			continue
-		}
-		c.m.Extended.Add(float64(len(refs)))
+		c.extend(ctx, c.expiring(time.Now()))
 	}
 }
 
-// held returns the refs of every outcome queued or being written.
-func (c *Completer) held() []store.Ref {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	var refs []store.Ref
-	for _, chunks := range [2][][]store.Outcome{c.writing, c.q} {
-		for _, chunk := range chunks {
-			for _, o := range chunk {
-				refs = append(refs, o.Ref)
+// extendChunk bounds one Extend: a store that is slow under the load that
+// made the backlog still finishes each chunk, earliest lease first.
+const extendChunk = 2000
+
+func (c *Completer) extend(ctx context.Context, refs []heldTask) {
+	slices.SortFunc(refs, func(a, b heldTask) int { return a.until.Compare(b.until) })
+	deadline := time.Now().Add(c.lease / 4)
+	for len(refs) > 0 && time.Now().Before(deadline) {
+		chunk := refs[:min(extendChunk, len(refs))]
+		refs = refs[len(chunk):]
+		until := time.Now().Add(c.lease)
+		batch := make([]store.Ref, len(chunk))
+		for i, h := range chunk {
+			batch[i] = h.ref
+		}
+		wctx, cancel := context.WithDeadline(ctx, deadline)
+		err := c.st.Extend(wctx, batch, until)
+		cancel()
+		if err != nil {
+			c.log.Warn("extending the leases of tasks this node holds failed", "count", len(batch), "err", err)
+			return
+		}
+		c.heldMu.Lock()
+		for _, r := range batch {
+			if h, ok := c.held[r.ID]; ok && h.ref.Token == r.Token {
+				h.until = until
+				c.held[r.ID] = h
 			}
 		}
+		c.heldMu.Unlock()
+		c.m.Extended.Add(float64(len(batch)))
 	}
-	return refs
+}
+
+// expiring returns the held tasks whose lease ends within lease/2.
+func (c *Completer) expiring(now time.Time) []heldTask {
+	c.heldMu.Lock()
+	defer c.heldMu.Unlock()
+	var out []heldTask
+	soon := now.Add(c.lease / 2)
+	for _, h := range c.held {
+		if h.until.Before(soon) {
+			out = append(out, h)
+		}
+	}
+	return out
 }
 
 func (c *Completer) reachable(ctx context.Context) bool {
@@ -277,16 +334,13 @@ func (c *Completer) flushAll(ctx context.Context, quit <-chan struct{}, tries in
 		c.mu.Lock()
 		q := c.q
 		c.q = nil
-		c.writing = q
 		c.mu.Unlock()
 		if len(q) == 0 {
 			return
 		}
-		for i, batch := range q {
+		for _, batch := range q {
 			c.flush(ctx, quit, batch, tries)
-			c.mu.Lock()
-			c.writing = q[i+1:]
-			c.mu.Unlock()
+			c.written(batch)
 		}
 	}
 }

@@ -59,7 +59,7 @@ func (x *fixture) running(t *testing.T, prefix string, n, maxAttempts int) []*ta
 func TestDeliveredIsDone(t *testing.T) {
 	x := setup(t)
 	tasks := x.running(t, "ok", 50, 3)
-	x.c.Expect(len(tasks))
+	x.c.Expect(tasks, time.Now().Add(time.Minute))
 	if n := x.c.Busy(); n != int64(len(tasks)) {
 		t.Fatalf("Busy = %d after Expect(%d)", n, len(tasks))
 	}
@@ -82,7 +82,7 @@ func TestDeliveredIsDone(t *testing.T) {
 func TestFailureWithAttemptsLeftRetries(t *testing.T) {
 	x := setup(t)
 	tk := x.running(t, "fail", 1, 3)[0]
-	x.c.Expect(1)
+	x.c.Expect([]*task.Task{tk}, time.Now().Add(time.Minute))
 	before := time.Now()
 	x.c.Finish(tk, errors.New("receiver said 500"))
 	row := stagetest.StatusIs(t, x.st, tk.ID, task.StatusPending)
@@ -100,7 +100,7 @@ func TestPermanentOrLastAttemptIsDead(t *testing.T) {
 	x := setup(t)
 	perm := x.running(t, "perm", 1, 5)[0]
 	last := x.running(t, "last", 1, 1)[0]
-	x.c.Expect(2)
+	x.c.Expect([]*task.Task{perm, last}, time.Now().Add(time.Minute))
 	x.c.Finish(perm, deliver.Permanent(errors.New("410 gone")))
 	x.c.Finish(last, errors.New("timeout"))
 	row := stagetest.StatusIs(t, x.st, perm.ID, task.StatusDead)
@@ -120,7 +120,7 @@ func TestNotAttemptedKeepsAttempt(t *testing.T) {
 	x := setup(t)
 	errs := []error{deliver.ErrLaneFull, deliver.ErrCircuitOpen, deliver.ErrStopped}
 	tasks := x.running(t, "na", len(errs), 1) // one attempt only: a counted failure would be dead
-	x.c.Expect(len(tasks))
+	x.c.Expect(tasks, time.Now().Add(time.Minute))
 	before := time.Now()
 	for i, tk := range tasks {
 		x.c.Finish(tk, fmt.Errorf("http://dest: %w", errs[i]))
@@ -169,7 +169,7 @@ func TestNotAttemptedKeepsAttempt(t *testing.T) {
 func TestStopWaitsForOutstanding(t *testing.T) {
 	x := setup(t)
 	tk := x.running(t, "late", 1, 3)[0]
-	x.c.Expect(1)
+	x.c.Expect([]*task.Task{tk}, time.Now().Add(time.Minute))
 	var finished atomic.Bool
 	go func() {
 		time.Sleep(300 * time.Millisecond)

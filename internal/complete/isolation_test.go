@@ -85,7 +85,7 @@ func TestRefusedOutcomeIsIsolated(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c.Expect(len(tasks))
+	c.Expect(tasks, time.Now().Add(time.Minute))
 	for _, tk := range tasks {
 		c.Finish(tk, nil) // queued before the writer runs: one batch
 	}

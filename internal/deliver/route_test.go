@@ -384,7 +384,7 @@ func TestOutcomesReachStore(t *testing.T) {
 		stagetest.NewTask(t, "handled", "k1", time.Now()),
 		stagetest.NewTask(t, "unhandled", "k2", time.Now()),
 		hook)
-	comp.Expect(len(tasks))
+	comp.Expect(tasks, time.Now().Add(time.Minute))
 	r.Send(tasks)
 	disp.Stop()
 	comp.Stop() // returns once every expected outcome is written

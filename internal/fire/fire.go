@@ -22,6 +22,14 @@ import (
 const (
 	DefaultBatch   = 2048
 	DefaultWorkers = 4
+	// DefaultMaxOutstanding bounds the tasks started and not yet finished:
+	// past it, firing waits for outcomes (backpressure) and due tasks wait,
+	// claimed, in the hot tier, rather than in lanes and queues where
+	// their running leases would have to be kept alive.
+	// 50,000 lets a burst of that size be started ahead of its due time
+	// (see hot.Planner) and keeps a backlog short enough to be delivered
+	// within its running lease at a few thousand webhooks a second.
+	DefaultMaxOutstanding = 50000
 )
 
 // Store is what firing needs of the store.
@@ -46,10 +54,11 @@ type Sender interface {
 	Send(tasks []*task.Task)
 }
 
-// Expecter is told how many started tasks will report an outcome (the
-// completion stage).
+// Expecter is told of the started tasks that will report an outcome, and
+// how many have not yet (the completion stage).
 type Expecter interface {
-	Expect(n int)
+	Expect(tasks []*task.Task, leaseUntil time.Time)
+	Busy() int64
 }
 
 // drainer is a hot tier private to this process (memory): at shutdown its
@@ -70,6 +79,9 @@ type Config struct {
 	Batch int
 	// Workers pop and start concurrently.
 	Workers int
+	// MaxOutstanding: firing pauses while this many started tasks have
+	// not reported their outcome. Default DefaultMaxOutstanding.
+	MaxOutstanding int
 	// MaxLead is the furthest ahead of its due time a task may leave the
 	// tier (the planner's max, at least its base): the running lease
 	// covers that wait as well as the delivery.
@@ -106,6 +118,9 @@ func New(cfg Config) (*Firer, error) {
 	}
 	if cfg.Workers <= 0 {
 		cfg.Workers = DefaultWorkers
+	}
+	if cfg.MaxOutstanding <= 0 {
+		cfg.MaxOutstanding = DefaultMaxOutstanding
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
@@ -148,6 +163,13 @@ func (f *Firer) Start(ctx context.Context) error {
 func (f *Firer) loop(ctx context.Context) {
 	wctx := context.WithoutCancel(ctx)
 	for {
+		// Backpressure: start no more than delivery and the store keep up
+		// with; what waits meanwhile stays claimed in the tier.
+		for f.cfg.Outcomes.Busy() >= int64(f.cfg.MaxOutstanding) {
+			if sleepCtx(ctx, 5*time.Millisecond); ctx.Err() != nil {
+				return
+			}
+		}
 		entries, err := f.cfg.Tier.Pop(ctx, f.cfg.Batch)
 		if err != nil {
 			if ctx.Err() != nil || errors.Is(err, hot.ErrClosed) {
@@ -161,7 +183,8 @@ func (f *Firer) loop(ctx context.Context) {
 		// and the delivery.
 		t0 := time.Now()
 		f.cfg.Planner.StartBegin(t0)
-		started, err := f.cfg.Store.Start(wctx, Refs(entries), t0.Add(f.cfg.MaxLead+f.cfg.DeliveryLease))
+		leaseUntil := t0.Add(f.cfg.MaxLead + f.cfg.DeliveryLease)
+		started, err := f.cfg.Store.Start(wctx, Refs(entries), leaseUntil)
 		f.cfg.Planner.StartEnd(time.Now(), len(entries), time.Since(t0))
 		if err != nil {
 			f.log.Warn("start failed; entries retried in 1s", "count", len(entries), "err", err)
@@ -177,7 +200,7 @@ func (f *Firer) loop(ctx context.Context) {
 		}
 		f.m.Started.Add(float64(len(started)))
 		if len(started) > 0 {
-			f.cfg.Outcomes.Expect(len(started))
+			f.cfg.Outcomes.Expect(started, leaseUntil)
 			f.waiting.Add(1)
 			go f.release(started)
 		}

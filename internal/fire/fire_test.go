@@ -53,10 +53,12 @@ func (s *sender) times(id string) int {
 	return s.byID[id]
 }
 
-// expecter adds up what the firer announces to the completion stage.
-type expecter struct{ n atomic.Int64 }
+// expecter adds up what the firer announces to the completion stage; busy
+// is what it answers Busy (backpressure).
+type expecter struct{ n, busy atomic.Int64 }
 
-func (e *expecter) Expect(n int) { e.n.Add(int64(n)) }
+func (e *expecter) Expect(tasks []*task.Task, _ time.Time) { e.n.Add(int64(len(tasks))) }
+func (e *expecter) Busy() int64                            { return e.busy.Load() }
 
 type fixture struct {
 	st      *sqlstore.Store
@@ -68,6 +70,9 @@ type fixture struct {
 	ctx     context.Context
 }
 
+// maxOutstanding is the backpressure bound of the fixture's firer.
+const maxOutstanding = 1000
+
 // setup builds a firer whose tasks leave the tier lead before due.
 func setup(t *testing.T, lead time.Duration) *fixture {
 	t.Helper()
@@ -75,7 +80,7 @@ func setup(t *testing.T, lead time.Duration) *fixture {
 	x := &fixture{st: stagetest.Store(t), tier: stagetest.Tier(t), planner: hot.NewPlanner(lead, 0),
 		send: &sender{byID: map[string]int{}}, exp: &expecter{}, ctx: context.Background()}
 	f, err := fire.New(fire.Config{Store: x.st, Tier: x.tier, Planner: x.planner, Sender: x.send, Outcomes: x.exp,
-		Workers: 2, MaxLead: lead, DeliveryLease: time.Minute})
+		Workers: 2, MaxLead: lead, DeliveryLease: time.Minute, MaxOutstanding: maxOutstanding})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -239,4 +244,25 @@ func TestStopReleasesHeldEntries(t *testing.T) {
 	if n := x.exp.n.Load(); n != 1 {
 		t.Fatalf("expected %d outcomes; want 1", n)
 	}
+}
+
+// Backpressure: while as many started tasks as MaxOutstanding await their
+// outcome, nothing more is started (the due tasks stay claimed in the
+// tier); once outcomes come in, they are started and sent.
+func TestBackpressureHoldsFiring(t *testing.T) {
+	x := setup(t, 20*time.Millisecond)
+	x.exp.busy.Store(maxOutstanding)
+	tasks := x.hold(t, "bp", time.Now().Add(50*time.Millisecond), time.Now().Add(60*time.Millisecond))
+	x.start(t)
+	time.Sleep(500 * time.Millisecond) // well past their due times
+	if got := len(x.send.sent()); got != 0 {
+		t.Fatalf("%d tasks sent while the completion stage was full", got)
+	}
+	for _, tk := range tasks {
+		if got := stagetest.Get(t, x.st, tk.ID).Status; got != task.StatusClaimed {
+			t.Fatalf("task %s is %s while firing is held back; want claimed", tk.ID, got)
+		}
+	}
+	x.exp.busy.Store(maxOutstanding - 1)
+	stagetest.Eventually(t, "tasks sent once outcomes came in", func() bool { return len(x.send.sent()) == len(tasks) })
 }
