@@ -147,6 +147,9 @@ func (c *Completer) Start(ctx context.Context) error {
 // stopped, so each started task has been delivered or refused), writes
 // what is queued and stops. Idempotent.
 func (c *Completer) Stop() {
+	if c.Stopped() == nil {
+		return // never started: no writer to wait for
+	}
 	// The last deliveries report within the dispatcher's grace; polling
 	// only while stopping keeps Finish free of any signalling.
 	for c.outstanding.Load() > 0 {

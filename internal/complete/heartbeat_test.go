@@ -82,3 +82,21 @@ func TestHeldOutcomesKeepTheirLeases(t *testing.T) {
 		}
 	}
 }
+
+// Stop of a completer that never started returns at once, even with
+// outcomes announced.
+func TestStopNeverStarted(t *testing.T) {
+	t.Parallel()
+	c, err := complete.New(complete.Config{Store: &gated{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Expect(make([]*task.Task, 3), time.Now())
+	done := make(chan struct{})
+	go func() { c.Stop(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Stop of a never started completer waits for outcomes no writer will take")
+	}
+}
