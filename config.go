@@ -84,6 +84,10 @@ type HotConfig struct {
 	// never more than hot.window; 0 marks every task running 20ms ahead,
 	// whatever the load.
 	MaxFireLead Duration `yaml:"max_fire_lead"`
+	// MaxEntries bounds the entries the hot tier holds (with redis, the
+	// tier the cluster shares): past it, scanners leave due tasks in the
+	// store until there is room. Default 1,000,000.
+	MaxEntries int `yaml:"max_entries"`
 }
 
 // ClusterConfig configures coordination.
@@ -141,6 +145,8 @@ const (
 	DefaultWindow            = 30 * time.Second
 	MinWindow, MaxWindow     = 100 * time.Millisecond, 24 * time.Hour
 	DefaultMaxFireLead       = 5 * time.Second
+	DefaultMaxEntries        = 1000000
+	MaxMaxEntries            = 100000000
 	MaxMaxFireLead           = time.Minute
 	DefaultSlots             = hot.DefaultSlots
 	MaxSlots                 = hot.MaxSlots
@@ -176,7 +182,7 @@ func DefaultConfig() Config {
 		Store:    StoreConfig{Driver: "sqlite", Tables: DefaultTables, Segments: DefaultSegments},
 		Hot: HotConfig{
 			Tier: "memory", Window: Duration(DefaultWindow), Slots: DefaultSlots, RedisPrefix: DefaultRedisPrefix,
-			MaxFireLead: Duration(DefaultMaxFireLead),
+			MaxFireLead: Duration(DefaultMaxFireLead), MaxEntries: DefaultMaxEntries,
 		},
 		Cluster: ClusterConfig{Coordinator: "none", LeaseTTL: Duration(DefaultClusterLeaseTTL)},
 		Delivery: DeliveryConfig{
@@ -309,6 +315,9 @@ func (c *Config) Validate() error {
 	}
 	if l := time.Duration(c.Hot.MaxFireLead); l < 0 || l > MaxMaxFireLead {
 		return fmt.Errorf("hot.max_fire_lead: %s is out of range 0..%s", l, MaxMaxFireLead)
+	}
+	if c.Hot.MaxEntries < 1 || c.Hot.MaxEntries > MaxMaxEntries {
+		return fmt.Errorf("hot.max_entries: %d is out of range 1..%d", c.Hot.MaxEntries, MaxMaxEntries)
 	}
 	if c.Hot.Slots < 1 || c.Hot.Slots > MaxSlots {
 		return fmt.Errorf("hot.slots: %d is out of range 1..%d", c.Hot.Slots, MaxSlots)

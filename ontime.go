@@ -247,7 +247,7 @@ func (n *Node) build(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	n.scan, err = scan.New(scan.Config{Store: n.store, Tier: n.tier, Planner: planner, NodeID: cfg.NodeID,
+	n.scan, err = scan.New(scan.Config{Store: n.store, Tier: n.tier, Planner: planner, NodeID: cfg.NodeID, MaxEntries: cfg.Hot.MaxEntries,
 		Window: window, LeaseTTL: time.Duration(cfg.Delivery.LeaseTTL), Logger: n.log, Metrics: m})
 	if err != nil {
 		return err

@@ -6,6 +6,7 @@ package scan
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"sync"
 	"time"
@@ -37,7 +38,13 @@ type Store interface {
 // Tier is the feeding side of the hot tier.
 type Tier interface {
 	Add(ctx context.Context, entries ...hot.Entry) error
+	// Len is the number of entries the tier holds.
+	Len(ctx context.Context) (int, error)
 }
+
+// lenEvery bounds how often the tier's size is read: every item scanner
+// asks before each claim.
+const lenEvery = 50 * time.Millisecond
 
 // Config wires a Scanner. Store, Tier and Planner are required.
 type Config struct {
@@ -53,9 +60,12 @@ type Config struct {
 	// Idle is the longest an item scanner sleeps when it knows of nothing
 	// due: the bound on how late it notices tasks written by other nodes.
 	// Default min(Window/4, 5s).
-	Idle    time.Duration
-	Logger  *slog.Logger
-	Metrics *metrics.Metrics // nil: series kept but not registered
+	Idle time.Duration
+	// MaxEntries bounds the tier: past it, due tasks are left in the store
+	// (pending, claimable by any node) until there is room. 0: no bound.
+	MaxEntries int
+	Logger     *slog.Logger
+	Metrics    *metrics.Metrics // nil: series kept but not registered
 }
 
 // Scanner runs one goroutine per owned sharding item. Each claims what is
@@ -70,6 +80,11 @@ type Scanner struct {
 	cfg Config
 	log *slog.Logger
 	m   *metrics.Metrics
+
+	lenMu    sync.Mutex
+	tierN    int       // the tier's size as last read, plus claims handed out since
+	lenAt    time.Time // when it was read
+	reserved int       // slots handed to claims under way
 
 	mu    sync.Mutex
 	ctx   context.Context // the running scanner's; nil when not running
@@ -253,29 +268,85 @@ func (s *Scanner) scanItem(ctx context.Context, it store.Item, is *item) {
 	}
 }
 
+// claim claims up to limit tasks of it into the tier, then ends their
+// reservation: from then on the tier's Len counts them.
+func (s *Scanner) claim(ctx context.Context, it store.Item, limit int) ([]store.Ref, error) {
+	now := time.Now()
+	horizon := now.Add(s.cfg.Window)
+	lease := store.Lease{Owner: s.cfg.NodeID, Until: horizon.Add(s.cfg.LeaseTTL), Token: store.NewToken()}
+	refs, err := s.cfg.Store.Claim(ctx, it, horizon, now, lease, limit)
+	if err != nil {
+		s.unreserve(limit, 0)
+		return nil, err
+	}
+	defer s.unreserve(limit, len(refs))
+	if len(refs) == 0 {
+		return nil, nil
+	}
+	s.m.Claimed.Add(float64(len(refs)))
+	entries := make([]hot.Entry, len(refs))
+	now = time.Now()
+	for i, r := range refs {
+		entries[i] = s.cfg.Planner.Entry(now, r.ID, r.Topic, r.DueAt, r.Token)
+	}
+	if err := s.cfg.Tier.Add(ctx, entries...); err != nil {
+		return nil, err // claimed rows come back when their lease ends
+	}
+	return refs, nil
+}
+
+// room reserves how many tasks a claim may take: ClaimBatch, less when
+// the tier is near MaxEntries, 0 when it is full. The item scanners run at
+// once, so what one is handed counts against the others until unreserve
+// returns what its claim did not take.
+func (s *Scanner) room(ctx context.Context) (int, error) {
+	if s.cfg.MaxEntries <= 0 {
+		return s.cfg.ClaimBatch, nil
+	}
+	s.lenMu.Lock()
+	defer s.lenMu.Unlock()
+	if time.Since(s.lenAt) >= lenEvery {
+		n, err := s.cfg.Tier.Len(ctx)
+		if err != nil {
+			return 0, fmt.Errorf("hot tier size: %w", err)
+		}
+		s.tierN, s.lenAt = n+s.reserved, time.Now()
+	}
+	r := max(0, min(s.cfg.ClaimBatch, s.cfg.MaxEntries-s.tierN))
+	s.tierN += r
+	s.reserved += r
+	return r, nil
+}
+
+// unreserve ends a reservation of limit slots of which a claim used used:
+// the rest are free again; the used ones are in the tier, counted by Len.
+func (s *Scanner) unreserve(limit, used int) {
+	if s.cfg.MaxEntries <= 0 {
+		return
+	}
+	s.lenMu.Lock()
+	defer s.lenMu.Unlock()
+	s.tierN -= limit - used
+	s.reserved -= limit
+}
+
 // scanOnce claims everything due within the window in it and returns when
 // to look again.
 func (s *Scanner) scanOnce(ctx context.Context, it store.Item) (time.Time, error) {
 	for {
-		now := time.Now()
-		horizon := now.Add(s.cfg.Window)
-		lease := store.Lease{Owner: s.cfg.NodeID, Until: horizon.Add(s.cfg.LeaseTTL), Token: store.NewToken()}
-		refs, err := s.cfg.Store.Claim(ctx, it, horizon, now, lease, s.cfg.ClaimBatch)
+		limit, err := s.room(ctx)
 		if err != nil {
 			return time.Time{}, err
 		}
-		if len(refs) > 0 {
-			s.m.Claimed.Add(float64(len(refs)))
-			entries := make([]hot.Entry, len(refs))
-			now := time.Now()
-			for i, r := range refs {
-				entries[i] = s.cfg.Planner.Entry(now, r.ID, r.Topic, r.DueAt, r.Token)
-			}
-			if err := s.cfg.Tier.Add(ctx, entries...); err != nil {
-				return time.Time{}, err // claimed rows come back when their lease ends
-			}
+		if limit == 0 {
+			// The tier is full: look again soon, when firing made room.
+			return time.Now().Add(5 * minSleep), nil
 		}
-		if len(refs) < s.cfg.ClaimBatch {
+		refs, err := s.claim(ctx, it, limit)
+		if err != nil {
+			return time.Time{}, err
+		}
+		if len(refs) < limit {
 			break
 		}
 	}

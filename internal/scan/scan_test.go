@@ -311,3 +311,67 @@ func TestConcurrentStop(t *testing.T) {
 		t.Fatalf("task inserted after Stop is %s", s)
 	}
 }
+
+// hot.max_entries: the scanners claim no more than the tier has room for;
+// the rest stay pending in the store (claimable by any node) and are
+// claimed as firing makes room.
+func TestMaxEntriesLeavesTasksInTheStore(t *testing.T) {
+	t.Parallel()
+	const max = 5
+	st := &recStore{Store: stagetest.Store(t), claims: map[store.Item]int{}, nextDues: map[store.Item]int{}}
+	tier := stagetest.Tier(t)
+	sc, err := scan.New(scan.Config{Store: st, Tier: tier, Planner: hot.NewPlanner(20*time.Millisecond, 0),
+		NodeID: node, Window: window, LeaseTTL: time.Minute, Idle: time.Hour, MaxEntries: max})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(sc.Stop)
+	ctx := context.Background()
+	f := &fixture{st: st, tier: tier, sc: sc, ctx: ctx}
+	tasks := f.tasks(t, "max", 3, time.Now().Add(time.Hour+window)) // beyond the window for now
+	_ = tasks
+	// Due now: all of them enter the window at once.
+	var due []*task.Task
+	for _, it := range st.Items() {
+		for i := range 3 {
+			due = append(due, f.insertIn(t, it, fmt.Sprintf("due-%d.%d.%d-%d", it.DB, it.Table, it.Segment, i), time.Now().Add(time.Second)))
+		}
+	}
+	sc.SetItems(st.Items())
+	f.start(t)
+	claimed := func() int {
+		n := 0
+		for _, tk := range due {
+			if f.status(t, tk.ID) == task.StatusClaimed {
+				n++
+			}
+		}
+		return n
+	}
+	stagetest.Eventually(t, "the tier filled", func() bool { return claimed() == max })
+	time.Sleep(300 * time.Millisecond) // several scans later: still no more than max
+	if n, _ := tier.Len(ctx); n > max || claimed() != max {
+		t.Fatalf("tier holds %d, %d claimed; bound %d", n, claimed(), max)
+	}
+	// Firing makes room: the rest are claimed, never more than max at once.
+	left := len(due)
+	for left > 0 {
+		entries, err := tier.Pop(ctx, 100)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := tier.Ack(ctx, entries...); err != nil {
+			t.Fatal(err)
+		}
+		left -= len(entries)
+		if left > 0 {
+			stagetest.Eventually(t, "room refilled", func() bool {
+				n, _ := tier.Len(ctx)
+				return n == min(max, left)
+			})
+		}
+		if n, _ := tier.Len(ctx); n > max {
+			t.Fatalf("tier holds %d, bound %d", n, max)
+		}
+	}
+}
