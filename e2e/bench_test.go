@@ -94,6 +94,9 @@ func benchNodeOn(b *testing.B, engine string) *ontime.Node {
 		cfg.Store.Databases = testdb.DSNs(b, engine, 1)
 	}
 	cfg.Delivery.Concurrency = 64
+	if v, err := strconv.Atoi(os.Getenv("ONTIME_BENCH_HOT_MAX_ENTRIES")); err == nil && v > 0 {
+		cfg.Hot.MaxEntries = v
+	}
 	ctx := context.Background()
 	var opts []ontime.NodeOption
 	if lvl := os.Getenv("ONTIME_BENCH_LOG"); lvl != "" { // e.g. warn: the node's log on stderr
