@@ -86,7 +86,7 @@ type HotConfig struct {
 	MaxFireLead Duration `yaml:"max_fire_lead"`
 	// MaxEntries bounds the entries the hot tier holds (with redis, the
 	// tier the cluster shares): past it, scanners leave due tasks in the
-	// store until there is room. Default 50,000.
+	// store until there is room. Default 1,000,000.
 	MaxEntries int `yaml:"max_entries"`
 }
 
@@ -145,12 +145,7 @@ const (
 	DefaultWindow            = 30 * time.Second
 	MinWindow, MaxWindow     = 100 * time.Millisecond, 24 * time.Hour
 	DefaultMaxFireLead       = 5 * time.Second
-	// DefaultMaxEntries: 200,000 tasks of 1 KB due at one instant on SQLite
-	// were delivered 1.9–2.8 times each with the tier unbounded (claimed
-	// tasks waited past their claim lease, were claimed again, and the
-	// extra writes starved the outcomes); bounded at 50,000, once each
-	// (BENCHMARKS.md). A burst of 50,000 still fits whole.
-	DefaultMaxEntries        = 50000
+	DefaultMaxEntries        = 1000000
 	MaxMaxEntries            = 100000000
 	MaxMaxFireLead           = time.Minute
 	DefaultSlots             = hot.DefaultSlots
