@@ -6,10 +6,10 @@ import (
 	"time"
 
 	"github.com/ontimehq/ontime/internal/complete"
+	"github.com/ontimehq/ontime/internal/stagetest"
 	"github.com/ontimehq/ontime/internal/store"
 	"github.com/ontimehq/ontime/internal/store/sqlstore"
 	"github.com/ontimehq/ontime/internal/task"
-	"github.com/ontimehq/ontime/internal/testdb"
 )
 
 // gated is the real store whose outcome writes wait for a gate: a store
@@ -37,11 +37,7 @@ func (g *gated) Finish(ctx context.Context, outs []store.Outcome) error {
 func TestHeldOutcomesKeepTheirLeases(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	st, err := sqlstore.Open(ctx, sqlstore.Config{Driver: "sqlite", DSNs: []string{testdb.SQLite(t)}, Tables: 2, Segments: 2})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
+	st := stagetest.Store(t)
 	const lease = 600 * time.Millisecond
 	tasks := startedTasks(t, st, 50, lease)
 	g := &gated{Store: st, gate: make(chan struct{})}

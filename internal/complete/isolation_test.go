@@ -11,10 +11,10 @@ import (
 
 	"github.com/ontimehq/ontime/internal/complete"
 	"github.com/ontimehq/ontime/internal/router"
+	"github.com/ontimehq/ontime/internal/stagetest"
 	"github.com/ontimehq/ontime/internal/store"
 	"github.com/ontimehq/ontime/internal/store/sqlstore"
 	"github.com/ontimehq/ontime/internal/task"
-	"github.com/ontimehq/ontime/internal/testdb"
 )
 
 // refusing is the real store, except that it refuses any Finish batch that
@@ -53,7 +53,7 @@ func startedTasks(t *testing.T, st *sqlstore.Store, n int, lease time.Duration) 
 			t.Fatal(err)
 		}
 		id, p := router.NewID(now, router.HashKey(key), true)
-		news[i] = store.NewTask{ID: id, ShardHash: p.ShardHash, Seg: p.Segment(2), Validated: v, Claim: &claim}
+		news[i] = store.NewTask{ID: id, ShardHash: p.ShardHash, Seg: p.Segment(stagetest.Segments), Validated: v, Claim: &claim}
 		refs[i] = store.Ref{ID: id, Token: claim.Token, DueAt: v.DueAt, Topic: "t"}
 	}
 	if _, err := st.Insert(ctx, news); err != nil {
@@ -73,11 +73,7 @@ func startedTasks(t *testing.T, st *sqlstore.Store, n int, lease time.Duration) 
 func TestRefusedOutcomeIsIsolated(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	st, err := sqlstore.Open(ctx, sqlstore.Config{Driver: "sqlite", DSNs: []string{testdb.SQLite(t)}, Tables: 2, Segments: 2})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
+	st := stagetest.Store(t)
 	tasks := startedTasks(t, st, 300, time.Minute)
 	poison := tasks[137]
 	rs := &refusing{Store: st, poison: poison.ID}
