@@ -225,7 +225,10 @@ func sleepCtx(ctx context.Context, d time.Duration) {
 func (f *Firer) release(tasks []*task.Task) {
 	defer f.waiting.Done()
 	for len(tasks) > 0 {
-		if wait := time.Until(tasks[0].DueAt); wait > 0 {
+		// Due times are wall-clock readings and timers run on the
+		// monotonic clock: if the wall clock was stepped back while this
+		// slept, the due time is still ahead, so look again.
+		for wait := time.Until(tasks[0].DueAt); wait > 0; wait = time.Until(tasks[0].DueAt) {
 			time.Sleep(wait)
 		}
 		now := time.Now()

@@ -122,7 +122,7 @@ func Validate(s Spec, l Limits, now time.Time) (Validated, error) {
 	default:
 		v.DueAt = now
 	}
-	v.DueAt = v.DueAt.Truncate(time.Microsecond) // stores keep microseconds
+	v.DueAt = CeilMicro(v.DueAt)
 
 	switch {
 	case len(s.Payload) == 0:
@@ -191,4 +191,14 @@ func ValidateTarget(target string) error {
 		return fieldErr("target", "scheme %q is not supported (want http or https, or empty for a Go handler)", u.Scheme)
 	}
 	return nil
+}
+
+// CeilMicro rounds t up to the microsecond, the precision the stores and
+// the Redis tier keep: rounding down would make a due time given in
+// nanoseconds fire up to a microsecond before it.
+func CeilMicro(t time.Time) time.Time {
+	if r := t.Truncate(time.Microsecond); !r.Equal(t) {
+		return r.Add(time.Microsecond)
+	}
+	return t
 }
