@@ -175,6 +175,15 @@ type Store interface {
 	// these refs to until.
 	Extend(ctx context.Context, refs []Ref, until time.Time) error
 
+	// EndLeases ends at now the claim (and, unless h.ClaimedOnly, running)
+	// leases in item held by the owners h selects, so the scanner claims
+	// those tasks again at once instead of when their leases run out: the
+	// holder is known to be gone (a dead node) or to have lost them (a hot
+	// tier that lost its data). Tokens are kept: a claim made afterwards
+	// gets a new one, which fences off the old holder. It returns how many
+	// leases it ended.
+	EndLeases(ctx context.Context, item Item, now time.Time, h Holders) (int, error)
+
 	// Requeue moves a dead task back to pending, due at dueAt, with its
 	// attempt count reset. Other states give a *ConflictError.
 	Requeue(ctx context.Context, id string, dueAt time.Time) (*task.Task, error)
@@ -193,6 +202,14 @@ type Store interface {
 	Ping(ctx context.Context) error
 
 	Close() error
+}
+
+// Holders selects lease holders for EndLeases: those in Only (when set),
+// or all but those in Except.
+type Holders struct {
+	Only        []string
+	Except      []string
+	ClaimedOnly bool
 }
 
 // MaxErrorBytes is the longest last_error a task keeps (the column's width).

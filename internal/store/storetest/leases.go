@@ -1,0 +1,90 @@
+package storetest
+
+import (
+	"testing"
+	"time"
+
+	"github.com/ontimehq/ontime/internal/store"
+	"github.com/ontimehq/ontime/internal/task"
+)
+
+// testEndLeases: ending the leases of a gone holder makes its tasks
+// claimable at once, by holder and by state, and a claim made afterwards
+// fences the old holder off with a new token.
+func testEndLeases(t *testing.T, open Opener) {
+	b := setup(t, open, 1, 1, 1)
+	now := time.Now()
+	mk := func(key string) store.NewTask { return b.newTask("lease", key, now.Add(-time.Second)) }
+	dead1, dead2, live, deadRunning := mk("dead1"), mk("dead2"), mk("live"), mk("running")
+	b.insert(dead1, dead2, live, deadRunning)
+	it := b.item(dead1)
+	claim := func(owner string, token int64, n int) []store.Ref {
+		t.Helper()
+		refs, err := b.s.Claim(b.ctx, it, now, now, store.Lease{Owner: owner, Until: now.Add(time.Hour), Token: token}, n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return refs
+	}
+	byID := map[string]string{}
+	for _, r := range claim("gone", 1, 3) {
+		byID[r.ID] = "gone"
+	}
+	rest := claim("alive", 2, 10)
+	if len(byID) != 3 || len(rest) != 1 {
+		t.Fatalf("setup: %d and %d claimed", len(byID), len(rest))
+	}
+	// One of the gone node's tasks is running (mid-delivery when it died).
+	var runningRef store.Ref
+	for id := range byID {
+		runningRef = store.Ref{ID: id, Token: 1}
+		break
+	}
+	if st, err := b.s.Start(b.ctx, []store.Ref{runningRef}, now.Add(time.Hour)); err != nil || len(st) != 1 {
+		t.Fatalf("start: %v %d", err, len(st))
+	}
+
+	// Nothing is claimable while the leases hold.
+	if r := claim("new", 3, 10); len(r) != 0 {
+		t.Fatalf("claimed %d under live leases", len(r))
+	}
+	// ClaimedOnly with Only: ends the gone node's two claimed leases, not
+	// its running one, nor the live node's.
+	n, err := b.s.EndLeases(b.ctx, it, now, store.Holders{Only: []string{"gone"}, ClaimedOnly: true})
+	if err != nil || n != 2 {
+		t.Fatalf("EndLeases claimed-only: %d %v, want 2", n, err)
+	}
+	got := claim("new", 3, 10)
+	if len(got) != 2 {
+		t.Fatalf("after ending claims: %d claimable, want 2", len(got))
+	}
+	for _, r := range got {
+		if byID[r.ID] != "gone" || r.ID == runningRef.ID {
+			t.Fatalf("claimed %s, which was not a gone claim", r.ID)
+		}
+	}
+	// Except the live nodes: the running task of the gone node is ended;
+	// the new claimer's and the live node's leases stay.
+	n, err = b.s.EndLeases(b.ctx, it, now, store.Holders{Except: []string{"alive", "new"}})
+	if err != nil || n != 1 {
+		t.Fatalf("EndLeases except live: %d %v, want 1", n, err)
+	}
+	got = claim("new", 4, 10)
+	if len(got) != 1 || got[0].ID != runningRef.ID {
+		t.Fatalf("after ending the running lease: %+v", got)
+	}
+	// The old holder is fenced off: its token no longer starts or finishes.
+	if err := b.s.Finish(b.ctx, []store.Outcome{{Ref: runningRef, Done: true}}); err != nil {
+		t.Fatal(err)
+	}
+	if tk := b.get(runningRef.ID); tk.Status != task.StatusClaimed || tk.Owner != "new" {
+		t.Fatalf("the old holder changed the task: %+v", tk)
+	}
+	// Only with an empty list touches nothing.
+	if n, err := b.s.EndLeases(b.ctx, it, now, store.Holders{Only: []string{}}); err != nil || n != 0 {
+		t.Fatalf("EndLeases with no holders: %d %v", n, err)
+	}
+	if _, err := b.s.EndLeases(b.ctx, store.Item{DB: 5}, now, store.Holders{}); err == nil {
+		t.Fatal("EndLeases accepted an item outside the topology")
+	}
+}
