@@ -97,6 +97,26 @@ func (n *Node) newCoordinator(ctx context.Context, st *sqlstore.Store) error {
 	return nil
 }
 
+// liveNodes lists the nodes the coordinator sees alive (this one alone
+// without a cluster): the scanner ends the leases of the others when their
+// items come here.
+func (n *Node) liveNodes(ctx context.Context) ([]string, error) {
+	if n.cluster == nil {
+		return []string{n.cfg.NodeID}, nil
+	}
+	st, err := n.cluster.coord.Status(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var live []string
+	for _, ns := range st.Nodes {
+		if ns.Live {
+			live = append(live, ns.ID)
+		}
+	}
+	return live, nil
+}
+
 // Start joins the cluster and returns at once: the coordinator runs until
 // Stop.
 func (cr *clusterRun) Start(ctx context.Context) error { return cr.coord.Start(ctx) }

@@ -207,7 +207,10 @@ func (n *Node) build(ctx context.Context) error {
 		n.tier = t
 	case "redis":
 		t, err := hotredis.New(ctx, hotredis.Config{Addrs: cfg.Hot.RedisAddrs, Prefix: cfg.Hot.RedisPrefix, Slots: cfg.Hot.Slots,
-			Visibility: time.Duration(cfg.Delivery.LeaseTTL), Logger: n.log})
+			Visibility: time.Duration(cfg.Delivery.LeaseTTL), Logger: n.log,
+			// Redis lost the entries: the scanners claim this node's tasks
+			// again, which adds them back (n.scan exists before the tier runs).
+			OnLost: func() { n.scan.TierLost() }})
 		if err != nil {
 			return err
 		}
@@ -248,7 +251,7 @@ func (n *Node) build(ctx context.Context) error {
 		return err
 	}
 	n.scan, err = scan.New(scan.Config{Store: n.store, Tier: n.tier, Planner: planner, NodeID: cfg.NodeID, MaxEntries: cfg.Hot.MaxEntries,
-		Window: window, LeaseTTL: time.Duration(cfg.Delivery.LeaseTTL), Logger: n.log, Metrics: m})
+		Window: window, LeaseTTL: time.Duration(cfg.Delivery.LeaseTTL), Logger: n.log, Metrics: m, Live: n.liveNodes})
 	if err != nil {
 		return err
 	}

@@ -117,6 +117,12 @@ delivery:
 		return ok && balanced(v, []string{"n1", "n3"})
 	})
 	t.Logf("items reassigned %s after the kill", time.Since(killedAt).Round(time.Millisecond))
+	// The survivors took n2's claimed and running tasks when its items
+	// came to them, not when the leases ran out.
+	waitFor(t, 30*time.Second, "n2's leases ended by the survivors", func() bool {
+		return counter(t, "http://"+addrs["n1"], `ontime_leases_ended_total{reason="node_gone"}`)+
+			counter(t, "http://"+addrs["n3"], `ontime_leases_ended_total{reason="node_gone"}`) > 0
+	})
 	waitFor(t, 180*time.Second, "every task delivered", func() bool { return len(rcv.delivered()) == n })
 	dups := 0
 	for _, c := range rcv.delivered() {

@@ -325,7 +325,7 @@ func TestRedisTierLosesNothing(t *testing.T) {
 	t.Parallel()
 	r := testdb.StartRedis(t)
 	rcv := newReceiver(t)
-	c, _ := startNode(t, "postgres", func(cfg *ontime.Config) {
+	c, node := startNode(t, "postgres", func(cfg *ontime.Config) {
 		cfg.Hot.Tier = "redis"
 		cfg.Hot.RedisAddrs = []string{r.Addr()}
 		cfg.Delivery.LeaseTTL = ontime.Duration(time.Second)
@@ -348,9 +348,20 @@ func TestRedisTierLosesNothing(t *testing.T) {
 	time.Sleep(300 * time.Millisecond)
 	r.Start()
 	waitFor(t, 90*time.Second, "every task delivered", func() bool { return len(rcv.delivered()) == n })
+	var maxLate time.Duration
 	for _, cl := range rcv.allCalls() {
 		if cl.At.Before(due[cl.ID]) {
 			t.Fatalf("task %s delivered early", cl.ID)
 		}
+		maxLate = max(maxLate, cl.At.Sub(due[cl.ID]))
+	}
+	// The node noticed the loss (epoch key) and claimed its tasks again at
+	// once instead of waiting for their leases.
+	srv := httptest.NewServer(node.HTTPHandler())
+	defer srv.Close()
+	ended := counter(t, srv.URL, `ontime_leases_ended_total{reason="tier_lost"}`)
+	t.Logf("Redis flushed and restarted: %v claims taken again, max lateness %s", ended, maxLate.Round(time.Millisecond))
+	if ended == 0 {
+		t.Fatal("the lost entries were not claimed again: they waited for their leases")
 	}
 }

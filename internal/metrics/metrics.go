@@ -18,6 +18,9 @@ type Metrics struct {
 	Extended  prometheus.Counter     // running leases extended while the outcome waited
 	Scans     prometheus.Counter
 	ScanErrs  prometheus.Counter
+	// LeasesEnded: leases ended early so their tasks are claimed again at
+	// once; reason node_gone (a dead node's items moved here) or tier_lost.
+	LeasesEnded *prometheus.CounterVec
 }
 
 // New creates the series and registers them on reg (nil: not registered).
@@ -32,9 +35,11 @@ func New(reg prometheus.Registerer) *Metrics {
 		Extended: prometheus.NewCounter(prometheus.CounterOpts{Name: "ontime_leases_extended_total", Help: "Running leases extended because the task's outcome was not written yet."}),
 		Scans:    prometheus.NewCounter(prometheus.CounterOpts{Name: "ontime_scans_total", Help: "Item scans (claim rounds) run."}),
 		ScanErrs: prometheus.NewCounter(prometheus.CounterOpts{Name: "ontime_scan_errors_total", Help: "Item scans that failed."}),
+		LeasesEnded: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "ontime_leases_ended_total",
+			Help: "Leases ended early so their tasks were claimed again at once, by reason: node_gone, tier_lost."}, []string{"reason"}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.Submitted, m.Claimed, m.Started, m.Outcomes, m.Lateness, m.Extended, m.Scans, m.ScanErrs)
+		reg.MustRegister(m.Submitted, m.Claimed, m.Started, m.Outcomes, m.Lateness, m.Extended, m.Scans, m.ScanErrs, m.LeasesEnded)
 	}
 	return m
 }

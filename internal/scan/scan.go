@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -33,6 +34,8 @@ type Store interface {
 	// NextDue returns the earliest pending due time and the earliest end
 	// of a claim or running lease in item (zero: none).
 	NextDue(ctx context.Context, item store.Item) (due, leaseEnd time.Time, err error)
+	// EndLeases ends the leases in item of holders that are gone.
+	EndLeases(ctx context.Context, item store.Item, now time.Time, h store.Holders) (int, error)
 }
 
 // Tier is the feeding side of the hot tier.
@@ -64,8 +67,14 @@ type Config struct {
 	// MaxEntries bounds the tier: past it, due tasks are left in the store
 	// (pending, claimable by any node) until there is room. 0: no bound.
 	MaxEntries int
-	Logger     *slog.Logger
-	Metrics    *metrics.Metrics // nil: series kept but not registered
+	// Live returns the IDs of the nodes alive in the cluster, this one
+	// included; nil means this node is alone. When an item starts being
+	// scanned here, the leases in it held by nodes not alive are ended, so
+	// a dead node's tasks are taken at once rather than when their leases
+	// run out (it fenced itself before its items moved).
+	Live    func(ctx context.Context) ([]string, error)
+	Logger  *slog.Logger
+	Metrics *metrics.Metrics // nil: series kept but not registered
 }
 
 // Scanner runs one goroutine per owned sharding item. Each claims what is
@@ -86,6 +95,10 @@ type Scanner struct {
 	lenAt    time.Time // when it was read
 	reserved int       // slots handed to claims under way
 
+	liveMu sync.Mutex
+	live   []string // cached Live answer
+	liveAt time.Time
+
 	mu    sync.Mutex
 	ctx   context.Context // the running scanner's; nil when not running
 	want  []store.Item
@@ -105,6 +118,9 @@ type item struct {
 	// submitted, competing with their inserts.
 	scanning bool
 	notified time.Time
+	// lost: the tier lost the entries of this node's claims; end those
+	// leases and claim again before the next scan.
+	lost bool
 }
 
 // New checks cfg and builds a Scanner; nothing runs until Start.
@@ -229,10 +245,16 @@ func (s *Scanner) scanItem(ctx context.Context, it store.Item, is *item) {
 	timer := time.NewTimer(0)
 	defer timer.Stop()
 	<-timer.C
+	s.adopt(ctx, it, log)
 	for {
 		is.mu.Lock()
 		is.scanning = true
+		lost := is.lost
+		is.lost = false
 		is.mu.Unlock()
+		if lost {
+			s.reclaim(ctx, it, log)
+		}
 		next, err := s.scanOnce(ctx, it)
 		if ctx.Err() != nil {
 			return
@@ -265,6 +287,75 @@ func (s *Scanner) scanItem(ctx context.Context, it store.Item, is *item) {
 				<-timer.C
 			}
 		}
+	}
+}
+
+// adopt ends the leases in it of nodes that are not alive.
+func (s *Scanner) adopt(ctx context.Context, it store.Item, log *slog.Logger) {
+	live, err := s.liveNodes(ctx)
+	if err != nil {
+		log.Warn("cannot tell which nodes are alive; a dead node's tasks wait for their leases", "err", err)
+		return
+	}
+	n, err := s.cfg.Store.EndLeases(ctx, it, time.Now(), store.Holders{Except: live})
+	if err != nil {
+		log.Warn("ending the leases of dead nodes failed; their tasks wait for their leases", "err", err)
+		return
+	}
+	if n > 0 {
+		s.m.LeasesEnded.WithLabelValues("node_gone").Add(float64(n))
+		log.Info("took the tasks of nodes that are gone", "tasks", n)
+	}
+}
+
+// liveNodes is Live, asked at most once a second: the items a node
+// receives arrive together.
+func (s *Scanner) liveNodes(ctx context.Context) ([]string, error) {
+	if s.cfg.Live == nil {
+		return []string{s.cfg.NodeID}, nil
+	}
+	s.liveMu.Lock()
+	defer s.liveMu.Unlock()
+	if s.live != nil && time.Since(s.liveAt) < time.Second {
+		return s.live, nil
+	}
+	live, err := s.cfg.Live(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if !slices.Contains(live, s.cfg.NodeID) {
+		live = append(live, s.cfg.NodeID)
+	}
+	s.live, s.liveAt = live, time.Now()
+	return live, nil
+}
+
+// TierLost says the hot tier lost its entries (a Redis FLUSHALL or
+// restart): every item scanner ends this node's claims and claims the
+// tasks again, which puts them back in the tier with new tokens.
+func (s *Scanner) TierLost() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, is := range s.items {
+		is.mu.Lock()
+		is.lost = true
+		is.mu.Unlock()
+		select {
+		case is.wake <- struct{}{}:
+		default:
+		}
+	}
+}
+
+func (s *Scanner) reclaim(ctx context.Context, it store.Item, log *slog.Logger) {
+	n, err := s.cfg.Store.EndLeases(ctx, it, time.Now(), store.Holders{Only: []string{s.cfg.NodeID}, ClaimedOnly: true})
+	if err != nil {
+		log.Warn("ending the claims the hot tier lost failed; they wait for their leases", "err", err)
+		return
+	}
+	if n > 0 {
+		s.m.LeasesEnded.WithLabelValues("tier_lost").Add(float64(n))
+		log.Info("claiming again the tasks the hot tier lost", "tasks", n)
 	}
 }
 

@@ -39,6 +39,11 @@ func (k slotKey) registryMember() string { return k.topic + "|" + strconv.Itoa(k
 func registryKey(prefix string) string { return prefix + ":slots" }
 func wakeChannel(prefix string) string { return prefix + ":wake" }
 
+// epochKey holds a random value written once per life of the tier's data:
+// when it is gone or changed, Redis lost (FLUSHALL, a restart without
+// persistence, a failover to an empty replica) what the nodes had added.
+func epochKey(prefix string) string { return prefix + ":epoch" }
+
 func parseRegistryMember(s string) (slotKey, bool) {
 	topic, slot, ok := strings.Cut(s, "|")
 	if !ok {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"math/rand/v2"
 	"net"
 	"slices"
 	"strconv"
@@ -28,6 +29,13 @@ type Config struct {
 	// Resync is how often every slot's head is re-read, in case a wake-up
 	// message was lost (a reconnect, a FLUSHALL). Default 2s.
 	Resync time.Duration
+	// EpochCheck is how often the tier checks that Redis still has its
+	// data (the epoch key). Default 500ms.
+	EpochCheck time.Duration
+	// OnLost is called (from the tier's goroutine; it must not block)
+	// when Redis lost the tier's data: the entries this node added are
+	// gone, and only their holders can add them again.
+	OnLost func()
 	Logger *slog.Logger
 }
 
@@ -61,6 +69,12 @@ func (c *Config) validate() error {
 	if c.Resync == 0 {
 		c.Resync = 2 * time.Second
 	}
+	if c.EpochCheck == 0 {
+		c.EpochCheck = 500 * time.Millisecond
+	}
+	if c.EpochCheck < 10*time.Millisecond {
+		return fmt.Errorf("hot epoch check: %s is below 10ms", c.EpochCheck)
+	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -81,6 +95,8 @@ type Tier struct {
 	next    map[slotKey]int64 // earliest time (µs) a slot may have work: head of store or prepare; 0 = look now
 	changed chan struct{}     // closed and replaced when next moves earlier
 	closed  bool
+
+	epoch string // the epoch key's value as this tier last saw it
 }
 
 var _ hot.Tier = (*Tier)(nil)
@@ -104,6 +120,12 @@ func New(ctx context.Context, cfg Config) (*Tier, error) {
 		rdb.Close()
 		return nil, err
 	}
+	epoch, err := t.readEpoch(pctx)
+	if err != nil {
+		rdb.Close()
+		return nil, err
+	}
+	t.epoch = epoch
 	return t, nil
 }
 
@@ -114,7 +136,11 @@ func (t *Tier) Start(ctx context.Context) error {
 		return nil
 	}
 	var wg sync.WaitGroup
-	wg.Add(2)
+	wg.Add(3)
+	go func() {
+		defer wg.Done()
+		t.watchEpoch(ctx)
+	}()
 	go func() {
 		defer wg.Done()
 		t.listen(ctx)
@@ -218,6 +244,58 @@ func (t *Tier) resync(ctx context.Context) {
 			t.notifyLocked()
 		}
 		t.mu.Unlock()
+	}
+}
+
+// readEpoch returns the epoch key's value, writing a new one if the key is
+// missing (the first node, or the data was lost).
+func (t *Tier) readEpoch(ctx context.Context) (string, error) {
+	key := epochKey(t.cfg.Prefix)
+	if err := t.rdb.SetNX(ctx, key, strconv.FormatInt(time.Now().UnixNano(), 36)+"-"+strconv.FormatUint(rand.Uint64(), 36), 0).Err(); err != nil {
+		return "", fmt.Errorf("hot: redis epoch: %w", err)
+	}
+	v, err := t.rdb.Get(ctx, key).Result()
+	if err != nil {
+		return "", fmt.Errorf("hot: redis epoch: %w", err)
+	}
+	return v, nil
+}
+
+// watchEpoch notices when Redis lost the tier's data and tells the node
+// (OnLost), so entries come back within about EpochCheck plus a claim
+// instead of when their leases run out. Every node notices: the first to
+// look writes a new epoch, the others see it changed.
+func (t *Tier) watchEpoch(ctx context.Context) {
+	tick := time.NewTicker(t.cfg.EpochCheck)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		v, err := t.readEpoch(ctx)
+		if err != nil {
+			continue // Redis away: the next check after it returns tells
+		}
+		t.mu.Lock()
+		lost := v != t.epoch
+		if lost {
+			t.epoch = v
+			for k := range t.next {
+				t.next[k] = 0
+			}
+			if !t.closed {
+				t.notifyLocked()
+			}
+		}
+		t.mu.Unlock()
+		if lost {
+			t.log.Warn("hot: Redis lost the tier's data (flushed or restarted); claiming this node's tasks again")
+			if t.cfg.OnLost != nil {
+				t.cfg.OnLost()
+			}
+		}
 	}
 }
 

@@ -359,7 +359,7 @@ func testLeaseExpiry(t *testing.T, open Opener) {
 
 func testConcurrentClaims(t *testing.T, open Opener) {
 	b := setup(t, open, 1, 1, 1)
-	now := time.Now()
+	now := time.Now().Truncate(time.Microsecond) // the stores' precision: task 0 is due exactly now
 	var in []store.NewTask
 	for i := range 600 {
 		in = append(in, b.newTask("cc", fmt.Sprint(i), now.Add(-time.Duration(i)*time.Millisecond)))

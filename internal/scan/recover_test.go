@@ -1,0 +1,127 @@
+package scan_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/ontimehq/ontime/internal/hot"
+	"github.com/ontimehq/ontime/internal/scan"
+	"github.com/ontimehq/ontime/internal/stagetest"
+	"github.com/ontimehq/ontime/internal/store"
+	"github.com/ontimehq/ontime/internal/task"
+)
+
+// newScanner is setup's scanner with a Live function.
+func newScanner(t *testing.T, f *fixture, live func(context.Context) ([]string, error)) *scan.Scanner {
+	t.Helper()
+	sc, err := scan.New(scan.Config{Store: f.st, Tier: f.tier, Planner: hot.NewPlanner(20*time.Millisecond, 0),
+		NodeID: node, Window: window, LeaseTTL: time.Minute, Live: live})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(sc.Stop)
+	return sc
+}
+
+// TestAdoptTakesDeadNodesTasks: when an item comes to this node, the tasks
+// in it claimed or running under nodes that are not alive are claimed here
+// at once, though their hour-long leases have not run out; those of a live
+// node stay with it.
+func TestAdoptTakesDeadNodesTasks(t *testing.T) {
+	f := setup(t, 0)
+	it := f.st.Items()[0]
+	due := time.Now().Add(time.Second)
+	deadClaimed := stagetest.Insert(t, f.st, stagetest.Claimed(stagetest.NewTaskIn(t, it, "scan", "dead-claimed", due), "dead", 11))[0]
+	liveClaimed := stagetest.Insert(t, f.st, stagetest.Claimed(stagetest.NewTaskIn(t, it, "scan", "live-claimed", due), "alive", 12))[0]
+	running := stagetest.NewTaskIn(t, it, "scan", "dead-running", due)
+	running.Claim = &store.Lease{Owner: "dead", Until: time.Now().Add(time.Hour), Token: 13}
+	stagetest.Insert(t, f.st, running)
+	if st, err := f.st.Start(f.ctx, []store.Ref{{ID: running.ID, Token: 13}}, time.Now().Add(time.Hour)); err != nil || len(st) != 1 {
+		t.Fatalf("start: %v", err)
+	}
+	asked := make(chan struct{}, 100)
+	sc := newScanner(t, f, func(context.Context) ([]string, error) {
+		asked <- struct{}{}
+		return []string{"alive"}, nil // this node is added by the scanner
+	})
+	sc.SetItems([]store.Item{it})
+	if err := sc.Start(f.ctx); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{deadClaimed.ID, running.ID} {
+		stagetest.Eventually(t, "the dead node's task is claimed here", func() bool {
+			tk := stagetest.Get(t, f.st, id)
+			return tk.Status == task.StatusClaimed && tk.Owner == node
+		})
+	}
+	if tk := stagetest.Get(t, f.st, liveClaimed.ID); tk.Owner != "alive" || tk.Status != task.StatusClaimed {
+		t.Fatalf("a live node's claim was taken: %+v", tk)
+	}
+	if len(asked) == 0 {
+		t.Fatal("Live was never asked")
+	}
+}
+
+// TestAdoptWithoutLive: a node alone (no Live) takes every lease in its
+// items that is not its own — those of its previous process.
+func TestAdoptWithoutLive(t *testing.T) {
+	f := setup(t, 0)
+	it := f.st.Items()[0]
+	old := stagetest.Insert(t, f.st, stagetest.Claimed(stagetest.NewTaskIn(t, it, "scan", "previous-life", time.Now().Add(time.Second)), "host-1234", 21))[0]
+	f.sc.SetItems([]store.Item{it})
+	f.start(t)
+	stagetest.Eventually(t, "the previous process's claim is taken", func() bool {
+		return stagetest.Get(t, f.st, old.ID).Owner == node
+	})
+}
+
+// TestAdoptLiveFails: when the live nodes cannot be read, no lease is
+// ended (the node cannot tell dead from alive) and scanning goes on.
+func TestAdoptLiveFails(t *testing.T) {
+	f := setup(t, 0)
+	it := f.st.Items()[0]
+	held := stagetest.Insert(t, f.st, stagetest.Claimed(stagetest.NewTaskIn(t, it, "scan", "held", time.Now().Add(time.Second)), "other", 31))[0]
+	pending := f.insertIn(t, it, "pending", time.Now().Add(time.Second))
+	sc := newScanner(t, f, func(context.Context) ([]string, error) { return nil, context.DeadlineExceeded })
+	sc.SetItems([]store.Item{it})
+	if err := sc.Start(f.ctx); err != nil {
+		t.Fatal(err)
+	}
+	stagetest.Eventually(t, "the pending task is claimed", func() bool { return f.status(t, pending.ID) == task.StatusClaimed })
+	if tk := stagetest.Get(t, f.st, held.ID); tk.Owner != "other" {
+		t.Fatalf("a lease was ended without knowing who is alive: %+v", tk)
+	}
+}
+
+// TestTierLost: after the tier lost its entries, TierLost makes the item
+// scanners claim this node's tasks again, under new tokens, back into the
+// tier; running tasks are left alone.
+func TestTierLost(t *testing.T) {
+	f := setup(t, 0)
+	f.sc.SetItems(f.st.Items())
+	tasks := f.tasks(t, "lost", 3, time.Now().Add(3*time.Second))
+	f.start(t)
+	stagetest.Eventually(t, "all claimed into the tier", func() bool {
+		n, _ := f.tier.Len(f.ctx)
+		return n == len(tasks)
+	})
+	tokens := map[string]int64{}
+	for _, tk := range tasks {
+		tokens[tk.ID] = stagetest.Get(t, f.st, tk.ID).Token
+	}
+	if lost := f.tier.Drain(); len(lost) != len(tasks) {
+		t.Fatalf("drained %d entries, want %d", len(lost), len(tasks))
+	}
+	f.sc.TierLost()
+	stagetest.Eventually(t, "entries back in the tier", func() bool {
+		n, _ := f.tier.Len(f.ctx)
+		return n == len(tasks)
+	})
+	for _, tk := range tasks {
+		got := stagetest.Get(t, f.st, tk.ID)
+		if got.Status != task.StatusClaimed || got.Owner != node || got.Token == tokens[tk.ID] {
+			t.Fatalf("task %s after TierLost: %+v (old token %d)", tk.ID, got, tokens[tk.ID])
+		}
+	}
+}
