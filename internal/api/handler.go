@@ -2,6 +2,7 @@ package api
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -504,7 +505,7 @@ func (h *handler) list(w http.ResponseWriter, r *http.Request) {
 	for i, t := range ts {
 		out.Tasks[i] = View(t)
 	}
-	if len(ts) == f.Limit {
+	if limit := cmp.Or(f.Limit, store.DefaultListLimit); len(ts) == limit {
 		out.NextCursor = ts[len(ts)-1].ID
 	}
 	writeJSON(w, http.StatusOK, out)

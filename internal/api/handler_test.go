@@ -151,6 +151,28 @@ func TestListParamsAndPaging(t *testing.T) {
 	if len(seen) != 7 {
 		t.Fatalf("paging saw %d of 7", len(seen))
 	}
+	// Without a limit the page is the default 100 and, when full, has a
+	// cursor to the next one.
+	var batch strings.Builder
+	batch.WriteString(`{"tasks":[`)
+	for i := range 110 {
+		if i > 0 {
+			batch.WriteString(",")
+		}
+		batch.WriteString(`{"topic":"page.default","delay":"1h"}`)
+	}
+	batch.WriteString("]}")
+	if code, m := call(t, "POST", base+"/v1/tasks:batch", batch.String()); code != 200 {
+		t.Fatalf("batch: %d %v", code, m)
+	}
+	dcode, page := call(t, "GET", base+"/v1/tasks?topic=page.default", "")
+	if n := len(page["tasks"].([]any)); dcode != 200 || n != 100 || page["next_cursor"] == nil {
+		t.Fatalf("default page: %d, %d tasks, next_cursor %v", dcode, n, page["next_cursor"])
+	}
+	dcode, page = call(t, "GET", base+"/v1/tasks?topic=page.default&cursor="+page["next_cursor"].(string), "")
+	if n := len(page["tasks"].([]any)); dcode != 200 || n != 10 || page["next_cursor"] != nil {
+		t.Fatalf("second default page: %d, %d tasks, next_cursor %v", dcode, n, page["next_cursor"])
+	}
 	for _, q := range []struct{ query, field string }{
 		{"limit=0", "limit"}, {"limit=abc", "limit"}, {"status=sleeping", "status"},
 		{"cursor=xyz", "cursor"}, {"topic=a%20b", "topic"}, {"colour=red", "colour"},

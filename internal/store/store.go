@@ -111,6 +111,12 @@ type Outcome struct {
 	NotAttempted bool
 }
 
+// DefaultListLimit and MaxListLimit bound a List page.
+const (
+	DefaultListLimit = 100
+	MaxListLimit     = 1000
+)
+
 // ListFilter selects tasks for List. Zero fields do not filter.
 type ListFilter struct {
 	Topic  string

@@ -622,12 +622,15 @@ func (s *Store) List(ctx context.Context, f store.ListFilter) (_ []*task.Task, e
 	defer classify(&err)
 	limit := f.Limit
 	if limit == 0 {
-		limit = 100
+		limit = store.DefaultListLimit
 	}
-	if limit < 1 || limit > 1000 {
-		return nil, &task.FieldError{Field: "limit", Message: fmt.Sprintf("%d is out of range 1..1000", f.Limit)}
+	if limit < 1 || limit > store.MaxListLimit {
+		return nil, &task.FieldError{Field: "limit", Message: fmt.Sprintf("%d is out of range 1..%d", f.Limit, store.MaxListLimit)}
 	}
-	q := `SELECT ` + cols + ` FROM %s WHERE id > ?`
+	// The page is merged across every table by ID: IDs first (index
+	// only), then the rows of the IDs that made the page, so a page reads
+	// at most limit payloads however many tables there are.
+	q := `SELECT id FROM %s WHERE id > ?`
 	args := []any{f.After}
 	if f.Topic != "" {
 		q += ` AND topic = ?`
@@ -637,21 +640,13 @@ func (s *Store) List(ctx context.Context, f store.ListFilter) (_ []*task.Task, e
 		q += ` AND status = ?`
 		args = append(args, int(*f.Status))
 	}
-	q += ` ORDER BY id LIMIT ?`
-	args = append(args, limit)
-	var all []*task.Task
-	for db := range s.r {
-		for _, t := range s.names {
-			rows, err := s.queryTasks(ctx, s.r[db], fmt.Sprintf(q, t), args...)
-			if err != nil {
-				return nil, fmt.Errorf("list: %w", err)
-			}
-			all = append(all, rows...)
-		}
+	ids, err := s.listIDs(ctx, q, args, limit)
+	if err != nil {
+		return nil, fmt.Errorf("list: %w", err)
 	}
-	slices.SortFunc(all, func(a, b *task.Task) int { return strings.Compare(a.ID, b.ID) })
-	if len(all) > limit {
-		all = all[:limit]
+	all, err := s.getMany(ctx, ids)
+	if err != nil {
+		return nil, fmt.Errorf("list: %w", err)
 	}
 	return all, nil
 }

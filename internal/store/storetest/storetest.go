@@ -589,6 +589,9 @@ func testListCount(t *testing.T, open Opener) {
 		}
 		for _, tk := range page {
 			walked = append(walked, tk.ID)
+			if want := `{"k":"` + tk.Key + `"}`; string(tk.Payload) != want || tk.Topic == "" {
+				t.Fatalf("listed task %s: payload %s topic %q, want the whole row", tk.ID, tk.Payload, tk.Topic)
+			}
 		}
 		if len(page) < 7 {
 			break
@@ -603,6 +606,24 @@ func testListCount(t *testing.T, open Opener) {
 	bOnly, err := b.s.List(b.ctx, store.ListFilter{Topic: "list.b", Limit: 1000})
 	if err != nil || len(bOnly) != 15 {
 		t.Fatalf("topic filter: %d rows, %v", len(bOnly), err)
+	}
+	// Filtered pages merge across tables too: 15 in pages of 4.
+	var bWalk []string
+	for after := ""; ; {
+		page, err := b.s.List(b.ctx, store.ListFilter{Topic: "list.b", Limit: 4, After: after})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, tk := range page {
+			bWalk = append(bWalk, tk.ID)
+		}
+		if len(page) < 4 {
+			break
+		}
+		after = page[len(page)-1].ID
+	}
+	if len(bWalk) != 15 || !slices.IsSorted(bWalk) || bWalk[0] != bOnly[0].ID || bWalk[14] != bOnly[14].ID {
+		t.Fatalf("topic filter in pages of 4: %d tasks %v", len(bWalk), bWalk)
 	}
 	c, err := b.s.Cancel(b.ctx, ids[0])
 	if err != nil {

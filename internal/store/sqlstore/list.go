@@ -1,0 +1,76 @@
+package sqlstore
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/ontimehq/ontime/internal/task"
+)
+
+// listIDs runs the ID query q (a %s for the table, then a page's filter,
+// ending with `id > ?`-style conditions) on every table and keeps the limit
+// smallest IDs. Once limit IDs are known, later tables are asked only for
+// IDs below the largest of them, so most tables return few rows.
+func (s *Store) listIDs(ctx context.Context, q string, args []any, limit int) ([]string, error) {
+	var best []string // sorted, at most limit
+	for db := range s.r {
+		for _, t := range s.names {
+			tq, targs := q, args
+			if len(best) == limit {
+				tq += ` AND id < ?`
+				targs = append(slices.Clip(args), best[len(best)-1])
+			}
+			tq += ` ORDER BY id LIMIT ?`
+			targs = append(slices.Clip(targs), limit)
+			got, err := s.queryIDs(ctx, db, fmt.Sprintf(tq, t), targs...)
+			if err != nil {
+				return nil, err
+			}
+			if len(got) == 0 {
+				continue
+			}
+			best = append(best, got...)
+			slices.Sort(best)
+			best = best[:min(len(best), limit)]
+		}
+	}
+	return best, nil
+}
+
+func (s *Store) queryIDs(ctx context.Context, db int, q string, args ...any) ([]string, error) {
+	rows, err := s.r[db].QueryContext(ctx, s.d.rebind(q), args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		out = append(out, id)
+	}
+	return out, rows.Err()
+}
+
+// getMany reads the tasks of ids, a table at a time, in ID order. A task
+// deleted meanwhile is left out.
+func (s *Store) getMany(ctx context.Context, ids []string) ([]*task.Task, error) {
+	var out []*task.Task
+	for _, g := range s.groupIDs(ids) {
+		gids := make([]any, len(g.idx))
+		for i, j := range g.idx {
+			gids[i] = ids[j]
+		}
+		rows, err := s.queryTasks(ctx, s.r[g.db], `SELECT `+cols+` FROM `+s.names[g.table]+` WHERE id IN (`+placeholders(len(gids))+`)`, gids...)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, rows...)
+	}
+	slices.SortFunc(out, func(a, b *task.Task) int { return strings.Compare(a.ID, b.ID) })
+	return out, nil
+}
