@@ -4,10 +4,16 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
+
+	"github.com/spf13/cobra"
 
 	"github.com/ontimehq/ontime/internal/nodetest"
 )
@@ -23,8 +29,12 @@ func newCLI(t *testing.T) cli {
 }
 
 func (c cli) run(args ...string) (code int, stdout, stderr string) {
+	return runCLI(append(args, "--server", c.server)...)
+}
+
+func runCLI(args ...string) (code int, stdout, stderr string) {
 	var o, e bytes.Buffer
-	code = run(context.Background(), append(args, "--server", c.server), &o, &e)
+	code = run(context.Background(), args, &o, &e)
 	return code, o.String(), e.String()
 }
 
@@ -33,6 +43,18 @@ func oneLine(t *testing.T, stderr string) {
 	if lines := strings.Split(strings.TrimSpace(stderr), "\n"); len(lines) != 1 || !strings.HasPrefix(lines[0], "ontime: ") {
 		t.Fatalf("stderr %q: want one line starting with 'ontime: '", stderr)
 	}
+}
+
+// taskJSON decodes a task printed with --json.
+func taskJSON(t *testing.T, out string) (tk struct {
+	ID, Status, Topic, Key string
+	Attempts               int
+}) {
+	t.Helper()
+	if err := json.Unmarshal([]byte(out), &tk); err != nil || tk.ID == "" {
+		t.Fatalf("not a task as JSON: %v %q", err, out)
+	}
+	return tk
 }
 
 func TestCLISubmitGetListCancel(t *testing.T) {
@@ -45,36 +67,109 @@ func TestCLISubmitGetListCancel(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("submit: %d %s", code, errs)
 	}
-	var tk struct{ ID, Status, Topic, Key string }
-	if err := json.Unmarshal([]byte(out), &tk); err != nil || tk.Status != "pending" || tk.Key != "o-42" {
-		t.Fatalf("submit --json: %v %q", err, out)
+	tk := taskJSON(t, out)
+	if tk.Status != "pending" || tk.Key != "o-42" {
+		t.Fatalf("submit --json: %q", out)
 	}
 	// Resubmit: same task, said so.
 	code, out, _ = c.run("submit", "--topic", "cli.test", "--key", "o-42", "--in", "2h")
 	if code != 0 || !strings.Contains(out, tk.ID) || !strings.Contains(out, "exists already") {
 		t.Fatalf("resubmit: %d %q", code, out)
 	}
+	code, out, _ = c.run("submit", "--topic", "cli.other", "--in", "2h")
+	if code != 0 || !strings.Contains(out, " submitted, due ") {
+		t.Fatalf("submit: %d %q", code, out)
+	}
 	code, out, _ = c.run("get", tk.ID)
-	if code != 0 || !strings.Contains(out, "pending") || !strings.Contains(out, `{"order":42}`) {
+	if code != 0 || !strings.Contains(out, "pending") || !strings.Contains(out, `{"order":42}`) || !strings.Contains(out, "http://127.0.0.1:9/hook") {
 		t.Fatalf("get: %d %q", code, out)
 	}
+	code, out, _ = c.run("get", tk.ID, "--json")
+	if code != 0 || taskJSON(t, out).ID != tk.ID {
+		t.Fatalf("get --json: %d %q", code, out)
+	}
 	code, out, _ = c.run("list", "--topic", "cli.test")
-	if code != 0 || !strings.Contains(out, tk.ID) || !strings.Contains(out, "STATUS") {
+	if code != 0 || !strings.Contains(out, tk.ID) || !strings.Contains(out, "STATUS") || strings.Contains(out, "cli.other") {
 		t.Fatalf("list: %d %q", code, out)
 	}
-	code, out, _ = c.run("cluster")
-	if code != 0 || !strings.Contains(out, "coordinator none") || !strings.Contains(out, "0.0.0") {
-		t.Fatalf("cluster: %d %q", code, out)
+	code, out, _ = c.run("list", "--limit", "1", "--json")
+	var page struct {
+		Tasks []struct{ ID string }
+		Next  string `json:"next_cursor"`
+	}
+	if err := json.Unmarshal([]byte(out), &page); code != 0 || err != nil || len(page.Tasks) != 1 || page.Next == "" {
+		t.Fatalf("list --json: %d %v %q", code, err, out)
+	}
+	code, out, _ = c.run("list", "--limit", "1", "--cursor", page.Next)
+	if code != 0 || strings.Contains(out, page.Tasks[0].ID) || !strings.Contains(out, "more: --cursor") {
+		t.Fatalf("list, second page: %d %q", code, out)
 	}
 	code, out, _ = c.run("cancel", tk.ID, "--json")
 	if code != 0 || !strings.Contains(out, `"status":"cancelled"`) {
 		t.Fatalf("cancel: %d %q", code, out)
 	}
+	code, out, _ = c.run("cancel", tk.ID) // cancel is idempotent
+	if code != 0 || !strings.Contains(out, "cancelled") {
+		t.Fatalf("cancel of a cancelled task: exit %d %q", code, out)
+	}
 	code, _, errs = c.run("requeue", tk.ID)
-	if code != 1 || !strings.Contains(errs, "409") {
+	if code != exitConflict || !strings.Contains(errs, "409") {
 		t.Fatalf("requeue of a cancelled task: %d %q", code, errs)
 	}
 	oneLine(t, errs)
+}
+
+// waitStatus polls `get` until the task has the status (30 s at most).
+func (c cli) waitStatus(id, status string) {
+	c.t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		code, out, errs := c.run("get", id, "--json")
+		if code != 0 {
+			c.t.Fatalf("get: %d %s", code, errs)
+		}
+		if taskJSON(c.t, out).Status == status {
+			return
+		}
+		if time.Now().After(deadline) {
+			c.t.Fatalf("not %s after 30s: %s", status, out)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// TestCLIRequeueDead: a task whose only attempt failed is dead; requeue
+// returns it to pending.
+func TestCLIRequeueDead(t *testing.T) {
+	t.Parallel()
+	c := newCLI(t)
+	var healthy atomic.Bool
+	hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !healthy.Load() {
+			http.Error(w, "no", http.StatusInternalServerError)
+		}
+	}))
+	t.Cleanup(hook.Close)
+	code, out, errs := c.run("submit", "--topic", "cli.dead", "--target", hook.URL, "--max-attempts", "1", "--json")
+	if code != 0 {
+		t.Fatalf("submit: %d %s", code, errs)
+	}
+	id := taskJSON(t, out).ID
+	c.waitStatus(id, "dead")
+	code, out, _ = c.run("list", "--status", "dead")
+	if code != 0 || !strings.Contains(out, id) || !strings.Contains(out, "1/1") {
+		t.Fatalf("list --status dead: %d %q", code, out)
+	}
+	healthy.Store(true)
+	code, out, errs = c.run("requeue", id, "--json")
+	if tk := taskJSON(t, out); code != 0 || tk.ID != id || tk.Status == "dead" || tk.Attempts != 0 {
+		t.Fatalf("requeue: %d %q %q", code, out, errs)
+	}
+	c.waitStatus(id, "done")
+	code, _, errs = c.run("requeue", id)
+	if code != exitConflict || !strings.Contains(errs, "409") {
+		t.Fatalf("requeue of a done task: %d %q", code, errs)
+	}
 }
 
 func TestCLIErrors(t *testing.T) {
@@ -91,14 +186,23 @@ func TestCLIErrors(t *testing.T) {
 		{[]string{"submit", "--topic", "t", "--in", "1s", "--at", "2030-01-01T00:00:00Z"}, 2, "not both"},
 		{[]string{"submit", "--topic", "t", "--data", "{"}, 2, "--data"},
 		{[]string{"submit", "--topic", "t", "--data", "@/nonexistent"}, 2, "--data"},
+		{[]string{"submit", "--topic", "t", "--max-attempts", "x"}, 2, "--max-attempts"},
+		{[]string{"submit", "--topic", "t", "extra"}, 2, "unexpected argument"},
 		{[]string{"submit", "--topic", "bad topic"}, 1, "topic"},
 		{[]string{"submit", "--topic", "t", "--target", "ftp://x"}, 1, "target"},
-		{[]string{"get"}, 2, "one task ID"},
+		{[]string{"get"}, 2, "1 task ID"},
+		{[]string{"get", "a", "b"}, 2, "1 task ID"},
 		{[]string{"get", "nope"}, 1, "HTTP 400"},
-		{[]string{"get", strings.Repeat("0", 26)}, 1, "HTTP 404"},
+		{[]string{"get", strings.Repeat("0", 26)}, 3, "HTTP 404"},
+		{[]string{"cancel", strings.Repeat("0", 26)}, 3, "HTTP 404"},
+		{[]string{"requeue", strings.Repeat("0", 26)}, 3, "HTTP 404"},
 		{[]string{"list", "--status", "sleeping"}, 1, "status"},
 		{[]string{"list", "--limit", "0"}, 2, "--limit"},
+		{[]string{"list", "--frob"}, 2, "unknown flag"},
+		{[]string{"cluster", "x"}, 2, "unexpected argument"},
+		{[]string{"version", "x"}, 2, "unexpected argument"},
 		{[]string{"frobnicate"}, 2, "unknown command"},
+		{[]string{"serve", "--config", "/nonexistent.yaml"}, 2, "--server is for the client verbs"},
 	} {
 		code, _, errs := c.run(tc.args...)
 		if code != tc.code || !strings.Contains(errs, tc.want) {
@@ -107,10 +211,201 @@ func TestCLIErrors(t *testing.T) {
 		}
 		oneLine(t, errs)
 	}
-	// An unreachable server: one line, exit 1.
-	var o, e bytes.Buffer
-	if code := run(context.Background(), []string{"get", strings.Repeat("0", 26), "--server", "http://127.0.0.1:1"}, &o, &e); code != 1 {
-		t.Fatalf("unreachable server: exit %d", code)
+	for _, server := range []string{"ftp://x", "http://h:1/path", "h:1?x=1", ""} {
+		code, _, errs := runCLI("list", "--server", server)
+		if code != exitUsage || !strings.Contains(errs, "--server") {
+			t.Errorf("--server %q: exit %d %q", server, code, errs)
+		}
 	}
-	oneLine(t, e.String())
+}
+
+// TestCLIUnreachable: no server, one line with a hint, exit 5.
+func TestCLIUnreachable(t *testing.T) {
+	t.Parallel()
+	// A port that was just free: nothing listens there.
+	ln := httptest.NewServer(http.NotFoundHandler())
+	addr := ln.Listener.Addr().String()
+	ln.Close()
+	for _, args := range [][]string{
+		{"get", strings.Repeat("0", 26)},
+		{"list"},
+		{"cluster"},
+		{"submit", "--topic", "t"},
+	} {
+		code, _, errs := runCLI(append(args, "--server", addr)...)
+		if code != exitUnreachable || !strings.Contains(errs, "cannot reach the server at http://"+addr) || !strings.Contains(errs, "ONTIME_SERVER") {
+			t.Errorf("%v: exit %d %q", args, code, errs)
+		}
+		oneLine(t, errs)
+	}
+}
+
+// TestCLIServerFlag: --server takes host:port without a scheme, and
+// ONTIME_SERVER is its default.
+func TestCLIServerFlag(t *testing.T) {
+	t.Parallel()
+	c := newCLI(t)
+	hostport := strings.TrimPrefix(c.server, "http://")
+	if code, out, errs := runCLI("list", "--server", hostport); code != 0 || !strings.Contains(out, "STATUS") {
+		t.Fatalf("--server %s: %d %q %q", hostport, code, out, errs)
+	}
+	g := &globals{env: func(k string) string {
+		if k == "ONTIME_SERVER" {
+			return hostport
+		}
+		return ""
+	}}
+	root := newRootCmd(g)
+	var o, e bytes.Buffer
+	root.SetArgs([]string{"cluster", "--json"})
+	root.SetOut(&o)
+	root.SetErr(&e)
+	if err := root.Execute(); err != nil || !strings.Contains(o.String(), `"coordinator":"none"`) {
+		t.Fatalf("ONTIME_SERVER=%s: %v %q", hostport, err, o.String())
+	}
+	for in, want := range map[string]string{
+		"localhost:7070":         "http://localhost:7070",
+		":7070":                  "http://127.0.0.1:7070",
+		"https://ontime.example": "https://ontime.example",
+		"http://h:1/":            "http://h:1",
+	} {
+		if got, err := serverURL(in); err != nil || got != want {
+			t.Errorf("serverURL(%q) = %q, %v; want %q", in, got, err, want)
+		}
+	}
+}
+
+// TestCLIUnauthorized: 401 and 403 answers exit 6.
+func TestCLIUnauthorized(t *testing.T) {
+	t.Parallel()
+	for _, status := range []int{http.StatusUnauthorized, http.StatusForbidden} {
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(status)
+			w.Write([]byte(`{"error":{"code":"unauthorized","message":"a bearer token is required"}}`))
+		}))
+		code, _, errs := runCLI("list", "--server", srv.URL)
+		srv.Close()
+		if code != exitUnauthorized || !strings.Contains(errs, "a bearer token is required") {
+			t.Errorf("HTTP %d: exit %d %q", status, code, errs)
+		}
+	}
+}
+
+// TestCLICluster: one line per node by default, every item with --items.
+func TestCLICluster(t *testing.T) {
+	t.Parallel()
+	c := newCLI(t)
+	code, out, _ := c.run("cluster")
+	if code != 0 || !strings.Contains(out, "coordinator none") || !strings.Contains(out, "MAX SCAN LAG") || strings.Contains(out, "0.0.0") {
+		t.Fatalf("cluster: %d %q", code, out)
+	}
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if len(lines) != 4 { // summary, blank, header, one node
+		t.Fatalf("cluster of one node printed %d lines: %q", len(lines), out)
+	}
+	code, out, _ = c.run("cluster", "--items")
+	if code != 0 || !strings.Contains(out, "0.0.0") || !strings.Contains(out, "OWNER") {
+		t.Fatalf("cluster --items: %d %q", code, out)
+	}
+	code, out, _ = c.run("cluster", "--json")
+	var v struct {
+		Coordinator string
+		Nodes       []struct{ ID string }
+		Items       []struct{ Item string }
+	}
+	if err := json.Unmarshal([]byte(out), &v); code != 0 || err != nil || len(v.Nodes) != 1 || len(v.Items) != 0 {
+		t.Fatalf("cluster --json: %d %v %q", code, err, out)
+	}
+	code, out, _ = c.run("cluster", "--json", "--items")
+	if err := json.Unmarshal([]byte(out), &v); code != 0 || err != nil || len(v.Items) == 0 {
+		t.Fatalf("cluster --json --items: %d %v %q", code, err, out)
+	}
+}
+
+// walk calls f on every command under root.
+func walk(c *cobra.Command, f func(*cobra.Command)) {
+	f(c)
+	for _, sub := range c.Commands() {
+		walk(sub, f)
+	}
+}
+
+// TestCLIHelp: every verb answers -h, --help and `help VERB` on stdout with
+// exit 0, and has a summary and examples.
+func TestCLIHelp(t *testing.T) {
+	t.Parallel()
+	root := newRootCmd(&globals{env: func(string) string { return "" }})
+	walk(root, func(cmd *cobra.Command) {
+		path := strings.Fields(cmd.CommandPath())[1:]
+		generated := cmd.Name() == "help" || (len(path) > 0 && path[0] == "completion")
+		if !generated && (cmd.Short == "" || (cmd.Runnable() && cmd.Example == "")) {
+			t.Errorf("%q: no summary or no examples", cmd.CommandPath())
+		}
+		for _, flag := range []string{"-h", "--help"} {
+			code, out, errs := runCLI(append(append([]string{}, path...), flag)...)
+			if code != 0 || !strings.Contains(out, "Usage:") || errs != "" {
+				t.Errorf("%v %s: exit %d stdout %q stderr %q", path, flag, code, out, errs)
+			}
+			if !generated && cmd.Runnable() && !strings.Contains(out, "Examples:") {
+				t.Errorf("%v %s: no examples in %q", path, flag, out)
+			}
+		}
+		if len(path) > 0 && !generated {
+			code, out, _ := runCLI(append([]string{"help"}, path...)...)
+			if code != 0 || !strings.Contains(out, cmd.Long) {
+				t.Errorf("help %v: exit %d %q", path, code, out)
+			}
+		}
+	})
+	for _, args := range [][]string{{}, {"help"}} {
+		code, out, _ := runCLI(args...)
+		if code != 0 || !strings.Contains(out, "submit") || !strings.Contains(out, "Exit codes") {
+			t.Errorf("%v: exit %d %q", args, code, out)
+		}
+	}
+}
+
+func TestCLIVersion(t *testing.T) {
+	t.Parallel()
+	code, out, _ := runCLI("version")
+	if code != 0 || !strings.HasPrefix(out, "ontime ") || !strings.Contains(out, "go1.") {
+		t.Fatalf("version: %d %q", code, out)
+	}
+	code, out2, _ := runCLI("--version")
+	if code != 0 || out2 != out {
+		t.Fatalf("--version: %d %q, want %q", code, out2, out)
+	}
+	code, out, _ = runCLI("version", "--json")
+	var v buildVersion
+	if err := json.Unmarshal([]byte(out), &v); code != 0 || err != nil || v.Version == "" || !strings.HasPrefix(v.Go, "go1.") {
+		t.Fatalf("version --json: %d %v %q", code, err, out)
+	}
+	full := buildVersion{Version: "v1.2.3", Revision: "0123456789abcdef0123", Time: "2026-11-23T18:00:00Z", Modified: true, Go: "go1.26.8"}
+	if got, want := full.String(), "ontime v1.2.3 (0123456789ab, modified, 2026-11-23T18:00:00Z) go1.26.8"; got != want {
+		t.Fatalf("String() = %q, want %q", got, want)
+	}
+}
+
+// TestCLICompletion: shell scripts for the usual shells, and task IDs
+// completed from the server.
+func TestCLICompletion(t *testing.T) {
+	t.Parallel()
+	for _, sh := range []string{"bash", "zsh", "fish", "powershell"} {
+		code, out, errs := runCLI("completion", sh)
+		if code != 0 || !strings.Contains(out, "ontime") || errs != "" {
+			t.Errorf("completion %s: exit %d %q", sh, code, errs)
+		}
+	}
+	c := newCLI(t)
+	_, out, _ := c.run("submit", "--topic", "cli.complete", "--in", "1h", "--json")
+	id := taskJSON(t, out).ID
+	code, out, _ := runCLI(cobra.ShellCompRequestCmd, "--server", c.server, "get", "")
+	if code != 0 || !strings.Contains(out, id) {
+		t.Fatalf("completing get: %d %q", code, out)
+	}
+	code, out, _ = runCLI(cobra.ShellCompRequestCmd, "list", "--status", "")
+	if code != 0 || !strings.Contains(out, "dead") || !strings.Contains(out, "cancelled") {
+		t.Fatalf("completing --status: %d %q", code, out)
+	}
 }

@@ -3,68 +3,115 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"flag"
+	"errors"
 	"fmt"
 	"io"
+	"net"
+	"net/http"
+	"net/url"
 	"os"
 	"strings"
 	"time"
 
+	"github.com/spf13/cobra"
+
 	"github.com/ontimehq/ontime/client"
 )
 
-// clientFlags are the flags every API verb shares.
-type clientFlags struct {
-	server string
-	json   bool
-}
+const defaultServer = "http://127.0.0.1:7070"
 
-func (cf *clientFlags) register(fs *flag.FlagSet) {
-	def := os.Getenv("ONTIME_SERVER")
-	if def == "" {
-		def = "http://127.0.0.1:7070"
+// serverURL turns --server into a base URL: "host:port" means
+// http://host:port, so the address a node prints can be pasted as is.
+func serverURL(s string) (string, error) {
+	raw := strings.TrimSpace(s)
+	if !strings.Contains(raw, "://") {
+		raw = "http://" + raw
 	}
-	fs.StringVar(&cf.server, "server", def, "ontime API address (env ONTIME_SERVER)")
-	fs.BoolVar(&cf.json, "json", false, "print JSON for scripts")
+	u, err := url.Parse(raw)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || (u.Path != "" && u.Path != "/") || u.RawQuery != "" {
+		return "", usagef("--server: %q is not host:port or an http(s) URL such as 127.0.0.1:7070 or https://ontime.example", s)
+	}
+	if strings.HasPrefix(u.Host, ":") { // ":7070": this machine
+		u.Host = "127.0.0.1" + u.Host
+	}
+	return u.Scheme + "://" + u.Host, nil
 }
 
-// newFlagSet makes a verb's flag set that reports errors in one line.
-func newFlagSet(name string) *flag.FlagSet {
-	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	return fs
+// client returns an API client for --server.
+func (g *globals) client() (*client.Client, error) {
+	base, err := serverURL(g.server)
+	if err != nil {
+		return nil, err
+	}
+	return client.New(base)
 }
 
-// parseArgs parses flags that may come before or after positional
-// arguments ("ontime get ID --json").
-func parseArgs(fs *flag.FlagSet, args []string) ([]string, error) {
-	var pos []string
-	for {
-		if err := fs.Parse(args); err != nil {
-			return nil, err
+// printJSON writes v as one line of JSON.
+func (g *globals) printJSON(cmd *cobra.Command, v any) error {
+	return json.NewEncoder(cmd.OutOrStdout()).Encode(v)
+}
+
+// apiExitCode maps an answer of the API (or the lack of one) to an exit code.
+func apiExitCode(err error) (int, bool) {
+	var ae *client.APIError
+	if errors.As(err, &ae) {
+		switch ae.Status {
+		case http.StatusNotFound:
+			return exitNotFound, true
+		case http.StatusConflict:
+			return exitConflict, true
+		case http.StatusUnauthorized, http.StatusForbidden:
+			return exitUnauthorized, true
+		case http.StatusServiceUnavailable, http.StatusBadGateway, http.StatusGatewayTimeout:
+			return exitUnreachable, true
 		}
-		if fs.NArg() == 0 {
-			return pos, nil
+		return exitError, true
+	}
+	var ue *url.Error
+	if errors.As(err, &ue) && !errors.Is(err, context.Canceled) {
+		return exitUnreachable, true
+	}
+	return 0, false
+}
+
+// errorLine is the message of err for people: a transport failure becomes
+// one line saying which server did not answer and what to check.
+func errorLine(err error) string {
+	var ae *client.APIError
+	var ue *url.Error
+	switch {
+	case errors.As(err, &ae):
+		return ae.Error()
+	case errors.Is(err, context.Canceled):
+		return "interrupted"
+	case errors.As(err, &ue):
+		server := ue.URL
+		if u, perr := url.Parse(ue.URL); perr == nil {
+			server = u.Scheme + "://" + u.Host
 		}
-		pos = append(pos, fs.Arg(0))
-		args = fs.Args()[1:]
+		return fmt.Sprintf("cannot reach the server at %s (%s); is 'ontime serve' running there? Set --server or ONTIME_SERVER", server, transportCause(ue))
 	}
+	return err.Error()
 }
 
-// fail prints one line and returns the exit code.
-func fail(stderr io.Writer, verb string, code int, err error) int {
-	msg := strings.Join(strings.Fields(err.Error()), " ")
-	fmt.Fprintf(stderr, "ontime: %s: %s\n", verb, msg)
-	return code
+// transportCause names why a request got no answer, in a few words.
+func transportCause(ue *url.Error) string {
+	var dnsErr *net.DNSError
+	var sysErr *os.SyscallError
+	switch {
+	case ue.Timeout():
+		return "no answer in time"
+	case errors.As(ue.Err, &dnsErr):
+		return "no such host " + dnsErr.Name
+	case errors.As(ue.Err, &sysErr):
+		return sysErr.Err.Error()
+	case errors.Is(ue.Err, io.EOF):
+		return "the connection was closed"
+	}
+	return ue.Err.Error()
 }
 
-func (cf *clientFlags) client() (*client.Client, error) { return client.New(cf.server) }
-
-func printTask(w io.Writer, asJSON bool, t *client.Task) {
-	if asJSON {
-		_ = json.NewEncoder(w).Encode(t)
-		return
-	}
+func printTask(w io.Writer, t *client.Task) {
 	fmt.Fprintf(w, "id           %s\n", t.ID)
 	fmt.Fprintf(w, "topic        %s\n", t.Topic)
 	if t.Key != "" {
@@ -80,6 +127,7 @@ func printTask(w io.Writer, asJSON bool, t *client.Task) {
 	if t.LastError != "" {
 		fmt.Fprintf(w, "last error   %s\n", t.LastError)
 	}
+	fmt.Fprintf(w, "created      %s\n", t.CreatedAt.Local().Format(time.RFC3339Nano))
 }
 
 func relative(t time.Time) string {
@@ -92,29 +140,4 @@ func relative(t time.Time) string {
 	default:
 		return "now"
 	}
-}
-
-// apiVerb runs a verb that takes one task ID and prints the task.
-func apiVerb(ctx context.Context, verb string, args []string, stdout, stderr io.Writer,
-	call func(ctx context.Context, c *client.Client, id string) (*client.Task, error)) int {
-	fs := newFlagSet(verb)
-	var cf clientFlags
-	cf.register(fs)
-	pos, err := parseArgs(fs, args)
-	if err != nil {
-		return fail(stderr, verb, 2, err)
-	}
-	if len(pos) != 1 {
-		return fail(stderr, verb, 2, fmt.Errorf("want exactly one task ID, got %d arguments", len(pos)))
-	}
-	c, err := cf.client()
-	if err != nil {
-		return fail(stderr, verb, 2, err)
-	}
-	t, err := call(ctx, c, pos[0])
-	if err != nil {
-		return fail(stderr, verb, 1, err)
-	}
-	printTask(stdout, cf.json, t)
-	return 0
 }

@@ -1,55 +1,74 @@
 package main
 
 import (
-	"context"
-	"encoding/json"
 	"fmt"
-	"io"
 	"text/tabwriter"
 	"time"
+
+	"github.com/spf13/cobra"
 )
 
-// runCluster: ontime cluster — nodes, leader, and per item its owner and lag.
-func runCluster(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("cluster")
-	var cf clientFlags
-	cf.register(fs)
-	pos, err := parseArgs(fs, args)
-	if err != nil {
-		return fail(stderr, "cluster", 2, err)
+func newClusterCmd(g *globals) *cobra.Command {
+	var items bool
+	cmd := &cobra.Command{
+		Use:   "cluster [--items]",
+		Short: "Show the cluster: nodes, leader, scan lag",
+		Long: `Show the cluster as the node asked sees it: the coordinator, the leader and
+one line per node with its sharding items and the scan lag of the worst of
+them (how far past due its oldest pending task is). --items adds one line
+per sharding item (database.table.segment) with its owner and lag.`,
+		Example: `  ontime cluster
+  ontime cluster --items --server node-2:7070
+  ontime cluster --json | jq '.nodes[] | select(.live | not)'`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, err := g.client()
+			if err != nil {
+				return err
+			}
+			v, err := c.Cluster(cmd.Context())
+			if err != nil {
+				return err
+			}
+			if g.json {
+				if !items {
+					v.Items = nil // the per-node summary is in nodes
+				}
+				return g.printJSON(cmd, v)
+			}
+			lag := map[string]float64{}
+			unassigned := 0
+			for _, it := range v.Items {
+				if it.Owner == "" {
+					unassigned++
+				}
+				lag[it.Owner] = max(lag[it.Owner], it.LagSecs)
+			}
+			out := cmd.OutOrStdout()
+			fmt.Fprintf(out, "coordinator %s, leader %s (term %d), asked %s; %d items, %d unassigned\n\n",
+				v.Coordinator, v.Leader, v.Term, v.Node, len(v.Items), unassigned)
+			tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
+			fmt.Fprintln(tw, "NODE\tADDRESS\tLIVE\tLAST HEARTBEAT\tITEMS\tMAX SCAN LAG")
+			for _, nd := range v.Nodes {
+				fmt.Fprintf(tw, "%s\t%s\t%v\t%s ago\t%d\t%.3fs\n", nd.ID, nd.Addr, nd.Live, time.Since(nd.Heartbeat).Round(time.Millisecond), nd.Items, lag[nd.ID])
+			}
+			tw.Flush()
+			if !items {
+				return nil
+			}
+			fmt.Fprintln(out)
+			tw = tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
+			fmt.Fprintln(tw, "ITEM\tOWNER\tSCAN LAG")
+			for _, it := range v.Items {
+				owner := it.Owner
+				if owner == "" {
+					owner = "(unassigned)"
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%.3fs\n", it.Item, owner, it.LagSecs)
+			}
+			return tw.Flush()
+		},
 	}
-	if len(pos) > 0 {
-		return fail(stderr, "cluster", 2, fmt.Errorf("unexpected argument %q", pos[0]))
-	}
-	c, err := cf.client()
-	if err != nil {
-		return fail(stderr, "cluster", 2, err)
-	}
-	v, err := c.Cluster(ctx)
-	if err != nil {
-		return fail(stderr, "cluster", 1, err)
-	}
-	if cf.json {
-		_ = json.NewEncoder(stdout).Encode(v)
-		return 0
-	}
-	fmt.Fprintf(stdout, "coordinator %s, leader %s (term %d), asked %s\n\n", v.Coordinator, v.Leader, v.Term, v.Node)
-	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "NODE\tADDRESS\tLIVE\tLAST HEARTBEAT\tITEMS")
-	for _, nd := range v.Nodes {
-		fmt.Fprintf(tw, "%s\t%s\t%v\t%s ago\t%d\n", nd.ID, nd.Addr, nd.Live, time.Since(nd.Heartbeat).Round(time.Millisecond), nd.Items)
-	}
-	tw.Flush()
-	fmt.Fprintln(stdout)
-	tw = tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "ITEM\tOWNER\tSCAN LAG")
-	for _, it := range v.Items {
-		owner := it.Owner
-		if owner == "" {
-			owner = "(unassigned)"
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%.3fs\n", it.Item, owner, it.LagSecs)
-	}
-	tw.Flush()
-	return 0
+	cmd.Flags().BoolVar(&items, "items", false, "also list every sharding item with its owner and scan lag")
+	return cmd
 }

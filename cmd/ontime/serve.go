@@ -2,8 +2,8 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"net"
@@ -11,60 +11,75 @@ import (
 	"os"
 	"time"
 
+	"github.com/spf13/cobra"
 	"golang.org/x/net/netutil"
 
 	"github.com/ontimehq/ontime"
 )
 
-// runServe runs a node until SIGINT/SIGTERM: with no flags, SQLite under
-// ./ontime-data, the in-process hot tier and the API on 127.0.0.1:7070.
-func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	cfgPath := fs.String("config", "", "path to ontime.yaml (default: built-in defaults)")
-	if err := fs.Parse(args); err != nil {
-		return 2
+func newServeCmd(g *globals) *cobra.Command {
+	var cfgPath string
+	cmd := &cobra.Command{
+		Use:   "serve [--config ontime.yaml]",
+		Short: "Run a node (API, scanner, delivery)",
+		Long: `Run a node until SIGINT or SIGTERM. With no config it is a complete single
+node: SQLite under ./ontime-data, the in-process hot tier and the API on
+127.0.0.1:7070. Everything else comes from the config file, with ONTIME_*
+environment variables overriding its keys (ONTIME_STORE_DRIVER for
+store.driver). With --json the line saying where it listens is JSON.`,
+		Example: `  ontime serve
+  ontime serve --config /etc/ontime/ontime.yaml
+  ONTIME_LISTEN=0.0.0.0:7070 ontime serve --config ontime.yaml`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if cmd.Flags().Changed("server") {
+				return usagef("--server is for the client verbs; serve listens on the config's listen (ONTIME_LISTEN)")
+			}
+			return serve(cmd.Context(), g, cfgPath, cmd.OutOrStdout(), cmd.ErrOrStderr())
+		},
 	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "ontime: serve: unexpected argument %q\n", fs.Arg(0))
-		return 2
-	}
-	cfg, err := ontime.LoadConfig(*cfgPath, os.Environ())
+	cmd.Flags().StringVar(&cfgPath, "config", "", "path to ontime.yaml (default: built-in defaults)")
+	return cmd
+}
+
+// serve runs a node until ctx ends: the API is served only once the node
+// started, and on the way out it stops taking calls before draining.
+func serve(ctx context.Context, g *globals, cfgPath string, stdout, stderr io.Writer) error {
+	cfg, err := ontime.LoadConfig(cfgPath, os.Environ())
 	if err != nil {
-		fmt.Fprintf(stderr, "ontime: serve: %v\n", err)
-		return 1
+		return err
 	}
 	log := ontime.NewLogger(stderr, cfg.LogLevel)
 	node, err := ontime.NewNode(ctx, cfg, ontime.WithLogger(log))
 	if err != nil {
-		fmt.Fprintf(stderr, "ontime: serve: %v\n", err)
-		return 1
+		return err
 	}
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
-		fmt.Fprintf(stderr, "ontime: serve: listen: %v\n", err)
 		_ = node.Stop(context.Background())
-		return 1
+		return fmt.Errorf("listen: %w", err)
 	}
 	if err := node.Start(ctx); err != nil {
-		fmt.Fprintf(stderr, "ontime: serve: %v\n", err)
 		ln.Close()
 		_ = node.Stop(context.Background())
-		return 1
+		return err
 	}
 	srv := newHTTPServer(node.HTTPHandler(), cfg.HTTP)
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(netutil.LimitListener(ln, cfg.HTTP.MaxConnections)) }()
 	log.Info("ontime serving", "listen", ln.Addr().String(), "store", cfg.Store.Driver, "hot", cfg.Hot.Tier, "node", cfg.NodeID)
-	fmt.Fprintf(stdout, "ontime listening on http://%s\n", ln.Addr())
+	if g.json {
+		_ = json.NewEncoder(stdout).Encode(map[string]string{"listening": "http://" + ln.Addr().String()})
+	} else {
+		fmt.Fprintf(stdout, "ontime listening on http://%s\n", ln.Addr())
+	}
 
-	code := 0
+	var failed error
 	select {
 	case <-ctx.Done():
 		log.Info("shutting down")
 	case err := <-serveErr:
-		fmt.Fprintf(stderr, "ontime: serve: %v\n", err)
-		code = 1
+		failed = err
 	}
 	// Stop accepting API calls first, then drain the pipeline.
 	sctx, cancel := context.WithTimeout(context.Background(), time.Duration(cfg.Delivery.ShutdownGrace)+10*time.Second)
@@ -73,10 +88,9 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		log.Warn("http shutdown", "err", err)
 	}
 	if err := node.Stop(sctx); err != nil {
-		fmt.Fprintf(stderr, "ontime: serve: stop: %v\n", err)
-		code = 1
+		return errors.Join(failed, fmt.Errorf("stop: %w", err))
 	}
-	return code
+	return failed
 }
 
 // newHTTPServer bounds the time a client may hold a connection: without

@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -17,7 +18,7 @@ import (
 
 // startServe runs `ontime serve` with the config yaml (listen and data_dir
 // are added) and returns its address once it listens.
-func startServe(t *testing.T, yaml string) string {
+func startServe(t *testing.T, yaml string, args ...string) string {
 	t.Helper()
 	dir := t.TempDir()
 	cfg := filepath.Join(dir, "ontime.yaml")
@@ -29,7 +30,7 @@ func startServe(t *testing.T, yaml string) string {
 	pr, pw := io.Pipe()
 	done := make(chan int, 1)
 	go func() {
-		done <- runServe(ctx, []string{"--config", cfg}, pw, io.Discard)
+		done <- run(ctx, append([]string{"serve", "--config", cfg}, args...), pw, io.Discard)
 		pw.Close()
 	}()
 	t.Cleanup(func() {
@@ -44,6 +45,10 @@ func startServe(t *testing.T, yaml string) string {
 	}
 	go func() { _, _ = io.Copy(io.Discard, pr) }()
 	addr, ok := strings.CutPrefix(strings.TrimSpace(line), "ontime listening on http://")
+	var js struct{ Listening string }
+	if json.Unmarshal([]byte(line), &js) == nil {
+		addr, ok = strings.CutPrefix(js.Listening, "http://")
+	}
 	if !ok {
 		t.Fatalf("serve printed %q", line)
 	}
@@ -145,5 +150,16 @@ func TestServeLimitsConnections(t *testing.T) {
 	held[0].Close()
 	if err := get(3 * time.Second); err != nil {
 		t.Fatalf("after one connection closed: %v", err)
+	}
+}
+
+// TestServeJSON: with --json the line saying where the node listens is
+// JSON, and the node serves there.
+func TestServeJSON(t *testing.T) {
+	t.Parallel()
+	addr := startServe(t, "", "--json")
+	code, out, errs := runCLI("cluster", "--server", addr, "--json")
+	if code != 0 || !strings.Contains(out, `"coordinator":"none"`) {
+		t.Fatalf("cluster against serve --json: %d %q %q", code, out, errs)
 	}
 }

@@ -1,85 +1,99 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
 	"os"
 	"strings"
 	"time"
 
+	"github.com/spf13/cobra"
+
 	"github.com/ontimehq/ontime/client"
 )
 
-// runSubmit: ontime submit --topic T [--key K] (--in 30s | --at TIME)
-// [--target URL] [--data JSON | --data @file] [--max-attempts N]
-func runSubmit(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("submit")
-	var cf clientFlags
-	cf.register(fs)
-	topic := fs.String("topic", "", "topic (required)")
-	key := fs.String("key", "", "idempotency and shard key")
-	in := fs.String("in", "", "delay from now, e.g. 30s, 1h30m")
-	at := fs.String("at", "", "due time, RFC 3339 (2026-11-23T18:00:00Z)")
-	target := fs.String("target", "", "webhook URL (empty: the topic's Go handler)")
-	data := fs.String("data", "", "payload JSON, or @file")
-	maxAttempts := fs.Int("max-attempts", 0, "attempts before the task is dead (default: server's)")
-	pos, err := parseArgs(fs, args)
-	if err != nil {
-		return fail(stderr, "submit", 2, err)
-	}
-	if len(pos) > 0 {
-		return fail(stderr, "submit", 2, fmt.Errorf("unexpected argument %q", pos[0]))
-	}
-	if *topic == "" {
-		return fail(stderr, "submit", 2, errors.New("--topic is required"))
-	}
-	req := client.TaskRequest{Topic: *topic, Key: *key, Target: *target, MaxAttempts: *maxAttempts}
-	switch {
-	case *in != "" && *at != "":
-		return fail(stderr, "submit", 2, errors.New("give --in or --at, not both"))
-	case *in != "":
-		if _, err := time.ParseDuration(*in); err != nil {
-			return fail(stderr, "submit", 2, fmt.Errorf("--in: %q is not a duration such as 30s", *in))
-		}
-		req.Delay = *in
-	case *at != "":
-		if _, err := time.Parse(time.RFC3339Nano, *at); err != nil {
-			return fail(stderr, "submit", 2, fmt.Errorf("--at: %q is not an RFC 3339 time such as 2026-11-23T18:00:00Z", *at))
-		}
-		req.DueAt = *at
-	}
-	if *data != "" {
-		raw := []byte(*data)
-		if strings.HasPrefix(*data, "@") {
-			raw, err = os.ReadFile(strings.TrimPrefix(*data, "@"))
-			if err != nil {
-				return fail(stderr, "submit", 2, fmt.Errorf("--data: %w", err))
+func newSubmitCmd(g *globals) *cobra.Command {
+	var (
+		req  client.TaskRequest
+		in   string
+		at   string
+		data string
+	)
+	cmd := &cobra.Command{
+		Use:   "submit --topic TOPIC [flags]",
+		Short: "Submit a task",
+		Long: `Submit a task, due after --in or at --at (now when neither is given).
+
+With --key, the key names at most one live task in its topic: submitting it
+again returns the existing task and writes nothing ("exists already").
+--target is a webhook URL (http:// or https://), mq://BROKER/ADDRESS, or
+empty for a Go handler registered for the topic.`,
+		Example: `  ontime submit --topic order.cancel --key order-42 --in 30m \
+      --target https://shop.example/hooks/cancel --data '{"order": 42}'
+  ontime submit --topic report.daily --at 2026-11-24T06:00:00Z --data @payload.json
+  ontime submit --topic t --in 1h --json | jq -r .id`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if req.Topic == "" {
+				return usagef("--topic is required")
 			}
-		}
-		if !json.Valid(raw) {
-			return fail(stderr, "submit", 2, errors.New("--data: not valid JSON"))
-		}
-		req.Payload = raw
+			switch {
+			case in != "" && at != "":
+				return usagef("give --in or --at, not both")
+			case in != "":
+				if _, err := time.ParseDuration(in); err != nil {
+					return usagef("--in: %q is not a duration such as 30s or 1h30m", in)
+				}
+				req.Delay = in
+			case at != "":
+				if _, err := time.Parse(time.RFC3339Nano, at); err != nil {
+					return usagef("--at: %q is not an RFC 3339 time such as 2026-11-23T18:00:00Z", at)
+				}
+				req.DueAt = at
+			}
+			if req.MaxAttempts < 0 {
+				return usagef("--max-attempts: %d; at least 1", req.MaxAttempts)
+			}
+			if data != "" {
+				raw := []byte(data)
+				if name, ok := strings.CutPrefix(data, "@"); ok {
+					var err error
+					if raw, err = os.ReadFile(name); err != nil {
+						return usagef("--data: %w", err)
+					}
+				}
+				if !json.Valid(raw) {
+					return usagef("--data: not valid JSON")
+				}
+				req.Payload = raw
+			}
+			c, err := g.client()
+			if err != nil {
+				return err
+			}
+			t, created, err := c.Submit(cmd.Context(), req)
+			if err != nil {
+				return err
+			}
+			if g.json {
+				return g.printJSON(cmd, t)
+			}
+			verb := "submitted"
+			if !created {
+				verb = "exists already (same topic and key)"
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "%s %s, due %s (%s)\n", t.ID, verb, t.DueAt.Local().Format(time.RFC3339), relative(t.DueAt))
+			return nil
+		},
 	}
-	c, err := cf.client()
-	if err != nil {
-		return fail(stderr, "submit", 2, err)
-	}
-	t, created, err := c.Submit(ctx, req)
-	if err != nil {
-		return fail(stderr, "submit", 1, err)
-	}
-	if cf.json {
-		printTask(stdout, true, t)
-		return 0
-	}
-	verb := "submitted"
-	if !created {
-		verb = "exists already (same topic and key)"
-	}
-	fmt.Fprintf(stdout, "%s %s, due %s (%s)\n", t.ID, verb, t.DueAt.Local().Format(time.RFC3339), relative(t.DueAt))
-	return 0
+	f := cmd.Flags()
+	f.StringVar(&req.Topic, "topic", "", "topic (required): 1-64 of A-Z a-z 0-9 _ . -")
+	f.StringVar(&req.Key, "key", "", "key: at most one live task per topic and key; also the shard key")
+	f.StringVar(&in, "in", "", "delay from now, e.g. 30s, 1h30m")
+	f.StringVar(&at, "at", "", "due time, RFC 3339 (2026-11-23T18:00:00Z)")
+	f.StringVar(&req.Target, "target", "", "webhook URL or mq://BROKER/ADDRESS (empty: the topic's Go handler)")
+	f.StringVar(&data, "data", "", "payload JSON, or @file to read it from a file")
+	f.IntVar(&req.MaxAttempts, "max-attempts", 0, "attempts before the task is dead (default: the server's)")
+	_ = cmd.RegisterFlagCompletionFunc("in", cobra.FixedCompletions([]cobra.Completion{"30s", "5m", "1h", "24h"}, cobra.ShellCompDirectiveNoFileComp))
+	return cmd
 }
