@@ -99,7 +99,8 @@ type Task struct {
 	ID          string
 	Topic       string
 	Key         string
-	DueAt       time.Time
+	DueAt       time.Time // of the next attempt
+	FirstDueAt  time.Time // the due time it was submitted with; retries move DueAt only
 	Payload     json.RawMessage
 	Target      string
 	MaxAttempts int
@@ -110,7 +111,7 @@ type Task struct {
 }
 
 func viewOf(t *task.Task) *Task {
-	return &Task{ID: t.ID, Topic: t.Topic, Key: t.Key, DueAt: t.DueAt, Payload: t.Payload, Target: t.Target,
+	return &Task{ID: t.ID, Topic: t.Topic, Key: t.Key, DueAt: t.DueAt, FirstDueAt: t.FirstDueAt, Payload: t.Payload, Target: t.Target,
 		MaxAttempts: t.MaxAttempts, Status: t.Status.String(), Attempts: t.Attempts, CreatedAt: t.CreatedAt, LastError: t.LastError}
 }
 

@@ -33,7 +33,8 @@ type Task struct {
 	ID          string          `json:"id"`
 	Topic       string          `json:"topic"`
 	Key         string          `json:"key,omitempty"`
-	DueAt       time.Time       `json:"due_at"`
+	DueAt       time.Time       `json:"due_at"`       // of the next attempt
+	FirstDueAt  time.Time       `json:"first_due_at"` // as submitted; retries move due_at only
 	Payload     json.RawMessage `json:"payload"`
 	Target      string          `json:"target,omitempty"`
 	MaxAttempts int             `json:"max_attempts"`

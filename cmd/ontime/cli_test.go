@@ -45,11 +45,16 @@ func oneLine(t *testing.T, stderr string) {
 	}
 }
 
-// taskJSON decodes a task printed with --json.
-func taskJSON(t *testing.T, out string) (tk struct {
+// cliTask is a task printed with --json.
+type cliTask struct {
 	ID, Status, Topic, Key string
 	Attempts               int
-}) {
+	DueAt                  time.Time `json:"due_at"`
+	FirstDueAt             time.Time `json:"first_due_at"`
+}
+
+// taskJSON decodes a task printed with --json.
+func taskJSON(t *testing.T, out string) (tk cliTask) {
 	t.Helper()
 	if err := json.Unmarshal([]byte(out), &tk); err != nil || tk.ID == "" {
 		t.Fatalf("not a task as JSON: %v %q", err, out)
@@ -120,7 +125,13 @@ func TestCLISubmitGetListCancel(t *testing.T) {
 }
 
 // waitStatus polls `get` until the task has the status (30 s at most).
-func (c cli) waitStatus(id, status string) {
+func (c cli) waitStatus(id, status string) cliTask {
+	c.t.Helper()
+	return c.waitTask(id, status, func(tk cliTask) bool { return tk.Status == status })
+}
+
+// waitTask polls `get` until ok holds for the task (30 s at most).
+func (c cli) waitTask(id, what string, ok func(cliTask) bool) cliTask {
 	c.t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for {
@@ -128,14 +139,39 @@ func (c cli) waitStatus(id, status string) {
 		if code != 0 {
 			c.t.Fatalf("get: %d %s", code, errs)
 		}
-		if taskJSON(c.t, out).Status == status {
-			return
+		if tk := taskJSON(c.t, out); ok(tk) {
+			return tk
 		}
 		if time.Now().After(deadline) {
-			c.t.Fatalf("not %s after 30s: %s", status, out)
+			c.t.Fatalf("not %s after 30s: %s", what, out)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// TestCLIGetKeepsFirstDue: after a failed attempt, get shows the next
+// attempt's due time and, beside it, the time the task was first due.
+func TestCLIGetKeepsFirstDue(t *testing.T) {
+	t.Parallel()
+	c := newCLI(t)
+	hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Error(w, "no", http.StatusInternalServerError)
+	}))
+	t.Cleanup(hook.Close)
+	_, out, _ := c.run("submit", "--topic", "cli.retry", "--target", hook.URL, "--max-attempts", "5", "--json")
+	sub := taskJSON(t, out)
+	if !sub.FirstDueAt.Equal(sub.DueAt) {
+		t.Fatalf("submitted: first due %s, due %s", sub.FirstDueAt, sub.DueAt)
+	}
+	tk := c.waitTask(sub.ID, "retried", func(tk cliTask) bool { return tk.Attempts >= 1 && tk.Status == "pending" })
+	if !tk.FirstDueAt.Equal(sub.DueAt) || !tk.DueAt.After(sub.DueAt) {
+		t.Fatalf("after a retry: first due %s, due %s; submitted due %s", tk.FirstDueAt, tk.DueAt, sub.DueAt)
+	}
+	code, out, _ := c.run("get", sub.ID)
+	if code != 0 || !strings.Contains(out, "first due    "+sub.DueAt.Local().Format(time.RFC3339Nano)) {
+		t.Fatalf("get: %d %q", code, out)
+	}
+	c.run("cancel", sub.ID)
 }
 
 // TestCLIRequeueDead: a task whose only attempt failed is dead; requeue

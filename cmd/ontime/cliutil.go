@@ -119,6 +119,9 @@ func printTask(w io.Writer, t *client.Task) {
 	}
 	fmt.Fprintf(w, "status       %s\n", t.Status)
 	fmt.Fprintf(w, "due          %s (%s)\n", t.DueAt.Local().Format(time.RFC3339Nano), relative(t.DueAt))
+	if !t.FirstDueAt.IsZero() && !t.FirstDueAt.Equal(t.DueAt) {
+		fmt.Fprintf(w, "first due    %s (%s); retries moved it\n", t.FirstDueAt.Local().Format(time.RFC3339Nano), relative(t.FirstDueAt))
+	}
 	fmt.Fprintf(w, "attempts     %d of %d\n", t.Attempts, t.MaxAttempts)
 	if t.Target != "" {
 		fmt.Fprintf(w, "target       %s\n", t.Target)

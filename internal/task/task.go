@@ -71,4 +71,7 @@ type Task struct {
 	// Release must present it, so a holder whose claim was superseded (its
 	// lease expired and another node claimed the task) can change nothing.
 	Token int64
+	// FirstDueAt is the due time the task was submitted with: retries
+	// move DueAt to the next attempt's, not this.
+	FirstDueAt time.Time
 }

@@ -53,14 +53,14 @@ func (s *Store) insertChunk(ctx context.Context, g group, idx []int, tasks []sto
 	db, t := s.w[g.db], s.names[g.table]
 	var b strings.Builder
 	b.WriteString("INSERT INTO " + t + " (" + cols + ") VALUES ")
-	args := make([]any, 0, len(idx)*17)
+	args := make([]any, 0, len(idx)*ncols)
 	nowUs := now.UnixMicro()
 	for n, i := range idx {
 		nt := tasks[i]
 		if n > 0 {
 			b.WriteString(", ")
 		}
-		b.WriteString("(" + placeholders(17) + ")")
+		b.WriteString("(" + placeholders(ncols) + ")")
 		var key, owner any
 		if nt.Key != "" {
 			key = nt.Key
@@ -70,10 +70,10 @@ func (s *Store) insertChunk(ctx context.Context, g group, idx []int, tasks []sto
 			status, owner, lease, token = task.StatusClaimed, nt.Claim.Owner, micros(nt.Claim.Until), nt.Claim.Token
 		}
 		args = append(args, nt.ID, nt.Topic, key, int64(nt.ShardHash), nt.Seg, micros(nt.DueAt), nt.Payload, nt.Target,
-			nt.MaxAttempts, 0, int(status), "", nowUs, nowUs, owner, lease, token)
+			nt.MaxAttempts, 0, int(status), "", nowUs, nowUs, owner, lease, token, micros(nt.DueAt))
 		st := &task.Task{ID: nt.ID, Topic: nt.Topic, Key: nt.Key, ShardHash: nt.ShardHash, Seg: nt.Seg, DueAt: fromMicros(micros(nt.DueAt)),
 			Payload: nt.Payload, Target: nt.Target, MaxAttempts: nt.MaxAttempts, Status: status,
-			CreatedAt: fromMicros(nowUs), UpdatedAt: fromMicros(nowUs), LeaseUntil: fromMicros(lease), Token: token}
+			CreatedAt: fromMicros(nowUs), UpdatedAt: fromMicros(nowUs), LeaseUntil: fromMicros(lease), Token: token, FirstDueAt: fromMicros(micros(nt.DueAt))}
 		if owner != nil {
 			st.Owner = owner.(string)
 		}

@@ -202,7 +202,10 @@ func (s *Store) connect(dsn string) (w, r *sql.DB, err error) {
 //
 //	1  the task tables
 //	2  the database coordinator's tables (coord.go)
-const SchemaVersion = 2
+//	3–6 reserved for the branches being merged (keys, topics, schedules, jobs)
+//	7  first_due_at on the task tables: the due time a task was submitted
+//	   with, kept when retries move due_at
+const SchemaVersion = 7
 
 // migrateTo runs the step that brings a database from version v-1 to v.
 // Every statement is idempotent (IF NOT EXISTS, insert-if-absent), so a
@@ -219,6 +222,17 @@ func (s *Store) migrateTo(ctx context.Context, c *sql.Conn, v int) error {
 		// In every database, so that one version means one schema; the
 		// coordinator uses the first database's.
 		stmts = s.d.createCoord
+	case 3, 4, 5, 6:
+		// Reserved for other branches; no-op steps until they are merged.
+	case 7:
+		for _, t := range s.names {
+			if err := s.addColumn(ctx, c, t, "first_due_at", "BIGINT NOT NULL DEFAULT 0"); err != nil {
+				return err
+			}
+			// Rows from before: their first due time is lost; the current
+			// one is the best there is.
+			stmts = append(stmts, `UPDATE `+t+` SET first_due_at = due_at WHERE first_due_at = 0`)
+		}
 	default:
 		return fmt.Errorf("no migration to schema version %d", v)
 	}
@@ -226,6 +240,28 @@ func (s *Store) migrateTo(ctx context.Context, c *sql.Conn, v int) error {
 		if _, err := c.ExecContext(ctx, stmt); err != nil {
 			return err
 		}
+	}
+	return nil
+}
+
+// addColumn adds a column unless the table has it already: a step cut
+// short (MySQL commits each ALTER on its own) runs again whole, and SQLite
+// stores opened at once in one process take no common migration lock. The
+// probe is a query of the column, which every engine refuses when it is
+// absent.
+func (s *Store) addColumn(ctx context.Context, c *sql.Conn, table, column, def string) error {
+	has := func() bool {
+		rows, err := c.QueryContext(ctx, `SELECT `+column+` FROM `+table+` WHERE 1 = 0`)
+		if err != nil {
+			return false
+		}
+		return rows.Close() == nil
+	}
+	if has() {
+		return nil
+	}
+	if _, err := c.ExecContext(ctx, `ALTER TABLE `+table+` ADD COLUMN `+column+` `+def); err != nil && !has() {
+		return err
 	}
 	return nil
 }
@@ -380,7 +416,10 @@ func (s *Store) CleanupMoved(ctx context.Context, db int) (_ int64, err error) {
 
 // ---- rows ----
 
-const cols = `id, topic, task_key, shard_hash, seg, due_at, payload, target, max_attempts, attempts, status, last_error, created_at, updated_at, owner, lease_until, token`
+const cols = `id, topic, task_key, shard_hash, seg, due_at, payload, target, max_attempts, attempts, status, last_error, created_at, updated_at, owner, lease_until, token, first_due_at`
+
+// ncols is the number of columns in cols.
+const ncols = 18
 
 func micros(t time.Time) int64 {
 	if t.IsZero() {
@@ -401,16 +440,17 @@ type scanner interface{ Scan(dest ...any) error }
 func scanTask(sc scanner) (*task.Task, error) {
 	var t task.Task
 	var key, owner sql.NullString
-	var hash, due, created, updated, lease int64
+	var hash, due, created, updated, lease, firstDue int64
 	var status int64
 	if err := sc.Scan(&t.ID, &t.Topic, &key, &hash, &t.Seg, &due, &t.Payload, &t.Target, &t.MaxAttempts, &t.Attempts,
-		&status, &t.LastError, &created, &updated, &owner, &lease, &t.Token); err != nil {
+		&status, &t.LastError, &created, &updated, &owner, &lease, &t.Token, &firstDue); err != nil {
 		return nil, err
 	}
 	t.Key, t.Owner = key.String, owner.String
 	t.ShardHash = uint32(hash)
 	t.Status = task.Status(status)
 	t.DueAt, t.CreatedAt, t.UpdatedAt, t.LeaseUntil = fromMicros(due), fromMicros(created), fromMicros(updated), fromMicros(lease)
+	t.FirstDueAt = fromMicros(firstDue)
 	return &t, nil
 }
 

@@ -132,7 +132,7 @@ func testRoundTrip(t *testing.T, open Opener) {
 		got := b.get(in[i].ID)
 		w := in[i]
 		if got.Topic != w.Topic || got.Key != w.Key || string(got.Payload) != string(w.Payload) || got.Target != w.Target ||
-			got.MaxAttempts != w.MaxAttempts || !got.DueAt.Equal(w.DueAt) || got.Status != task.StatusPending || got.ShardHash != w.ShardHash || got.Seg != w.Seg {
+			got.MaxAttempts != w.MaxAttempts || !got.DueAt.Equal(w.DueAt) || !got.FirstDueAt.Equal(w.DueAt) || got.Status != task.StatusPending || got.ShardHash != w.ShardHash || got.Seg != w.Seg {
 			t.Fatalf("round trip:\n got %+v\nwant %+v", got, w)
 		}
 	}
@@ -251,8 +251,9 @@ func testStateMachine(t *testing.T, open Opener) {
 		t.Fatal(err)
 	}
 	got := b.get(c.ID)
-	if got.Status != task.StatusPending || !got.DueAt.Equal(retryAt) || got.LastError != "HTTP 500" || got.Attempts != 1 || got.Owner != "" {
-		t.Fatalf("after retry: %+v", got)
+	if got.Status != task.StatusPending || !got.DueAt.Equal(retryAt) || got.LastError != "HTTP 500" || got.Attempts != 1 || got.Owner != "" ||
+		!got.FirstDueAt.Equal(c.DueAt.Truncate(time.Microsecond)) {
+		t.Fatalf("after retry (first due %s): %+v", c.DueAt, got)
 	}
 	cr, _ = b.s.Claim(b.ctx, b.item(c), retryAt, now, lease(22), 10)
 	if len(cr) != 1 {
