@@ -5,20 +5,15 @@ package ontime
 // error names the key it is about.
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"os"
 	"path/filepath"
-	"reflect"
-	"regexp"
-	"strconv"
 	"strings"
 	"time"
 
-	"gopkg.in/yaml.v3"
+	"go.yaml.in/yaml/v3"
 
 	"github.com/ontimehq/ontime/internal/api"
 	"github.com/ontimehq/ontime/internal/cluster"
@@ -221,32 +216,6 @@ func LoadConfig(path string, environ []string) (Config, error) {
 	return c, nil
 }
 
-// Parse decodes YAML into c, rejecting unknown keys.
-func ParseConfig(b []byte, c *Config) error {
-	dec := yaml.NewDecoder(bytes.NewReader(b))
-	dec.KnownFields(true)
-	if err := dec.Decode(c); err != nil && !errors.Is(err, io.EOF) {
-		var te *yaml.TypeError
-		if errors.As(err, &te) {
-			msgs := make([]string, len(te.Errors))
-			for i, m := range te.Errors {
-				msgs[i] = unknownKey.ReplaceAllStringFunc(m, func(s string) string {
-					g := unknownKey.FindStringSubmatch(s)
-					return sectionOf[g[2]] + g[1] + ": unknown key"
-				})
-			}
-			return errors.New(strings.Join(msgs, "; "))
-		}
-		return fmt.Errorf("%s", strings.TrimPrefix(err.Error(), "yaml: "))
-	}
-	return nil
-}
-
-// unknownKey matches yaml.v3's "field X not found in type ontime.T".
-var unknownKey = regexp.MustCompile(`field (\S+) not found in type ontime\.(\w+)`)
-
-var sectionOf = map[string]string{"Config": "", "StoreConfig": "store.", "HotConfig": "hot.", "ClusterConfig": "cluster.", "DeliveryConfig": "delivery.", "HTTPConfig": "http."}
-
 // fill derives the defaults that depend on other values.
 func (c *Config) fill() {
 	if c.Store.Driver == "sqlite" && len(c.Store.Databases) == 0 {
@@ -401,73 +370,3 @@ func (h HTTPConfig) validate(maxPayload int) error {
 	return nil
 }
 
-// applyEnv sets fields from ONTIME_<PATH> variables: ONTIME_STORE_DRIVER,
-// ONTIME_HOT_REDIS_ADDRS (lists are comma-separated), ONTIME_DELIVERY_TIMEOUT.
-// ONTIME_SERVER belongs to the CLI and is ignored here.
-func applyEnv(c *Config, environ []string) error {
-	fields := map[string]reflect.Value{}
-	collect(reflect.ValueOf(c).Elem(), "ONTIME", fields)
-	for _, kv := range environ {
-		name, val, ok := strings.Cut(kv, "=")
-		if !ok || !strings.HasPrefix(name, "ONTIME_") {
-			continue
-		}
-		f, known := fields[name]
-		if !known {
-			continue
-		}
-		if err := setFromString(f, val); err != nil {
-			return fmt.Errorf("%s: %w", name, err)
-		}
-	}
-	return nil
-}
-
-func collect(v reflect.Value, prefix string, out map[string]reflect.Value) {
-	t := v.Type()
-	for i := 0; i < t.NumField(); i++ {
-		tag := strings.Split(t.Field(i).Tag.Get("yaml"), ",")[0]
-		if tag == "" || tag == "-" {
-			continue
-		}
-		name := prefix + "_" + strings.ToUpper(tag)
-		f := v.Field(i)
-		if f.Kind() == reflect.Struct {
-			collect(f, name, out)
-			continue
-		}
-		out[name] = f
-	}
-}
-
-var durationType = reflect.TypeOf(Duration(0))
-
-func setFromString(f reflect.Value, s string) error {
-	switch {
-	case f.Type() == durationType:
-		d, err := time.ParseDuration(s)
-		if err != nil {
-			return fmt.Errorf("%q is not a duration such as 30s", s)
-		}
-		f.SetInt(int64(d))
-	case f.Kind() == reflect.String:
-		f.SetString(s)
-	case f.Kind() == reflect.Int:
-		n, err := strconv.Atoi(s)
-		if err != nil {
-			return fmt.Errorf("%q is not an integer", s)
-		}
-		f.SetInt(int64(n))
-	case f.Kind() == reflect.Slice && f.Type().Elem().Kind() == reflect.String:
-		var parts []string
-		for _, p := range strings.Split(s, ",") {
-			if p = strings.TrimSpace(p); p != "" {
-				parts = append(parts, p)
-			}
-		}
-		f.Set(reflect.ValueOf(parts))
-	default:
-		return fmt.Errorf("unsupported field type %s", f.Type())
-	}
-	return nil
-}
