@@ -49,15 +49,21 @@ func serve(ctx context.Context, g *globals, cfgPath string, stdout, stderr io.Wr
 	if err != nil {
 		return err
 	}
+	// The port first: a taken one is reported at once, not after the
+	// store's connections and migrations.
+	ln, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		var oe *net.OpError
+		if errors.As(err, &oe) {
+			err = oe.Err
+		}
+		return fmt.Errorf("listen: cannot listen on %s: %w", cfg.Listen, err)
+	}
 	log := ontime.NewLogger(stderr, cfg.LogLevel)
 	node, err := ontime.NewNode(ctx, cfg, ontime.WithLogger(log))
 	if err != nil {
+		ln.Close()
 		return err
-	}
-	ln, err := net.Listen("tcp", cfg.Listen)
-	if err != nil {
-		_ = node.Stop(context.Background())
-		return fmt.Errorf("listen: %w", err)
 	}
 	if err := node.Start(ctx); err != nil {
 		ln.Close()

@@ -163,3 +163,26 @@ func TestServeJSON(t *testing.T) {
 		t.Fatalf("cluster against serve --json: %d %q %q", code, out, errs)
 	}
 }
+
+// TestServeChecksThePortFirst: a taken port is the error even when the
+// store could not be reached either: the port is bound before the store is
+// opened (connections, migrations).
+func TestServeChecksThePortFirst(t *testing.T) {
+	t.Parallel()
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer taken.Close()
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "ontime.yaml")
+	yaml := fmt.Sprintf("listen: %s\ndata_dir: %s\nstore:\n  driver: postgres\n  databases: [\"postgres://u@127.0.0.1:1/db?connect_timeout=30\"]\n", taken.Addr(), dir)
+	if err := os.WriteFile(cfg, []byte(yaml), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, _, errs := runCLI("serve", "--config", cfg)
+	if code != exitError || !strings.Contains(errs, "listen: cannot listen on "+taken.Addr().String()) || !strings.Contains(errs, "address already in use") {
+		t.Fatalf("exit %d %q", code, errs)
+	}
+	oneLine(t, errs)
+}
