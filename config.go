@@ -369,4 +369,3 @@ func (h HTTPConfig) validate(maxPayload int) error {
 	}
 	return nil
 }
-
