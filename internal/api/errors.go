@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/ontimehq/ontime/apiv1"
@@ -55,11 +56,11 @@ func classify(err error) (status int, d apiv1.ErrorDetail, internal bool) {
 		}
 		return http.StatusBadRequest, apiv1.ErrorDetail{Code: apiv1.CodeInvalid, Field: fe.Field, Message: fe.Message}, false
 	case errors.Is(err, router.ErrBadID):
-		return http.StatusBadRequest, apiv1.ErrorDetail{Code: apiv1.CodeInvalid, Field: "id", Message: err.Error()}, false
+		return http.StatusBadRequest, apiv1.ErrorDetail{Code: apiv1.CodeInvalid, Field: "id", Message: badIDMessage(err)}, false
 	case errors.Is(err, store.ErrNotFound):
 		return http.StatusNotFound, apiv1.ErrorDetail{Code: apiv1.CodeNotFound, Field: "id", Message: "no task has this id"}, false
 	case errors.Is(err, store.ErrConflict):
-		return http.StatusConflict, apiv1.ErrorDetail{Code: apiv1.CodeConflict, Message: err.Error()}, false
+		return http.StatusConflict, apiv1.ErrorDetail{Code: apiv1.CodeConflict, Message: conflictMessage(err)}, false
 	case errors.Is(err, submit.ErrNotReady):
 		return http.StatusServiceUnavailable, apiv1.ErrorDetail{Code: apiv1.CodeUnavailable, Message: "node not ready; retry later"}, false
 	case errors.Is(err, store.ErrUnavailable):
@@ -162,4 +163,30 @@ func (r *recorder) Write(b []byte) (int, error) {
 		r.status = http.StatusOK
 	}
 	return r.body.Write(b)
+}
+
+// badIDMessage says why a string is not a task ID, without the layers it
+// passed through ("task not found: malformed task id: …").
+func badIDMessage(err error) string {
+	msg := err.Error()
+	if i := strings.Index(msg, router.ErrBadID.Error()+": "); i >= 0 {
+		msg = msg[i+len(router.ErrBadID.Error())+2:]
+	}
+	return "not a task ID: " + msg
+}
+
+// conflictMessage says which state refused the change and which states
+// allow it.
+func conflictMessage(err error) string {
+	var ce *store.ConflictError
+	if !errors.As(err, &ce) {
+		return "the task's state does not allow this"
+	}
+	switch ce.Op {
+	case "cancel":
+		return fmt.Sprintf("the task is %s; only a pending or claimed task can be cancelled", ce.Status)
+	case "requeue":
+		return fmt.Sprintf("the task is %s; only a dead task can be requeued", ce.Status)
+	}
+	return fmt.Sprintf("the task is %s, which does not allow %s", ce.Status, ce.Op)
 }

@@ -149,7 +149,7 @@ func TestBatchItemErrorsCarryCodes(t *testing.T) {
 		t.Fatalf("batch: %d %v", code, m)
 	}
 	items := m["tasks"].([]any)
-	for i, want := range []struct{ code, field string }{{"", ""}, {"invalid", "topic"}, {"too_large", "payload"}, {"invalid", "tasks[3]"}} {
+	for i, want := range []struct{ code, field string }{{"", ""}, {"invalid", "topic"}, {"too_large", "payload"}, {"invalid", "colour"}} {
 		e, _ := items[i].(map[string]any)["error"].(map[string]any)
 		gotCode, _ := e["code"].(string)
 		gotField, _ := e["field"].(string)

@@ -151,16 +151,7 @@ func decodeTask(raw []byte, v *apiv1.TaskRequest) error {
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
-		var te *json.UnmarshalTypeError
-		switch {
-		case errors.As(err, &te):
-			return badRequest(te.Field, "want a %s, got a JSON %s", te.Type, te.Value)
-		case strings.HasPrefix(err.Error(), "json: unknown field "):
-			f := strings.Trim(strings.TrimPrefix(err.Error(), "json: unknown field "), `"`)
-			return badRequest(f, "unknown field")
-		default:
-			return badRequest("", "malformed JSON: %v", err)
-		}
+		return taskDecodeError(err)
 	}
 	return nil
 }
@@ -354,7 +345,7 @@ func (h *handler) batch(w http.ResponseWriter, r *http.Request) {
 		dec := json.NewDecoder(bytes.NewReader(raw))
 		dec.DisallowUnknownFields()
 		if err := dec.Decode(&ti); err != nil {
-			items[i].Error = h.itemError(r, badRequest(fmt.Sprintf("tasks[%d]", i), "malformed task: %v", err))
+			items[i].Error = h.itemError(r, taskDecodeError(err))
 			continue
 		}
 		s, err := spec(ti)
