@@ -45,15 +45,16 @@ func (d Duration) MarshalYAML() (any, error) { return time.Duration(d).String(),
 
 // Config is the whole node configuration. Defaults are in Default.
 type Config struct {
-	Listen   string         `yaml:"listen"`   // API address; default 127.0.0.1:7070
-	DataDir  string         `yaml:"data_dir"` // default ./ontime-data
-	NodeID   string         `yaml:"node_id"`  // default <hostname>-<random>
-	LogLevel string         `yaml:"log_level"`
-	Store    StoreConfig    `yaml:"store"`
-	Hot      HotConfig      `yaml:"hot"`
-	Cluster  ClusterConfig  `yaml:"cluster"`
-	Delivery DeliveryConfig `yaml:"delivery"`
-	HTTP     HTTPConfig     `yaml:"http"`
+	Listen    string         `yaml:"listen"`   // API address; default 127.0.0.1:7070
+	DataDir   string         `yaml:"data_dir"` // default ./ontime-data
+	NodeID    string         `yaml:"node_id"`  // default <hostname>-<random>
+	LogLevel  string         `yaml:"log_level"`
+	LogFormat string         `yaml:"log_format"` // json (default) | text
+	Store     StoreConfig    `yaml:"store"`
+	Hot       HotConfig      `yaml:"hot"`
+	Cluster   ClusterConfig  `yaml:"cluster"`
+	Delivery  DeliveryConfig `yaml:"delivery"`
+	HTTP      HTTPConfig     `yaml:"http"`
 }
 
 // StoreConfig configures the task store.
@@ -171,10 +172,11 @@ const (
 // Default returns the configuration of `ontime serve` with no file.
 func DefaultConfig() Config {
 	return Config{
-		Listen:   DefaultListen,
-		DataDir:  DefaultDataDir,
-		LogLevel: "info",
-		Store:    StoreConfig{Driver: "sqlite", Tables: DefaultTables, Segments: DefaultSegments},
+		Listen:    DefaultListen,
+		DataDir:   DefaultDataDir,
+		LogLevel:  "info",
+		LogFormat: "json",
+		Store:     StoreConfig{Driver: "sqlite", Tables: DefaultTables, Segments: DefaultSegments},
 		Hot: HotConfig{
 			Tier: "memory", Window: Duration(DefaultWindow), Slots: DefaultSlots, RedisPrefix: DefaultRedisPrefix,
 			MaxFireLead: Duration(DefaultMaxFireLead), MaxEntries: DefaultMaxEntries,
@@ -245,6 +247,9 @@ func (c *Config) Validate() error {
 	case "debug", "info", "warn", "error":
 	default:
 		return fmt.Errorf("log_level: %q is not one of debug, info, warn, error", c.LogLevel)
+	}
+	if c.LogFormat != "json" && c.LogFormat != "text" {
+		return fmt.Errorf("log_format: %q is not one of json, text", c.LogFormat)
 	}
 	switch c.Store.Driver {
 	case "sqlite", "mysql", "postgres":

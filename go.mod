@@ -10,7 +10,10 @@ require (
 	golang.org/x/net v0.61.0
 )
 
-require go.yaml.in/yaml/v3 v3.0.5 // indirect
+require (
+	github.com/getkin/kin-openapi v0.153.0 // indirect
+	go.yaml.in/yaml/v3 v3.0.5 // indirect
+)
 
 require (
 	filippo.io/edwards25519 v1.2.0 // indirect

@@ -459,11 +459,9 @@ func (n *Node) HTTPHandler() http.Handler {
 // Config returns the node's effective configuration.
 func (n *Node) Config() Config { return n.cfg }
 
-// NewLogger builds the slog logger `ontime serve` uses: JSON lines at level.
+// NewLogger builds a JSON-lines slog logger at level (see Config.Logger).
 func NewLogger(w io.Writer, level string) *slog.Logger {
-	var l slog.Level
-	_ = l.UnmarshalText([]byte(level))
-	return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: l}))
+	return newLogger(w, level, "json")
 }
 
 // maxFireLead maps hot.max_fire_lead to the planner's max, where zero turns

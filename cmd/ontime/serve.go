@@ -59,7 +59,7 @@ func serve(ctx context.Context, g *globals, cfgPath string, stdout, stderr io.Wr
 		}
 		return fmt.Errorf("listen: cannot listen on %s: %w", cfg.Listen, err)
 	}
-	log := ontime.NewLogger(stderr, cfg.LogLevel)
+	log := cfg.Logger(stderr)
 	node, err := ontime.NewNode(ctx, cfg, ontime.WithLogger(log))
 	if err != nil {
 		ln.Close()

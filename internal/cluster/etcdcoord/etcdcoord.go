@@ -31,6 +31,7 @@ import (
 	"go.etcd.io/etcd/client/v3/concurrency"
 
 	"github.com/ontimehq/ontime/internal/cluster"
+	"github.com/ontimehq/ontime/internal/logbridge"
 	"github.com/ontimehq/ontime/internal/startstop"
 )
 
@@ -82,7 +83,8 @@ func New(ctx context.Context, cfg Config) (*Coordinator, error) {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	cfg.Items = slices.Sorted(slices.Values(cfg.Items))
-	cli, err := clientv3.New(clientv3.Config{Endpoints: cfg.Endpoints, DialTimeout: 5 * time.Second, Context: ctx})
+	cli, err := clientv3.New(clientv3.Config{Endpoints: cfg.Endpoints, DialTimeout: 5 * time.Second, Context: ctx,
+		Logger: logbridge.Zap(cfg.Logger.With("component", "etcd-client"))})
 	if err != nil {
 		return nil, fmt.Errorf("cluster.etcd_endpoints: %w", err)
 	}

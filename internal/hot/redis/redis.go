@@ -17,6 +17,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/ontimehq/ontime/internal/hot"
+	"github.com/ontimehq/ontime/internal/logbridge"
 	"github.com/ontimehq/ontime/internal/startstop"
 )
 
@@ -108,6 +109,8 @@ func New(ctx context.Context, cfg Config) (*Tier, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
+	// go-redis has one logger per process: the last tier made sets it.
+	goredis.SetLogger(logbridge.Redis{Log: cfg.Logger})
 	rdb := goredis.NewUniversalClient(&goredis.UniversalOptions{Addrs: cfg.Addrs, IsClusterMode: len(cfg.Addrs) > 1})
 	pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
