@@ -106,8 +106,9 @@ func Reply(w http.ResponseWriter, r *http.Request, log *slog.Logger, v any, err 
 // routed serves mux, replacing ServeMux's plain-text 404 and 405 with the
 // envelope: every error answer of the API must be JSON a client can decode.
 type routed struct {
-	mux *http.ServeMux
-	log *slog.Logger
+	mux      *http.ServeMux
+	patterns []string // what mux serves, for Routes
+	log      *slog.Logger
 }
 
 func (h routed) ServeHTTP(w http.ResponseWriter, r *http.Request) {

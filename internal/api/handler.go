@@ -58,7 +58,7 @@ func NewHandler(svc Service, opts Options) http.Handler {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
 	h := &handler{svc: svc, opts: opts, log: opts.Logger}
-	mux := http.NewServeMux()
+	mux := newPatternMux()
 	mux.HandleFunc("POST /v1/tasks", h.submit)
 	mux.HandleFunc("POST /v1/tasks:batch", h.batch)
 	// A wildcard cannot share its segment with a literal, so "{id}:requeue"
@@ -67,6 +67,7 @@ func NewHandler(svc Service, opts Options) http.Handler {
 	mux.HandleFunc("GET /v1/tasks/{id}", h.get)
 	mux.HandleFunc("DELETE /v1/tasks/{id}", h.cancel)
 	mux.HandleFunc("GET /v1/tasks", h.list)
+	mux.HandleFunc("GET /v1/openapi.json", serveOpenAPI)
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 	})
@@ -82,7 +83,7 @@ func NewHandler(svc Service, opts Options) http.Handler {
 	for pattern, eh := range opts.Extra {
 		mux.Handle(pattern, eh)
 	}
-	return routed{mux: mux, log: opts.Logger}
+	return routed{mux: mux.ServeMux, patterns: mux.patterns, log: opts.Logger}
 }
 
 func writeJSON(w http.ResponseWriter, code int, v any) {

@@ -4,6 +4,7 @@ package nodetest
 
 import (
 	"context"
+	"net/http"
 	"net/http/httptest"
 	"testing"
 
@@ -11,8 +12,16 @@ import (
 )
 
 // Start runs a node on SQLite in t's temp dir (2 tables, mod adjusts the
-// config) and returns its API base URL; everything stops when t ends.
+// config) and returns its API base URL; everything stops when t ends. Every
+// request and answer is checked against the OpenAPI spec (apiv1).
 func Start(t testing.TB, mod func(*ontime.Config)) string {
+	t.Helper()
+	url, _ := StartHandler(t, mod)
+	return url
+}
+
+// StartHandler is Start that also returns the node's own HTTP handler.
+func StartHandler(t testing.TB, mod func(*ontime.Config)) (string, http.Handler) {
 	t.Helper()
 	cfg := ontime.DefaultConfig()
 	cfg.DataDir = t.TempDir()
@@ -28,12 +37,13 @@ func Start(t testing.TB, mod func(*ontime.Config)) string {
 	if err := node.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(node.HTTPHandler())
+	h := node.HTTPHandler()
+	srv := httptest.NewServer(newChecker(t, h))
 	t.Cleanup(func() {
 		srv.Close()
 		if err := node.Stop(context.Background()); err != nil {
 			t.Errorf("stop: %v", err)
 		}
 	})
-	return srv.URL
+	return srv.URL, h
 }
