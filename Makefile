@@ -16,7 +16,9 @@ services:
 vet:
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || (gofmt -l $$(git ls-files '*.go'); echo "gofmt: files above need formatting"; exit 1)
 	$(GO) vet $(PKGS)
+	$(GO) mod tidy -diff          # go.mod and go.sum say exactly what is used
 	cd bench && $(GO) vet ./...   # the benchmark module builds (its own go.mod)
+	cd bench && $(GO) mod tidy -diff
 
 run:
 	$(GO) run ./cmd/ontime serve
