@@ -394,6 +394,9 @@ func TestCLIHelp(t *testing.T) {
 			}
 		}
 	})
+	if code, _, errs := runCLI("help", "frob"); code != exitUsage || !strings.Contains(errs, `no verb "frob"`) {
+		t.Errorf("help frob: exit %d %q", code, errs)
+	}
 	for _, args := range [][]string{{}, {"help"}} {
 		code, out, _ := runCLI(args...)
 		if code != 0 || !strings.Contains(out, "submit") || !strings.Contains(out, "Exit codes") {

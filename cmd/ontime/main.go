@@ -104,7 +104,35 @@ unreachable, 6 unauthorized.`,
 	for _, v := range verbs() {
 		root.AddCommand(v(g))
 	}
+	root.SetHelpCommand(newHelpCmd(root))
 	return root
+}
+
+// newHelpCmd is cobra's help verb, except that an unknown topic is a usage
+// error (exit 2) rather than a help page and exit 0.
+func newHelpCmd(root *cobra.Command) *cobra.Command {
+	return &cobra.Command{
+		Use:   "help [verb]",
+		Short: "Help about any verb",
+		Long:  `Help about any verb: ontime help submit is ontime submit --help.`,
+		ValidArgsFunction: func(c *cobra.Command, args []string, toComplete string) ([]cobra.Completion, cobra.ShellCompDirective) {
+			var names []cobra.Completion
+			for _, sub := range root.Commands() {
+				if sub.IsAvailableCommand() {
+					names = append(names, sub.Name())
+				}
+			}
+			return names, cobra.ShellCompDirectiveNoFileComp
+		},
+		RunE: func(c *cobra.Command, args []string) error {
+			cmd, rest, err := root.Find(args)
+			if err != nil || len(rest) > 0 {
+				return usagef("no verb %q", strings.Join(args, " "))
+			}
+			cmd.InitDefaultHelpFlag()
+			return cmd.Help()
+		},
+	}
 }
 
 // run executes the CLI and returns the process exit code. Errors are
