@@ -78,7 +78,12 @@ func (n *Node) newCoordinator(ctx context.Context, st *sqlstore.Store) error {
 	var c coordinator
 	switch n.cfg.Cluster.Coordinator {
 	case "etcd":
+		etcdTLS, err := n.cfg.etcdTLS()
+		if err != nil {
+			return err
+		}
 		ec, err := etcdcoord.New(ctx, etcdcoord.Config{Endpoints: n.cfg.Cluster.EtcdEndpoints, NodeID: n.cfg.NodeID, Addr: addr,
+			Username: n.cfg.Cluster.EtcdUsername, Password: n.sec.etcdPassword, TLS: etcdTLS,
 			TTL: ttl, Items: keys, Logger: n.log, OnAssign: onAssign})
 		if err != nil {
 			return err

@@ -55,6 +55,8 @@ type Config struct {
 	Cluster   ClusterConfig  `yaml:"cluster"`
 	Delivery  DeliveryConfig `yaml:"delivery"`
 	HTTP      HTTPConfig     `yaml:"http"`
+	Auth      AuthConfig     `yaml:"auth"` // API tokens (config_security.go)
+	TLS       TLSConfig      `yaml:"tls"`  // API over TLS
 }
 
 // StoreConfig configures the task store.
@@ -63,6 +65,9 @@ type StoreConfig struct {
 	Databases []string `yaml:"databases"` // one DSN per database; sqlite default: data_dir/ontime.db
 	Tables    int      `yaml:"tables"`    // N task tables per database; default 16
 	Segments  int      `yaml:"segments"`  // scan segments per table; default 4
+	// DatabasesFile, when set, replaces databases with the DSNs in this
+	// file, one a line, so passwords stay out of the config.
+	DatabasesFile string `yaml:"databases_file"`
 }
 
 // HotConfig configures the hot tier.
@@ -84,6 +89,10 @@ type HotConfig struct {
 	// tier the cluster shares): past it, scanners leave due tasks in the
 	// store until there is room. Default 1,000,000.
 	MaxEntries int `yaml:"max_entries"`
+	// RedisPasswordFile holds the Redis password (beside any in a
+	// redis:// URL of redis_addrs, which it overrides).
+	RedisPasswordFile string `yaml:"redis_password_file"`
+	RedisCAFile       string `yaml:"redis_ca_file"` // rediss://: the CA to trust (default: the system's)
 }
 
 // ClusterConfig configures coordination.
@@ -96,6 +105,13 @@ type ClusterConfig struct {
 	// Advertise is the API address other nodes and operators reach this node
 	// at, shown in GET /v1/cluster. Default: listen.
 	Advertise string `yaml:"advertise"`
+	// etcd credentials and TLS (endpoints https://host:port).
+	EtcdUsername     string `yaml:"etcd_username"`
+	EtcdPassword     string `yaml:"etcd_password"`
+	EtcdPasswordFile string `yaml:"etcd_password_file"`
+	EtcdCAFile       string `yaml:"etcd_ca_file"`
+	EtcdCertFile     string `yaml:"etcd_cert_file"`
+	EtcdKeyFile      string `yaml:"etcd_key_file"`
 }
 
 // DeliveryConfig configures how tasks are delivered.
@@ -111,6 +127,14 @@ type DeliveryConfig struct {
 	BreakerFailures int      `yaml:"breaker_failures"`  // consecutive failures that open a destination's breaker; default 10
 	BreakerOpenFor  Duration `yaml:"breaker_open_for"`  // default 10s
 	ShutdownGrace   Duration `yaml:"shutdown_grace"`    // how long SIGTERM waits for in-flight deliveries; default 15s
+	// Signing and the target policy (config_security.go, README "Security").
+	WebhookSecretFile         string          `yaml:"webhook_secret_file"`
+	WebhookPreviousSecretFile string          `yaml:"webhook_previous_secret_file"` // rotation: still signed with
+	Signing                   []SigningConfig `yaml:"signing"`                      // secrets per topic or destination
+	SignatureV1               bool            `yaml:"signature_v1"`                 // also send v1 (no target bound) for old receivers
+	AllowTargets              []string        `yaml:"allow_targets"`                // CIDRs, host globs
+	DenyTargets               []string        `yaml:"deny_targets"`
+	EchoErrorTargets          []string        `yaml:"echo_error_targets"` // whose error answers last_error may quote
 }
 
 // HTTPConfig bounds what one client can make the API server hold: bytes
@@ -211,8 +235,15 @@ func LoadConfig(path string, environ []string) (Config, error) {
 	if err := applyEnv(&c, environ); err != nil {
 		return Config{}, err
 	}
+	if err := c.loadFiles(); err != nil {
+		return Config{}, err
+	}
 	c.fill()
 	if err := c.Validate(); err != nil {
+		return Config{}, err
+	}
+	// Read the secrets now, so a missing token file stops the start here.
+	if _, err := c.resolveSecrets(lookupIn(environ)); err != nil {
 		return Config{}, err
 	}
 	return c, nil
@@ -276,11 +307,7 @@ func (c *Config) Validate() error {
 		if len(c.Hot.RedisAddrs) == 0 {
 			return errors.New("hot.redis_addrs: at least one address is needed for hot.tier redis")
 		}
-		for i, a := range c.Hot.RedisAddrs {
-			if _, _, err := net.SplitHostPort(a); err != nil {
-				return fmt.Errorf("hot.redis_addrs[%d]: %q is not host:port", i, a)
-			}
-		}
+		// Entries may be redis:// URLs: validateSecurity checks them.
 	default:
 		return fmt.Errorf("hot.tier: %q is not one of memory, redis", c.Hot.Tier)
 	}
@@ -349,7 +376,10 @@ func (c *Config) Validate() error {
 	if d.BreakerFailures < 1 || d.BreakerFailures > 1000000 {
 		return fmt.Errorf("delivery.breaker_failures: %d is out of range 1..1000000", d.BreakerFailures)
 	}
-	return c.HTTP.validate(d.MaxPayloadBytes)
+	if err := c.HTTP.validate(d.MaxPayloadBytes); err != nil {
+		return err
+	}
+	return c.validateSecurity()
 }
 
 func (h HTTPConfig) validate(maxPayload int) error {

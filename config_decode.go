@@ -286,8 +286,8 @@ func editDistance(a, b string) int {
 }
 
 // envNotConfig are ONTIME_* variables that are not config keys: the CLI's
-// server address, and the knobs of the benchmarks and tests.
-var envNotConfig = []string{"ONTIME_SERVER", "ONTIME_BENCH_", "ONTIME_TEST_"}
+// server address, token and CA file, and the knobs of the benchmarks and tests.
+var envNotConfig = []string{"ONTIME_SERVER", "ONTIME_TOKEN", "ONTIME_CA_FILE", "ONTIME_BENCH_", "ONTIME_TEST_"}
 
 // applyEnv sets fields from ONTIME_<PATH> variables: ONTIME_STORE_DRIVER,
 // ONTIME_HOT_REDIS_ADDRS (lists are comma-separated), ONTIME_DELIVERY_TIMEOUT.

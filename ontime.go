@@ -14,6 +14,7 @@ package ontime
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -76,10 +77,13 @@ type Handler func(ctx context.Context, d *Delivery) error
 // Permanent marks a handler error as not worth retrying.
 func Permanent(err error) error { return deliver.Permanent(err) }
 
-// VerifySignature checks a webhook's Ontime-Signature header against the
-// raw body, rejecting timestamps older than tolerance: receivers use it.
-func VerifySignature(secret, header string, body []byte, now time.Time, tolerance time.Duration) error {
-	return webhook.Verify(secret, header, body, now, tolerance)
+// VerifySignature checks a webhook's Ontime-Signature header (its v2
+// signatures) against the raw body and the target URL the task was
+// submitted with, accepting any of secrets (during a rotation, the new and
+// the old), and rejects timestamps further than tolerance from now:
+// receivers use it. README "Security" has the recipe for other languages.
+func VerifySignature(header, target string, body []byte, now time.Time, tolerance time.Duration, secrets ...string) error {
+	return webhook.Verify(header, target, body, now, tolerance, secrets...)
 }
 
 // TaskSpec is a task to submit. Give at most one of DueAt and Delay;
@@ -135,6 +139,7 @@ type Node struct {
 	scan    *scan.Scanner
 	router  *deliver.Router
 	cluster *clusterRun // nil without a coordinator
+	sec     *secrets    // the config's secrets, read (config_security.go)
 	// services in start order; stopped in reverse.
 	services []startstop.Service
 
@@ -148,7 +153,8 @@ type Node struct {
 type NodeOption func(*nodeOptions)
 
 type nodeOptions struct {
-	logger *slog.Logger
+	logger   *slog.Logger
+	resolver Resolver
 }
 
 // WithLogger sets the node's logger (default: discard).
@@ -156,7 +162,7 @@ func WithLogger(l *slog.Logger) NodeOption { return func(o *nodeOptions) { o.log
 
 // NewNode validates cfg, opens (and migrates) the store and the hot tier,
 // and builds the node. Nothing is scanned or delivered until Start.
-func NewNode(ctx context.Context, cfg Config, opts ...NodeOption) (*Node, error) {
+func NewNode(ctx context.Context, cfg Config, opts ...NodeOption) (_ *Node, err error) {
 	var o nodeOptions
 	for _, opt := range opts {
 		opt(&o)
@@ -164,10 +170,22 @@ func NewNode(ctx context.Context, cfg Config, opts ...NodeOption) (*Node, error)
 	if o.logger == nil {
 		o.logger = slog.New(slog.DiscardHandler)
 	}
+	if err := cfg.loadFiles(); err != nil {
+		return nil, err
+	}
 	cfg.fill()
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	sec, err := cfg.resolveSecrets(os.LookupEnv)
+	if err != nil {
+		return nil, err
+	}
+	// Every log line and error from here on is masked: a driver's error
+	// may quote a DSN, a client's a URL with its password.
+	red := sec.redactor()
+	o.logger = slog.New(red.Handler(o.logger.Handler()))
+	defer func() { err = red.Error(err) }()
 	if cfg.Store.Driver == "sqlite" {
 		if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
 			return nil, fmt.Errorf("data_dir: %w", err)
@@ -180,8 +198,8 @@ func NewNode(ctx context.Context, cfg Config, opts ...NodeOption) (*Node, error)
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	n := &Node{cfg: cfg, log: o.logger, store: st, reg: reg}
-	if err := n.build(ctx); err != nil {
+	n := &Node{cfg: cfg, log: o.logger, store: st, reg: reg, sec: sec}
+	if err := n.build(ctx, o.resolver); err != nil {
 		n.closeResources()
 		return nil, err
 	}
@@ -196,7 +214,7 @@ func NewNode(ctx context.Context, cfg Config, opts ...NodeOption) (*Node, error)
 
 // build opens the hot tier and builds the stages, each from the ones it
 // hands work to.
-func (n *Node) build(ctx context.Context) error {
+func (n *Node) build(ctx context.Context, resolver Resolver) error {
 	cfg := n.cfg
 	window := time.Duration(cfg.Hot.Window)
 	switch cfg.Hot.Tier {
@@ -207,8 +225,15 @@ func (n *Node) build(ctx context.Context) error {
 		}
 		n.tier = t
 	case "redis":
-		t, err := hotredis.New(ctx, hotredis.Config{Addrs: cfg.Hot.RedisAddrs, Prefix: cfg.Hot.RedisPrefix, Slots: cfg.Hot.Slots,
-			Visibility: time.Duration(cfg.Delivery.LeaseTTL), Logger: n.log,
+		var tlsCfg *tls.Config
+		if cfg.Hot.RedisCAFile != "" {
+			var err error
+			if tlsCfg, err = tlsFiles("hot.redis", cfg.Hot.RedisCAFile, "", ""); err != nil {
+				return err
+			}
+		}
+		t, err := hotredis.New(ctx, hotredis.Config{Addrs: cfg.Hot.RedisAddrs, Password: n.sec.redisPassword, TLS: tlsCfg,
+			Prefix: cfg.Hot.RedisPrefix, Slots: cfg.Hot.Slots, Visibility: time.Duration(cfg.Delivery.LeaseTTL), Logger: n.log,
 			// Redis lost the entries: the scanners claim this node's tasks
 			// again, which adds them back (n.scan exists before the tier runs).
 			OnLost: func() { n.scan.TierLost() }})
@@ -238,7 +263,12 @@ func (n *Node) build(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("delivery: %w", err)
 	}
-	wh, err := webhook.New(webhook.Config{Secret: cfg.Delivery.WebhookSecret, Timeout: time.Duration(cfg.Delivery.Timeout)})
+	targets, err := cfg.targetPolicy(resolver)
+	if err != nil {
+		return err
+	}
+	wh, err := webhook.New(webhook.Config{Keys: n.sec.keys, Timeout: time.Duration(cfg.Delivery.Timeout),
+		Policy: targets, Echo: cfg.echoPolicy()})
 	if err != nil {
 		return fmt.Errorf("delivery: %w", err)
 	}
@@ -259,7 +289,8 @@ func (n *Node) build(ctx context.Context) error {
 	n.submit, err = submit.New(submit.Config{Store: n.store, Tier: n.tier, Planner: planner, Notifier: n.scan,
 		Topology: router.Topology{Databases: len(cfg.Store.Databases), Tables: cfg.Store.Tables},
 		Segments: cfg.Store.Segments, NodeID: cfg.NodeID, Window: window, LeaseTTL: time.Duration(cfg.Delivery.LeaseTTL),
-		Limits: task.Limits{MaxPayloadBytes: cfg.Delivery.MaxPayloadBytes, DefaultMaxAttempts: cfg.Delivery.MaxAttempts},
+		Limits: task.Limits{MaxPayloadBytes: cfg.Delivery.MaxPayloadBytes, DefaultMaxAttempts: cfg.Delivery.MaxAttempts,
+			CheckTarget: targets.CheckTarget},
 		Logger: n.log, Metrics: m})
 	if err != nil {
 		return err
@@ -449,6 +480,7 @@ func (n *Node) HTTPHandler() http.Handler {
 		MaxPayloadBytes: n.cfg.Delivery.MaxPayloadBytes,
 		MaxBatchBytes:   int64(n.cfg.HTTP.MaxBatchBytes),
 		Logger:          n.log,
+		Auth:            n.auth(),
 		Extra: map[string]http.Handler{
 			"GET /metrics":    promhttp.HandlerFor(n.reg, promhttp.HandlerOpts{Registry: n.reg}),
 			"GET /v1/cluster": http.HandlerFunc(n.clusterHandler),

@@ -65,6 +65,12 @@ func serve(ctx context.Context, g *globals, cfgPath string, stdout, stderr io.Wr
 		ln.Close()
 		return err
 	}
+	ln, scheme, stopTLS, err := serveTLS(ctx, cfg, ln, log)
+	if err != nil {
+		_ = node.Stop(context.Background())
+		return err
+	}
+	defer stopTLS()
 	if err := node.Start(ctx); err != nil {
 		ln.Close()
 		_ = node.Stop(context.Background())
@@ -75,9 +81,9 @@ func serve(ctx context.Context, g *globals, cfgPath string, stdout, stderr io.Wr
 	go func() { serveErr <- srv.Serve(netutil.LimitListener(ln, cfg.HTTP.MaxConnections)) }()
 	log.Info("ontime serving", "listen", ln.Addr().String(), "store", cfg.Store.Driver, "hot", cfg.Hot.Tier, "node", cfg.NodeID)
 	if g.json {
-		_ = json.NewEncoder(stdout).Encode(map[string]string{"listening": "http://" + ln.Addr().String()})
+		_ = json.NewEncoder(stdout).Encode(map[string]string{"listening": scheme + "://" + ln.Addr().String()})
 	} else {
-		fmt.Fprintf(stdout, "ontime listening on http://%s\n", ln.Addr())
+		fmt.Fprintf(stdout, "ontime listening on %s://%s\n", scheme, ln.Addr())
 	}
 
 	var failed error

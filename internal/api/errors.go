@@ -109,9 +109,16 @@ type routed struct {
 	mux      *http.ServeMux
 	patterns []string // what mux serves, for Routes
 	log      *slog.Logger
+	auth     *Auth
 }
 
 func (h routed) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	ar, err := h.auth.authenticate(w, r)
+	if err != nil {
+		writeError(w, r, h.log, err)
+		return
+	}
+	r = ar
 	if _, pattern := h.mux.Handler(r); pattern != "" {
 		// No route takes a query it cannot read; net/url would drop the
 		// malformed parts and answer as if they were not there.

@@ -31,6 +31,7 @@ type Options struct {
 	MaxBatchBytes   int64                   // body limit of POST /v1/tasks:batch; default DefaultMaxBatchBytes
 	Extra           map[string]http.Handler // more routes, by ServeMux pattern (GET /metrics …)
 	Logger          *slog.Logger
+	Auth            *Auth // nil: no tokens, every request is served (loopback only; see auth.go)
 }
 
 // View converts a stored task to its JSON view.
@@ -57,7 +58,7 @@ func NewHandler(svc Service, opts Options) http.Handler {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
-	h := &handler{svc: svc, opts: opts, log: opts.Logger}
+	h := &handler{svc: scoped{svc}, opts: opts, log: opts.Logger}
 	mux := newPatternMux()
 	mux.HandleFunc("POST /v1/tasks", h.submit)
 	mux.HandleFunc("POST /v1/tasks:batch", h.batch)
@@ -83,7 +84,7 @@ func NewHandler(svc Service, opts Options) http.Handler {
 	for pattern, eh := range opts.Extra {
 		mux.Handle(pattern, eh)
 	}
-	return routed{mux: mux.ServeMux, patterns: mux.patterns, log: opts.Logger}
+	return routed{mux: mux.ServeMux, patterns: mux.patterns, log: opts.Logger, auth: opts.Auth}
 }
 
 func writeJSON(w http.ResponseWriter, code int, v any) {

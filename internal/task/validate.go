@@ -13,6 +13,10 @@ import (
 type Limits struct {
 	MaxPayloadBytes    int // default DefaultMaxPayloadBytes
 	DefaultMaxAttempts int // default DefaultMaxAttempts
+	// CheckTarget, when set, judges a target by the delivery policy (a
+	// literal address that is denied, a host the rules deny); its error
+	// is answered as a bad target.
+	CheckTarget func(target string) error
 }
 
 const (
@@ -137,6 +141,11 @@ func Validate(s Spec, l Limits, now time.Time) (Validated, error) {
 	}
 	if err := ValidateTarget(s.Target); err != nil {
 		return Validated{}, err
+	}
+	if s.Target != "" && l.CheckTarget != nil {
+		if err := l.CheckTarget(s.Target); err != nil {
+			return Validated{}, fieldErr("target", "%v", err)
+		}
 	}
 	switch {
 	case s.MaxAttempts == 0:

@@ -18,6 +18,7 @@ package etcdcoord
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -38,13 +39,18 @@ import (
 // Config configures a coordinator.
 type Config struct {
 	Endpoints []string
-	Prefix    string // default "/ontime"
-	NodeID    string
-	Addr      string
-	TTL       time.Duration // whole seconds, at least 1s; default 10s
-	Items     []string
-	Logger    *slog.Logger
-	OnAssign  func(term int64, items []string)
+	// Username and Password authenticate to etcd; TLS, when set, is used
+	// for every endpoint (https://host:port).
+	Username string
+	Password string
+	TLS      *tls.Config
+	Prefix   string // default "/ontime"
+	NodeID   string
+	Addr     string
+	TTL      time.Duration // whole seconds, at least 1s; default 10s
+	Items    []string
+	Logger   *slog.Logger
+	OnAssign func(term int64, items []string)
 }
 
 // Coordinator runs the protocol for one node.
@@ -84,6 +90,7 @@ func New(ctx context.Context, cfg Config) (*Coordinator, error) {
 	}
 	cfg.Items = slices.Sorted(slices.Values(cfg.Items))
 	cli, err := clientv3.New(clientv3.Config{Endpoints: cfg.Endpoints, DialTimeout: 5 * time.Second, Context: ctx,
+		Username: cfg.Username, Password: cfg.Password, TLS: cfg.TLS,
 		Logger: logbridge.Zap(cfg.Logger.With("component", "etcd-client"))})
 	if err != nil {
 		return nil, fmt.Errorf("cluster.etcd_endpoints: %w", err)

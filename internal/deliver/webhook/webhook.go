@@ -4,9 +4,6 @@ package webhook
 import (
 	"bytes"
 	"context"
-	"crypto/hmac"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -18,14 +15,24 @@ import (
 	"time"
 
 	"github.com/ontimehq/ontime/internal/deliver"
+	"github.com/ontimehq/ontime/internal/deliver/policy"
 )
 
 // Config configures the sink. Zero fields take defaults.
 type Config struct {
-	Secret    string        // signs calls when set
+	Secret    string        // signs calls when set (the global secret; Keys overrides it)
+	Keys      *Keyring      // secrets per topic or destination, rotation; nil: Secret alone
 	Timeout   time.Duration // per call; default 10s
 	Client    *http.Client  // nil: a keep-alive client sized for many lanes
 	UserAgent string        // default "ontime"
+	// Policy is checked on every address dialled (nil: none). Ignored
+	// when Client is given: that client's dialer is the caller's.
+	Policy *policy.Policy
+	// Echo reports whether a short excerpt of a failing receiver's answer
+	// may be kept in the task's last_error, which API readers see (nil:
+	// never). Without it, a submitter could read internal services'
+	// answers through ontime.
+	Echo func(target string) bool
 }
 
 // Sink posts deliveries to their target URL.
@@ -45,9 +52,18 @@ func New(cfg Config) (*Sink, error) {
 	if cfg.UserAgent == "" {
 		cfg.UserAgent = "ontime"
 	}
+	if cfg.Keys == nil && cfg.Secret != "" {
+		cfg.Keys = &Keyring{Global: []string{cfg.Secret}}
+	}
 	c := cfg.Client
 	if c == nil {
 		tr := http.DefaultTransport.(*http.Transport).Clone()
+		if cfg.Policy != nil {
+			// A proxy would be the address dialled, not the target: the
+			// policy could not judge where the call goes.
+			tr.Proxy = nil
+			tr.DialContext = (&policy.Dialer{Policy: cfg.Policy, Dialer: net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}}).DialContext
+		}
 		tr.MaxIdleConns = 1024
 		tr.MaxIdleConnsPerHost = 256 // ≥ a lane's concurrency: reuse, don't redial
 		tr.IdleConnTimeout = 90 * time.Second
@@ -71,8 +87,13 @@ type body struct {
 // StatusError is a non-2xx answer.
 type StatusError struct {
 	Code int
-	Body string // up to 256 bytes of the answer
+	// Body is a sanitized excerpt of the answer (printable ASCII, one
+	// line, at most ExcerptBytes), only for targets Config.Echo allows.
+	Body string
 }
+
+// ExcerptBytes bounds the excerpt of an answer kept in last_error.
+const ExcerptBytes = 64
 
 func (e *StatusError) Error() string {
 	if e.Body == "" {
@@ -104,11 +125,15 @@ func (s *Sink) Deliver(ctx context.Context, d deliver.Delivery) error {
 	req.Header.Set("User-Agent", s.cfg.UserAgent)
 	req.Header.Set("Ontime-Task-Id", d.ID)
 	req.Header.Set("Ontime-Attempt", strconv.Itoa(d.Attempt))
-	if s.cfg.Secret != "" {
-		req.Header.Set("Ontime-Signature", Sign(s.cfg.Secret, time.Now(), b))
+	if secrets := s.cfg.Keys.For(d.Topic, d.Target); len(secrets) > 0 {
+		req.Header.Set("Ontime-Signature", Sign(secrets, time.Now(), d.Target, b, s.cfg.Keys.V1))
 	}
 	resp, err := s.client.Do(req)
 	if err != nil {
+		if errors.Is(err, policy.ErrDenied) {
+			// Retrying cannot make a denied address allowed.
+			return deliver.Permanent(err)
+		}
 		var ne net.Error
 		if errors.As(err, &ne) && ne.Timeout() {
 			return fmt.Errorf("webhook timed out after %s: %w", s.cfg.Timeout, err)
@@ -121,66 +146,38 @@ func (s *Sink) Deliver(ctx context.Context, d deliver.Delivery) error {
 	if resp.StatusCode/100 == 2 {
 		return nil
 	}
-	se := &StatusError{Code: resp.StatusCode, Body: strings.ToValidUTF8(strings.TrimSpace(string(snippet)), "\uFFFD")}
+	se := &StatusError{Code: resp.StatusCode}
+	if s.cfg.Echo != nil && s.cfg.Echo(d.Target) {
+		se.Body = Excerpt(snippet)
+	}
 	if resp.StatusCode == http.StatusGone {
 		return deliver.Permanent(se)
 	}
 	return se
 }
 
-// Sign returns the Ontime-Signature header value for body sent at t:
-// "t=<unix seconds>,v1=<hex HMAC-SHA256(secret, t + "." + body)>".
-func Sign(secret string, t time.Time, body []byte) string {
-	ts := strconv.FormatInt(t.Unix(), 10)
-	return "t=" + ts + ",v1=" + hex.EncodeToString(mac(secret, ts, body))
-}
-
-func mac(secret, ts string, body []byte) []byte {
-	m := hmac.New(sha256.New, []byte(secret))
-	m.Write([]byte(ts))
-	m.Write([]byte("."))
-	m.Write(body)
-	return m.Sum(nil)
-}
-
-// ErrBadSignature is wrapped by every Verify failure.
-var ErrBadSignature = errors.New("bad webhook signature")
-
-// Verify checks an Ontime-Signature header against the raw body and
-// rejects signatures whose timestamp is further than tolerance from now
-// (replays). The comparison is constant-time.
-func Verify(secret, header string, body []byte, now time.Time, tolerance time.Duration) error {
-	var ts string
-	var sigs [][]byte
-	for _, part := range strings.Split(header, ",") {
-		k, v, ok := strings.Cut(strings.TrimSpace(part), "=")
-		if !ok {
+// Excerpt makes a receiver's answer safe to show: printable ASCII only
+// (other bytes become '?'), runs of white space as one space, at most
+// ExcerptBytes.
+func Excerpt(b []byte) string {
+	var out strings.Builder
+	space := false
+	for _, c := range bytes.TrimSpace(b) {
+		if out.Len() >= ExcerptBytes {
+			break
+		}
+		switch {
+		case c == ' ' || c == '\t' || c == '\n' || c == '\r':
+			space = true
 			continue
+		case c < 0x20 || c > 0x7e:
+			c = '?'
 		}
-		switch k {
-		case "t":
-			ts = v
-		case "v1":
-			if b, err := hex.DecodeString(v); err == nil {
-				sigs = append(sigs, b)
-			}
+		if space {
+			out.WriteByte(' ')
+			space = false
 		}
+		out.WriteByte(c)
 	}
-	if ts == "" || len(sigs) == 0 {
-		return fmt.Errorf("%w: header %q lacks t= or v1=", ErrBadSignature, header)
-	}
-	sec, err := strconv.ParseInt(ts, 10, 64)
-	if err != nil {
-		return fmt.Errorf("%w: timestamp %q", ErrBadSignature, ts)
-	}
-	if d := now.Sub(time.Unix(sec, 0)); d > tolerance || d < -tolerance {
-		return fmt.Errorf("%w: timestamp is %s away from now", ErrBadSignature, d.Round(time.Second))
-	}
-	want := mac(secret, ts, body)
-	for _, s := range sigs {
-		if hmac.Equal(s, want) {
-			return nil
-		}
-	}
-	return fmt.Errorf("%w: no v1 signature matches", ErrBadSignature)
+	return out.String()
 }

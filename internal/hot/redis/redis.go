@@ -2,6 +2,7 @@ package redis
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -23,7 +24,11 @@ import (
 
 // Config configures the tier.
 type Config struct {
-	Addrs      []string      // one: standalone; several: Redis Cluster
+	// Addrs: one: standalone; several: Redis Cluster. Each is host:port or
+	// a redis:// / rediss:// URL (user, password, database, TLS).
+	Addrs      []string
+	Password   string        // overrides a URL's password when set
+	TLS        *tls.Config   // for rediss:// (nil: the system's CAs)
 	Prefix     string        // key prefix; default "ontime"
 	Slots      int           // slots per topic; default 8
 	Visibility time.Duration // in-flight time before redelivery; default 30s
@@ -45,6 +50,13 @@ func (c *Config) validate() error {
 		return errors.New("hot.redis_addrs: at least one address is required")
 	}
 	for i, a := range c.Addrs {
+		if strings.Contains(a, "://") {
+			if _, err := goredis.ParseURL(a); err != nil {
+				// Not quoted: the URL may carry a password.
+				return fmt.Errorf("hot.redis_addrs[%d]: not a redis:// or rediss:// URL", i)
+			}
+			continue
+		}
 		if _, _, err := net.SplitHostPort(a); err != nil {
 			return fmt.Errorf("hot.redis_addrs[%d]: %q is not host:port", i, a)
 		}
@@ -111,12 +123,13 @@ func New(ctx context.Context, cfg Config) (*Tier, error) {
 	}
 	// go-redis has one logger per process: the last tier made sets it.
 	goredis.SetLogger(logbridge.Redis{Log: cfg.Logger})
-	rdb := goredis.NewUniversalClient(&goredis.UniversalOptions{Addrs: cfg.Addrs, IsClusterMode: len(cfg.Addrs) > 1})
+	opts := universalOptions(cfg)
+	rdb := goredis.NewUniversalClient(opts)
 	pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	if err := rdb.Ping(pctx).Err(); err != nil {
 		rdb.Close()
-		return nil, fmt.Errorf("hot.redis_addrs: cannot reach Redis at %s: %w", strings.Join(cfg.Addrs, ","), err)
+		return nil, fmt.Errorf("hot.redis_addrs: cannot reach Redis at %s: %w", strings.Join(opts.Addrs, ","), err)
 	}
 	t := &Tier{cfg: cfg, rdb: rdb, log: cfg.Logger, next: map[slotKey]int64{}, changed: make(chan struct{})}
 	if err := t.refresh(pctx); err != nil {
@@ -130,6 +143,39 @@ func New(ctx context.Context, cfg Config) (*Tier, error) {
 	}
 	t.epoch = epoch
 	return t, nil
+}
+
+// universalOptions reads the addresses, credentials and TLS of cfg (URLs
+// validated before): the first URL with a user, password or database
+// gives them to all, as a cluster's nodes share them.
+func universalOptions(cfg Config) *goredis.UniversalOptions {
+	o := &goredis.UniversalOptions{IsClusterMode: len(cfg.Addrs) > 1}
+	for _, a := range cfg.Addrs {
+		if !strings.Contains(a, "://") {
+			o.Addrs = append(o.Addrs, a)
+			continue
+		}
+		u, _ := goredis.ParseURL(a)
+		o.Addrs = append(o.Addrs, u.Addr)
+		if o.Username == "" && o.Password == "" {
+			o.Username, o.Password = u.Username, u.Password
+		}
+		if o.DB == 0 {
+			o.DB = u.DB
+		}
+		if u.TLSConfig != nil && o.TLSConfig == nil {
+			o.TLSConfig = u.TLSConfig
+		}
+	}
+	if cfg.Password != "" {
+		o.Password = cfg.Password
+	}
+	if o.TLSConfig != nil && cfg.TLS != nil {
+		t := cfg.TLS.Clone()
+		t.ServerName = o.TLSConfig.ServerName
+		o.TLSConfig = t
+	}
+	return o
 }
 
 // Start runs the wake-up listener and the periodic resync.
