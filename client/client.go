@@ -56,8 +56,10 @@ func (e *APIError) Error() string {
 
 // Client talks to one ontime node.
 type Client struct {
-	base string
-	hc   *http.Client
+	base  string
+	hc    *http.Client
+	token string // bearer token (client_security.go)
+	err   error  // from an option; New returns it
 }
 
 // Option adjusts a Client.
@@ -75,6 +77,9 @@ func New(baseURL string, opts ...Option) (*Client, error) {
 	c := &Client{base: strings.TrimRight(baseURL, "/"), hc: &http.Client{Timeout: 30 * time.Second}}
 	for _, o := range opts {
 		o(c)
+	}
+	if c.err != nil {
+		return nil, c.err
 	}
 	return c, nil
 }
@@ -94,6 +99,9 @@ func (c *Client) do(ctx context.Context, method, path string, in, out any) (int,
 	}
 	if in != nil {
 		req.Header.Set("Content-Type", "application/json")
+	}
+	if c.token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.token)
 	}
 	resp, err := c.hc.Do(req)
 	if err != nil {

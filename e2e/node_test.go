@@ -140,7 +140,7 @@ func TestDeliveredOnTimeNeverEarly(t *testing.T) {
 				if cl.Header.Get("Content-Type") != "application/json" {
 					t.Errorf("content type %q", cl.Header.Get("Content-Type"))
 				}
-				if err := ontime.VerifySignature("s3cret", cl.Header.Get("Ontime-Signature"), cl.RawBody, time.Now(), time.Minute); err != nil {
+				if err := ontime.VerifySignature(cl.Header.Get("Ontime-Signature"), rcv.srv.URL+"/hook", cl.RawBody, time.Now(), time.Minute, "s3cret"); err != nil {
 					t.Errorf("signature: %v", err)
 				}
 				if cl.Body["topic"] != "e2e.ontime" || cl.Body["key"] != v.Key || !cl.DueAt.Equal(v.DueAt) {
