@@ -296,3 +296,12 @@ func (s scoped) List(ctx context.Context, f store.ListFilter) ([]*task.Task, err
 	}
 	return s.Service.List(ctx, f)
 }
+
+// Routes lists the patterns a handler of NewHandler serves ("POST
+// /v1/tasks", …), so tests can try every route; nil for another handler.
+func Routes(h http.Handler) []string {
+	if r, ok := h.(interface{ Routes() []string }); ok {
+		return r.Routes()
+	}
+	return nil
+}
