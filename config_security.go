@@ -6,6 +6,7 @@ package ontime
 // node's redactor, so none reaches a log line or an error.
 
 import (
+	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
@@ -18,6 +19,7 @@ import (
 	"strings"
 
 	"github.com/ontimehq/ontime/internal/api"
+	"github.com/ontimehq/ontime/internal/deliver"
 	"github.com/ontimehq/ontime/internal/deliver/policy"
 	"github.com/ontimehq/ontime/internal/deliver/webhook"
 	"github.com/ontimehq/ontime/internal/redact"
@@ -386,4 +388,15 @@ func (c *Config) NewTLSReloader(log *slog.Logger) (*tlsreload.Reloader, error) {
 		return nil, nil
 	}
 	return tlsreload.New(c.TLS.CertFile, c.TLS.KeyFile, 0, log)
+}
+
+// redactingSink masks secrets in a sink's errors, which become last_error
+// (a receiver that answers with a header it was sent, say).
+type redactingSink struct {
+	s deliver.Sink
+	r *redact.Redactor
+}
+
+func (s redactingSink) Deliver(ctx context.Context, d deliver.Delivery) error {
+	return s.r.Error(s.s.Deliver(ctx, d))
 }

@@ -272,7 +272,8 @@ func (n *Node) build(ctx context.Context, resolver Resolver) error {
 	if err != nil {
 		return fmt.Errorf("delivery: %w", err)
 	}
-	n.router, err = deliver.NewRouter(deliver.RouterConfig{Dispatcher: disp, Webhook: wh, Outcomes: comp, NodeID: cfg.NodeID, Metrics: m})
+	n.router, err = deliver.NewRouter(deliver.RouterConfig{Dispatcher: disp, Webhook: redactingSink{wh, n.sec.redactor()},
+		Outcomes: comp, NodeID: cfg.NodeID, Metrics: m})
 	if err != nil {
 		return err
 	}
