@@ -268,7 +268,7 @@ func (n *Node) build(ctx context.Context, resolver Resolver) error {
 		return err
 	}
 	wh, err := webhook.New(webhook.Config{Keys: n.sec.keys, Timeout: time.Duration(cfg.Delivery.Timeout),
-		Policy: targets, Echo: cfg.echoPolicy()})
+		Policy: targets, Echo: cfg.echoPolicy(), Redact: n.sec.redactor().String})
 	if err != nil {
 		return fmt.Errorf("delivery: %w", err)
 	}

@@ -33,6 +33,9 @@ type Config struct {
 	// never). Without it, a submitter could read internal services'
 	// answers through ontime.
 	Echo func(target string) bool
+	// Redact masks the node's secrets in an answer before it is cut to
+	// an excerpt (a cut secret would no longer be recognised); nil: none.
+	Redact func(string) string
 }
 
 // Sink posts deliveries to their target URL.
@@ -148,6 +151,9 @@ func (s *Sink) Deliver(ctx context.Context, d deliver.Delivery) error {
 	}
 	se := &StatusError{Code: resp.StatusCode}
 	if s.cfg.Echo != nil && s.cfg.Echo(d.Target) {
+		if s.cfg.Redact != nil {
+			snippet = []byte(s.cfg.Redact(string(snippet)))
+		}
 		se.Body = Excerpt(snippet)
 	}
 	if resp.StatusCode == http.StatusGone {
