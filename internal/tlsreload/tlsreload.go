@@ -65,6 +65,11 @@ func (r *Reloader) load() error {
 	stamp := r.fileStamp()
 	c, err := tls.LoadX509KeyPair(r.certFile, r.keyFile)
 	if err != nil {
+		// Remembered, so a broken pair is reported once, not every poll;
+		// the next change of the files is tried again.
+		r.mu.Lock()
+		r.stamp = stamp
+		r.mu.Unlock()
 		return fmt.Errorf("tls.cert_file, tls.key_file: %w", err)
 	}
 	r.mu.Lock()
