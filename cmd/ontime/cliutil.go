@@ -43,7 +43,11 @@ func (g *globals) client() (*client.Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	return client.New(base)
+	c, err := client.New(base, g.clientOptions()...)
+	if err != nil {
+		return nil, usagef("%v", err) // a CA file that cannot be read
+	}
+	return c, nil
 }
 
 // printJSON writes v as one line of JSON.

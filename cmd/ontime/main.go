@@ -69,6 +69,8 @@ func main() {
 type globals struct {
 	server string // --server, or ONTIME_SERVER
 	json   bool   // --json
+	token  string // --token, or ONTIME_TOKEN (security.go)
+	caFile string // --ca-file, or ONTIME_CA_FILE
 	env    func(string) string
 }
 
@@ -99,6 +101,7 @@ unreachable, 6 unauthorized.`,
 	}
 	root.PersistentFlags().StringVar(&g.server, "server", def, "API address, host:port or URL (env ONTIME_SERVER)")
 	root.PersistentFlags().BoolVar(&g.json, "json", false, "print JSON for scripts")
+	addSecurityFlags(root, g)
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &exitErr{code: exitUsage, err: err} })
 	root.SetVersionTemplate("{{.Version}}\n")
 	for _, v := range verbs() {
