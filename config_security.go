@@ -76,9 +76,16 @@ type secrets struct {
 	redisPassword string // hot.redis_password_file
 	etcdPassword  string
 	all           []string
+	red           *redact.Redactor
 }
 
-func (s *secrets) redactor() *redact.Redactor { return redact.New(s.all...) }
+// redactor masks every secret of the config.
+func (s *secrets) redactor() *redact.Redactor {
+	if s.red == nil {
+		s.red = redact.New(s.all...)
+	}
+	return s.red
+}
 
 // readSecret reads a secret from a file or an environment variable; key
 // names the config key in errors, which never hold the value.

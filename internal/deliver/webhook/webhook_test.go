@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/ontimehq/ontime/internal/deliver"
+	"github.com/ontimehq/ontime/internal/deliver/policy"
 )
 
 func TestDeliverBodyHeadersSignature(t *testing.T) {
@@ -109,10 +110,23 @@ func TestDeliverErrors(t *testing.T) {
 	}
 }
 
-func BenchmarkWebhookLoopback(b *testing.B) {
+func BenchmarkWebhookLoopback(b *testing.B) { benchWebhook(b, Config{Secret: "k"}) }
+
+// BenchmarkWebhookLoopbackPolicy is the same with the target policy on
+// (every dial resolved and checked) and two secrets (a rotation): the
+// ratio to BenchmarkWebhookLoopback is the cost of both.
+func BenchmarkWebhookLoopbackPolicy(b *testing.B) {
+	pol, err := policy.New(policy.Config{Deny: []string{"10.0.0.0/8"}, Self: []string{"127.0.0.1:7070"}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	benchWebhook(b, Config{Keys: &Keyring{Global: []string{"k-new", "k-old"}}, Policy: pol})
+}
+
+func benchWebhook(b *testing.B, cfg Config) {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.Copy(io.Discard, r.Body) }))
 	defer srv.Close()
-	s, _ := New(Config{Secret: "k"})
+	s, _ := New(cfg)
 	p, _ := deliver.NewDispatcher(deliver.DispatcherConfig{PerDestConcurrency: 32})
 	ctx := context.Background()
 	if err := p.Start(ctx); err != nil {
