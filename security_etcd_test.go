@@ -2,15 +2,20 @@ package ontime_test
 
 import (
 	"context"
+	"net"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"go.etcd.io/etcd/client/pkg/v3/transport"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.etcd.io/etcd/server/v3/embed"
 
 	"github.com/ontimehq/ontime"
+	"github.com/ontimehq/ontime/internal/testca"
 	"github.com/ontimehq/ontime/internal/testdb/testetcd"
 )
 
@@ -69,6 +74,73 @@ func TestEtcdCredentials(t *testing.T) {
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("no leader elected through the authenticated client: %v %+v", err, v)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// etcd over TLS with client certificates: the node trusts the CA of
+// cluster.etcd_ca_file and presents cluster.etcd_cert_file/key_file;
+// without its certificate it is refused.
+func TestEtcdTLS(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	ca := testca.New(t, "etcd test CA")
+	caFile, srvCert, srvKey := ca.Files(t, dir, "etcd-server")
+	_, cliCert, cliKey := ca.Files(t, dir, "etcd-client")
+	freeURL := func(scheme string) url.URL {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer ln.Close()
+		return url.URL{Scheme: scheme, Host: ln.Addr().String()}
+	}
+	ecfg := embed.NewConfig()
+	ecfg.Dir = filepath.Join(dir, "etcd")
+	ecfg.LogLevel = "error"
+	client, peer := freeURL("https"), freeURL("http")
+	ecfg.ListenClientUrls, ecfg.AdvertiseClientUrls = []url.URL{client}, []url.URL{client}
+	ecfg.ListenPeerUrls, ecfg.AdvertisePeerUrls = []url.URL{peer}, []url.URL{peer}
+	ecfg.InitialCluster = ecfg.InitialClusterFromName(ecfg.Name)
+	ecfg.ClientTLSInfo = transport.TLSInfo{CertFile: srvCert, KeyFile: srvKey, TrustedCAFile: caFile, ClientCertAuth: true}
+	e, err := embed.StartEtcd(ecfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(e.Close)
+	select {
+	case <-e.Server.ReadyNotify():
+	case <-time.After(30 * time.Second):
+		t.Fatal("etcd not ready")
+	}
+	cfg := ontime.DefaultConfig()
+	cfg.DataDir = dir
+	cfg.Store.Tables = 2
+	cfg.Cluster.Coordinator = "etcd"
+	cfg.Cluster.EtcdEndpoints = []string{client.String()}
+	cfg.Cluster.LeaseTTL = ontime.Duration(2 * time.Second)
+	cfg.Cluster.EtcdCAFile = caFile
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if _, err := ontime.NewNode(ctx, cfg); err == nil {
+		t.Fatal("joined without a client certificate")
+	}
+	cfg.Cluster.EtcdCertFile, cfg.Cluster.EtcdKeyFile = cliCert, cliKey
+	node, err := ontime.NewNode(ctx, cfg)
+	if err != nil {
+		t.Fatalf("with the client certificate: %v", err)
+	}
+	if err := node.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer node.Stop(context.Background())
+	for deadline := time.Now().Add(20 * time.Second); ; {
+		if v, err := node.Cluster(ctx); err == nil && v.Leader != "" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no leader elected over TLS")
 		}
 		time.Sleep(50 * time.Millisecond)
 	}

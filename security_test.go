@@ -21,6 +21,7 @@ import (
 
 	"github.com/ontimehq/ontime"
 	"github.com/ontimehq/ontime/client"
+	"github.com/ontimehq/ontime/internal/testca"
 )
 
 // testResolver answers names as an attacker's DNS would.
@@ -305,7 +306,7 @@ func grepSecretLines(s, sub string) string {
 
 // startRedisWithPassword runs a private redis-server that requires a
 // password, on a free loopback port, until the test ends.
-func startRedisWithPassword(t *testing.T, password string) string {
+func startRedisWithPassword(t *testing.T, password string, tlsFiles ...string) string {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -313,8 +314,13 @@ func startRedisWithPassword(t *testing.T, password string) string {
 	}
 	port := ln.Addr().(*net.TCPAddr).Port
 	ln.Close()
-	cmd := exec.Command("redis-server", "--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-		"--dir", t.TempDir(), "--requirepass", password)
+	args := []string{"--port", strconv.Itoa(port)}
+	if len(tlsFiles) == 3 { // ca, cert, key: TLS only
+		args = []string{"--port", "0", "--tls-port", strconv.Itoa(port), "--tls-ca-cert-file", tlsFiles[0],
+			"--tls-cert-file", tlsFiles[1], "--tls-key-file", tlsFiles[2], "--tls-auth-clients", "no"}
+	}
+	cmd := exec.Command("redis-server", append(args, "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+		"--dir", t.TempDir(), "--requirepass", password)...)
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("redis-server is required: %v", err)
 	}
@@ -329,5 +335,47 @@ func startRedisWithPassword(t *testing.T, password string) string {
 			t.Fatalf("redis-server did not listen on %s", addr)
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// rediss:// with a private CA (hot.redis_ca_file) and a password: the hot
+// tier works over TLS; without the CA the node does not start.
+func TestRedisTLSAndPassword(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	caFile, certFile, keyFile := testca.New(t, "redis test CA").Files(t, dir, "redis")
+	const pw = "redis-tls-pass-8d2a"
+	addr := startRedisWithPassword(t, pw, caFile, certFile, keyFile)
+	cfg := ontime.DefaultConfig()
+	cfg.DataDir = dir
+	cfg.Store.Tables = 2
+	cfg.Hot.Tier = "redis"
+	cfg.Hot.RedisAddrs = []string{"rediss://:" + pw + "@" + addr}
+	ctx := context.Background()
+	if _, err := ontime.NewNode(ctx, cfg); err == nil || !strings.Contains(err.Error(), "certificate") || strings.Contains(err.Error(), pw) {
+		t.Fatalf("without the CA: %v", err)
+	}
+	cfg.Hot.RedisCAFile = caFile
+	node, err := ontime.NewNode(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan string, 1)
+	node.Handle("tls.redis", func(_ context.Context, d *ontime.Delivery) error { got <- d.ID; return nil })
+	if err := node.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer node.Stop(context.Background())
+	tk, _, err := node.Submit(ctx, ontime.TaskSpec{Topic: "tls.redis", Delay: 100 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case id := <-got:
+		if id != tk.ID {
+			t.Fatalf("delivered %s, want %s", id, tk.ID)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("not delivered through the TLS hot tier")
 	}
 }

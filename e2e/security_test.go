@@ -2,16 +2,9 @@ package e2e
 
 import (
 	"bufio"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"errors"
 	"fmt"
-	"math/big"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -22,70 +15,10 @@ import (
 
 	"github.com/ontimehq/ontime/apiv1"
 	"github.com/ontimehq/ontime/client"
+	"github.com/ontimehq/ontime/internal/testca"
 )
 
-// testCA is a certificate authority made for one test.
-type testCA struct {
-	cert *x509.Certificate
-	key  *ecdsa.PrivateKey
-	pem  []byte
-}
-
-func newTestCA(t *testing.T, name string) *testCA {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: name},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
-		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cert, _ := x509.ParseCertificate(der)
-	return &testCA{cert: cert, key: key, pem: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})}
-}
-
-// issue returns a server certificate for 127.0.0.1 and its key, as PEM.
-func (ca *testCA) issue(t *testing.T) (certPEM, keyPEM []byte) {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(time.Now().UnixNano()), Subject: pkix.Name{CommonName: "ontime test"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
-		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)}, KeyUsage: x509.KeyUsageDigitalSignature,
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kder, err := x509.MarshalECPrivateKey(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kder})
-}
-
-func writeFile(t *testing.T, path string, b []byte) {
-	t.Helper()
-	// Written aside and renamed, as a secret mount or an ACME client
-	// does: the server never reads half a file.
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, b, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		t.Fatal(err)
-	}
-}
+func writeFile(t *testing.T, path string, b []byte) { testca.Write(t, path, b) }
 
 // TestServeTLSTokensAndReload runs `ontime serve` with tls.* and a token:
 // clients trusting the test CA and carrying the token are served, others
@@ -94,14 +27,10 @@ func writeFile(t *testing.T, path string, b []byte) {
 func TestServeTLSTokensAndReload(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	ca1, ca2 := newTestCA(t, "ontime test CA 1"), newTestCA(t, "ontime test CA 2")
-	certFile, keyFile := filepath.Join(dir, "server.crt"), filepath.Join(dir, "server.key")
-	crt, key := ca1.issue(t)
-	writeFile(t, certFile, crt)
-	writeFile(t, keyFile, key)
-	ca1File, ca2File := filepath.Join(dir, "ca1.pem"), filepath.Join(dir, "ca2.pem")
-	writeFile(t, ca1File, ca1.pem)
-	writeFile(t, ca2File, ca2.pem)
+	ca1, ca2 := testca.New(t, "ontime test CA 1"), testca.New(t, "ontime test CA 2")
+	ca1File, certFile, keyFile := ca1.Files(t, dir, "server")
+	ca2File := filepath.Join(dir, "ca2.pem")
+	writeFile(t, ca2File, ca2.PEM)
 	const token = "e2e-admin-token-5f1c0a9b7d"
 	writeFile(t, filepath.Join(dir, "admin.token"), []byte(token+"\n"))
 	cfg := filepath.Join(dir, "ontime.yaml")
@@ -141,7 +70,7 @@ auth:
 	}
 
 	// Rotate to a certificate of CA 2, then SIGHUP.
-	crt, key = ca2.issue(t)
+	crt, key := ca2.Issue(t)
 	writeFile(t, certFile, crt)
 	writeFile(t, keyFile, key)
 	if err := p.cmd.Process.Signal(syscall.SIGHUP); err != nil {
