@@ -16,7 +16,6 @@ import (
 
 	"github.com/ontimehq/ontime"
 	"github.com/ontimehq/ontime/internal/testca"
-	"github.com/ontimehq/ontime/internal/testdb/testetcd"
 )
 
 // etcd with authentication on: the node joins with cluster.etcd_username
@@ -24,7 +23,10 @@ import (
 // error naming the key and not showing the password.
 func TestEtcdCredentials(t *testing.T) {
 	t.Parallel()
-	ep := testetcd.Start(t)
+	// bcrypt at its lowest cost: the embedded server is built with -race,
+	// and at the default cost one password check took over the client's
+	// 5 s dial timeout when the package's tests ran together.
+	ep := startEtcd(t, func(c *embed.Config) { c.BcryptCost = 4 }).Host
 	const password = "etcd-root-pass-4e1b9"
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -42,6 +44,7 @@ func TestEtcdCredentials(t *testing.T) {
 		}
 	}
 	admin.Close()
+	ctx = context.Background()
 	dir := t.TempDir()
 	pwFile := filepath.Join(dir, "etcd.pw")
 	os.WriteFile(pwFile, []byte(password+"\n"), 0o600)
@@ -88,32 +91,9 @@ func TestEtcdTLS(t *testing.T) {
 	ca := testca.New(t, "etcd test CA")
 	caFile, srvCert, srvKey := ca.Files(t, dir, "etcd-server")
 	_, cliCert, cliKey := ca.Files(t, dir, "etcd-client")
-	freeURL := func(scheme string) url.URL {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer ln.Close()
-		return url.URL{Scheme: scheme, Host: ln.Addr().String()}
-	}
-	ecfg := embed.NewConfig()
-	ecfg.Dir = filepath.Join(dir, "etcd")
-	ecfg.LogLevel = "error"
-	client, peer := freeURL("https"), freeURL("http")
-	ecfg.ListenClientUrls, ecfg.AdvertiseClientUrls = []url.URL{client}, []url.URL{client}
-	ecfg.ListenPeerUrls, ecfg.AdvertisePeerUrls = []url.URL{peer}, []url.URL{peer}
-	ecfg.InitialCluster = ecfg.InitialClusterFromName(ecfg.Name)
-	ecfg.ClientTLSInfo = transport.TLSInfo{CertFile: srvCert, KeyFile: srvKey, TrustedCAFile: caFile, ClientCertAuth: true}
-	e, err := embed.StartEtcd(ecfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(e.Close)
-	select {
-	case <-e.Server.ReadyNotify():
-	case <-time.After(30 * time.Second):
-		t.Fatal("etcd not ready")
-	}
+	client := startEtcd(t, func(c *embed.Config) {
+		c.ClientTLSInfo = transport.TLSInfo{CertFile: srvCert, KeyFile: srvKey, TrustedCAFile: caFile, ClientCertAuth: true}
+	})
 	cfg := ontime.DefaultConfig()
 	cfg.DataDir = dir
 	cfg.Store.Tables = 2
@@ -144,4 +124,42 @@ func TestEtcdTLS(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// startEtcd runs a single-member etcd on free loopback ports, as
+// testetcd.Start does, with mod applied (https client URL when mod sets
+// client TLS), and returns its client URL.
+func startEtcd(t *testing.T, mod func(*embed.Config)) url.URL {
+	t.Helper()
+	freeURL := func(scheme string) url.URL {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer ln.Close()
+		return url.URL{Scheme: scheme, Host: ln.Addr().String()}
+	}
+	ecfg := embed.NewConfig()
+	ecfg.Dir = t.TempDir()
+	ecfg.LogLevel = "error"
+	mod(ecfg)
+	scheme := "http"
+	if !ecfg.ClientTLSInfo.Empty() {
+		scheme = "https"
+	}
+	client, peer := freeURL(scheme), freeURL("http")
+	ecfg.ListenClientUrls, ecfg.AdvertiseClientUrls = []url.URL{client}, []url.URL{client}
+	ecfg.ListenPeerUrls, ecfg.AdvertisePeerUrls = []url.URL{peer}, []url.URL{peer}
+	ecfg.InitialCluster = ecfg.InitialClusterFromName(ecfg.Name)
+	e, err := embed.StartEtcd(ecfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(e.Close)
+	select {
+	case <-e.Server.ReadyNotify():
+	case <-time.After(30 * time.Second):
+		t.Fatal("etcd not ready")
+	}
+	return client
 }
