@@ -18,7 +18,6 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
-	"time"
 )
 
 // ErrDenied is wrapped by every refusal; errors.As to *DeniedError for why.
@@ -456,9 +455,6 @@ func (d *Dialer) DialContext(ctx context.Context, network, address string) (net.
 		return nil, fmt.Errorf("dial %s: the name has no address", address)
 	}
 }
-
-// DefaultDialTimeout bounds one connection attempt.
-const DefaultDialTimeout = 30 * time.Second
 
 // Matcher matches a URL's host against rules of the policy's syntax
 // (CIDRs, host globs) without resolving it: for choices that are not

@@ -180,6 +180,9 @@ func Excerpt(b []byte) string {
 			c = '?'
 		}
 		if space {
+			if out.Len()+1 >= ExcerptBytes {
+				break
+			}
 			out.WriteByte(' ')
 			space = false
 		}
