@@ -305,3 +305,13 @@ func Routes(h http.Handler) []string {
 	}
 	return nil
 }
+
+// readyMessage is the answer of a failing /readyz. The probe needs no
+// token, so with tokens configured the cause (a store's address, a
+// driver's words) is left for the log: anyone may ask.
+func readyMessage(a *Auth, err error) string {
+	if a != nil {
+		return "not ready"
+	}
+	return "not ready: " + err.Error()
+}

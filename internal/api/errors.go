@@ -115,6 +115,9 @@ type routed struct {
 func (h routed) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	ar, err := h.auth.authenticate(w, r)
 	if err != nil {
+		// The reason and the token's name only: a presented token is
+		// never logged (it may be a real one, of another system).
+		h.log.Debug("api request refused", "method", r.Method, "path", r.URL.Path, "remote", r.RemoteAddr, "why", err.Error())
 		writeError(w, r, h.log, err)
 		return
 	}

@@ -76,7 +76,7 @@ func NewHandler(svc Service, opts Options) http.Handler {
 		// Any failure means "not ready" here, a store that does not answer
 		// included: a load balancer only needs to know to look elsewhere.
 		if err := svc.Ready(r.Context()); err != nil {
-			h.fail(w, r, &httpError{status: http.StatusServiceUnavailable, code: apiv1.CodeUnavailable, message: "not ready: " + err.Error()})
+			h.fail(w, r, &httpError{status: http.StatusServiceUnavailable, code: apiv1.CodeUnavailable, message: readyMessage(opts.Auth, err)})
 			return
 		}
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
