@@ -293,16 +293,17 @@ func (p *Policy) CheckAddr(host string, ap netip.AddrPort) error {
 	if rule, ok := p.deny.matchIP(a); ok {
 		return &DeniedError{What: what, Why: "delivery.deny_targets " + rule}
 	}
-	allowed := false
+	// An allow entry lifts a default denial only when it names the
+	// address: allowing "*.partner.example" must not let a name there
+	// that resolves to 169.254.169.254 through.
+	_, byIP := p.allow.matchIP(a)
 	if !p.allow.empty() {
-		_, byIP := p.allow.matchIP(a)
 		_, byHost := p.allow.matchHost(host)
 		if !byIP && !(host != "" && byHost) {
 			return &DeniedError{What: what, Why: "not in delivery.allow_targets"}
 		}
-		allowed = true
 	}
-	if rule, ok := p.defaults.matchIP(a); ok && !allowed {
+	if rule, ok := p.defaults.matchIP(a); ok && !byIP {
 		return &DeniedError{What: what, Why: "denied by default: " + rule + " (link-local, metadata, unspecified, multicast or broadcast)"}
 	}
 	return nil

@@ -132,6 +132,10 @@ func TestConfiguredRules(t *testing.T) {
 	if err := p.CheckAddr("api.partner.example", netip.MustParseAddrPort("198.51.100.1:443")); err != nil {
 		t.Errorf("allowed name: %v", err)
 	}
+	// An allowed name does not lift the defaults for where it resolves.
+	if err := p.CheckAddr("evil.partner.example", netip.MustParseAddrPort("169.254.169.254:80")); !errors.Is(err, ErrDenied) {
+		t.Errorf("allowed name resolving to the metadata address: %v", err)
+	}
 	for _, bad := range [][]string{{"10.0.0.0/33"}, {""}, {"http://x"}, {"a[b"}} {
 		if _, err := New(Config{Deny: bad}); err == nil || !strings.Contains(err.Error(), "delivery.deny_targets[0]") {
 			t.Errorf("deny %q: %v", bad, err)
