@@ -121,14 +121,16 @@ func (a *Auth) lookup(presented string) *Token {
 	return found
 }
 
-// RouteRole is the role a route needs: health probes none; /metrics
+// RouteRole is the role a route needs: health probes and the OpenAPI
+// document none; /metrics
 // metrics (or admin); the operations that act across tasks or on the
 // cluster (a requeue, :pause, :resume, anything under /v1/cluster) admin;
 // other reads read; other changes write. It works on the path, not on a
 // list of patterns, so routes added later get a role without being listed.
 func RouteRole(method, p string) Role {
 	switch {
-	case p == "/healthz" || p == "/readyz":
+	case p == "/healthz" || p == "/readyz" || p == "/v1/openapi.json":
+		// Probes, and the API's description (public, like any API's docs).
 		return RoleNone
 	case p == "/metrics":
 		return RoleMetrics
