@@ -7,6 +7,7 @@ package tlsreload
 
 import (
 	"context"
+	"crypto/sha256"
 	"crypto/tls"
 	"fmt"
 	"log/slog"
@@ -19,7 +20,7 @@ import (
 	"github.com/ontimehq/ontime/internal/startstop"
 )
 
-// DefaultPoll is how often the files' modification times are read.
+// DefaultPoll is how often the files are read to see whether they changed.
 const DefaultPoll = 2 * time.Second
 
 // Reloader holds the current certificate. Between Start and Stop it
@@ -32,7 +33,7 @@ type Reloader struct {
 
 	mu      sync.RWMutex
 	cert    *tls.Certificate
-	stamp   string // the files' sizes and modification times at the last load
+	stamp   [sha256.Size]byte // digest of the files at the last load tried
 	reloads int
 }
 
@@ -51,32 +52,52 @@ func New(certFile, keyFile string, poll time.Duration, log *slog.Logger) (*Reloa
 	return r, nil
 }
 
-func (r *Reloader) fileStamp() string {
-	var s string
-	for _, f := range []string{r.certFile, r.keyFile} {
-		if fi, err := os.Stat(f); err == nil {
-			s += fmt.Sprintf("%d/%d;", fi.Size(), fi.ModTime().UnixNano())
-		}
+// read returns the files' contents and a digest of them. The digest, not
+// modification times, says whether they changed: a file replaced within
+// the file system's timestamp granularity, with the same size, is seen.
+func (r *Reloader) read() (certPEM, keyPEM []byte, stamp [sha256.Size]byte, err error) {
+	if certPEM, err = os.ReadFile(r.certFile); err != nil {
+		return nil, nil, stamp, fmt.Errorf("tls.cert_file: %w", err)
 	}
-	return s
+	if keyPEM, err = os.ReadFile(r.keyFile); err != nil {
+		return nil, nil, stamp, fmt.Errorf("tls.key_file: %w", err)
+	}
+	h := sha256.New()
+	h.Write(certPEM)
+	h.Write([]byte{0})
+	h.Write(keyPEM)
+	copy(stamp[:], h.Sum(nil))
+	return certPEM, keyPEM, stamp, nil
 }
 
 func (r *Reloader) load() error {
-	stamp := r.fileStamp()
-	c, err := tls.LoadX509KeyPair(r.certFile, r.keyFile)
+	certPEM, keyPEM, stamp, err := r.read()
 	if err != nil {
-		// Remembered, so a broken pair is reported once, not every poll;
-		// the next change of the files is tried again.
-		r.mu.Lock()
-		r.stamp = stamp
-		r.mu.Unlock()
+		return err
+	}
+	c, err := tls.X509KeyPair(certPEM, keyPEM)
+	// Remembered even when it fails, so a broken pair is reported once,
+	// not every poll; the next change of the files is tried again.
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.stamp = stamp
+	if err != nil {
 		return fmt.Errorf("tls.cert_file, tls.key_file: %w", err)
 	}
-	r.mu.Lock()
-	r.cert, r.stamp = &c, stamp
+	r.cert = &c
 	r.reloads++
-	r.mu.Unlock()
 	return nil
+}
+
+// changed reports whether the files differ from the last pair tried.
+func (r *Reloader) changed() bool {
+	_, _, stamp, err := r.read()
+	if err != nil {
+		return false // half replaced, or gone: wait for the next look
+	}
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return stamp != r.stamp
 }
 
 // Reload reads the files again now; on error the previous pair stays.
@@ -129,10 +150,7 @@ func (r *Reloader) Start(ctx context.Context) error {
 			case <-hup:
 				_ = r.Reload()
 			case <-t.C:
-				r.mu.RLock()
-				last := r.stamp
-				r.mu.RUnlock()
-				if r.fileStamp() != last {
+				if r.changed() {
 					_ = r.Reload()
 				}
 			}
