@@ -73,6 +73,7 @@ func (n *Node) newCoordinator(ctx context.Context, st *sqlstore.Store) error {
 		}
 		n.log.Info("cluster assignment", "term", term, "items", len(its))
 		n.scan.SetItems(its)
+		n.sched.SetOwned(items)
 	}
 	ttl := time.Duration(n.cfg.Cluster.LeaseTTL)
 	var c coordinator

@@ -57,6 +57,8 @@ type Config struct {
 	HTTP      HTTPConfig     `yaml:"http"`
 	Auth      AuthConfig     `yaml:"auth"` // API tokens (config_security.go)
 	TLS       TLSConfig      `yaml:"tls"`  // API over TLS
+	// Schedules are upserted when the node starts (schedules.go).
+	Schedules []Schedule `yaml:"schedules"`
 }
 
 // StoreConfig configures the task store.
@@ -379,7 +381,10 @@ func (c *Config) Validate() error {
 	if err := c.HTTP.validate(d.MaxPayloadBytes); err != nil {
 		return err
 	}
-	return c.validateSecurity()
+	if err := c.validateSecurity(); err != nil {
+		return err
+	}
+	return c.validateSchedules()
 }
 
 func (h HTTPConfig) validate(maxPayload int) error {

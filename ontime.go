@@ -20,6 +20,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net/http"
 	"os"
 	"slices"
@@ -41,6 +42,7 @@ import (
 	"github.com/ontimehq/ontime/internal/metrics"
 	"github.com/ontimehq/ontime/internal/router"
 	"github.com/ontimehq/ontime/internal/scan"
+	"github.com/ontimehq/ontime/internal/schedule"
 	"github.com/ontimehq/ontime/internal/startstop"
 	"github.com/ontimehq/ontime/internal/store"
 	"github.com/ontimehq/ontime/internal/store/sqlstore"
@@ -138,6 +140,7 @@ type Node struct {
 	submit  *submit.Service
 	scan    *scan.Scanner
 	router  *deliver.Router
+	sched   *schedule.Service
 	cluster *clusterRun // nil without a coordinator
 	sec     *secrets    // the config's secrets, read (config_security.go)
 	// services in start order; stopped in reverse.
@@ -302,6 +305,10 @@ func (n *Node) build(ctx context.Context, resolver Resolver) error {
 	if ts, ok := n.tier.(startstop.Service); ok { // redis: its wake-up listener runs before the fire loops
 		n.services = slices.Insert(n.services, 3, ts)
 	}
+	if err := n.buildSchedules(); err != nil {
+		return err
+	}
+	n.services = append(n.services, n.sched) // it submits: after every stage it feeds
 	return nil
 }
 
@@ -344,6 +351,9 @@ func (n *Node) Start(ctx context.Context) error {
 	}
 	if err := n.store.Ping(ctx); err != nil {
 		return fmt.Errorf("store: %w", err)
+	}
+	if err := n.putConfigSchedules(ctx); err != nil {
+		return err
 	}
 	// The pipeline outlives the caller's context: Stop ends it.
 	ctx = context.WithoutCancel(ctx)
@@ -477,7 +487,7 @@ func (n *Node) Cancel(ctx context.Context, id string) (*Task, error) {
 
 // HTTPHandler serves the HTTP API v1 for this node.
 func (n *Node) HTTPHandler() http.Handler {
-	return api.NewHandler(n.submit, api.Options{
+	opts := api.Options{
 		MaxPayloadBytes: n.cfg.Delivery.MaxPayloadBytes,
 		MaxBatchBytes:   int64(n.cfg.HTTP.MaxBatchBytes),
 		Logger:          n.log,
@@ -486,7 +496,9 @@ func (n *Node) HTTPHandler() http.Handler {
 			"GET /metrics":    promhttp.HandlerFor(n.reg, promhttp.HandlerOpts{Registry: n.reg}),
 			"GET /v1/cluster": http.HandlerFunc(n.clusterHandler),
 		},
-	})
+	}
+	maps.Copy(opts.Extra, api.ScheduleRoutes(n.sched, opts))
+	return api.NewHandler(n.submit, opts)
 }
 
 // Config returns the node's effective configuration.

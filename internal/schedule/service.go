@@ -1,0 +1,432 @@
+// Package schedule turns cron schedules into ordinary tasks.
+//
+// A schedule is a row in the store's first database: its definition (cron
+// expression, time zone, the task to make, misfire policy, paused) and its
+// Progress — the cursor up to which fire times have been made into tasks.
+// Each fire time becomes one task with key NAME@<RFC 3339 fire time>, made
+// ahead of time (Lookahead: at least one preheat window) so that the
+// pipeline delivers it with its own precision, never early.
+//
+// One task per fire time, whatever the number of nodes, rests on three
+// things, each enough in the common case and together enough in the others:
+//
+//  1. one owner: a schedule belongs to the node that owns the sharding item
+//     its name hashes to (the coordinator hands items to live nodes, fenced,
+//     so two live nodes do not own one item at once);
+//  2. the cursor moves by compare-and-set only (same version, same cursor):
+//     a node whose view is stale makes nothing new of it;
+//  3. the task key: a fire time made twice (a node killed between its
+//     insert and its compare-and-set, an owner changing hands mid-round) is
+//     found by its key and not inserted again.
+//
+// The order is insert, then compare-and-set: a node killed in between
+// leaves the cursor behind tasks that exist, which the next owner finds by
+// key; the reverse order would lose those fire times. Keys become free
+// again retention.key_hold after a task ends, so this holds as long as the
+// next owner comes within that time — it comes within cluster.lease_ttl
+// unless every node is down.
+//
+// Changes (PUT, pause, resume) write a new Version; the owner then
+// withdraws (deletes) the tasks it made for fire times still ahead and not
+// yet started, and makes them again under the new definition. Deleting
+// the rows, rather than cancelling them, frees their keys at once, so an
+// unchanged fire time keeps its key.
+//
+// Misfire: a fire time older than MisfireAfter when the owner gets to it
+// was missed (no node made it in time: every node was down). Younger ones
+// are made late and delivered at once. Skip drops the missed ones; fire_once
+// makes one task, due now, keyed by the last of them.
+package schedule
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/ontimehq/ontime/internal/cronspec"
+	"github.com/ontimehq/ontime/internal/router"
+	"github.com/ontimehq/ontime/internal/startstop"
+	"github.com/ontimehq/ontime/internal/store"
+	"github.com/ontimehq/ontime/internal/submit"
+	"github.com/ontimehq/ontime/internal/task"
+)
+
+// Store keeps schedules (*sqlstore.Store implements it). Compare-and-set
+// methods answer false, and change nothing, when the row is not as given.
+type Store interface {
+	// Schedules lists every schedule by name.
+	Schedules(ctx context.Context) ([]Record, error)
+	// Schedule returns one schedule or ErrNotFound.
+	Schedule(ctx context.Context, name string) (Record, error)
+	// CreateSchedule inserts r, or answers ErrExists.
+	CreateSchedule(ctx context.Context, r Record) error
+	// UpdateSchedule writes r's definition, Version and UpdatedAt where
+	// the row's version is version, and raises its cursor to r.Cursor
+	// when that is later.
+	UpdateSchedule(ctx context.Context, r Record, version int64) (bool, error)
+	// DeleteSchedule deletes the schedule; false when there was none.
+	DeleteSchedule(ctx context.Context, name string) (bool, error)
+	// AdvanceSchedule sets the progress to to where the row has this
+	// version and progress from.
+	AdvanceSchedule(ctx context.Context, name string, version int64, from, to Progress) (bool, error)
+	// WithdrawFires deletes the pending and claimed tasks of topic whose
+	// keys are fire times of name, due after after; it answers how many.
+	WithdrawFires(ctx context.Context, topic, name string, after time.Time) (int64, error)
+}
+
+// Submitter makes tasks: the node's submit path.
+type Submitter interface {
+	Submit(ctx context.Context, specs []task.Spec) ([]submit.Result, error)
+}
+
+// Config configures a Service. Store and Submitter are required.
+type Config struct {
+	Store     Store
+	Submitter Submitter
+	// Limits judge a definition's task as a submitted task is judged.
+	Limits task.Limits
+	// Items are every sharding item's key, in one order on every node. A
+	// schedule belongs to the owner of Items[hash(name) mod len(Items)]
+	// (SetOwned). Empty: this node owns every schedule.
+	Items []string
+	// Lookahead is how far ahead fire times are made into tasks: at least
+	// the preheat window, so they enter the hot tier early, and longer
+	// than a takeover, so that a killed owner's successor starts before
+	// the tasks it made run out. Default 30s.
+	Lookahead time.Duration
+	// MisfireAfter is how late a fire time may be made; older, it was
+	// missed and the misfire policy applies. Default 20s.
+	MisfireAfter time.Duration
+	// Poll is how often the owner rereads schedules changed on other
+	// nodes. Default 1s.
+	Poll   time.Duration
+	Logger *slog.Logger
+	// Now is the clock (default time.Now); tests move it.
+	Now func() time.Time
+}
+
+// Defaults of Config.
+const (
+	DefaultLookahead    = 30 * time.Second
+	DefaultMisfireAfter = 20 * time.Second
+	DefaultPoll         = time.Second
+)
+
+// Service serves the schedule operations and, on the node that owns a
+// schedule, makes its tasks (the loop runs between Start and Stop).
+type Service struct {
+	startstop.Base
+
+	cfg  Config
+	st   Store
+	sub  Submitter
+	log  *slog.Logger
+	now  func() time.Time
+	wake chan struct{}
+
+	mu    sync.Mutex
+	owned map[string]bool // item keys this node owns; nil with no Items
+	specs map[string]cronspec.Spec
+}
+
+// New checks cfg and builds the service.
+func New(cfg Config) (*Service, error) {
+	if cfg.Store == nil || cfg.Submitter == nil {
+		return nil, errors.New("schedule: Store and Submitter are required")
+	}
+	if cfg.Lookahead <= 0 {
+		cfg.Lookahead = DefaultLookahead
+	}
+	if cfg.MisfireAfter <= 0 {
+		cfg.MisfireAfter = DefaultMisfireAfter
+	}
+	if cfg.Poll <= 0 {
+		cfg.Poll = DefaultPoll
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	cfg.Limits = cfg.Limits.WithDefaults()
+	s := &Service{cfg: cfg, st: cfg.Store, sub: cfg.Submitter, log: cfg.Logger, now: cfg.Now,
+		wake: make(chan struct{}, 1), specs: map[string]cronspec.Spec{}}
+	if len(cfg.Items) > 0 {
+		s.owned = map[string]bool{}
+	}
+	return s, nil
+}
+
+// SetOwned tells the service which sharding items this node owns now (the
+// coordinator's assignment); it makes the tasks of the schedules that hash
+// to them.
+func (s *Service) SetOwned(items []string) {
+	s.mu.Lock()
+	if s.owned != nil {
+		s.owned = make(map[string]bool, len(items))
+		for _, it := range items {
+			s.owned[it] = true
+		}
+	}
+	s.mu.Unlock()
+	s.Wake()
+}
+
+// Owns reports whether this node makes the tasks of the schedule name.
+func (s *Service) Owns(name string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.owned == nil {
+		return true
+	}
+	return s.owned[s.cfg.Items[int(uint64(router.HashKey(name))%uint64(len(s.cfg.Items)))]]
+}
+
+// Wake makes the loop look at the schedules now rather than at its next
+// planned time.
+func (s *Service) Wake() {
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Create stores a new schedule; ErrExists when the name is taken.
+func (s *Service) Create(ctx context.Context, d Definition) (Record, error) {
+	now := s.now()
+	if _, err := Validate(&d, s.cfg.Limits, now); err != nil {
+		return Record{}, err
+	}
+	r := newRecord(d, now)
+	if err := s.st.CreateSchedule(ctx, r); err != nil {
+		return Record{}, fmt.Errorf("create schedule %s: %w", d.Name, err)
+	}
+	s.Wake()
+	return r, nil
+}
+
+// newRecord is a schedule created at now: its first fire time is the
+// first after now.
+func newRecord(d Definition, now time.Time) Record {
+	now = now.Truncate(time.Microsecond) // what the store keeps
+	v := store.NewToken()
+	return Record{Definition: d, Version: v, Progress: Progress{Cursor: now, Applied: v, MadeTopic: d.Task.Topic},
+		CreatedAt: now, UpdatedAt: now}
+}
+
+// Put creates the schedule or replaces its definition; created says which.
+// Replacing with an identical definition writes nothing. A replaced
+// schedule keeps its cursor: fire times already passed are not made again.
+func (s *Service) Put(ctx context.Context, d Definition) (r Record, created bool, err error) {
+	now := s.now()
+	if _, err := Validate(&d, s.cfg.Limits, now); err != nil {
+		return Record{}, false, err
+	}
+	for range 10 {
+		cur, err := s.st.Schedule(ctx, d.Name)
+		switch {
+		case errors.Is(err, ErrNotFound):
+			r := newRecord(d, now)
+			err := s.st.CreateSchedule(ctx, r)
+			if errors.Is(err, ErrExists) {
+				continue // created meanwhile: replace it
+			}
+			if err != nil {
+				return Record{}, false, fmt.Errorf("put schedule %s: %w", d.Name, err)
+			}
+			s.Wake()
+			return r, true, nil
+		case err != nil:
+			return Record{}, false, fmt.Errorf("put schedule %s: %w", d.Name, err)
+		}
+		if cur.Definition.Equal(d) {
+			return cur, false, nil
+		}
+		next := cur
+		next.Definition, next.Version, next.UpdatedAt = d, store.NewToken(), now.Truncate(time.Microsecond)
+		if cur.Paused && !d.Paused {
+			next.Cursor = laterOf(cur.Cursor, now) // resumed: the paused time is not owed
+		}
+		ok, err := s.st.UpdateSchedule(ctx, next, cur.Version)
+		if err != nil {
+			return Record{}, false, fmt.Errorf("put schedule %s: %w", d.Name, err)
+		}
+		if ok {
+			s.Wake()
+			return s.reread(ctx, next)
+		}
+	}
+	return Record{}, false, fmt.Errorf("put schedule %s: %w", d.Name, errBusy)
+}
+
+// errBusy: the row kept changing under a read-modify-write.
+var errBusy = errors.New("schedule changed concurrently; retry")
+
+// reread returns the stored row after a write (its cursor may have been
+// raised), or want when it cannot be read.
+func (s *Service) reread(ctx context.Context, want Record) (Record, bool, error) {
+	r, err := s.st.Schedule(ctx, want.Name)
+	if err != nil || r.Version != want.Version {
+		return want, false, nil
+	}
+	return r, false, nil
+}
+
+// Get returns a schedule.
+func (s *Service) Get(ctx context.Context, name string) (Record, error) {
+	if err := ValidateName(name); err != nil {
+		return Record{}, err
+	}
+	return s.st.Schedule(ctx, name)
+}
+
+// List returns every schedule by name.
+func (s *Service) List(ctx context.Context) ([]Record, error) { return s.st.Schedules(ctx) }
+
+// Delete removes a schedule and withdraws its tasks not yet started; it
+// returns the schedule as it was.
+func (s *Service) Delete(ctx context.Context, name string) (Record, error) {
+	r, err := s.Get(ctx, name)
+	if err != nil {
+		return Record{}, err
+	}
+	ok, err := s.st.DeleteSchedule(ctx, name)
+	if err != nil {
+		return Record{}, fmt.Errorf("delete schedule %s: %w", name, err)
+	}
+	if !ok {
+		return Record{}, ErrNotFound
+	}
+	// An owner making tasks at this moment finds the row gone when it
+	// moves the cursor, and withdraws what it made itself (lost).
+	s.withdrawAll(ctx, r, s.now())
+	return r, nil
+}
+
+// withdrawAll withdraws the tasks of r under its made and current topics.
+func (s *Service) withdrawAll(ctx context.Context, r Record, now time.Time) {
+	topics := []string{r.MadeTopic}
+	if r.Task.Topic != r.MadeTopic {
+		topics = append(topics, r.Task.Topic)
+	}
+	for _, tp := range topics {
+		if n, err := s.st.WithdrawFires(ctx, tp, r.Name, now); err != nil {
+			s.log.Warn("schedule: withdrawing tasks of a deleted schedule failed; they will fire", "schedule", r.Name, "err", err)
+		} else if n > 0 {
+			s.log.Info("schedule: tasks withdrawn", "schedule", r.Name, "tasks", n)
+		}
+	}
+}
+
+// Pause stops making tasks for the schedule; the tasks already made and
+// not yet started are withdrawn by the owner. Pausing a paused schedule
+// changes nothing.
+func (s *Service) Pause(ctx context.Context, name string) (Record, error) {
+	return s.setPaused(ctx, name, true)
+}
+
+// Resume makes tasks again from the next fire time after now: the fire
+// times of the paused period are not owed. Resuming a running schedule
+// changes nothing.
+func (s *Service) Resume(ctx context.Context, name string) (Record, error) {
+	return s.setPaused(ctx, name, false)
+}
+
+func (s *Service) setPaused(ctx context.Context, name string, paused bool) (Record, error) {
+	if err := ValidateName(name); err != nil {
+		return Record{}, err
+	}
+	d := Definition{}
+	for range 10 {
+		cur, err := s.st.Schedule(ctx, name)
+		if err != nil {
+			return Record{}, err
+		}
+		if cur.Paused == paused {
+			return cur, nil
+		}
+		d = cur.Definition
+		d.Paused = paused
+		r, _, err := s.Put(ctx, d)
+		if errors.Is(err, errBusy) {
+			continue
+		}
+		return r, err
+	}
+	return Record{}, fmt.Errorf("schedule %s: %w", name, errBusy)
+}
+
+// Trigger makes one task of the schedule now, outside its cron, keyed by
+// now as if it were a fire time; paused schedules may be triggered. created
+// is false in the unlikely case the key existed.
+func (s *Service) Trigger(ctx context.Context, name string) (t *task.Task, created bool, err error) {
+	r, err := s.Get(ctx, name)
+	if err != nil {
+		return nil, false, err
+	}
+	res, err := s.sub.Submit(ctx, []task.Spec{r.taskSpec(s.now().Truncate(time.Microsecond), false)})
+	if err != nil {
+		return nil, false, fmt.Errorf("trigger schedule %s: %w", name, err)
+	}
+	if res[0].Err != nil {
+		return nil, false, res[0].Err
+	}
+	return res[0].Task, !res[0].Existing, nil
+}
+
+// NextFire is the schedule's first fire time after now; zero when it is
+// paused or never fires again.
+func (s *Service) NextFire(r Record) time.Time {
+	if r.Paused {
+		return time.Time{}
+	}
+	spec, err := s.spec(r)
+	if err != nil {
+		return time.Time{}
+	}
+	return spec.Next(s.now())
+}
+
+// spec parses r's expression, once per expression and zone.
+func (s *Service) spec(r Record) (cronspec.Spec, error) {
+	k := r.Cron + "\x00" + r.TimeZone
+	s.mu.Lock()
+	sp, ok := s.specs[k]
+	s.mu.Unlock()
+	if ok {
+		return sp, nil
+	}
+	sp, err := cronspec.Parse(r.Cron, r.TimeZone)
+	if err != nil {
+		return cronspec.Spec{}, err
+	}
+	s.mu.Lock()
+	if len(s.specs) > 10000 { // a bound, not a cache policy: schedules are few
+		clear(s.specs)
+	}
+	s.specs[k] = sp
+	s.mu.Unlock()
+	return sp, nil
+}
+
+// taskSpec is the task of fire time at; due at at, or now when dueNow.
+func (r Record) taskSpec(at time.Time, dueNow bool) task.Spec {
+	sp := task.Spec{Topic: r.Task.Topic, Key: Key(r.Name, at), Payload: r.Task.Payload, Target: r.Task.Target,
+		MaxAttempts: r.Task.MaxAttempts}
+	if !dueNow {
+		due := at
+		sp.DueAt = &due
+	}
+	return sp
+}
+
+func laterOf(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}

@@ -1,0 +1,229 @@
+package sqlstore
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/ontimehq/ontime/internal/schedule"
+	"github.com/ontimehq/ontime/internal/task"
+)
+
+// Schedules (schedule.Store) live in ontime_schedules, one row per
+// schedule, in the first database; times are Unix microseconds, like the
+// tasks'. The cursor columns (cursor_at, applied, made_topic) move only by
+// compare-and-set, which is what keeps two nodes from both making a fire
+// time. rev grows on every write so that MySQL, which counts changed rather
+// than matched rows, reports every match.
+
+var _ schedule.Store = (*Store)(nil)
+
+// createSchedules is schema version 5, per engine.
+var createSchedules = map[string][]string{
+	"sqlite": {`CREATE TABLE IF NOT EXISTS ontime_schedules (
+		name TEXT NOT NULL PRIMARY KEY,
+		cron TEXT NOT NULL,
+		time_zone TEXT NOT NULL,
+		topic TEXT NOT NULL,
+		payload BLOB NOT NULL,
+		target TEXT NOT NULL,
+		max_attempts INTEGER NOT NULL,
+		misfire TEXT NOT NULL,
+		paused INTEGER NOT NULL,
+		version INTEGER NOT NULL,
+		cursor_at INTEGER NOT NULL,
+		applied INTEGER NOT NULL,
+		made_topic TEXT NOT NULL,
+		created_at INTEGER NOT NULL,
+		updated_at INTEGER NOT NULL,
+		rev INTEGER NOT NULL DEFAULT 0
+	)`},
+	"mysql": {`CREATE TABLE IF NOT EXISTS ontime_schedules (
+		name VARCHAR(64) CHARACTER SET ascii COLLATE ascii_bin NOT NULL PRIMARY KEY,
+		cron VARCHAR(255) NOT NULL,
+		time_zone VARCHAR(64) NOT NULL,
+		topic VARCHAR(64) CHARACTER SET ascii COLLATE ascii_bin NOT NULL,
+		payload MEDIUMBLOB NOT NULL,
+		target VARCHAR(2048) NOT NULL,
+		max_attempts INT NOT NULL,
+		misfire VARCHAR(16) NOT NULL,
+		paused TINYINT NOT NULL,
+		version BIGINT NOT NULL,
+		cursor_at BIGINT NOT NULL,
+		applied BIGINT NOT NULL,
+		made_topic VARCHAR(64) CHARACTER SET ascii COLLATE ascii_bin NOT NULL,
+		created_at BIGINT NOT NULL,
+		updated_at BIGINT NOT NULL,
+		rev BIGINT NOT NULL DEFAULT 0
+	) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin`},
+	"postgres": {`CREATE TABLE IF NOT EXISTS ontime_schedules (
+		name TEXT COLLATE "C" NOT NULL PRIMARY KEY,
+		cron TEXT NOT NULL,
+		time_zone TEXT NOT NULL,
+		topic TEXT COLLATE "C" NOT NULL,
+		payload BYTEA NOT NULL,
+		target TEXT NOT NULL,
+		max_attempts INT NOT NULL,
+		misfire TEXT NOT NULL,
+		paused SMALLINT NOT NULL,
+		version BIGINT NOT NULL,
+		cursor_at BIGINT NOT NULL,
+		applied BIGINT NOT NULL,
+		made_topic TEXT COLLATE "C" NOT NULL,
+		created_at BIGINT NOT NULL,
+		updated_at BIGINT NOT NULL,
+		rev BIGINT NOT NULL DEFAULT 0
+	)`},
+}
+
+const scheduleCols = `name, cron, time_zone, topic, payload, target, max_attempts, misfire, paused, version, cursor_at, applied, made_topic, created_at, updated_at`
+
+// schedDB is the pool schedules live on.
+func (s *Store) schedDB() *sql.DB { return s.w[0] }
+
+func scanSchedule(sc scanner) (schedule.Record, error) {
+	var r schedule.Record
+	var misfire string
+	var paused int
+	var cursor, created, updated int64
+	if err := sc.Scan(&r.Name, &r.Cron, &r.TimeZone, &r.Task.Topic, &r.Task.Payload, &r.Task.Target, &r.Task.MaxAttempts,
+		&misfire, &paused, &r.Version, &cursor, &r.Applied, &r.MadeTopic, &created, &updated); err != nil {
+		return r, err
+	}
+	r.Misfire, r.Paused = schedule.Misfire(misfire), paused != 0
+	r.Cursor, r.CreatedAt, r.UpdatedAt = time.UnixMicro(cursor).UTC(), time.UnixMicro(created).UTC(), time.UnixMicro(updated).UTC()
+	return r, nil
+}
+
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// Schedules lists every schedule by name.
+func (s *Store) Schedules(ctx context.Context) (_ []schedule.Record, err error) {
+	defer classify(&err)
+	rows, err := s.schedDB().QueryContext(ctx, `SELECT `+scheduleCols+` FROM ontime_schedules ORDER BY name`)
+	if err != nil {
+		return nil, fmt.Errorf("schedules: %w", err)
+	}
+	defer rows.Close()
+	var out []schedule.Record
+	for rows.Next() {
+		r, err := scanSchedule(rows)
+		if err != nil {
+			return nil, fmt.Errorf("schedules: %w", err)
+		}
+		out = append(out, r)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("schedules: %w", err)
+	}
+	return out, nil
+}
+
+// Schedule returns one schedule, or schedule.ErrNotFound.
+func (s *Store) Schedule(ctx context.Context, name string) (_ schedule.Record, err error) {
+	defer classify(&err)
+	r, err := scanSchedule(s.schedDB().QueryRowContext(ctx, s.d.rebind(`SELECT `+scheduleCols+` FROM ontime_schedules WHERE name = ?`), name))
+	if errors.Is(err, sql.ErrNoRows) {
+		return r, schedule.ErrNotFound
+	}
+	if err != nil {
+		return r, fmt.Errorf("schedule %s: %w", name, err)
+	}
+	return r, nil
+}
+
+// CreateSchedule inserts r, or answers schedule.ErrExists.
+func (s *Store) CreateSchedule(ctx context.Context, r schedule.Record) (err error) {
+	defer classify(&err)
+	q := `INSERT INTO ontime_schedules (` + scheduleCols + `) VALUES (` + placeholders(15) + `)`
+	if s.d.name == "mysql" {
+		q += ` ON DUPLICATE KEY UPDATE name = name`
+	} else {
+		q += ` ON CONFLICT (name) DO NOTHING`
+	}
+	res, err := s.schedDB().ExecContext(ctx, s.d.rebind(q), r.Name, r.Cron, r.TimeZone, r.Task.Topic, r.Task.Payload, r.Task.Target,
+		r.Task.MaxAttempts, string(r.Misfire), boolInt(r.Paused), r.Version, r.Cursor.UnixMicro(), r.Applied, r.MadeTopic,
+		r.CreatedAt.UnixMicro(), r.UpdatedAt.UnixMicro())
+	if err != nil {
+		return fmt.Errorf("create schedule: %w", err)
+	}
+	if n, _ := res.RowsAffected(); n != 1 {
+		return schedule.ErrExists
+	}
+	return nil
+}
+
+// UpdateSchedule writes r's definition, version and updated_at where the
+// row's version is version, raising its cursor to r.Cursor when later.
+func (s *Store) UpdateSchedule(ctx context.Context, r schedule.Record, version int64) (_ bool, err error) {
+	defer classify(&err)
+	c := r.Cursor.UnixMicro()
+	if r.Cursor.IsZero() {
+		c = 0
+	}
+	res, err := s.schedDB().ExecContext(ctx, s.d.rebind(`UPDATE ontime_schedules SET cron = ?, time_zone = ?, topic = ?, payload = ?,
+		target = ?, max_attempts = ?, misfire = ?, paused = ?, version = ?, updated_at = ?,
+		cursor_at = CASE WHEN cursor_at < ? THEN ? ELSE cursor_at END, rev = rev + 1
+		WHERE name = ? AND version = ?`),
+		r.Cron, r.TimeZone, r.Task.Topic, r.Task.Payload, r.Task.Target, r.Task.MaxAttempts, string(r.Misfire), boolInt(r.Paused),
+		r.Version, r.UpdatedAt.UnixMicro(), c, c, r.Name, version)
+	if err != nil {
+		return false, fmt.Errorf("update schedule %s: %w", r.Name, err)
+	}
+	n, _ := res.RowsAffected()
+	return n == 1, nil
+}
+
+// DeleteSchedule deletes a schedule; false when there was none.
+func (s *Store) DeleteSchedule(ctx context.Context, name string) (_ bool, err error) {
+	defer classify(&err)
+	res, err := s.schedDB().ExecContext(ctx, s.d.rebind(`DELETE FROM ontime_schedules WHERE name = ?`), name)
+	if err != nil {
+		return false, fmt.Errorf("delete schedule %s: %w", name, err)
+	}
+	n, _ := res.RowsAffected()
+	return n == 1, nil
+}
+
+// AdvanceSchedule is the cursor's compare-and-set: it writes to where the
+// row still has this version and the progress from.
+func (s *Store) AdvanceSchedule(ctx context.Context, name string, version int64, from, to schedule.Progress) (_ bool, err error) {
+	defer classify(&err)
+	res, err := s.schedDB().ExecContext(ctx, s.d.rebind(`UPDATE ontime_schedules SET cursor_at = ?, applied = ?, made_topic = ?, rev = rev + 1
+		WHERE name = ? AND version = ? AND cursor_at = ? AND applied = ? AND made_topic = ?`),
+		to.Cursor.UnixMicro(), to.Applied, to.MadeTopic, name, version, from.Cursor.UnixMicro(), from.Applied, from.MadeTopic)
+	if err != nil {
+		return false, fmt.Errorf("advance schedule %s: %w", name, err)
+	}
+	n, _ := res.RowsAffected()
+	return n == 1, nil
+}
+
+// WithdrawFires deletes the pending and claimed tasks of topic keyed as
+// fire times of name and due after after, in every task table: a range on
+// the (topic, task_key) index per table. Rows a node holds in its hot
+// tier are deleted too; starting them then finds no row and does nothing.
+func (s *Store) WithdrawFires(ctx context.Context, topic, name string, after time.Time) (_ int64, err error) {
+	defer classify(&err)
+	lo, hi := schedule.KeyRange(name)
+	var total int64
+	for db := range s.w {
+		for _, t := range s.names {
+			res, err := s.w[db].ExecContext(ctx, s.d.rebind(`DELETE FROM `+t+` WHERE topic = ? AND task_key >= ? AND task_key < ?
+				AND status IN (?, ?) AND due_at > ?`), topic, lo, hi, int(task.StatusPending), int(task.StatusClaimed), after.UnixMicro())
+			if err != nil {
+				return total, fmt.Errorf("withdraw fires of %s: %w", name, err)
+			}
+			n, _ := res.RowsAffected()
+			total += n
+		}
+	}
+	return total, nil
+}
