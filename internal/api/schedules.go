@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/ontimehq/ontime/apiv1"
 	"github.com/ontimehq/ontime/internal/schedule"
@@ -107,7 +108,11 @@ func strictDecode(raw []byte, v any, prefix string) error {
 	var te *json.UnmarshalTypeError
 	switch {
 	case errors.As(err, &te):
-		return badRequest(prefix+te.Field, "want a %s, got a JSON %s", te.Type, te.Value)
+		field := prefix + te.Field
+		if te.Field == "" {
+			field = strings.TrimSuffix(prefix, ".")
+		}
+		return badRequest(field, "want a %s, got a JSON %s", te.Type, te.Value)
 	case strings.HasPrefix(err.Error(), "json: unknown field "):
 		f := strings.Trim(strings.TrimPrefix(err.Error(), "json: unknown field "), `"`)
 		return badRequest(prefix+f, "unknown field")
@@ -129,6 +134,15 @@ func (s *scheduleHandler) readSchedule(w http.ResponseWriter, r *http.Request) (
 		return schedule.Definition{}, err
 	}
 	if err := checkUTF8(raw); err != nil {
+		// Name the field inside the task when the bad bytes are there.
+		var top map[string]json.RawMessage
+		if json.Unmarshal(raw, &top) == nil && !utf8.Valid(top["task"]) {
+			var he *httpError
+			if inner := checkUTF8(top["task"]); errors.As(inner, &he) && he.field != "" {
+				he.field = "task." + he.field
+				return schedule.Definition{}, he
+			}
+		}
 		return schedule.Definition{}, err
 	}
 	var b scheduleBody
@@ -137,13 +151,6 @@ func (s *scheduleHandler) readSchedule(w http.ResponseWriter, r *http.Request) (
 	}
 	var t apiv1.ScheduleTask
 	if len(b.Task) > 0 && !bytes.Equal(b.Task, []byte("null")) {
-		if err := checkUTF8(b.Task); err != nil {
-			var he *httpError
-			if errors.As(err, &he) && he.field != "" {
-				he.field = "task." + he.field
-			}
-			return schedule.Definition{}, err
-		}
 		if err := strictDecode(b.Task, &t, "task."); err != nil {
 			return schedule.Definition{}, err
 		}

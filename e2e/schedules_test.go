@@ -1,0 +1,445 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ontimehq/ontime"
+	"github.com/ontimehq/ontime/apiv1"
+	"github.com/ontimehq/ontime/client"
+	"github.com/ontimehq/ontime/internal/testdb"
+)
+
+// fireCall is one delivery of a schedule's task, read from the webhook.
+type fireCall struct {
+	call
+	Key  string
+	Fire time.Time // the fire time the key names
+}
+
+// fireCalls returns the receiver's deliveries of the schedule name.
+func fireCalls(r *receiver, name string) []fireCall {
+	var out []fireCall
+	for _, c := range r.allCalls() {
+		key, _ := c.Body["key"].(string)
+		at, ok := strings.CutPrefix(key, name+"@")
+		if !ok {
+			continue
+		}
+		fire, err := time.Parse(time.RFC3339Nano, at)
+		if err != nil {
+			continue
+		}
+		out = append(out, fireCall{call: c, Key: key, Fire: fire})
+	}
+	return out
+}
+
+// rawDo sends body to the API and returns the status and the decoded
+// error, if any.
+func rawDo(t *testing.T, method, url, body string) (int, apiv1.ErrorDetail) {
+	t.Helper()
+	req, err := http.NewRequestWithContext(t.Context(), method, url, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	var eb apiv1.ErrorBody
+	if resp.StatusCode >= 400 {
+		if err := json.Unmarshal(raw, &eb); err != nil {
+			t.Fatalf("%s %s: %d answer is not the error envelope: %s", method, url, resp.StatusCode, raw)
+		}
+	}
+	return resp.StatusCode, eb.Error
+}
+
+// TestScheduleAPIValidation: every field of a schedule is checked, the
+// answer names it, and nothing is written.
+func TestScheduleAPIValidation(t *testing.T) {
+	t.Parallel()
+	c, node := startNode(t, "sqlite", func(cfg *ontime.Config) { cfg.Delivery.MaxPayloadBytes = 100 })
+	srv := httptest.NewServer(node.HTTPHandler()) // a second listener, for raw requests
+	t.Cleanup(srv.Close)
+	base := srv.URL
+	ok := func(extra string) string {
+		return `{"name":"s","cron":"@every 1s","task":{"topic":"t"` + extra + `}}`
+	}
+	big := `"` + strings.Repeat("x", 200) + `"`
+	for _, tc := range []struct {
+		method, path, body string
+		status             int
+		field              string
+	}{
+		{"POST", "/v1/schedules", `{}`, 400, "name"},
+		{"POST", "/v1/schedules", `{"name":"a@b","cron":"@every 1s","task":{"topic":"t"}}`, 400, "name"},
+		{"POST", "/v1/schedules", `{"name":"s","task":{"topic":"t"}}`, 400, "cron"},
+		{"POST", "/v1/schedules", `{"name":"s","cron":"* * *","task":{"topic":"t"}}`, 400, "cron"},
+		{"POST", "/v1/schedules", `{"name":"s","cron":"0 0 30 2 *","task":{"topic":"t"}}`, 400, "cron"},
+		{"POST", "/v1/schedules", `{"name":"s","cron":"@every 1s","time_zone":"Nowhere/Land","task":{"topic":"t"}}`, 400, "time_zone"},
+		{"POST", "/v1/schedules", `{"name":"s","cron":"@every 1s","misfire":"later","task":{"topic":"t"}}`, 400, "misfire"},
+		{"POST", "/v1/schedules", `{"name":"s","cron":"@every 1s"}`, 400, "task.topic"},
+		{"POST", "/v1/schedules", `{"name":"s","cron":"@every 1s","task":{"topic":"a b"}}`, 400, "task.topic"},
+		{"POST", "/v1/schedules", ok(`,"payload":` + big), 413, "task.payload"},
+		{"POST", "/v1/schedules", ok(`,"target":"ftp://x"`), 400, "task.target"},
+		{"POST", "/v1/schedules", ok(`,"max_attempts":-1`), 400, "task.max_attempts"},
+		{"POST", "/v1/schedules", ok(`,"max_attempts":"3"`), 400, "task.max_attempts"},
+		{"POST", "/v1/schedules", ok(`,"bogus":1`), 400, "task.bogus"},
+		{"POST", "/v1/schedules", `{"name":"s","cron":"@every 1s","task":{"topic":"t"},"bogus":1}`, 400, "bogus"},
+		{"POST", "/v1/schedules", `{"name":"s","cron":"@every 1s","task":{"topic":"t"},"paused":"yes"}`, 400, "paused"},
+		{"POST", "/v1/schedules", `{"name":"s","cron":"@every 1s","task":"t"}`, 400, "task"},
+		{"POST", "/v1/schedules", "{\"name\":\"s\",\"cron\":\"@every 1s\",\"task\":{\"topic\":\"t\",\"target\":\"http://h/\xff\"}}", 400, "task.target"},
+		{"POST", "/v1/schedules", `{"name":"s",`, 400, ""},
+		{"POST", "/v1/schedules", ok("") + `{}`, 400, ""},
+		{"PUT", "/v1/schedules/s", `{"name":"other","cron":"@every 1s","task":{"topic":"t"}}`, 400, "name"},
+		{"PUT", "/v1/schedules/a%40b", `{"cron":"@every 1s","task":{"topic":"t"}}`, 400, "name"},
+		{"GET", "/v1/schedules/missing", "", 404, "name"},
+		{"DELETE", "/v1/schedules/missing", "", 404, "name"},
+		{"POST", "/v1/schedules/missing:pause", "", 404, "name"},
+		{"POST", "/v1/schedules/missing:resume", "", 404, "name"},
+		{"POST", "/v1/schedules/missing:trigger", "", 404, "name"},
+		{"POST", "/v1/schedules/s:explode", "", 404, ""},
+		{"POST", "/v1/schedules/s", "", 404, ""},
+		{"GET", "/v1/schedules?limit=3", "", 400, "limit"},
+	} {
+		status, e := rawDo(t, tc.method, base+tc.path, tc.body)
+		if status != tc.status || e.Field != tc.field {
+			t.Errorf("%s %s %s: %d %+v, want %d naming %q", tc.method, tc.path, tc.body, status, e, tc.status, tc.field)
+		}
+	}
+	all, err := c.ListSchedules(t.Context())
+	if err != nil || len(all) != 0 {
+		t.Fatalf("bad requests wrote %d schedules (%v)", len(all), err)
+	}
+	if _, err := c.CreateSchedule(t.Context(), client.ScheduleRequest{Name: "s", Cron: "@every 1s", Task: client.ScheduleTask{Topic: "t"}}); err != nil {
+		t.Fatal(err)
+	}
+	_, err = c.CreateSchedule(t.Context(), client.ScheduleRequest{Name: "s", Cron: "@every 2s", Task: client.ScheduleTask{Topic: "t"}})
+	if !client.HasCode(err, apiv1.CodeConflict) {
+		t.Fatalf("second create: %v, want a conflict", err)
+	}
+}
+
+// TestScheduleAPILifecycle: create, read, list, replace, fire, pause,
+// resume, trigger and delete a schedule through the API, with its tasks
+// delivered to a webhook: keyed NAME@<fire time>, due at it, never early.
+func TestScheduleAPILifecycle(t *testing.T) {
+	for _, engine := range testdb.Engines {
+		t.Run(engine, func(t *testing.T) {
+			t.Parallel()
+			rcv := newReceiver(t)
+			c, _ := startNode(t, engine, nil)
+			ctx := t.Context()
+			req := client.ScheduleRequest{Name: "tick", Cron: "* * * * * *", TimeZone: "Europe/Berlin",
+				Task: client.ScheduleTask{Topic: "e2e.sched", Payload: payload(t, map[string]int{"v": 1}), Target: rcv.srv.URL, MaxAttempts: 2}}
+			s, err := c.CreateSchedule(ctx, req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if s.Name != "tick" || s.TimeZone != "Europe/Berlin" || s.Misfire != "skip" || s.Paused || s.NextFireAt == nil ||
+				s.Task.Target != rcv.srv.URL || s.Task.MaxAttempts != 2 || string(s.Task.Payload) != `{"v":1}` {
+				t.Fatalf("created %+v", s)
+			}
+			if g, err := c.GetSchedule(ctx, "tick"); err != nil || g.Cron != "* * * * * *" {
+				t.Fatalf("get: %+v, %v", g, err)
+			}
+			waitFor(t, 30*time.Second, "five fires", func() bool { return len(fireCalls(rcv, "tick")) >= 5 })
+
+			// Replace the payload (PUT of an existing name: 200).
+			req.Task.Payload = payload(t, map[string]int{"v": 2})
+			s2, created, err := c.PutSchedule(ctx, "tick", req)
+			if err != nil || created || string(s2.Task.Payload) != `{"v":2}` {
+				t.Fatalf("put: %+v, %v, %v", s2, created, err)
+			}
+			putAt := time.Now()
+			waitFor(t, 30*time.Second, "a fire with the new payload", func() bool {
+				for _, fc := range fireCalls(rcv, "tick") {
+					if p, _ := fc.Body["payload"].(map[string]any); p["v"] == float64(2) {
+						return true
+					}
+				}
+				return false
+			})
+			// PUT of a new name: 201.
+			if _, created, err := c.PutSchedule(ctx, "other", client.ScheduleRequest{Cron: "@daily", Task: client.ScheduleTask{Topic: "e2e.sched"}}); err != nil || !created {
+				t.Fatalf("put new: %v, created %v", err, created)
+			}
+			if all, err := c.ListSchedules(ctx); err != nil || len(all) != 2 || all[0].Name != "other" || all[1].Name != "tick" {
+				t.Fatalf("list: %+v, %v", all, err)
+			}
+
+			p, err := c.PauseSchedule(ctx, "tick")
+			if err != nil || !p.Paused || p.NextFireAt != nil {
+				t.Fatalf("pause: %+v, %v", p, err)
+			}
+			pausedAt := time.Now()
+			// The tasks made ahead are withdrawn (none left waiting).
+			waitFor(t, 30*time.Second, "tasks ahead withdrawn", func() bool {
+				page, err := c.List(ctx, client.ListOptions{Topic: "e2e.sched", Status: "pending"})
+				return err == nil && len(page.Tasks) == 0
+			})
+			time.Sleep(1500 * time.Millisecond)
+			resumedAt := time.Now() // fire times after the call began may fire
+			r, err := c.ResumeSchedule(ctx, "tick")
+			if err != nil || r.Paused || r.NextFireAt == nil {
+				t.Fatalf("resume: %+v, %v", r, err)
+			}
+			waitFor(t, 30*time.Second, "fires after the resume", func() bool {
+				n := 0
+				for _, fc := range fireCalls(rcv, "tick") {
+					if fc.Fire.After(resumedAt) {
+						n++
+					}
+				}
+				return n >= 2
+			})
+			tk, err := c.TriggerSchedule(ctx, "tick")
+			if err != nil || !strings.HasPrefix(tk.Key, "tick@") || tk.Topic != "e2e.sched" {
+				t.Fatalf("trigger: %+v, %v", tk, err)
+			}
+			waitFor(t, 30*time.Second, "the triggered task delivered", func() bool { return rcv.delivered()[tk.ID] > 0 })
+
+			d, err := c.DeleteSchedule(ctx, "tick")
+			if err != nil || d.Name != "tick" {
+				t.Fatalf("delete: %+v, %v", d, err)
+			}
+			deletedAt := time.Now()
+			if _, err := c.GetSchedule(ctx, "tick"); !client.IsNotFound(err) {
+				t.Fatalf("get after delete: %v", err)
+			}
+			waitFor(t, 30*time.Second, "tasks withdrawn after delete", func() bool {
+				page, err := c.List(ctx, client.ListOptions{Topic: "e2e.sched", Status: "pending"})
+				return err == nil && len(page.Tasks) == 0
+			})
+
+			// Every delivery: the fire time in the key is the due time, never
+			// early, one task per fire time; none for the paused period (after
+			// a second's grace for the owner's round) nor after the delete.
+			ids := map[string]string{}
+			for _, fc := range fireCalls(rcv, "tick") {
+				if fc.ID == tk.ID {
+					continue
+				}
+				if fc.DueAt.Before(fc.Fire) { // made ahead: due at it; made late: due when made
+					t.Errorf("%s: due %s", fc.Key, fc.DueAt)
+				}
+				if fc.At.Before(fc.Fire) {
+					t.Errorf("%s delivered %s early", fc.Key, fc.Fire.Sub(fc.At))
+				}
+				if prev, ok := ids[fc.Key]; ok && prev != fc.ID {
+					t.Errorf("%s: two tasks, %s and %s", fc.Key, prev, fc.ID)
+				}
+				ids[fc.Key] = fc.ID
+				if fc.Fire.After(pausedAt.Add(time.Second)) && !fc.Fire.After(resumedAt) {
+					t.Errorf("%s fired while paused (%s..%s)", fc.Key, pausedAt, resumedAt)
+				}
+				if fc.Fire.After(deletedAt.Add(time.Second)) {
+					t.Errorf("%s fired after the delete at %s", fc.Key, deletedAt)
+				}
+				if p, _ := fc.Body["payload"].(map[string]any); p["v"] == float64(1) && fc.Fire.After(putAt.Add(time.Second)) {
+					t.Errorf("%s fired with the replaced payload", fc.Key)
+				}
+			}
+		})
+	}
+}
+
+// TestScheduleMisfireAfterDowntime: a node is stopped for longer than the
+// tasks it made ahead cover, then started again on the same store. With
+// skip, the fire times missed meanwhile are not made; with fire_once, they
+// become one task, due at the restart. Tasks made before the stop are
+// delivered, late; every other fire time once, never early.
+func TestScheduleMisfireAfterDowntime(t *testing.T) {
+	t.Parallel()
+	rcv := newReceiver(t)
+	dir := t.TempDir()
+	cfg := ontime.DefaultConfig()
+	cfg.DataDir = dir
+	cfg.Store.Tables = 2
+	cfg.Hot.Window = ontime.Duration(time.Second)
+	cfg.Cluster.LeaseTTL = ontime.Duration(time.Second) // lookahead and misfire threshold: 2s
+	cfg.Delivery.LeaseTTL = ontime.Duration(2 * time.Second)
+	for _, m := range []string{"skip", "fire_once"} {
+		cfg.Schedules = append(cfg.Schedules, ontime.Schedule{Name: m, Cron: "@every 1s", Misfire: m,
+			Task: ontime.ScheduleTask{Topic: "e2e.misfire", Target: rcv.srv.URL}})
+	}
+	ctx := context.Background()
+	start := func() *ontime.Node {
+		n, err := ontime.NewNode(ctx, cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := n.Start(ctx); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	n1 := start()
+	waitFor(t, 30*time.Second, "fires before the stop", func() bool {
+		return len(fireCalls(rcv, "skip")) >= 3 && len(fireCalls(rcv, "fire_once")) >= 3
+	})
+	stoppedAt := time.Now()
+	if err := n1.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	const lookahead, threshold = 2 * time.Second, 2 * time.Second
+	time.Sleep(8 * time.Second)
+	restartAt := time.Now()
+	n2 := start()
+	defer n2.Stop(ctx)
+	waitFor(t, 30*time.Second, "fires after the restart", func() bool {
+		ok := true
+		for _, m := range []string{"skip", "fire_once"} {
+			n := 0
+			for _, fc := range fireCalls(rcv, m) {
+				if fc.Fire.After(restartAt.Add(2 * time.Second)) {
+					n++
+				}
+			}
+			ok = ok && n >= 2
+		}
+		return ok
+	})
+	// Missed: made by nobody before the stop, older than the threshold at the restart.
+	missedFrom, missedTo := stoppedAt.Add(lookahead), restartAt.Add(-threshold)
+	for _, m := range []string{"skip", "fire_once"} {
+		var catchUp []fireCall
+		seen := map[string]string{}
+		for _, fc := range fireCalls(rcv, m) {
+			if prev, ok := seen[fc.Key]; ok && prev != fc.ID {
+				t.Errorf("%s: two tasks for one fire time", fc.Key)
+			}
+			seen[fc.Key] = fc.ID
+			if fc.At.Before(fc.DueAt) || fc.At.Before(fc.Fire) {
+				t.Errorf("%s delivered early", fc.Key)
+			}
+			// A fire time made late is due when made; one made later than
+			// the threshold can only be the catch-up task.
+			if fc.DueAt.Sub(fc.Fire) >= threshold {
+				catchUp = append(catchUp, fc)
+				continue
+			}
+			if fc.Fire.After(missedFrom) && !fc.Fire.After(missedTo) {
+				t.Errorf("%s: a missed fire time (%s..%s) made as such", fc.Key, missedFrom, missedTo)
+			}
+		}
+		want := 0
+		if m == "fire_once" {
+			want = 1
+		}
+		if len(catchUp) != want {
+			t.Fatalf("%s: %d catch-up tasks %+v, want %d", m, len(catchUp), catchUp, want)
+		}
+		if want == 1 {
+			fc := catchUp[0]
+			if !fc.Fire.After(missedFrom) || fc.DueAt.Before(restartAt) {
+				t.Fatalf("catch-up task %s due %s: want the last missed fire time, due at the restart (%s)", fc.Key, fc.DueAt, restartAt)
+			}
+		}
+		t.Logf("%s: %d fires, %d catch-up", m, len(seen), len(catchUp))
+	}
+}
+
+// TestSchedulesFromConfigAndGoAPI: schedules declared in the config are
+// upserted at start (an unchanged one is not rewritten); the Go API
+// manages them; their tasks reach a Go handler.
+func TestSchedulesFromConfigAndGoAPI(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	cfg := ontime.DefaultConfig()
+	cfg.DataDir = dir
+	cfg.Store.Tables = 2
+	cfg.Hot.Window = ontime.Duration(time.Second)
+	cfg.Schedules = []ontime.Schedule{{Name: "cfg", Cron: "@every 1s", Task: ontime.ScheduleTask{Topic: "e2e.cfg", Payload: []byte(`{"from":"config"}`)}}}
+	ctx := context.Background()
+	got := make(chan *ontime.Delivery, 100)
+	start := func() *ontime.Node {
+		n, err := ontime.NewNode(ctx, cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := n.Handle("e2e.cfg", func(_ context.Context, d *ontime.Delivery) error {
+			if time.Now().Before(d.DueAt) {
+				t.Errorf("%s delivered early", d.Key)
+			}
+			select {
+			case got <- d:
+			default:
+			}
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		if err := n.Start(ctx); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	n1 := start()
+	first, err := n1.Schedule(ctx, "cfg")
+	if err != nil || string(first.Task.Payload) != `{"from":"config"}` || first.TimeZone != "UTC" {
+		t.Fatalf("config schedule: %+v, %v", first, err)
+	}
+	select {
+	case d := <-got:
+		if !strings.HasPrefix(d.Key, "cfg@") || string(d.Payload) != `{"from":"config"}` {
+			t.Fatalf("delivery %+v", d)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("no delivery of the config schedule")
+	}
+	if _, err := n1.PauseSchedule(ctx, "cfg"); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := n1.PutSchedule(ctx, ontime.Schedule{Name: "api", Cron: "@hourly", Task: ontime.ScheduleTask{Topic: "e2e.cfg"}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := n1.CreateSchedule(ctx, ontime.Schedule{Name: "api", Cron: "@hourly", Task: ontime.ScheduleTask{Topic: "e2e.cfg"}}); !errors.Is(err, ontime.ErrScheduleExists) {
+		t.Fatalf("second create: %v", err)
+	}
+	if err := n1.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// Restart: the config is the source of its schedules, paused included.
+	n2 := start()
+	defer n2.Stop(ctx)
+	again, err := n2.Schedule(ctx, "cfg")
+	if err != nil || again.Paused {
+		t.Fatalf("after restart: %+v, %v (want the config's definition back)", again, err)
+	}
+	all, err := n2.Schedules(ctx)
+	if err != nil || len(all) != 2 {
+		t.Fatalf("schedules: %d, %v", len(all), err)
+	}
+	// Unchanged config: not rewritten by a third start.
+	if err := n2.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	n3 := start()
+	defer n3.Stop(ctx)
+	third, err := n3.Schedule(ctx, "cfg")
+	if err != nil || !third.UpdatedAt.Equal(again.UpdatedAt) {
+		t.Fatalf("unchanged config rewrote the schedule: %v → %v (%v)", again.UpdatedAt, third.UpdatedAt, err)
+	}
+	if _, err := n3.DeleteSchedule(ctx, "api"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := n3.Schedule(ctx, "api"); !errors.Is(err, ontime.ErrScheduleNotFound) {
+		t.Fatalf("after delete: %v", err)
+	}
+	tk, err := n3.TriggerSchedule(ctx, "cfg")
+	if err != nil || !strings.HasPrefix(tk.Key, "cfg@") {
+		t.Fatalf("trigger: %+v, %v", tk, err)
+	}
+}
