@@ -1,0 +1,159 @@
+package e2e
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/ontimehq/ontime/internal/router"
+	"github.com/ontimehq/ontime/internal/testdb"
+)
+
+// scheduleOwner is the node that makes the tasks of schedule name: the
+// owner of the sharding item the name hashes to, among the items listed in
+// store order (database, table, segment).
+func scheduleOwner(t *testing.T, addr, name string, tables, segments int) string {
+	t.Helper()
+	var items []string
+	for tb := range tables {
+		for sg := range segments {
+			items = append(items, fmt.Sprintf("0.%d.%d", tb, sg))
+		}
+	}
+	item := items[router.HashKey(name)%uint32(len(items))]
+	v, ok := clusterView(t, addr)
+	if !ok {
+		t.Fatal("cluster view")
+	}
+	for _, it := range v.Items {
+		if it.Item == item {
+			return it.Owner
+		}
+	}
+	t.Fatalf("item %s not in the cluster view", item)
+	return ""
+}
+
+// TestScheduleThreeNodesKillOwner: three `ontime serve` processes share
+// one MariaDB and declare the same `@every 1s` schedule in their config.
+// For a while (15 s; ONTIME_SCHEDULE_SOAK=60s for the issue's figure) each
+// second has exactly one task, delivered once and never early; then the
+// node that owns the schedule is killed with SIGKILL, and no fire time is
+// lost across the takeover (the misfire policy is skip: a lost one would
+// show as a gap).
+func TestScheduleThreeNodesKillOwner(t *testing.T) {
+	t.Parallel()
+	soak := 15 * time.Second
+	if v := os.Getenv("ONTIME_SCHEDULE_SOAK"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			t.Fatalf("ONTIME_SCHEDULE_SOAK: %v", err)
+		}
+		soak = d
+	}
+	const tables, segments = 4, 3
+	dir := t.TempDir()
+	dsn := testdb.MySQL(t)
+	rcv := newReceiver(t)
+	cfgPath := filepath.Join(dir, "ontime.yaml")
+	cfg := fmt.Sprintf(`data_dir: %s
+store: {driver: mysql, databases: [%q], tables: %d, segments: %d}
+hot: {window: 1s}
+cluster: {coordinator: database, lease_ttl: 2s}
+delivery: {lease_ttl: 2s, retry_base: 50ms, retry_max: 200ms}
+schedules:
+  - name: beat
+    cron: "@every 1s"
+    misfire: skip
+    task: {topic: e2e.beat, target: %q, payload: {from: config}}
+`, filepath.Join(dir, "data"), dsn, tables, segments, rcv.srv.URL)
+	if err := os.WriteFile(cfgPath, []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	names := []string{"n1", "n2", "n3"}
+	addrs := map[string]string{}
+	procs := map[string]*serveProc{}
+	for _, n := range names {
+		addrs[n] = freeAddr(t)
+		procs[n] = startServe(t, cfgPath, addrs[n], "ONTIME_NODE_ID="+n)
+	}
+	waitFor(t, 30*time.Second, "three nodes balanced", func() bool {
+		v, ok := clusterView(t, addrs["n1"])
+		return ok && balanced(v, names)
+	})
+	begin := time.Now()
+	time.Sleep(soak)
+	owner := scheduleOwner(t, addrs["n1"], "beat", tables, segments)
+	killedAt := time.Now()
+	procs[owner].signal(t, syscall.SIGKILL)
+	var alive []string
+	for _, n := range names {
+		if n != owner {
+			alive = append(alive, n)
+		}
+	}
+	waitFor(t, 30*time.Second, "survivors take the owner's items", func() bool {
+		v, ok := clusterView(t, addrs[alive[0]])
+		return ok && balanced(v, alive)
+	})
+	newOwner := scheduleOwner(t, addrs[alive[0]], "beat", tables, segments)
+	t.Logf("owner %s killed; %s took the schedule over %s later", owner, newOwner, time.Since(killedAt).Round(time.Millisecond))
+	time.Sleep(10 * time.Second)
+	end := time.Now().Add(-time.Second).Truncate(time.Second)
+
+	// Every fire time from the first delivered to end: one task, delivered,
+	// never early. Tasks the killed node held wait for their lease to end
+	// and come late, so wait for all of them.
+	var first time.Time
+	waitFor(t, 60*time.Second, "every fire time up to the end delivered", func() bool {
+		byKey := map[time.Time]bool{}
+		for _, fc := range fireCalls(rcv, "beat") {
+			byKey[fc.Fire] = true
+			if first.IsZero() || fc.Fire.Before(first) {
+				first = fc.Fire
+			}
+		}
+		if first.IsZero() {
+			return false
+		}
+		for s := first; !s.After(end); s = s.Add(time.Second) {
+			if !byKey[s] {
+				return false
+			}
+		}
+		return true
+	})
+	ids := map[time.Time]string{}
+	deliveries := map[string]int{}
+	for _, fc := range fireCalls(rcv, "beat") {
+		if fc.At.Before(fc.Fire) || fc.At.Before(fc.DueAt) {
+			t.Errorf("%s delivered %s early", fc.Key, fc.Fire.Sub(fc.At))
+		}
+		if prev, ok := ids[fc.Fire]; ok && prev != fc.ID {
+			t.Errorf("%s: two tasks, %s and %s", fc.Key, prev, fc.ID)
+		}
+		ids[fc.Fire] = fc.ID
+		deliveries[fc.ID]++
+		if p, _ := fc.Body["payload"].(map[string]any); p["from"] != "config" {
+			t.Errorf("%s: payload %v", fc.Key, fc.Body["payload"])
+		}
+	}
+	if first.After(begin.Add(5 * time.Second)) {
+		t.Errorf("first fire at %s, %s after the cluster formed", first, first.Sub(begin))
+	}
+	dups := 0
+	for _, n := range deliveries {
+		if n > 1 {
+			dups++
+		}
+	}
+	fires := int(end.Sub(first)/time.Second) + 1
+	t.Logf("%d fire times from %s to %s over a kill of the owner: one task each; %d delivered twice (in flight at the kill)",
+		fires, first.Format(time.TimeOnly), end.Format(time.TimeOnly), dups)
+	if dups > 3 {
+		t.Errorf("%d fire times delivered more than once: more than one node could have had in flight", dups)
+	}
+}
