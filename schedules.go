@@ -228,7 +228,7 @@ func (n *Node) TriggerSchedule(ctx context.Context, name string) (*Task, error) 
 // take to move — so its successor starts before the tasks it made run out.
 func (n *Node) buildSchedules() error {
 	ttl := time.Duration(n.cfg.Cluster.LeaseTTL)
-	cfg := schedule.Config{Store: n.store, Submitter: n.submit, Logger: n.log,
+	cfg := schedule.Config{Store: n.store, Submitter: n.submit, Logger: n.log, Registerer: n.reg,
 		Limits:       task.Limits{MaxPayloadBytes: n.cfg.Delivery.MaxPayloadBytes, DefaultMaxAttempts: n.cfg.Delivery.MaxAttempts},
 		Lookahead:    max(time.Duration(n.cfg.Hot.Window), 2*ttl),
 		MisfireAfter: 2 * ttl,

@@ -60,6 +60,7 @@ func (s *Service) Round(ctx context.Context) time.Time {
 	recs, err := s.st.Schedules(ctx)
 	if err != nil {
 		if ctx.Err() == nil {
+			s.m.failures.Inc()
 			s.log.Warn("schedule: reading schedules failed", "err", err)
 		}
 		return now.Add(retryDelay)
@@ -124,6 +125,7 @@ func (s *Service) process(ctx context.Context, r Record) time.Time {
 		res, err := s.sub.Submit(ctx, specs)
 		if err != nil {
 			if !errors.Is(err, submit.ErrNotReady) && ctx.Err() == nil {
+				s.m.failures.Inc()
 				s.log.Warn("schedule: making tasks failed", "schedule", r.Name, "err", err)
 			}
 			return now.Add(retryDelay)
@@ -151,7 +153,9 @@ func (s *Service) process(ctx context.Context, r Record) time.Time {
 		s.lost(ctx, r)
 		return now
 	}
+	s.m.made.Add(float64(made))
 	if missed {
+		s.m.missed.WithLabelValues(string(r.Misfire)).Inc()
 		s.log.Warn("schedule: fire times missed while no node made them", "schedule", r.Name, "misfire", string(r.Misfire),
 			"from", r.Cursor, "to", start)
 	}
@@ -187,6 +191,7 @@ func (s *Service) withdraw(ctx context.Context, r *Record, now time.Time) bool {
 			return false
 		}
 		if n > 0 {
+			s.m.withdrawn.Add(float64(n))
 			s.log.Info("schedule: tasks of the previous definition withdrawn", "schedule", r.Name, "tasks", n)
 		}
 	}

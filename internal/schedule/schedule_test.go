@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/ontimehq/ontime/internal/hot"
 	"github.com/ontimehq/ontime/internal/hot/memory"
 	"github.com/ontimehq/ontime/internal/router"
@@ -159,6 +161,24 @@ func (f *fixture) wantKeys(what string, keys []string) map[string]*task.Task {
 	return got
 }
 
+// counter sums the samples of the counter family name in reg.
+func counter(t *testing.T, reg *prometheus.Registry, name string) float64 {
+	t.Helper()
+	fams, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sum float64
+	for _, f := range fams {
+		if f.GetName() == name {
+			for _, m := range f.GetMetric() {
+				sum += m.GetCounter().GetValue()
+			}
+		}
+	}
+	return sum
+}
+
 func forEngines(t *testing.T, test func(t *testing.T, engine string)) {
 	for _, engine := range testdb.Engines {
 		t.Run(engine, func(t *testing.T) {
@@ -217,7 +237,8 @@ func TestMisfire(t *testing.T) {
 		t.Run(string(policy), func(t *testing.T) {
 			forEngines(t, func(t *testing.T, engine string) {
 				f := setup(t, engine)
-				svc := f.service("n1", nil)
+				reg := prometheus.NewRegistry()
+				svc := f.service("n1", func(c *schedule.Config) { c.Registerer = reg })
 				t0 := f.clock.Now()
 				d := every("m", "1s")
 				d.Misfire = policy
@@ -239,6 +260,12 @@ func TestMisfire(t *testing.T) {
 					if tk := got[lastMissed]; tk.DueAt.Before(before.Truncate(time.Microsecond)) || !tk.DueAt.Before(t0) {
 						t.Fatalf("catch-up task due %s, want now (%s)", tk.DueAt, before)
 					}
+				}
+				if n := counter(t, reg, "ontime_schedule_misfires_total"); n != 1 {
+					t.Fatalf("misfires counted %v, want 1", n)
+				}
+				if n := counter(t, reg, "ontime_schedule_tasks_made_total"); n != float64(len(keys)) {
+					t.Fatalf("tasks made counted %v, want %d", n, len(keys))
 				}
 				r, _ := svc.Get(f.ctx, "m")
 				if !r.Cursor.Equal(now.Add(lookahead)) {

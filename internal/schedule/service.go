@@ -46,6 +46,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/ontimehq/ontime/internal/cronspec"
 	"github.com/ontimehq/ontime/internal/router"
 	"github.com/ontimehq/ontime/internal/startstop"
@@ -104,6 +106,8 @@ type Config struct {
 	// nodes. Default 1s.
 	Poll   time.Duration
 	Logger *slog.Logger
+	// Registerer takes the service's metrics (nil: kept, not registered).
+	Registerer prometheus.Registerer
 	// Now is the clock (default time.Now); tests move it.
 	Now func() time.Time
 }
@@ -124,6 +128,7 @@ type Service struct {
 	st   Store
 	sub  Submitter
 	log  *slog.Logger
+	m    *metrics
 	now  func() time.Time
 	wake chan struct{}
 
@@ -153,7 +158,7 @@ func New(cfg Config) (*Service, error) {
 		cfg.Now = time.Now
 	}
 	cfg.Limits = cfg.Limits.WithDefaults()
-	s := &Service{cfg: cfg, st: cfg.Store, sub: cfg.Submitter, log: cfg.Logger, now: cfg.Now,
+	s := &Service{cfg: cfg, st: cfg.Store, sub: cfg.Submitter, log: cfg.Logger, now: cfg.Now, m: newMetrics(cfg.Registerer),
 		wake: make(chan struct{}, 1), specs: map[string]cronspec.Spec{}}
 	if len(cfg.Items) > 0 {
 		s.owned = map[string]bool{}
@@ -317,6 +322,7 @@ func (s *Service) withdrawAll(ctx context.Context, r Record, now time.Time) {
 		if n, err := s.st.WithdrawFires(ctx, tp, r.Name, now); err != nil {
 			s.log.Warn("schedule: withdrawing tasks of a deleted schedule failed; they will fire", "schedule", r.Name, "err", err)
 		} else if n > 0 {
+			s.m.withdrawn.Add(float64(n))
 			s.log.Info("schedule: tasks withdrawn", "schedule", r.Name, "tasks", n)
 		}
 	}
@@ -374,6 +380,9 @@ func (s *Service) Trigger(ctx context.Context, name string) (t *task.Task, creat
 	}
 	if res[0].Err != nil {
 		return nil, false, res[0].Err
+	}
+	if !res[0].Existing {
+		s.m.made.Inc()
 	}
 	return res[0].Task, !res[0].Existing, nil
 }

@@ -1,0 +1,29 @@
+package schedule
+
+import "github.com/prometheus/client_golang/prometheus"
+
+// metrics are the schedule service's Prometheus series, registered on the
+// node's registry (Config.Registerer).
+type metrics struct {
+	made      prometheus.Counter     // tasks made from fire times (not found existing by key)
+	missed    *prometheus.CounterVec // misfire: skip | fire_once
+	withdrawn prometheus.Counter
+	failures  prometheus.Counter
+}
+
+func newMetrics(reg prometheus.Registerer) *metrics {
+	m := &metrics{
+		made: prometheus.NewCounter(prometheus.CounterOpts{Name: "ontime_schedule_tasks_made_total",
+			Help: "Tasks made from schedules' fire times (and triggers) by this node."}),
+		missed: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "ontime_schedule_misfires_total",
+			Help: "Times a schedule found fire times missed while no node made them, by misfire policy."}, []string{"misfire"}),
+		withdrawn: prometheus.NewCounter(prometheus.CounterOpts{Name: "ontime_schedule_tasks_withdrawn_total",
+			Help: "Tasks made ahead and withdrawn because their schedule changed, was paused or deleted."}),
+		failures: prometheus.NewCounter(prometheus.CounterOpts{Name: "ontime_schedule_round_failures_total",
+			Help: "Schedule rounds that failed on the store (retried)."}),
+	}
+	if reg != nil {
+		reg.MustRegister(m.made, m.missed, m.withdrawn, m.failures)
+	}
+	return m
+}
