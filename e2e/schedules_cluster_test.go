@@ -156,4 +156,25 @@ schedules:
 	if dups > 3 {
 		t.Errorf("%d fire times delivered more than once: more than one node could have had in flight", dups)
 	}
+
+	// A pause asked of a node that does not own the schedule reaches the
+	// owner: the tasks made ahead are withdrawn and nothing fires after.
+	other := alive[0]
+	if other == newOwner {
+		other = alive[1]
+	}
+	c := newAPIClient(t, "http://"+addrs[other])
+	if p, err := c.PauseSchedule(t.Context(), "beat"); err != nil || !p.Paused {
+		t.Fatalf("pause through %s: %+v, %v", other, p, err)
+	}
+	waitFor(t, 30*time.Second, "the owner withdraws the tasks ahead", func() bool { return waiting(t, c, "e2e.beat") == 0 })
+	pausedAt := time.Now()
+	started := map[string]bool{}
+	running(t, c, "e2e.beat", started)
+	time.Sleep(3 * time.Second)
+	for _, fc := range fireCalls(rcv, "beat") {
+		if fc.Fire.After(pausedAt.Add(100*time.Millisecond)) && !started[fc.Key] {
+			t.Errorf("%s fired after the pause", fc.Key)
+		}
+	}
 }

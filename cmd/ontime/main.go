@@ -43,6 +43,7 @@ func verbs() []func(*globals) *cobra.Command {
 		newListCmd,
 		newClusterCmd,
 		newShardCmd,
+		newSchedulesCmd,
 		newVersionCmd,
 	}
 }
