@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -8,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ontimehq/ontime"
 	"github.com/ontimehq/ontime/internal/router"
 	"github.com/ontimehq/ontime/internal/testdb"
 )
@@ -177,4 +179,104 @@ schedules:
 			t.Errorf("%s fired after the pause", fc.Key)
 		}
 	}
+}
+
+// TestScheduleThreeInProcessNodesOnPostgres: the same on PostgreSQL with
+// three in-process nodes, the schedule put through the Go API of one of
+// them; the owner stops (a graceful Stop hands its items over at once):
+// one task per fire time, none lost, none early.
+func TestScheduleThreeInProcessNodesOnPostgres(t *testing.T) {
+	t.Parallel()
+	const tables, segments = 4, 2
+	dsn := testdb.Postgres(t)
+	rcv := newReceiver(t)
+	ctx := context.Background()
+	nodes := map[string]*ontime.Node{}
+	var names []string
+	for i := range 3 {
+		name := fmt.Sprintf("p%d", i+1)
+		cfg := ontime.DefaultConfig()
+		cfg.NodeID = name
+		cfg.DataDir = t.TempDir()
+		cfg.Store = ontime.StoreConfig{Driver: "postgres", Databases: []string{dsn}, Tables: tables, Segments: segments}
+		cfg.Hot.Window = ontime.Duration(time.Second)
+		cfg.Cluster.Coordinator = "database"
+		cfg.Cluster.LeaseTTL = ontime.Duration(2 * time.Second)
+		cfg.Delivery.LeaseTTL = ontime.Duration(2 * time.Second)
+		n, err := ontime.NewNode(ctx, cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := n.Start(ctx); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = n.Stop(context.Background()) }) // Stop may be called again
+		nodes[name] = n
+		names = append(names, name)
+	}
+	waitFor(t, 30*time.Second, "three nodes balanced", func() bool {
+		v, err := nodes["p1"].Cluster(ctx)
+		return err == nil && balanced(v, names)
+	})
+	if _, _, err := nodes["p2"].PutSchedule(ctx, ontime.Schedule{Name: "pg-beat", Cron: "@every 1s",
+		Task: ontime.ScheduleTask{Topic: "e2e.pgbeat", Target: rcv.srv.URL}}); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(8 * time.Second)
+	v, err := nodes["p1"].Cluster(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var items []string
+	for tb := range tables {
+		for sg := range segments {
+			items = append(items, fmt.Sprintf("0.%d.%d", tb, sg))
+		}
+	}
+	item, owner := items[router.HashKey("pg-beat")%uint32(len(items))], ""
+	for _, it := range v.Items {
+		if it.Item == item {
+			owner = it.Owner
+		}
+	}
+	if nodes[owner] == nil {
+		t.Fatalf("no owner for item %s in %+v", item, v.Items)
+	}
+	if err := nodes[owner].Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	delete(nodes, owner)
+	t.Logf("owner %s stopped", owner)
+	time.Sleep(8 * time.Second)
+	end := time.Now().Add(-time.Second).Truncate(time.Second)
+	var first time.Time
+	waitFor(t, 60*time.Second, "every fire time up to the end delivered", func() bool {
+		seen := map[time.Time]bool{}
+		for _, fc := range fireCalls(rcv, "pg-beat") {
+			seen[fc.Fire] = true
+			if first.IsZero() || fc.Fire.Before(first) {
+				first = fc.Fire
+			}
+		}
+		if first.IsZero() {
+			return false
+		}
+		for s := first; !s.After(end); s = s.Add(time.Second) {
+			if !seen[s] {
+				return false
+			}
+		}
+		return true
+	})
+	ids := map[time.Time]string{}
+	for _, fc := range fireCalls(rcv, "pg-beat") {
+		if fc.At.Before(fc.Fire) {
+			t.Errorf("%s delivered early", fc.Key)
+		}
+		if prev, ok := ids[fc.Fire]; ok && prev != fc.ID {
+			t.Errorf("%s: two tasks", fc.Key)
+		}
+		ids[fc.Fire] = fc.ID
+	}
+	t.Logf("%d fire times across the owner's stop, one task each", int(end.Sub(first)/time.Second)+1)
 }
