@@ -168,14 +168,23 @@ func (s *Service) process(ctx context.Context, r Record) time.Time {
 	return s.nextLook(spec, to.Cursor, now)
 }
 
-// nextLook is when the fire time after cursor comes within Lookahead.
+// nextLook is when the round after one that made fire times through
+// cursor is due: once the next fire time is within half the lookahead, so
+// a round makes half a lookahead of fire times at once rather than one at
+// a time (for @every 1s and 30s, 15 tasks every 15s), plus a phase that
+// keeps rounds off the whole seconds where cron fire times fall: on SQLite
+// a round's writes would queue on the one writer just when the tasks due
+// that second are being started.
 func (s *Service) nextLook(spec cronspec.Spec, cursor, now time.Time) time.Time {
 	n := spec.Next(cursor)
 	if n.IsZero() {
 		return now.Add(s.cfg.Poll)
 	}
-	return n.Add(-s.cfg.Lookahead)
+	return n.Add(-s.cfg.Lookahead / 2).Add(min(roundPhase, s.cfg.Lookahead/4))
 }
+
+// roundPhase is how far after a whole second rounds are planned.
+const roundPhase = 500 * time.Millisecond
 
 // withdraw applies a change of definition: the tasks made under the old
 // one and not yet due are deleted, and the cursor comes back to now so the

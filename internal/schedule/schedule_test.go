@@ -195,7 +195,7 @@ func forEngines(t *testing.T, test func(t *testing.T, engine string)) {
 func TestFireTimesMadeAheadOnce(t *testing.T) {
 	forEngines(t, func(t *testing.T, engine string) {
 		f := setup(t, engine)
-		svc := f.service("n1", nil)
+		svc := f.service("n1", func(c *schedule.Config) { c.Poll = time.Hour }) // Round answers the planned look, not the poll
 		t0 := f.clock.Now()
 		r, err := svc.Create(f.ctx, every("tick", "1s"))
 		if err != nil {
@@ -204,8 +204,9 @@ func TestFireTimesMadeAheadOnce(t *testing.T) {
 		if r.TimeZone != "UTC" || r.Misfire != schedule.MisfireSkip || !r.Cursor.Equal(t0) {
 			t.Fatalf("created %+v", r)
 		}
-		if next := svc.Round(f.ctx); !next.Equal(t0.Add(1 * time.Second)) { // fire T0+11s enters the lookahead at T0+1s
-			t.Fatalf("next look at %s, want %s", next, t0.Add(time.Second))
+		// The next round: when fire time T0+11s is half a lookahead away, off the whole second.
+		if next := svc.Round(f.ctx); !next.Equal(t0.Add(6500 * time.Millisecond)) {
+			t.Fatalf("next look at %s, want %s", next, t0.Add(6500*time.Millisecond))
 		}
 		got := f.wantKeys("first round", fireKeys("tick", t0, t0.Add(lookahead), time.Second))
 		for k, tk := range got {
@@ -218,8 +219,8 @@ func TestFireTimesMadeAheadOnce(t *testing.T) {
 		svc.Round(f.ctx)
 		f.wantKeys("second round, same time", fireKeys("tick", t0, t0.Add(lookahead), time.Second))
 		f.clock.Add(3 * time.Second)
-		if next := svc.Round(f.ctx); !next.Equal(t0.Add(4 * time.Second)) {
-			t.Fatalf("next look at %s, want %s", next, t0.Add(4*time.Second))
+		if next := svc.Round(f.ctx); !next.Equal(t0.Add(9500 * time.Millisecond)) {
+			t.Fatalf("next look at %s, want %s", next, t0.Add(9500*time.Millisecond))
 		}
 		f.wantKeys("three seconds later", fireKeys("tick", t0, t0.Add(3*time.Second+lookahead), time.Second))
 		r, err = svc.Get(f.ctx, "tick")

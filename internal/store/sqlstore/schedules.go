@@ -80,8 +80,11 @@ var createSchedules = map[string][]string{
 
 const scheduleCols = `name, cron, time_zone, topic, payload, target, max_attempts, misfire, paused, version, cursor_at, applied, made_topic, created_at, updated_at`
 
-// schedDB is the pool schedules live on.
-func (s *Store) schedDB() *sql.DB { return s.w[0] }
+// schedDB is the pool schedules are written on; schedReadDB the one they
+// are read on (SQLite: not the one writer connection, which every node's
+// once-a-second read would otherwise queue behind the pipeline's writes).
+func (s *Store) schedDB() *sql.DB     { return s.w[0] }
+func (s *Store) schedReadDB() *sql.DB { return s.r[0] }
 
 func scanSchedule(sc scanner) (schedule.Record, error) {
 	var r schedule.Record
@@ -107,7 +110,7 @@ func boolInt(b bool) int {
 // Schedules lists every schedule by name.
 func (s *Store) Schedules(ctx context.Context) (_ []schedule.Record, err error) {
 	defer classify(&err)
-	rows, err := s.schedDB().QueryContext(ctx, `SELECT `+scheduleCols+` FROM ontime_schedules ORDER BY name`)
+	rows, err := s.schedReadDB().QueryContext(ctx, `SELECT `+scheduleCols+` FROM ontime_schedules ORDER BY name`)
 	if err != nil {
 		return nil, fmt.Errorf("schedules: %w", err)
 	}
@@ -129,7 +132,7 @@ func (s *Store) Schedules(ctx context.Context) (_ []schedule.Record, err error) 
 // Schedule returns one schedule, or schedule.ErrNotFound.
 func (s *Store) Schedule(ctx context.Context, name string) (_ schedule.Record, err error) {
 	defer classify(&err)
-	r, err := scanSchedule(s.schedDB().QueryRowContext(ctx, s.d.rebind(`SELECT `+scheduleCols+` FROM ontime_schedules WHERE name = ?`), name))
+	r, err := scanSchedule(s.schedReadDB().QueryRowContext(ctx, s.d.rebind(`SELECT `+scheduleCols+` FROM ontime_schedules WHERE name = ?`), name))
 	if errors.Is(err, sql.ErrNoRows) {
 		return r, schedule.ErrNotFound
 	}
