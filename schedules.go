@@ -223,14 +223,16 @@ func (n *Node) TriggerSchedule(ctx context.Context, name string) (*Task, error) 
 
 // buildSchedules builds the schedule service. A schedule belongs to the
 // node owning the sharding item its name hashes to (in a cluster; alone,
-// the node owns them all). Fire times are made at least a preheat window
-// ahead, and at least two lease TTLs — longer than a killed owner's items
-// take to move — so its successor starts before the tasks it made run out.
+// the node owns them all). Fire times are made up to a preheat window
+// ahead, and at least three lease TTLs: a round refills the lookahead when
+// half of it is left, so at least 1.5 TTLs of tasks are made — longer than
+// a killed owner's items take to move — and its successor starts before the
+// tasks it made run out.
 func (n *Node) buildSchedules() error {
 	ttl := time.Duration(n.cfg.Cluster.LeaseTTL)
 	cfg := schedule.Config{Store: n.store, Submitter: n.submit, Logger: n.log, Registerer: n.reg,
 		Limits:       task.Limits{MaxPayloadBytes: n.cfg.Delivery.MaxPayloadBytes, DefaultMaxAttempts: n.cfg.Delivery.MaxAttempts},
-		Lookahead:    max(time.Duration(n.cfg.Hot.Window), 2*ttl),
+		Lookahead:    max(time.Duration(n.cfg.Hot.Window), 3*ttl),
 		MisfireAfter: 2 * ttl,
 	}
 	if n.cfg.Cluster.Coordinator != "none" {

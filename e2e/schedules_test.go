@@ -298,7 +298,7 @@ func TestScheduleMisfireAfterDowntime(t *testing.T) {
 	cfg.DataDir = dir
 	cfg.Store.Tables = 2
 	cfg.Hot.Window = ontime.Duration(time.Second)
-	cfg.Cluster.LeaseTTL = ontime.Duration(time.Second) // lookahead and misfire threshold: 2s
+	cfg.Cluster.LeaseTTL = ontime.Duration(time.Second) // lookahead 3s, misfire threshold 2s
 	cfg.Delivery.LeaseTTL = ontime.Duration(2 * time.Second)
 	for _, m := range []string{"skip", "fire_once"} {
 		cfg.Schedules = append(cfg.Schedules, ontime.Schedule{Name: m, Cron: "@every 1s", Misfire: m,
@@ -323,7 +323,7 @@ func TestScheduleMisfireAfterDowntime(t *testing.T) {
 	if err := n1.Stop(ctx); err != nil {
 		t.Fatal(err)
 	}
-	const lookahead, threshold = 2 * time.Second, 2 * time.Second
+	const lookahead, threshold = 3 * time.Second, 2 * time.Second
 	time.Sleep(8 * time.Second)
 	restartAt := time.Now()
 	n2 := start()
