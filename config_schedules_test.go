@@ -51,9 +51,9 @@ schedules:
 		t.Fatalf("beat: %+v", b)
 	}
 	for _, tc := range []struct{ yaml, want string }{
-		{"schedules:\n  - {name: a, cron: '@every 1s', task: {topic: t}, bogus: 1}", "schedules[].bogus: unknown key"},
-		{"schedules:\n  - {name: a, cron: '@every 1s', task: {topic: t, bogus: 1}}", "schedules[].task.bogus: unknown key"},
-		{"schedules:\n  - {name: a, cron: '@every 1s', task: [t]}", "schedules[].task: want a mapping"},
+		{"schedules:\n  - {name: a, cron: '@every 1s', task: {topic: t}, bogus: 1}", "schedules[0].bogus: unknown key"},
+		{"schedules:\n  - {name: a, cron: '@every 1s', task: {topic: t, bogus: 1}}", "schedules[0].task: bogus: unknown key"},
+		{"schedules:\n  - {name: a, cron: '@every 1s', task: [t]}", "schedules[0].task: want a mapping"},
 		{"schedules:\n  - {name: a, cron: '* * *', task: {topic: t}}", "schedules[0].cron:"},
 		{"schedules:\n  - {name: 'a b', cron: '@every 1s', task: {topic: t}}", "schedules[0].name:"},
 		{"schedules:\n  - {name: a, cron: '@every 1s', time_zone: Mars/Base, task: {topic: t}}", "schedules[0].time_zone:"},

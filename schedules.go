@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"go.yaml.in/yaml/v3"
@@ -64,13 +65,14 @@ var scheduleTaskKeys = []string{"topic", "payload", "target", "max_attempts"}
 // UnmarshalYAML reads a schedule's task from the config; its payload may
 // be any YAML value that has a JSON form.
 func (t *ScheduleTask) UnmarshalYAML(n *yaml.Node) error {
+	// The config decoder prefixes these errors with the line and the
+	// task's key (schedules[0].task).
 	if n.Kind != yaml.MappingNode {
-		return fmt.Errorf("line %d: schedules[].task: want a mapping of %v", n.Line, scheduleTaskKeys)
+		return fmt.Errorf("want a mapping of %s", strings.Join(scheduleTaskKeys, ", "))
 	}
-	// A custom unmarshaler decodes without the file's KnownFields: check.
 	for i := 0; i < len(n.Content); i += 2 {
 		if k := n.Content[i]; !slices.Contains(scheduleTaskKeys, k.Value) {
-			return fmt.Errorf("line %d: schedules[].task.%s: unknown key", k.Line, k.Value)
+			return fmt.Errorf("%s: unknown key (known: %s)", k.Value, strings.Join(scheduleTaskKeys, ", "))
 		}
 	}
 	var aux struct {
@@ -86,7 +88,7 @@ func (t *ScheduleTask) UnmarshalYAML(n *yaml.Node) error {
 	if aux.Payload != nil {
 		b, err := json.Marshal(aux.Payload)
 		if err != nil {
-			return fmt.Errorf("line %d: schedules[].task.payload: has no JSON form: %v", n.Line, err)
+			return fmt.Errorf("payload: has no JSON form: %v", err)
 		}
 		t.Payload = b
 	}
