@@ -44,6 +44,8 @@ func parseItemKey(s string) (store.Item, bool) {
 type coordinator interface {
 	startstop.Service
 	Status(ctx context.Context) (cluster.Status, error)
+	// AddItems adds scan jobs' items before Start.
+	AddItems(items ...string)
 }
 
 // clusterRun is the coordinator of a node in a cluster, one of the node's
@@ -71,9 +73,10 @@ func (n *Node) newCoordinator(ctx context.Context, st *sqlstore.Store) error {
 				its = append(its, it)
 			}
 		}
-		n.log.Info("cluster assignment", "term", term, "items", len(its))
+		n.log.Info("cluster assignment", "term", term, "items", len(its), "job_items", len(items)-len(its))
 		n.scan.SetItems(its)
 		n.sched.SetOwned(items)
+		n.jobs.SetOwned(items) // the scan jobs' items among them
 	}
 	ttl := time.Duration(n.cfg.Cluster.LeaseTTL)
 	var c coordinator

@@ -58,7 +58,8 @@ type Config struct {
 	Auth      AuthConfig     `yaml:"auth"` // API tokens (config_security.go)
 	TLS       TLSConfig      `yaml:"tls"`  // API over TLS
 	// Schedules are upserted when the node starts (schedules.go).
-	Schedules []Schedule `yaml:"schedules"`
+	Schedules []Schedule  `yaml:"schedules"`
+	Jobs      []JobConfig `yaml:"jobs"` // scan jobs over the users' tables (config_jobs.go)
 }
 
 // StoreConfig configures the task store.
@@ -382,6 +383,9 @@ func (c *Config) Validate() error {
 		return err
 	}
 	if err := c.validateSecurity(); err != nil {
+		return err
+	}
+	if err := validateJobs(c.Jobs); err != nil {
 		return err
 	}
 	return c.validateSchedules()

@@ -42,6 +42,7 @@ import (
 	"github.com/ontimehq/ontime/internal/metrics"
 	"github.com/ontimehq/ontime/internal/router"
 	"github.com/ontimehq/ontime/internal/scan"
+	"github.com/ontimehq/ontime/internal/scanjob"
 	"github.com/ontimehq/ontime/internal/schedule"
 	"github.com/ontimehq/ontime/internal/startstop"
 	"github.com/ontimehq/ontime/internal/store"
@@ -143,6 +144,7 @@ type Node struct {
 	sched   *schedule.Service
 	cluster *clusterRun // nil without a coordinator
 	sec     *secrets    // the config's secrets, read (config_security.go)
+	jobs    *scanjob.Service
 	// services in start order; stopped in reverse.
 	services []startstop.Service
 
@@ -205,6 +207,12 @@ func NewNode(ctx context.Context, cfg Config, opts ...NodeOption) (_ *Node, err 
 	if err := n.build(ctx, o.resolver); err != nil {
 		n.closeResources()
 		return nil, err
+	}
+	for i, jc := range cfg.Jobs {
+		if err := n.jobs.AddSQL(ctx, jc.spec()); err != nil {
+			n.closeResources()
+			return nil, jobError(i, err)
+		}
 	}
 	if cfg.Cluster.Coordinator != "none" {
 		if err := n.newCoordinator(ctx, st); err != nil {
@@ -299,9 +307,16 @@ func (n *Node) build(ctx context.Context, resolver Resolver) error {
 	if err != nil {
 		return err
 	}
+	jobSender := scanjob.NewWebhookSender(n.sec.keys, targets, time.Duration(cfg.Delivery.Timeout))
+	n.jobs, err = scanjob.New(scanjob.Config{State: n.store, NodeID: cfg.NodeID, Logger: n.log, Metrics: metrics.NewJobs(n.reg),
+		Senders: map[string]scanjob.Sender{"http": jobSender, "https": jobSender}, Retention: DefaultJobRunRetention,
+		Handover: time.Duration(cfg.Cluster.LeaseTTL) / 2})
+	if err != nil {
+		return err
+	}
 	g := newGauges(n.store, n.tier, disp, n.log)
 	n.reg.MustRegister(g)
-	n.services = []startstop.Service{g, comp, disp, firer, n.scan}
+	n.services = []startstop.Service{g, comp, disp, firer, n.scan, n.jobs}
 	if ts, ok := n.tier.(startstop.Service); ok { // redis: its wake-up listener runs before the fire loops
 		n.services = slices.Insert(n.services, 3, ts)
 	}
@@ -359,6 +374,9 @@ func (n *Node) Start(ctx context.Context) error {
 	ctx = context.WithoutCancel(ctx)
 	if n.cluster == nil {
 		n.scan.SetItems(n.store.Items())
+		n.jobs.OwnAll()
+	} else {
+		n.cluster.coord.AddItems(n.jobs.ItemKeys()...)
 	}
 	services := n.services
 	if n.cluster != nil {
@@ -498,6 +516,7 @@ func (n *Node) HTTPHandler() http.Handler {
 		},
 	}
 	maps.Copy(opts.Extra, api.ScheduleRoutes(n.sched, opts))
+	maps.Copy(opts.Extra, api.JobRoutes(jobsAPI{n}, n.log))
 	return api.NewHandler(n.submit, opts)
 }
 

@@ -124,6 +124,13 @@ func New(cfg Config) (*Coordinator, error) {
 	return &Coordinator{cfg: cfg, st: cfg.Store, log: cfg.Logger, owned: cluster.NewTracker(cfg.OnAssign)}, nil
 }
 
+// AddItems adds sharding items (scan jobs' items) to those the
+// coordinator assigns. Call it before Start, with the same items on every
+// node.
+func (c *Coordinator) AddItems(items ...string) {
+	c.cfg.Items = slices.Sorted(slices.Values(append(c.cfg.Items, items...)))
+}
+
 // Start joins the cluster and returns at once; rounds run until Stop (or
 // ctx ends). Starting a running coordinator does nothing.
 func (c *Coordinator) Start(ctx context.Context) error {
@@ -240,7 +247,7 @@ func (c *Coordinator) rebalance(ctx context.Context, now time.Time, term int64) 
 	for it, g := range cur {
 		prev[it] = g.Node
 	}
-	next := cluster.Assign(c.cfg.Items, nodes, prev)
+	next := cluster.AssignGroups(c.cfg.Items, nodes, prev)
 	if cluster.Moved(prev, next) == 0 && len(prev) == len(next) {
 		return nil
 	}

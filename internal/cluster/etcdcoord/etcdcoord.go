@@ -104,6 +104,13 @@ func New(ctx context.Context, cfg Config) (*Coordinator, error) {
 	return &Coordinator{cfg: cfg, cli: cli, log: cfg.Logger, owned: cluster.NewTracker(cfg.OnAssign)}, nil
 }
 
+// AddItems adds sharding items (scan jobs' items) to those the
+// coordinator assigns. Call it before Start, with the same items on every
+// node.
+func (c *Coordinator) AddItems(items ...string) {
+	c.cfg.Items = slices.Sorted(slices.Values(append(c.cfg.Items, items...)))
+}
+
 // Start joins the cluster and returns at once; sessions run until Stop
 // (or ctx ends). Starting a running coordinator does nothing; a stopped
 // one does not start again, its client being closed.
@@ -261,7 +268,7 @@ func (c *Coordinator) rebalance(ctx context.Context, e *concurrency.Election, te
 	for n := range live {
 		nodes = append(nodes, n)
 	}
-	next := cluster.Assign(c.cfg.Items, nodes, prev)
+	next := cluster.AssignGroups(c.cfg.Items, nodes, prev)
 	now := time.Now()
 	var ops []clientv3.Op
 	for _, it := range c.cfg.Items {

@@ -202,8 +202,9 @@ func (s *Store) connect(dsn string) (w, r *sql.DB, err error) {
 //
 //	1  the task tables
 //	2  the database coordinator's tables (coord.go)
-//	3, 4, 6  reserved for the branches being merged (keys, topics, jobs)
+//	3, 4  reserved for the branches being merged (keys, topics)
 //	5  schedules (schedules.go)
+//	6  the scan jobs' state: flags, items, runs (jobs.go)
 //	7  first_due_at on the task tables: the due time a task was submitted
 //	   with, kept when retries move due_at
 const SchemaVersion = 7
@@ -223,8 +224,10 @@ func (s *Store) migrateTo(ctx context.Context, c *sql.Conn, v int) error {
 		// In every database, so that one version means one schema; the
 		// coordinator uses the first database's.
 		stmts = s.d.createCoord
-	case 3, 4, 6:
+	case 3, 4:
 		// Reserved for other branches; no-op steps until they are merged.
+	case 6:
+		stmts = createJobs[s.d.name]
 	case 5:
 		// In every database like version 2; schedules use the first's.
 		stmts = createSchedules[s.d.name]

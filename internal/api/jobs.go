@@ -1,0 +1,137 @@
+package api
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"strings"
+
+	"github.com/ontimehq/ontime/apiv1"
+	"github.com/ontimehq/ontime/internal/scanjob"
+)
+
+// JobService is what the scan-job routes need of the node.
+type JobService interface {
+	List() []apiv1.JobView
+	Get(ctx context.Context, name string) (apiv1.JobView, error)
+	Runs(ctx context.Context, name, item string, limit int) ([]apiv1.JobRun, error)
+	Trigger(ctx context.Context, name string) (apiv1.JobView, error)
+	SetPaused(ctx context.Context, name string, paused bool) (apiv1.JobView, error)
+}
+
+// JobRoutes serves GET /v1/jobs, GET /v1/jobs/{name}, GET
+// /v1/jobs/{name}/runs?item=&limit= and POST /v1/jobs/{name}:trigger,
+// :pause, :resume; the node adds them to its handler (Options.Extra).
+func JobRoutes(svc JobService, log *slog.Logger) map[string]http.Handler {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	fail := func(w http.ResponseWriter, r *http.Request, err error) { writeError(w, r, log, jobError(err)) }
+	return map[string]http.Handler{
+		"GET /v1/jobs": http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if err := noQuery(r); err != nil {
+				fail(w, r, err)
+				return
+			}
+			writeJSON(w, http.StatusOK, apiv1.JobList{Jobs: svc.List()})
+		}),
+		"GET /v1/jobs/{name}": http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if err := noQuery(r); err != nil {
+				fail(w, r, err)
+				return
+			}
+			v, err := svc.Get(r.Context(), r.PathValue("name"))
+			if err != nil {
+				fail(w, r, err)
+				return
+			}
+			writeJSON(w, http.StatusOK, v)
+		}),
+		"GET /v1/jobs/{name}/runs": http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			q, err := parseQuery(r.URL.RawQuery)
+			if err != nil {
+				fail(w, r, err)
+				return
+			}
+			limit := 100
+			for k, v := range q {
+				switch {
+				case k != "item" && k != "limit":
+					fail(w, r, badRequest(k, "unknown query parameter (want item, limit)"))
+					return
+				case len(v) > 1:
+					fail(w, r, badRequest(k, "given %d times; give it once", len(v)))
+					return
+				case v[0] == "":
+					fail(w, r, badRequest(k, "is empty; leave the parameter out for no filter"))
+					return
+				}
+			}
+			if l := q.Get("limit"); l != "" {
+				n, err := strconv.Atoi(l)
+				if err != nil || n < 1 || n > 1000 {
+					fail(w, r, badRequest("limit", "%q is not a number from 1 to 1000", l))
+					return
+				}
+				limit = n
+			}
+			runs, err := svc.Runs(r.Context(), r.PathValue("name"), q.Get("item"), limit)
+			if err != nil {
+				fail(w, r, err)
+				return
+			}
+			if runs == nil {
+				runs = []apiv1.JobRun{}
+			}
+			writeJSON(w, http.StatusOK, apiv1.JobRunList{Runs: runs})
+		}),
+		// A wildcard cannot share its segment with a literal: "{name}:op"
+		// is one segment split on the colon, as for tasks.
+		"POST /v1/jobs/{nameop}": http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			name, op, _ := strings.Cut(r.PathValue("nameop"), ":")
+			var v apiv1.JobView
+			var err error
+			switch op {
+			case "trigger":
+				v, err = svc.Trigger(r.Context(), name)
+			case "pause":
+				v, err = svc.SetPaused(r.Context(), name, true)
+			case "resume":
+				v, err = svc.SetPaused(r.Context(), name, false)
+			default:
+				err = notFound("no such endpoint; POST /v1/jobs/{name}:trigger, :pause or :resume")
+			}
+			if err != nil {
+				fail(w, r, err)
+				return
+			}
+			writeJSON(w, http.StatusOK, v)
+		}),
+	}
+}
+
+func noQuery(r *http.Request) error {
+	q, err := parseQuery(r.URL.RawQuery)
+	if err != nil {
+		return err
+	}
+	for k := range q {
+		return badRequest(k, "unknown query parameter (this route takes none)")
+	}
+	return nil
+}
+
+// jobError maps the job service's errors to answers.
+func jobError(err error) error {
+	switch {
+	case errors.Is(err, scanjob.ErrNotFound):
+		return &httpError{status: http.StatusNotFound, code: apiv1.CodeNotFound, field: "name", message: err.Error()}
+	case errors.Is(err, scanjob.ErrBadRequest):
+		msg := strings.TrimPrefix(err.Error(), scanjob.ErrBadRequest.Error()+": ")
+		field, _, _ := strings.Cut(msg, ":")
+		return badRequest(field, "%s", strings.TrimSpace(strings.TrimPrefix(msg, field+":")))
+	}
+	return err
+}
