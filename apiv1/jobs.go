@@ -20,7 +20,7 @@ type JobView struct {
 	// Index is what the job found when it EXPLAINed its fetch (SQL jobs):
 	// ok is false, with a warning, when no index serves where + key order.
 	Index *JobIndexView `json:"index,omitempty"`
-	// ItemStates is the persisted state of each item that ran (GET /v1/jobs/{name}).
+	// ItemStates is each item with its owner and persisted state (GET /v1/jobs/{name}).
 	ItemStates []JobItemView `json:"item_states,omitempty"`
 }
 
@@ -36,7 +36,7 @@ type JobIndexView struct {
 // JobItemView is one item's persisted state.
 type JobItemView struct {
 	Item     string    `json:"item"`
-	Holder   string    `json:"holder"` // the node that last ran it
+	Holder   string    `json:"holder,omitempty"` // the node that last ran it
 	Owner    string    `json:"owner,omitempty"`
 	RunID    string    `json:"run_id,omitempty"` // an unfinished run, resumed from cursor
 	Cursor   string    `json:"cursor,omitempty"`

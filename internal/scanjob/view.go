@@ -55,10 +55,15 @@ func (s *Service) Get(ctx context.Context, name string, owner func(key string) s
 	if err != nil {
 		return v, err
 	}
+	byItem := make(map[string]ItemState, len(states))
 	for _, st := range states {
-		iv := apiv1.JobItemView{Item: st.Item, Holder: st.Owner, RunID: st.RunID, Cursor: st.Cursor, LastFire: st.LastFire}
+		byItem[st.Item] = st
+	}
+	for _, it := range j.items {
+		st := byItem[it]
+		iv := apiv1.JobItemView{Item: it, Holder: st.Owner, RunID: st.RunID, Cursor: st.Cursor, LastFire: st.LastFire}
 		if owner != nil {
-			iv.Owner = owner(ItemKey(name, st.Item))
+			iv.Owner = owner(ItemKey(name, it))
 		}
 		v.ItemStates = append(v.ItemStates, iv)
 	}
