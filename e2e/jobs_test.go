@@ -345,3 +345,31 @@ func TestJobGoDataflowSQLite(t *testing.T) {
 	}
 	mu.Unlock()
 }
+
+// TestJobIndexCheckWarns: without an index on (status, id) the job's view
+// says so (and the node logs a WARN); the job still runs.
+func TestJobIndexCheckWarns(t *testing.T) {
+	for _, engine := range []string{"sqlite", "mysql", "postgres"} {
+		t.Run(engine, func(t *testing.T) {
+			t.Parallel()
+			db := newBillDB(t, engine, 1, 10)
+			drop := "DROP INDEX bill_0_status_id"
+			if engine == "mysql" {
+				drop += " ON bill_0"
+			}
+			if _, err := db.db.Exec(drop); err != nil {
+				t.Fatal(err)
+			}
+			rcv := newJobReceiver(t)
+			base, _ := startJobNode(t, func(cfg *ontime.Config) {
+				cfg.Jobs = []ontime.JobConfig{billJob("noindex", engine, []string{db.dsn}, 1, rcv.srv.URL)}
+			})
+			var v apiv1.JobView
+			getJSON(t, base+"/v1/jobs/noindex", &v)
+			if v.Index == nil || v.Index.OK || !strings.Contains(v.Index.Warning, "(status, id)") || v.Index.Plan == "" {
+				t.Fatalf("index check: %+v", v.Index)
+			}
+			rcv.waitRows(t, 30*time.Second, 10)
+		})
+	}
+}
