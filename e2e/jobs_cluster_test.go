@@ -236,4 +236,3 @@ func checkNoOverlap(t *testing.T, byItem map[string][]apiv1.JobRun) {
 		}
 	}
 }
-

@@ -176,7 +176,7 @@ func TestJobHeadOfLineIsolation(t *testing.T) {
 			base, _ := startJobNode(t, func(cfg *ontime.Config) {
 				j := billJob("hol", engine, []string{db.dsn}, tables, rcv.srv.URL)
 				j.Cron = "0 0 * * * *" // runs only on :trigger
-				j.Source.Page = 50      // ten pages per table
+				j.Source.Page = 50     // ten pages per table
 				j.Source.RetryColumn, j.Source.NextColumn = "retry_count", "next_select_time"
 				j.Source.MaxAttempts, j.Source.Backoff = 3, ontime.Duration(200*time.Millisecond)
 				cfg.Jobs = []ontime.JobConfig{j}
