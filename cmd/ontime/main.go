@@ -44,6 +44,7 @@ func verbs() []func(*globals) *cobra.Command {
 		newClusterCmd,
 		newShardCmd,
 		newSchedulesCmd,
+		newJobsCmd,
 		newVersionCmd,
 	}
 }

@@ -1,0 +1,202 @@
+package main
+
+import (
+	"fmt"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/ontimehq/ontime/apiv1"
+)
+
+func newJobsCmd(g *globals) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "jobs",
+		Short: "List, inspect, trigger, pause and resume scan jobs",
+		Long: `Scan jobs walk the users' own tables on a cron schedule, sharded into items
+(database.table.segment) that the cluster spreads over live nodes. These verbs
+are clients of GET /v1/jobs… and POST /v1/jobs/{name}:trigger|:pause|:resume.`,
+		Example: `  ontime jobs list
+  ontime jobs get bill-settle
+  ontime jobs runs bill-settle --item 0.12.0 --limit 20
+  ontime jobs trigger bill-settle
+  ontime jobs pause bill-settle`,
+		Args: noArgs,
+	}
+	cmd.AddCommand(newJobsListCmd(g), newJobsGetCmd(g), newJobsRunsCmd(g),
+		newJobsOpCmd(g, "trigger", "Run every item of a job now, on the nodes that own them"),
+		newJobsOpCmd(g, "pause", "Pause a job cluster wide: triggers do nothing, running items stop after their page"),
+		newJobsOpCmd(g, "resume", "Resume a paused job: its unfinished items carry on from their cursors at the next trigger"))
+	return cmd
+}
+
+func newJobsListCmd(g *globals) *cobra.Command {
+	return &cobra.Command{
+		Use:     "list",
+		Short:   "List the scan jobs",
+		Long:    "List the scan jobs: kind, schedule, items, paused, next fire time and the index check of SQL jobs.",
+		Example: "  ontime jobs list\n  ontime jobs list --json",
+		Args:    noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, err := g.client()
+			if err != nil {
+				return err
+			}
+			jobs, err := c.Jobs(cmd.Context())
+			if err != nil {
+				return err
+			}
+			if g.json {
+				return g.printJSON(cmd, apiv1.JobList{Jobs: jobs})
+			}
+			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 0, 2, ' ', 0)
+			fmt.Fprintln(tw, "NAME\tKIND\tCRON\tITEMS\tPAUSED\tNEXT FIRE\tINDEX")
+			for _, j := range jobs {
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%v\t%s\t%s\n", j.Name, j.Kind, j.Cron, j.Items, j.Paused, fmtTime(j.NextFire), indexWord(j.Index))
+			}
+			return tw.Flush()
+		},
+	}
+}
+
+func indexWord(ic *apiv1.JobIndexView) string {
+	switch {
+	case ic == nil:
+		return "-"
+	case ic.OK:
+		return "ok (" + ic.Index + ")"
+	default:
+		return "MISSING"
+	}
+}
+
+func fmtTime(t time.Time) string {
+	if t.IsZero() {
+		return "-"
+	}
+	return t.UTC().Format(time.RFC3339)
+}
+
+func newJobsGetCmd(g *globals) *cobra.Command {
+	return &cobra.Command{
+		Use:   "get NAME",
+		Short: "Show a job and each item's owner, unfinished run and cursor",
+		Long: `Show one job: its definition, the index check of a SQL job (with the plan
+EXPLAIN printed and a warning when no index serves where + key order), and
+each item with its owner, the node that last ran it, an unfinished run and
+its cursor (where the next holder resumes), and its last fire time.`,
+		Example: "  ontime jobs get bill-settle\n  ontime jobs get bill-settle --json | jq .index",
+		Args:    exactArgs(1, "NAME"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := g.client()
+			if err != nil {
+				return err
+			}
+			j, err := c.Job(cmd.Context(), args[0])
+			if err != nil {
+				return err
+			}
+			if g.json {
+				return g.printJSON(cmd, j)
+			}
+			out := cmd.OutOrStdout()
+			fmt.Fprintf(out, "%s (%s): cron %q %s, misfire %s, overlap %s, %d items, paused %v, next fire %s\n",
+				j.Name, j.Kind, j.Cron, j.TimeZone, j.Misfire, j.Overlap, j.Items, j.Paused, fmtTime(j.NextFire))
+			if j.Target != "" {
+				fmt.Fprintf(out, "target %s\n", j.Target)
+			}
+			if ic := j.Index; ic != nil {
+				fmt.Fprintf(out, "index on %s: %s\n", ic.Table, indexWord(ic))
+				if ic.Warning != "" {
+					fmt.Fprintf(out, "WARNING: %s\n", ic.Warning)
+				}
+			}
+			fmt.Fprintln(out)
+			tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
+			fmt.Fprintln(tw, "ITEM\tOWNER\tLAST RUN ON\tUNFINISHED RUN\tCURSOR\tLAST FIRE")
+			for _, it := range j.ItemStates {
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", it.Item, dash(it.Owner), dash(it.Holder), dash(it.RunID), dash(it.Cursor), fmtTime(it.LastFire))
+			}
+			return tw.Flush()
+		},
+	}
+}
+
+func dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+func newJobsRunsCmd(g *globals) *cobra.Command {
+	var item string
+	var limit int
+	cmd := &cobra.Command{
+		Use:   "runs NAME [--item ITEM] [--limit N]",
+		Short: "List a job's latest runs, newest first",
+		Long: `List a job's runs, newest first: one per trigger and item, with its node,
+trigger (cron, manual, misfire, resume), start and end, rows fetched,
+processed, failed and left (failed max_attempts times), cursor, status and
+error.`,
+		Example: "  ontime jobs runs bill-settle\n  ontime jobs runs bill-settle --item 1.49.0 --limit 5",
+		Args:    exactArgs(1, "NAME"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if limit < 0 || limit > 1000 {
+				return usagef("--limit: %d is not from 1 to 1000", limit)
+			}
+			c, err := g.client()
+			if err != nil {
+				return err
+			}
+			runs, err := c.JobRuns(cmd.Context(), args[0], item, limit)
+			if err != nil {
+				return err
+			}
+			if g.json {
+				return g.printJSON(cmd, apiv1.JobRunList{Runs: runs})
+			}
+			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 0, 2, ' ', 0)
+			fmt.Fprintln(tw, "STARTED\tITEM\tNODE\tTRIGGER\tSTATUS\tTOOK\tFETCHED\tPROCESSED\tFAILED\tLEFT\tERROR")
+			for _, r := range runs {
+				took := "-"
+				if !r.EndedAt.IsZero() {
+					took = r.EndedAt.Sub(r.StartedAt).Round(time.Millisecond).String()
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t%d\t%d\t%s\n", r.StartedAt.UTC().Format(time.RFC3339), r.Item, r.Node,
+					r.Trigger, r.Status, took, r.Fetched, r.Processed, r.Failed, r.Left, r.Error)
+			}
+			return tw.Flush()
+		},
+	}
+	cmd.Flags().StringVar(&item, "item", "", "only this item (database.table.segment, or the index of a Go job's item)")
+	cmd.Flags().IntVar(&limit, "limit", 0, "at most this many runs (1-1000; default 100)")
+	return cmd
+}
+
+func newJobsOpCmd(g *globals, op, short string) *cobra.Command {
+	return &cobra.Command{
+		Use:     op + " NAME",
+		Short:   short,
+		Long:    short + ` (POST /v1/jobs/{name}:` + op + `); prints the job.`,
+		Example: "  ontime jobs " + op + " bill-settle",
+		Args:    exactArgs(1, "NAME"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := g.client()
+			if err != nil {
+				return err
+			}
+			j, err := c.JobOp(cmd.Context(), args[0], op)
+			if err != nil {
+				return err
+			}
+			if g.json {
+				return g.printJSON(cmd, j)
+			}
+			done := map[string]string{"trigger": "triggered", "pause": "paused", "resume": "resumed"}[op]
+			fmt.Fprintf(cmd.OutOrStdout(), "%s %s (paused %v)\n", j.Name, done, j.Paused)
+			return nil
+		},
+	}
+}
