@@ -26,26 +26,48 @@ func (r *ItemRun) runSQL(ctx context.Context, cursor string) (caughtUp bool, err
 		return false, err
 	}
 	var taken int
+	// The next page is fetched while this one is sent and written: the
+	// fetch leaves the critical path (its rows are only read, so a page
+	// fetched and then dropped because the run stops changes nothing).
+	type fetched struct {
+		p   *page
+		at  time.Time
+		lim int
+		err error
+	}
+	fetch := func(after any) <-chan fetched {
+		ch := make(chan fetched, 1)
+		limit := spec.Page
+		if spec.MaxRows > 0 {
+			limit = min(limit, spec.MaxRows-taken)
+		}
+		go func() {
+			now := time.Now()
+			p, err := j.src.fetch(ctx, tg, after, now, limit)
+			ch <- fetched{p: p, at: now, lim: limit, err: err}
+		}()
+		return ch
+	}
+	next := fetch(after)
 	for {
+		f := <-next
 		if r.Stopping() {
 			return false, nil
 		}
-		limit := spec.Page
-		if spec.MaxRows > 0 {
-			if taken >= spec.MaxRows {
-				return false, nil
-			}
-			limit = min(limit, spec.MaxRows-taken)
+		if f.err != nil {
+			return false, f.err
 		}
-		now := time.Now()
-		p, err := j.src.fetch(ctx, tg, after, now, limit)
-		if err != nil {
-			return false, err
-		}
+		p, now, limit := f.p, f.at, f.lim
 		if len(p.rows) == 0 {
 			return true, nil
 		}
 		taken += len(p.rows)
+		after = p.keys[len(p.keys)-1]
+		short := len(p.rows) < limit
+		more := !short && (spec.MaxRows == 0 || taken < spec.MaxRows)
+		if more {
+			next = fetch(after)
+		}
 		failedAt := r.sendPage(ctx, p)
 		var okKeys, badKeys []any
 		var badRetries []int64
@@ -74,7 +96,6 @@ func (r *ItemRun) runSQL(ctx context.Context, cursor string) (caughtUp bool, err
 		if left > 0 {
 			r.svc.log.Warn("job rows left after max_attempts", "job", j.name, "item", r.item, "rows", left, "max_attempts", spec.MaxAttempts)
 		}
-		after = p.keys[len(p.keys)-1]
 		enc, err := encodeCursor(after)
 		if err != nil {
 			return false, err
@@ -82,8 +103,11 @@ func (r *ItemRun) runSQL(ctx context.Context, cursor string) (caughtUp bool, err
 		if err := r.Page(ctx, enc, len(p.rows), len(okKeys), len(badKeys), left); err != nil {
 			return false, err
 		}
-		if len(p.rows) < limit {
-			return spec.MaxRows == 0 || taken < spec.MaxRows, nil
+		if short {
+			return true, nil
+		}
+		if !more {
+			return false, nil // max_rows reached
 		}
 	}
 }
