@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
@@ -370,6 +371,75 @@ func TestJobIndexCheckWarns(t *testing.T) {
 				t.Fatalf("index check: %+v", v.Index)
 			}
 			rcv.waitRows(t, 30*time.Second, 10)
+		})
+	}
+}
+
+// TestJobMisfire: a node runs a Go job every second, stops, and the next
+// node starts on the same store after fire times went by with no node up:
+// fire_once runs each item once for them (trigger misfire), skip does not.
+func TestJobMisfire(t *testing.T) {
+	for _, policy := range []string{"fire_once", "skip"} {
+		t.Run(policy, func(t *testing.T) {
+			t.Parallel()
+			dataDir := t.TempDir()
+			var mu sync.Mutex
+			ran := map[int]int{}
+			job := ontime.Job{Name: "tick", Cron: "@every 1s", Misfire: policy, Items: 3, Run: func(ctx context.Context, s ontime.Shard) error {
+				mu.Lock()
+				ran[s.Item]++
+				mu.Unlock()
+				return nil
+			}}
+			start := func() (*ontime.Node, string) {
+				cfg := ontime.DefaultConfig()
+				cfg.DataDir = dataDir
+				cfg.Store.Tables, cfg.Store.Segments = 2, 1
+				n, err := ontime.NewNode(context.Background(), cfg)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := n.RegisterJob(job); err != nil {
+					t.Fatal(err)
+				}
+				if err := n.Start(context.Background()); err != nil {
+					t.Fatal(err)
+				}
+				srv := httptest.NewServer(n.HTTPHandler())
+				t.Cleanup(srv.Close)
+				return n, srv.URL
+			}
+			n1, _ := start()
+			waitFor(t, 30*time.Second, "every item ran", func() bool {
+				mu.Lock()
+				defer mu.Unlock()
+				return len(ran) == 3
+			})
+			if err := n1.Stop(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(2500 * time.Millisecond) // two fire times with no node up
+			restarted := time.Now()
+			n2, base := start()
+			t.Cleanup(func() { _ = n2.Stop(context.Background()) })
+			time.Sleep(1500 * time.Millisecond) // the misfire runs start at once; give them time
+			var runs apiv1.JobRunList
+			getJSON(t, base+"/v1/jobs/tick/runs?limit=1000", &runs)
+			perItem := map[string]int{}
+			for _, r := range runs.Runs {
+				if r.StartedAt.After(restarted) && r.Trigger == "misfire" {
+					perItem[r.Item]++
+				}
+			}
+			want := 1
+			if policy == "skip" {
+				want = 0
+			}
+			for _, it := range []string{"0", "1", "2"} {
+				if perItem[it] != want {
+					t.Errorf("item %s: %d misfire runs, want %d (%v)", it, perItem[it], want, perItem)
+				}
+			}
 		})
 	}
 }
