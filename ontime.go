@@ -330,6 +330,9 @@ func (n *Node) build(ctx context.Context, resolver Resolver) error {
 // closeResources closes what NewNode opened: the hot tier and the store.
 func (n *Node) closeResources() error {
 	var errs []error
+	if n.jobs != nil {
+		n.jobs.Close() // the scan jobs' source databases
+	}
 	if n.tier != nil {
 		if err := n.tier.Close(); err != nil {
 			errs = append(errs, fmt.Errorf("hot tier: %w", err))

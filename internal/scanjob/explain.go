@@ -156,7 +156,7 @@ func (s *source) indexes(ctx context.Context, tg target) (map[string][]string, e
 		}
 		return out, rows.Err()
 	default:
-		// PRAGMA takes no parameters; the name is a validated identifier.
+		// The table-valued pragma functions take the names as parameters.
 		rows, err := db.QueryContext(ctx, `SELECT name FROM pragma_index_list(?)`, tg.table)
 		if err != nil {
 			return nil, err

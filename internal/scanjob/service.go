@@ -94,15 +94,16 @@ type Service struct {
 	m    *metrics.Jobs
 	jobs map[string]*job
 
-	mu       sync.Mutex
-	owned    map[string]map[string]bool // job → items
-	running  map[string]*ItemRun        // job:item → its run
-	flags    map[string]Flags
-	caughtUp map[string]time.Time // job:item → when a run last found nothing left
-	wg       sync.WaitGroup
-	ctx      context.Context // the service's, set by Start
-	polled   bool            // flags were read once
-	kick     chan struct{}
+	mu        sync.Mutex
+	owned     map[string]map[string]bool // job → items
+	running   map[string]*ItemRun        // job:item → its run
+	flags     map[string]Flags
+	caughtUp  map[string]time.Time // job:item → when a run last found nothing left
+	wg        sync.WaitGroup
+	ctx       context.Context // the service's, set by Start
+	polled    bool            // flags were read once
+	closeOnce sync.Once
+	kick      chan struct{}
 }
 
 // New builds a service with no jobs.
@@ -310,11 +311,6 @@ func (s *Service) Start(ctx context.Context) error {
 		defer stopped()
 		s.loop(ctx)
 		s.wg.Wait()
-		for _, j := range s.jobs {
-			if j.src != nil {
-				j.src.Close()
-			}
-		}
 	}()
 	return nil
 }
@@ -328,6 +324,18 @@ func (s *Service) Stop() {
 	}
 	s.mu.Unlock()
 	s.Base.Stop()
+}
+
+// Close closes the jobs' source databases; call it after Stop (or
+// instead, when the service never started). Idempotent.
+func (s *Service) Close() {
+	s.closeOnce.Do(func() {
+		for _, j := range s.jobs {
+			if j.src != nil {
+				j.src.Close()
+			}
+		}
+	})
 }
 
 // loop fires cron triggers, polls flags and trigger requests, deletes
