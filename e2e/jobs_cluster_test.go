@@ -150,7 +150,7 @@ jobs:
 	if moved > 20*time.Second { // generous on a loaded machine: the bound is TTL + a round
 		t.Errorf("items moved %s after the kill", moved)
 	}
-	rcv.waitRows(t, 300*time.Second, total)
+	rcv.waitRows(t, max(300*time.Second, time.Duration(total)*time.Millisecond), total) // ≥ 1,000 rows/s
 	waitFor(t, 60*time.Second, "every row at status 2", func() bool {
 		return dbs[0].count(t, tables, 2)+dbs[1].count(t, tables, 2) == total
 	})
