@@ -443,3 +443,21 @@ func TestJobMisfire(t *testing.T) {
 		})
 	}
 }
+
+// TestJobTriggerRightAfterStart: a :trigger that arrives while the node is
+// still looking at the items it just took (more items than it runs at
+// once) runs every item: the looks do not swallow it.
+func TestJobTriggerRightAfterStart(t *testing.T) {
+	t.Parallel()
+	const tables, rows = 40, 20
+	db := newBillDB(t, "sqlite", tables, rows)
+	rcv := newJobReceiver(t)
+	base, _ := startJobNode(t, func(cfg *ontime.Config) {
+		j := billJob("many", "sqlite", []string{db.dsn}, tables, rcv.srv.URL)
+		j.Cron = "0 0 0 1 1 *"
+		j.Process.Concurrency = 1
+		cfg.Jobs = []ontime.JobConfig{j}
+	})
+	postJSON(t, base+"/v1/jobs/many:trigger", nil)
+	rcv.waitRows(t, 60*time.Second, tables*rows)
+}

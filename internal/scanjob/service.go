@@ -482,7 +482,14 @@ func (s *Service) trigger(ctx context.Context, j *job, item, trig string, fireAt
 		s.mu.Unlock()
 		return
 	}
-	if s.running[key] != nil {
+	if cur := s.running[key]; cur != nil {
+		// A look at a newly owned item that has not decided yet to run
+		// takes this trigger over: otherwise it would swallow it.
+		if cur.looking && trig != "acquire" {
+			cur.upgrade, cur.upgradeAt = trig, fireAt
+			s.mu.Unlock()
+			return
+		}
 		s.mu.Unlock()
 		if trig != "acquire" {
 			s.m.Skipped.WithLabelValues(j.name).Inc()
@@ -490,7 +497,7 @@ func (s *Service) trigger(ctx context.Context, j *job, item, trig string, fireAt
 		}
 		return
 	}
-	ir := &ItemRun{svc: s, job: j, item: item, stopCh: make(chan struct{})}
+	ir := &ItemRun{svc: s, job: j, item: item, stopCh: make(chan struct{}), looking: trig == "acquire"}
 	s.running[key] = ir
 	s.wg.Add(1)
 	s.mu.Unlock()
@@ -531,6 +538,12 @@ type ItemRun struct {
 	item  string
 	token int64
 	run   Run
+
+	// looking: an "acquire" look that has not decided yet; a trigger
+	// arriving meanwhile is kept in upgrade (under the service's mu).
+	looking   bool
+	upgrade   string
+	upgradeAt time.Time
 
 	mu         sync.Mutex
 	stopStatus string
@@ -634,6 +647,10 @@ func (r *ItemRun) execute(parent context.Context, trig string, fireAt time.Time)
 		s.log.Warn("job item take failed", "job", j.name, "item", r.item, "err", err)
 		return
 	}
+	s.mu.Lock()
+	r.looking = false
+	up, upAt := r.upgrade, r.upgradeAt
+	s.mu.Unlock()
 	cursor := ""
 	switch {
 	case st.RunID != "":
@@ -645,14 +662,17 @@ func (r *ItemRun) execute(parent context.Context, trig string, fireAt time.Time)
 		}
 	case trig == "acquire":
 		missed := j.lastMissed(st.LastFire, now)
-		if missed.IsZero() || s.paused(j.name) {
+		switch {
+		case up != "":
+			trig, fireAt = up, upAt // a trigger came while looking
+		case missed.IsZero():
 			return
-		}
-		if j.misfire == "skip" {
+		case j.misfire == "skip":
 			s.log.Info("job fire time missed; skipped per misfire: skip", "job", j.name, "item", r.item, "fire_at", missed)
 			return
+		default:
+			trig, fireAt = "misfire", missed
 		}
-		trig, fireAt = "misfire", missed
 	}
 	if s.paused(j.name) {
 		return
