@@ -93,6 +93,17 @@ func decodeNode(n *yaml.Node, v reflect.Value, path string) error {
 		}
 		v.Set(s)
 		return nil
+	case reflect.Interface:
+		// A value of any kind (a scan job's where and set values): YAML's
+		// own reading; the section validates what it accepts.
+		var x any
+		if err := n.Decode(&x); err != nil {
+			return keyError(path, n, "%s", cleanYAMLError(err))
+		}
+		if x != nil {
+			v.Set(reflect.ValueOf(x))
+		}
+		return nil
 	case reflect.Map:
 		if n.Kind != yaml.MappingNode {
 			return keyError(path, n, "want a map of names to values, got %s", describe(n))
