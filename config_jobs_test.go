@@ -29,10 +29,10 @@ func TestJobConfigErrorsNameTheKey(t *testing.T) {
 	dir := t.TempDir()
 	for want, yaml := range map[string]string{
 		"jobs[0].source.bogus: unknown key": strings.Replace(jobYAML, "      key: id\n", "      key: id\n      bogus: 1\n", 1),
-		"jobs[0]: source.key":              strings.Replace(jobYAML, "key: id", "key: \"id; --\"", 1),
-		"jobs[0]: cron":                    strings.Replace(jobYAML, `"*/10 * * * * *"`, `"often"`, 1),
-		"jobs[1].name":                     jobYAML + strings.TrimPrefix(jobYAML, "jobs:\n"),
-		"jobs[0]: on_success.set":          strings.Replace(jobYAML, "      set: {status: 2}\n", "", 1),
+		"jobs[0]: source.key":               strings.Replace(jobYAML, "key: id", "key: \"id; --\"", 1),
+		"jobs[0]: cron":                     strings.Replace(jobYAML, `"*/10 * * * * *"`, `"often"`, 1),
+		"jobs[1].name":                      jobYAML + strings.TrimPrefix(jobYAML, "jobs:\n"),
+		"jobs[0]: on_success.set":           strings.Replace(jobYAML, "      set: {status: 2}\n", "", 1),
 	} {
 		path := filepath.Join(dir, "c.yaml")
 		y := "data_dir: " + dir + "\n" + strings.ReplaceAll(yaml, "%DB%", filepath.Join(dir, "app.db"))
