@@ -60,6 +60,9 @@ type Config struct {
 	// Schedules are upserted when the node starts (schedules.go).
 	Schedules []Schedule  `yaml:"schedules"`
 	Jobs      []JobConfig `yaml:"jobs"` // scan jobs over the users' tables (config_jobs.go)
+	// Brokers names the message brokers mq://NAME/ADDRESS targets reach:
+	// NAME → amqp(s)://, nats://, redis(s)://, mqtt(s):// URL.
+	Brokers map[string]string `yaml:"brokers"`
 }
 
 // StoreConfig configures the task store.
@@ -241,6 +244,7 @@ func LoadConfig(path string, environ []string) (Config, error) {
 	if err := c.loadFiles(); err != nil {
 		return Config{}, err
 	}
+	applyBrokerEnv(&c, environ)
 	c.fill()
 	if err := c.Validate(); err != nil {
 		return Config{}, err
@@ -386,6 +390,9 @@ func (c *Config) Validate() error {
 		return err
 	}
 	if err := validateJobs(c.Jobs); err != nil {
+		return err
+	}
+	if err := validateBrokers(c.Brokers); err != nil {
 		return err
 	}
 	return c.validateSchedules()

@@ -298,7 +298,7 @@ func editDistance(a, b string) int {
 
 // envNotConfig are ONTIME_* variables that are not config keys: the CLI's
 // server address, token and CA file, and the knobs of the benchmarks and tests.
-var envNotConfig = []string{"ONTIME_SERVER", "ONTIME_TOKEN", "ONTIME_CA_FILE", "ONTIME_BENCH_", "ONTIME_TEST_"}
+var envNotConfig = []string{"ONTIME_SERVER", "ONTIME_TOKEN", "ONTIME_CA_FILE", "ONTIME_BENCH_", "ONTIME_TEST_", "ONTIME_BROKERS_"}
 
 // applyEnv sets fields from ONTIME_<PATH> variables: ONTIME_STORE_DRIVER,
 // ONTIME_HOT_REDIS_ADDRS (lists are comma-separated), ONTIME_DELIVERY_TIMEOUT.

@@ -283,8 +283,17 @@ func (n *Node) build(ctx context.Context, resolver Resolver) error {
 	if err != nil {
 		return fmt.Errorf("delivery: %w", err)
 	}
-	n.router, err = deliver.NewRouter(deliver.RouterConfig{Dispatcher: disp, Webhook: redactingSink{wh, n.sec.redactor()},
-		Outcomes: comp, NodeID: cfg.NodeID, Metrics: m})
+	brokers, err := newBrokers(cfg.Brokers, time.Duration(cfg.Delivery.Timeout), n.log)
+	if err != nil {
+		return err
+	}
+	rc := deliver.RouterConfig{Dispatcher: disp, Webhook: redactingSink{wh, n.sec.redactor()}, Outcomes: comp, NodeID: cfg.NodeID, Metrics: m}
+	limits := task.Limits{MaxPayloadBytes: cfg.Delivery.MaxPayloadBytes, DefaultMaxAttempts: cfg.Delivery.MaxAttempts,
+		CheckTarget: targets.CheckTarget}
+	if brokers.Len() > 0 {
+		rc.Brokers, limits.Brokers = brokers, brokers
+	}
+	n.router, err = deliver.NewRouter(rc)
 	if err != nil {
 		return err
 	}
@@ -301,9 +310,7 @@ func (n *Node) build(ctx context.Context, resolver Resolver) error {
 	n.submit, err = submit.New(submit.Config{Store: n.store, Tier: n.tier, Planner: planner, Notifier: n.scan,
 		Topology: router.Topology{Databases: len(cfg.Store.Databases), Tables: cfg.Store.Tables},
 		Segments: cfg.Store.Segments, NodeID: cfg.NodeID, Window: window, LeaseTTL: time.Duration(cfg.Delivery.LeaseTTL),
-		Limits: task.Limits{MaxPayloadBytes: cfg.Delivery.MaxPayloadBytes, DefaultMaxAttempts: cfg.Delivery.MaxAttempts,
-			CheckTarget: targets.CheckTarget},
-		Logger: n.log, Metrics: m})
+		Limits: limits, Logger: n.log, Metrics: m})
 	if err != nil {
 		return err
 	}
@@ -320,6 +327,9 @@ func (n *Node) build(ctx context.Context, resolver Resolver) error {
 	if ts, ok := n.tier.(startstop.Service); ok { // redis: its wake-up listener runs before the fire loops
 		n.services = slices.Insert(n.services, 3, ts)
 	}
+	// Broker connections start before the lanes that publish on them and
+	// stop after the dispatcher's drain, which waits for their confirms.
+	n.services = slices.Insert(n.services, 2, brokers.Services()...)
 	if err := n.buildSchedules(); err != nil {
 		return err
 	}

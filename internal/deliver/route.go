@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"strings"
 	"sync"
 	"time"
 
@@ -25,14 +26,15 @@ type Outcomes interface {
 type RouterConfig struct {
 	Dispatcher *Dispatcher
 	Webhook    Sink // sink for http(s) targets; nil: such tasks fail
+	Brokers    Sink // sink for mq:// targets; nil: such tasks fail
 	Outcomes   Outcomes
 	NodeID     string
 	Metrics    *metrics.Metrics // nil: series kept but not registered
 }
 
 // Router picks each due task's sink and lane: the Go handler of its topic
-// when it has no target, else the webhook sink in the lane of the target's
-// scheme and host.
+// when it has no target, the broker sink in the lane of its mq:// target,
+// else the webhook sink in the lane of the target's scheme and host.
 type Router struct {
 	cfg RouterConfig
 	m   *metrics.Metrics
@@ -94,6 +96,12 @@ func (r *Router) Send(tasks []*task.Task) {
 				r.cfg.Outcomes.Finish(t, fmt.Errorf("%w %q on node %s", errNoHandler, t.Topic, r.cfg.NodeID))
 				continue
 			}
+		} else if strings.HasPrefix(t.Target, task.MQScheme) {
+			sink, dest = r.cfg.Brokers, Destination(t.Target)
+			if sink == nil {
+				r.cfg.Outcomes.Finish(t, fmt.Errorf("no broker is configured on node %s", r.cfg.NodeID))
+				continue
+			}
 		} else {
 			sink, dest = r.cfg.Webhook, Destination(t.Target)
 			if sink == nil {
@@ -121,9 +129,15 @@ func (r *Router) Send(tasks []*task.Task) {
 	}
 }
 
-// Destination is the lane key of a webhook: scheme and host, so every path
-// of one endpoint shares one concurrency limit and one breaker.
+// Destination is the lane key of a target. A webhook's is its scheme and
+// host, so every path of one endpoint shares one concurrency limit and one
+// breaker; a broker's is the whole mq://NAME/ADDRESS, so each exchange and
+// routing key, subject, stream or MQTT topic has its own, and a queue
+// nobody drains holds back only its own tasks.
 func Destination(target string) string {
+	if strings.HasPrefix(target, task.MQScheme) {
+		return target
+	}
 	u, err := url.Parse(target)
 	if err != nil {
 		return target

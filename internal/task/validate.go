@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"strings"
 	"time"
+	"unicode"
 	"unicode/utf8"
 )
 
@@ -17,6 +19,16 @@ type Limits struct {
 	// literal address that is denied, a host the rules deny); its error
 	// is answered as a bad target.
 	CheckTarget func(target string) error
+	// Brokers judges mq:// targets against the configured brokers; nil:
+	// none is configured, so every mq:// target is refused.
+	Brokers BrokerTargets
+}
+
+// BrokerTargets checks that an mq://NAME/ADDRESS target names a configured
+// broker and an address well formed for that broker's kind. Its error is
+// the message of a FieldError on "target".
+type BrokerTargets interface {
+	CheckTarget(name, address string) error
 }
 
 const (
@@ -139,7 +151,7 @@ func Validate(s Spec, l Limits, now time.Time) (Validated, error) {
 	default:
 		v.Payload = s.Payload
 	}
-	if err := ValidateTarget(s.Target); err != nil {
+	if err := l.ValidateTarget(s.Target); err != nil {
 		return Validated{}, err
 	}
 	if s.Target != "" && l.CheckTarget != nil {
@@ -175,14 +187,94 @@ func ValidateTopic(topic string) error {
 	return nil
 }
 
-// ValidateTarget checks a delivery target: empty (a Go handler registered
-// for the topic) or an absolute http:// or https:// URL.
+// ValidateTarget checks a target as Validate does: the syntax of every
+// kind, and for mq:// targets that l.Brokers knows the broker and accepts
+// the address.
+func (l Limits) ValidateTarget(target string) error {
+	name, address, isMQ, err := SplitMQTarget(target)
+	if err != nil {
+		return &FieldError{Field: "target", Message: err.Error()}
+	}
+	if !isMQ {
+		return ValidateTarget(target)
+	}
+	if l.Brokers == nil {
+		return fieldErr("target", "names broker %q, but no brokers are configured", name)
+	}
+	if err := l.Brokers.CheckTarget(name, address); err != nil {
+		return &FieldError{Field: "target", Message: err.Error()}
+	}
+	return nil
+}
+
+// MQScheme prefixes a target delivered to a message broker:
+// mq://NAME/ADDRESS, NAME a key of the config's brokers.
+const MQScheme = "mq://"
+
+// SplitMQTarget splits mq://NAME/ADDRESS. isMQ is false (and err nil) for
+// any other target. ADDRESS is taken literally, without percent-decoding:
+// everything after the slash that ends NAME, so AMQP's
+// EXCHANGE/ROUTING_KEY keeps its own slash.
+func SplitMQTarget(target string) (name, address string, isMQ bool, err error) {
+	rest, ok := strings.CutPrefix(target, MQScheme)
+	if !ok {
+		return "", "", false, nil
+	}
+	if len(target) > MaxTargetLen {
+		return "", "", true, fmt.Errorf("is %d bytes; at most %d", len(target), MaxTargetLen)
+	}
+	name, address, ok = strings.Cut(rest, "/")
+	if !ok || address == "" {
+		return "", "", true, fmt.Errorf("%q has no address: want mq://BROKER/ADDRESS", target)
+	}
+	if err := ValidateBrokerName(name); err != nil {
+		return "", "", true, fmt.Errorf("%q: broker name %w", target, err)
+	}
+	if !utf8.ValidString(address) {
+		return "", "", true, errors.New("address is not valid UTF-8")
+	}
+	for i, r := range address {
+		if r < 0x20 || r == 0x7f || unicode.IsSpace(r) {
+			return "", "", true, fmt.Errorf("address has %q at byte %d; control characters and spaces are not allowed", r, i)
+		}
+	}
+	return name, address, true, nil
+}
+
+// ValidateBrokerName checks a broker's name (a key of the config's
+// brokers): 1–64 of A-Z a-z 0-9 _ -
+func ValidateBrokerName(name string) error {
+	if name == "" {
+		return errors.New("is empty")
+	}
+	if len(name) > 64 {
+		return fmt.Errorf("is %d characters; at most 64", len(name))
+	}
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-') {
+			return fmt.Errorf("has %q at position %d; allowed are A-Z a-z 0-9 _ -", c, i)
+		}
+	}
+	return nil
+}
+
+// ValidateTarget checks a delivery target's syntax: empty (a Go handler
+// registered for the topic), an absolute http:// or https:// URL, or
+// mq://BROKER/ADDRESS (whether the broker exists is Limits.ValidateTarget's
+// question).
 func ValidateTarget(target string) error {
 	if target == "" {
 		return nil
 	}
 	if len(target) > MaxTargetLen {
 		return fieldErr("target", "is %d bytes; at most %d", len(target), MaxTargetLen)
+	}
+	if _, _, isMQ, err := SplitMQTarget(target); isMQ {
+		if err != nil {
+			return &FieldError{Field: "target", Message: err.Error()}
+		}
+		return nil
 	}
 	u, err := url.Parse(target)
 	if err != nil {
@@ -197,7 +289,7 @@ func ValidateTarget(target string) error {
 			return fieldErr("target", "must not carry credentials in the URL")
 		}
 	default:
-		return fieldErr("target", "scheme %q is not supported (want http or https, or empty for a Go handler)", u.Scheme)
+		return fieldErr("target", "scheme %q is not supported (want http, https, mq://BROKER/ADDRESS, or empty for a Go handler)", u.Scheme)
 	}
 	return nil
 }

@@ -1,0 +1,415 @@
+// Package amqp publishes to RabbitMQ (AMQP 0-9-1) with publisher confirms
+// and the mandatory flag: a message is delivered when the broker confirms
+// it; a nack, or a return because no queue is bound for it, is a failed
+// attempt with the broker's reason.
+//
+// One connection and one confirm-mode channel per broker carry every lane's
+// publishes, pipelined: a publish takes the channel's next delivery tag,
+// writes the message and waits for that tag's confirm, while other
+// publishes go out behind it. One goroutine per connection reads confirms
+// and returns. RabbitMQ sends a message's basic.return before its
+// basic.ack, and the client hands them over in that order on channels this
+// goroutine reads, so by the time a confirm resolves a publish, its return
+// (if any) has been seen.
+package amqp
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"regexp"
+	"strings"
+	"sync"
+	"time"
+
+	amqp "github.com/rabbitmq/amqp091-go"
+
+	"github.com/ontimehq/ontime/internal/deliver/broker"
+	"github.com/ontimehq/ontime/internal/startstop"
+)
+
+// Config configures a publisher.
+type Config struct {
+	Name   string // the broker's name in the config, for logs
+	URL    string // amqp:// or amqps://
+	Logger *slog.Logger
+}
+
+// CheckURL reports whether raw is an AMQP URL the client accepts.
+func CheckURL(raw string) error {
+	_, err := amqp.ParseURI(raw)
+	return err
+}
+
+// Publisher publishes to one RabbitMQ broker.
+type Publisher struct {
+	startstop.Base
+	cfg  Config
+	log  *slog.Logger
+	link *broker.Link
+
+	pubMu sync.Mutex // orders publishes: tag taken and message written together
+	conn  *amqp.Connection
+	ch    *amqp.Channel // nil while disconnected
+
+	pendMu  sync.Mutex // never held while blocking
+	pending map[uint64]*pending
+
+	exMu      sync.Mutex
+	exchanges map[string]bool // exchanges known to exist
+}
+
+type pending struct {
+	id, attempt string
+	exchange    string
+	done        chan error // buffered 1; the confirm loop resolves it once
+	returned    *amqp.Return
+}
+
+// New builds a publisher; it connects once started.
+func New(cfg Config) (*Publisher, error) {
+	if err := CheckURL(cfg.URL); err != nil {
+		return nil, err
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	return &Publisher{cfg: cfg, log: cfg.Logger.With("broker", cfg.Name), link: broker.NewLink(),
+		pending: map[uint64]*pending{}, exchanges: map[string]bool{}}, nil
+}
+
+// Kind implements broker.Publisher.
+func (p *Publisher) Kind() string { return "amqp" }
+
+var exchangeName = regexp.MustCompile(`^[A-Za-z0-9_.:-]*$`)
+
+// CheckAddress judges EXCHANGE/ROUTING_KEY; an empty EXCHANGE is the
+// default exchange, whose routing key is a queue name.
+func (p *Publisher) CheckAddress(address string) error { return CheckAddress(address) }
+
+// CheckAddress is Publisher.CheckAddress without a publisher.
+func CheckAddress(address string) error {
+	exchange, key, ok := strings.Cut(address, "/")
+	switch {
+	case !ok:
+		return errors.New("want EXCHANGE/ROUTING_KEY (mq://NAME//QUEUE for the default exchange)")
+	case len(exchange) > 255:
+		return fmt.Errorf("exchange is %d bytes; at most 255", len(exchange))
+	case !exchangeName.MatchString(exchange):
+		return fmt.Errorf("exchange %q: allowed are A-Z a-z 0-9 - _ . :", exchange)
+	case len(key) > 255:
+		return fmt.Errorf("routing key is %d bytes; at most 255", len(key))
+	case exchange == "" && key == "":
+		return errors.New("the default exchange needs a queue name as routing key: mq://NAME//QUEUE")
+	}
+	return nil
+}
+
+// Start connects in the background and keeps the connection up until Stop.
+func (p *Publisher) Start(ctx context.Context) error {
+	ctx, ok, started, stopped := p.StartInit(ctx)
+	if !ok {
+		return nil
+	}
+	go func() {
+		started()
+		defer stopped()
+		p.run(ctx)
+	}()
+	return nil
+}
+
+// run connects, serves the connection until it is lost, and reconnects
+// with backoff, until ctx ends.
+func (p *Publisher) run(ctx context.Context) {
+	for try := 0; ctx.Err() == nil; {
+		s, err := p.connect()
+		if err != nil {
+			p.link.Down(err)
+			if try == 0 || try%20 == 0 {
+				p.log.Warn("broker connection failed; retrying", "err", err)
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(broker.Backoff(try, 100*time.Millisecond, 5*time.Second)):
+			}
+			try++
+			continue
+		}
+		if try > 0 {
+			p.log.Info("broker connected")
+		}
+		try = 0
+		p.link.Up()
+		err = p.serve(ctx, s)
+		p.teardown(err)
+		if ctx.Err() == nil {
+			p.log.Warn("broker connection lost; reconnecting", "err", err)
+		}
+	}
+}
+
+// session is one connection's notification channels.
+type session struct {
+	confirms  chan amqp.Confirmation
+	returns   chan amqp.Return
+	chClose   chan *amqp.Error
+	connClose chan *amqp.Error
+}
+
+func (p *Publisher) connect() (*session, error) {
+	conn, err := amqp.DialConfig(p.cfg.URL, amqp.Config{
+		Heartbeat:  10 * time.Second,
+		Locale:     "en_US",
+		Properties: amqp.Table{"connection_name": "ontime " + p.cfg.Name},
+		Dial:       amqp.DefaultDial(5 * time.Second),
+	})
+	if err != nil {
+		return nil, err
+	}
+	ch, err := conn.Channel()
+	if err != nil {
+		conn.Close()
+		return nil, err
+	}
+	if err := ch.Confirm(false); err != nil {
+		conn.Close()
+		return nil, fmt.Errorf("confirm mode: %w", err)
+	}
+	s := &session{
+		// Confirms may queue (the client blocks on a full channel while
+		// holding its own lock, so keep room); returns must not, so that a
+		// message's return is taken before its confirm is handed over.
+		confirms:  ch.NotifyPublish(make(chan amqp.Confirmation, 8192)),
+		returns:   ch.NotifyReturn(make(chan amqp.Return)),
+		chClose:   ch.NotifyClose(make(chan *amqp.Error, 1)),
+		connClose: conn.NotifyClose(make(chan *amqp.Error, 1)),
+	}
+	p.pubMu.Lock()
+	p.conn, p.ch = conn, ch
+	p.pubMu.Unlock()
+	return s, nil
+}
+
+// serve resolves publishes from confirms and returns until the channel or
+// the connection closes (its error) or ctx ends.
+func (p *Publisher) serve(ctx context.Context, s *session) error {
+	confirms, returns := s.confirms, s.returns
+	for {
+		select {
+		case <-ctx.Done():
+			return errors.New("publisher stopped")
+		case r, ok := <-returns:
+			if !ok {
+				returns = nil
+				continue
+			}
+			p.markReturned(r)
+		case c, ok := <-confirms:
+			if !ok {
+				confirms = nil
+				continue
+			}
+			p.resolve(c)
+		case e := <-s.chClose:
+			if e == nil {
+				return errors.New("channel closed")
+			}
+			return e
+		case e := <-s.connClose:
+			if e == nil {
+				return errors.New("connection closed")
+			}
+			return e
+		}
+	}
+}
+
+func (p *Publisher) markReturned(r amqp.Return) {
+	attempt, _ := r.Headers[broker.HeaderAttempt].(string)
+	p.pendMu.Lock()
+	defer p.pendMu.Unlock()
+	// The oldest unconfirmed publish of this task and attempt: a return
+	// precedes its own confirm, so it cannot be a confirmed one.
+	var best uint64
+	for tag, pd := range p.pending {
+		if pd.returned == nil && pd.id == r.MessageId && pd.attempt == attempt && (best == 0 || tag < best) {
+			best = tag
+		}
+	}
+	if best != 0 {
+		p.pending[best].returned = &r
+	}
+}
+
+func (p *Publisher) resolve(c amqp.Confirmation) {
+	p.pendMu.Lock()
+	pd := p.pending[c.DeliveryTag]
+	delete(p.pending, c.DeliveryTag)
+	p.pendMu.Unlock()
+	if pd == nil {
+		return // its publisher gave up waiting
+	}
+	switch {
+	case !c.Ack:
+		pd.done <- errors.New("the broker nacked the message (publisher confirm negative)")
+	case pd.returned != nil:
+		r := pd.returned
+		pd.done <- fmt.Errorf("unroutable: the broker returned the message: %d %s (exchange %q, routing key %q)",
+			r.ReplyCode, r.ReplyText, r.Exchange, r.RoutingKey)
+	default:
+		pd.done <- nil
+	}
+}
+
+// noExchange finds the exchange a 404 channel error names.
+var noExchange = regexp.MustCompile(`no exchange '([^']*)'`)
+
+// teardown ends a connection: publishes awaiting a confirm are failed with
+// ErrConnLost (Set publishes them again), except those to an exchange the
+// broker said does not exist, which fail with that reason.
+func (p *Publisher) teardown(cause error) {
+	p.link.Down(cause)
+	p.pubMu.Lock()
+	conn := p.conn
+	p.conn, p.ch = nil, nil
+	p.pubMu.Unlock()
+	var missing string
+	var ae *amqp.Error
+	if errors.As(cause, &ae) && ae.Code == amqp.NotFound {
+		if m := noExchange.FindStringSubmatch(ae.Reason); m != nil {
+			missing = m[1]
+			p.exMu.Lock()
+			delete(p.exchanges, missing)
+			p.exMu.Unlock()
+		}
+	}
+	p.pendMu.Lock()
+	failed := p.pending
+	p.pending = map[uint64]*pending{}
+	p.pendMu.Unlock()
+	for _, pd := range failed {
+		if missing != "" && pd.exchange == missing {
+			pd.done <- fmt.Errorf("exchange %q does not exist: %s", missing, ae.Reason)
+		} else {
+			pd.done <- fmt.Errorf("%w: %v", broker.ErrConnLost, cause)
+		}
+	}
+	if conn != nil {
+		_ = conn.Close()
+	}
+}
+
+// Publish implements broker.Publisher.
+func (p *Publisher) Publish(ctx context.Context, address string, m *broker.Message) error {
+	exchange, key, _ := strings.Cut(address, "/")
+	if _, err := p.link.Wait(ctx); err != nil {
+		return err
+	}
+	if err := p.checkExchange(ctx, exchange); err != nil {
+		return err
+	}
+	headers := make(amqp.Table, len(m.Headers))
+	for _, h := range m.Headers {
+		headers[h.Name] = h.Value
+	}
+	pd := &pending{id: m.ID, attempt: m.Headers[1].Value, exchange: exchange, done: make(chan error, 1)}
+	msg := amqp.Publishing{
+		Headers:      headers,
+		ContentType:  "application/json",
+		DeliveryMode: amqp.Persistent,
+		MessageId:    m.ID,
+		Timestamp:    time.Now(),
+		Body:         m.Body,
+	}
+	p.pubMu.Lock()
+	ch := p.ch
+	if ch == nil {
+		p.pubMu.Unlock()
+		return fmt.Errorf("%w: %v", broker.ErrConnLost, p.link.Err())
+	}
+	tag := ch.GetNextPublishSeqNo()
+	p.pendMu.Lock()
+	p.pending[tag] = pd
+	p.pendMu.Unlock()
+	err := ch.PublishWithContext(ctx, exchange, key, true, false, msg)
+	p.pubMu.Unlock()
+	if err != nil {
+		p.forget(tag, pd)
+		if errors.Is(err, amqp.ErrClosed) {
+			return fmt.Errorf("%w: %v", broker.ErrConnLost, err)
+		}
+		return err
+	}
+	select {
+	case err := <-pd.done:
+		return err
+	case <-ctx.Done():
+		p.forget(tag, pd)
+		return fmt.Errorf("no publisher confirm: %w", ctx.Err())
+	}
+}
+
+func (p *Publisher) forget(tag uint64, pd *pending) {
+	p.pendMu.Lock()
+	if p.pending[tag] == pd {
+		delete(p.pending, tag)
+	}
+	p.pendMu.Unlock()
+}
+
+// checkExchange makes sure a named exchange exists before the first
+// publish to it: publishing to a missing exchange closes the channel (404),
+// failing every publish in flight on it. A passive declare on a channel of
+// its own answers instead; an exchange that exists is remembered.
+func (p *Publisher) checkExchange(ctx context.Context, exchange string) error {
+	if exchange == "" {
+		return nil
+	}
+	p.exMu.Lock()
+	known := p.exchanges[exchange]
+	p.exMu.Unlock()
+	if known {
+		return nil
+	}
+	p.pubMu.Lock()
+	conn := p.conn
+	p.pubMu.Unlock()
+	if conn == nil {
+		return fmt.Errorf("%w: %v", broker.ErrConnLost, p.link.Err())
+	}
+	done := make(chan error, 1)
+	go func() {
+		ch, err := conn.Channel()
+		if err != nil {
+			done <- fmt.Errorf("%w: %v", broker.ErrConnLost, err)
+			return
+		}
+		err = ch.ExchangeDeclarePassive(exchange, amqp.ExchangeDirect, false, false, false, false, nil)
+		var ae *amqp.Error
+		switch {
+		case err == nil:
+			_ = ch.Close()
+		case errors.As(err, &ae) && ae.Code == amqp.NotFound:
+			err = fmt.Errorf("exchange %q does not exist: %s", exchange, ae.Reason)
+		case errors.As(err, &ae):
+			err = fmt.Errorf("exchange %q: %s", exchange, ae.Reason)
+		default:
+			err = fmt.Errorf("%w: %v", broker.ErrConnLost, err)
+		}
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if err == nil {
+			p.exMu.Lock()
+			p.exchanges[exchange] = true
+			p.exMu.Unlock()
+		}
+		return err
+	case <-ctx.Done():
+		return fmt.Errorf("checking exchange %q: %w", exchange, ctx.Err())
+	}
+}

@@ -1,0 +1,260 @@
+// Package broker delivers tasks whose target is mq://NAME/ADDRESS to the
+// message broker the config names NAME: RabbitMQ (package amqp), NATS
+// JetStream (natsjs), Redis Streams (redisstream) or MQTT 5 (mqtt).
+//
+// Each broker is one Publisher: one connection (a small pool for Redis)
+// shared by every lane of that broker, kept up by the publisher's own
+// goroutine with backoff. The dispatcher gives each ADDRESS its own lane
+// (deliver.Destination), so lanes of one broker run their publishes
+// concurrently over that connection: many publishes in flight, each waiting
+// for the broker's own acknowledgement — a publisher confirm, a PubAck, the
+// XADD reply, a PUBACK — never for "written to a socket".
+//
+// Set is the deliver.Sink of every mq:// target. It gives an attempt
+// delivery.timeout and republishes, within it, a message whose connection
+// was lost before the broker acknowledged it (ErrConnLost): at least once,
+// never lost; receivers drop duplicates by the ontime-task-id header.
+package broker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/ontimehq/ontime/internal/deliver"
+	"github.com/ontimehq/ontime/internal/startstop"
+	"github.com/ontimehq/ontime/internal/task"
+)
+
+// ErrConnLost: the connection went away before the broker acknowledged a
+// publish. The message may or may not have reached the broker; Set
+// publishes it again on the next connection.
+var ErrConnLost = errors.New("connection to the broker lost before it acknowledged")
+
+// Publisher publishes to one broker. Its Start returns at once and keeps a
+// connection up until Stop; Publish waits for a connection (within ctx),
+// publishes and waits for the broker's acknowledgement.
+type Publisher interface {
+	startstop.Service
+	// Kind names the broker's kind in errors: "amqp", "nats", "redis", "mqtt".
+	Kind() string
+	// CheckAddress judges an ADDRESS for this kind of broker.
+	CheckAddress(address string) error
+	// Publish sends m to address and returns once the broker acknowledged
+	// it (nil), refused it (an error with the broker's reason), or the
+	// connection was lost first (an error wrapping ErrConnLost).
+	Publish(ctx context.Context, address string, m *Message) error
+}
+
+// Message is what a publisher sends: the task's payload as the body and its
+// metadata as headers (AMQP headers, NATS headers, stream fields, MQTT 5
+// user properties).
+type Message struct {
+	ID      string // the task ID; NATS's Nats-Msg-Id
+	Body    []byte
+	Headers [5]Header
+}
+
+// Header is one name and value of Message.Headers.
+type Header struct{ Name, Value string }
+
+// Header names, as DESIGN.md lists them.
+const (
+	HeaderTaskID  = "ontime-task-id"
+	HeaderAttempt = "ontime-attempt"
+	HeaderTopic   = "ontime-topic"
+	HeaderKey     = "ontime-key"
+	HeaderDueAt   = "ontime-due-at"
+)
+
+// MessageOf builds the message of a delivery.
+func MessageOf(d deliver.Delivery) *Message {
+	body := d.Payload
+	if len(body) == 0 {
+		body = []byte("null")
+	}
+	return &Message{ID: d.ID, Body: body, Headers: [5]Header{
+		{HeaderTaskID, d.ID},
+		{HeaderAttempt, strconv.Itoa(d.Attempt)},
+		{HeaderTopic, d.Topic},
+		{HeaderKey, d.Key},
+		{HeaderDueAt, d.DueAt.UTC().Format(time.RFC3339Nano)},
+	}}
+}
+
+// Set is the sink of mq:// targets: the configured brokers by name.
+type Set struct {
+	pubs    map[string]Publisher
+	timeout time.Duration
+}
+
+// NewSet builds the set; timeout bounds one attempt (delivery.timeout):
+// waiting for a connection, publishing again after a lost one, and the
+// broker's acknowledgement.
+func NewSet(pubs map[string]Publisher, timeout time.Duration) (*Set, error) {
+	if timeout <= 0 {
+		return nil, errors.New("broker: timeout must be positive")
+	}
+	for name := range pubs {
+		if err := task.ValidateBrokerName(name); err != nil {
+			return nil, fmt.Errorf("brokers.%s: name %w", name, err)
+		}
+	}
+	return &Set{pubs: pubs, timeout: timeout}, nil
+}
+
+// Services returns the publishers, to be started before the dispatcher
+// and stopped after it (the dispatcher's drain waits for their confirms).
+func (s *Set) Services() []startstop.Service {
+	out := make([]startstop.Service, 0, len(s.pubs))
+	for _, p := range s.pubs {
+		out = append(out, p)
+	}
+	return out
+}
+
+// Len is the number of brokers.
+func (s *Set) Len() int { return len(s.pubs) }
+
+// CheckTarget implements task.BrokerTargets: NAME must be configured and
+// ADDRESS well formed for its kind.
+func (s *Set) CheckTarget(name, address string) error {
+	p, ok := s.pubs[name]
+	if !ok {
+		return fmt.Errorf("names broker %q, which is not configured (brokers: %s)", name, s.names())
+	}
+	if err := p.CheckAddress(address); err != nil {
+		return fmt.Errorf("bad %s address %q for broker %q: %w", p.Kind(), address, name, err)
+	}
+	return nil
+}
+
+func (s *Set) names() string {
+	if len(s.pubs) == 0 {
+		return "none"
+	}
+	out := ""
+	for name := range s.pubs {
+		if out != "" {
+			out += ", "
+		}
+		out += name
+	}
+	return out
+}
+
+// Deliver publishes d to the broker and address of its target. A publish
+// whose connection was lost before the acknowledgement is sent again, on
+// the next connection, until the attempt's timeout.
+func (s *Set) Deliver(ctx context.Context, d deliver.Delivery) error {
+	name, address, isMQ, err := task.SplitMQTarget(d.Target)
+	if err != nil || !isMQ {
+		return deliver.Permanent(fmt.Errorf("target %q is not mq://BROKER/ADDRESS", d.Target))
+	}
+	p, ok := s.pubs[name]
+	if !ok {
+		// Not permanent: a node with the broker configured may take it.
+		return fmt.Errorf("broker %q is not configured on this node", name)
+	}
+	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
+	m := MessageOf(d)
+	for try := 0; ; try++ {
+		err := p.Publish(ctx, address, m)
+		if err == nil {
+			return nil
+		}
+		if !errors.Is(err, ErrConnLost) {
+			return fmt.Errorf("%s broker %q: %w", p.Kind(), name, err)
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%s broker %q: no acknowledgement within %s: %w", p.Kind(), name, s.timeout, err)
+		case <-time.After(Backoff(try, 10*time.Millisecond, 500*time.Millisecond)):
+		}
+	}
+}
+
+// Backoff is the wait before try (0-based) of a reconnect or a republish:
+// base·2^try capped at max, less up to a quarter of jitter, so connections
+// that dropped together do not redial together.
+func Backoff(try int, base, maxd time.Duration) time.Duration {
+	d := maxd
+	if try < 30 {
+		d = min(base<<try, maxd)
+	}
+	return d - time.Duration(rand.Int64N(int64(d)/4+1))
+}
+
+// Link is a publisher's view of its connection: whether it is up, the
+// error that took it down, and a generation that changes on every loss so
+// a publish can tell that the connection it used is gone.
+type Link struct {
+	mu      sync.Mutex
+	up      chan struct{} // closed while connected
+	lost    chan struct{} // closed when the current connection is lost
+	lastErr error
+}
+
+// NewLink returns a link that is down.
+func NewLink() *Link {
+	return &Link{up: make(chan struct{}), lost: make(chan struct{}), lastErr: errors.New("not connected yet")}
+}
+
+// Up marks the connection up.
+func (l *Link) Up() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	select {
+	case <-l.up:
+	default:
+		l.lost = make(chan struct{})
+		close(l.up)
+	}
+}
+
+// Down marks the connection lost with err.
+func (l *Link) Down(err error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if err == nil {
+		err = errors.New("connection closed")
+	}
+	l.lastErr = err
+	select {
+	case <-l.up:
+		l.up = make(chan struct{})
+		close(l.lost)
+	default:
+	}
+}
+
+// Wait returns once the connection is up, with the channel closed when that
+// connection is lost; or ctx's end, with the last connection error.
+func (l *Link) Wait(ctx context.Context) (lost <-chan struct{}, err error) {
+	l.mu.Lock()
+	up := l.up
+	l.mu.Unlock()
+	select {
+	case <-up:
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		if l.up != up { // lost again meanwhile
+			return nil, fmt.Errorf("%w: %v", ErrConnLost, l.lastErr)
+		}
+		return l.lost, nil
+	case <-ctx.Done():
+		return nil, fmt.Errorf("not connected (%v): %w", l.Err(), ctx.Err())
+	}
+}
+
+// Err is the error that last took the connection down.
+func (l *Link) Err() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.lastErr
+}

@@ -1,0 +1,201 @@
+// Package natsjs publishes to NATS JetStream. Every message carries
+// Nats-Msg-Id = the task ID, so the stream's duplicate window drops a
+// redelivery; success is the stream's PubAck. A subject no stream captures
+// gets no answer from JetStream ("no responders"): a failed attempt that
+// says so.
+//
+// Publishes are asynchronous (many in flight on one connection, each
+// waiting for its own PubAck future). nats.go reconnects by itself; a
+// publish whose connection is lost before its PubAck is sent again on the
+// next one, which the Msg-Id makes harmless.
+package natsjs
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/ontimehq/ontime/internal/deliver/broker"
+	"github.com/ontimehq/ontime/internal/startstop"
+)
+
+// Config configures a publisher.
+type Config struct {
+	Name   string // the broker's name in the config, for logs
+	URL    string // nats://[user:pass@]host:port[,nats://…]
+	Logger *slog.Logger
+}
+
+// CheckURL reports whether raw is a nats:// URL (several may be given,
+// comma-separated, as nats.go accepts).
+func CheckURL(raw string) error {
+	for _, one := range strings.Split(raw, ",") {
+		u, err := url.Parse(strings.TrimSpace(one))
+		if err != nil {
+			return err
+		}
+		if u.Scheme != "nats" && u.Scheme != "tls" {
+			return fmt.Errorf("scheme %q: want nats://", u.Scheme)
+		}
+		if u.Host == "" {
+			return errors.New("no host")
+		}
+	}
+	return nil
+}
+
+// Publisher publishes to one NATS server or cluster.
+type Publisher struct {
+	startstop.Base
+	cfg  Config
+	log  *slog.Logger
+	link *broker.Link
+
+	mu sync.Mutex
+	nc *nats.Conn
+	js jetstream.JetStream
+}
+
+// New builds a publisher; it connects once started.
+func New(cfg Config) (*Publisher, error) {
+	if err := CheckURL(cfg.URL); err != nil {
+		return nil, err
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	return &Publisher{cfg: cfg, log: cfg.Logger.With("broker", cfg.Name), link: broker.NewLink()}, nil
+}
+
+// Kind implements broker.Publisher.
+func (p *Publisher) Kind() string { return "nats" }
+
+// CheckAddress judges a subject to publish to: tokens separated by dots,
+// none empty, no wildcard.
+func (p *Publisher) CheckAddress(address string) error { return CheckAddress(address) }
+
+// CheckAddress is Publisher.CheckAddress without a publisher.
+func CheckAddress(subject string) error {
+	for i, tok := range strings.Split(subject, ".") {
+		switch {
+		case tok == "":
+			return fmt.Errorf("subject token %d is empty", i+1)
+		case tok == "*" || tok == ">":
+			return errors.New("a subject to publish to has no wildcards (* or >)")
+		case strings.ContainsAny(tok, " \t\r\n"):
+			return errors.New("subject contains whitespace")
+		}
+	}
+	return nil
+}
+
+// Start connects in the background; nats.go keeps the connection up (with
+// backoff) until Stop.
+func (p *Publisher) Start(ctx context.Context) error {
+	ctx, ok, started, stopped := p.StartInit(ctx)
+	if !ok {
+		return nil
+	}
+	go func() {
+		started()
+		defer stopped()
+		nc, err := nats.Connect(p.cfg.URL,
+			nats.Name("ontime "+p.cfg.Name),
+			nats.RetryOnFailedConnect(true),
+			nats.MaxReconnects(-1),
+			nats.CustomReconnectDelay(func(try int) time.Duration {
+				return broker.Backoff(try, 100*time.Millisecond, 5*time.Second)
+			}),
+			// Publishes wait for a connection instead of piling up in a
+			// buffer whose fate a lost connection leaves unknown.
+			nats.ReconnectBufSize(-1),
+			nats.ConnectHandler(func(*nats.Conn) { p.link.Up(); p.log.Info("broker connected") }),
+			nats.ReconnectHandler(func(*nats.Conn) { p.link.Up(); p.log.Info("broker reconnected") }),
+			nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
+				p.link.Down(err)
+				if err != nil {
+					p.log.Warn("broker connection lost; reconnecting", "err", err)
+				}
+			}),
+			nats.ClosedHandler(func(*nats.Conn) { p.link.Down(errors.New("connection closed")) }),
+		)
+		if err != nil {
+			p.link.Down(err)
+			p.log.Error("broker connection failed", "err", err)
+			<-ctx.Done()
+			return
+		}
+		js, err := jetstream.New(nc, jetstream.WithPublishAsyncMaxPending(16384))
+		if err != nil {
+			nc.Close()
+			p.link.Down(err)
+			p.log.Error("jetstream", "err", err)
+			<-ctx.Done()
+			return
+		}
+		p.mu.Lock()
+		p.nc, p.js = nc, js
+		p.mu.Unlock()
+		if nc.IsConnected() {
+			p.link.Up()
+		}
+		<-ctx.Done()
+		// Publishes in flight were drained by the dispatcher's stop; what
+		// is left is flushed and closed.
+		_ = nc.Drain()
+		nc.Close()
+	}()
+	return nil
+}
+
+// Publish implements broker.Publisher.
+func (p *Publisher) Publish(ctx context.Context, subject string, m *broker.Message) error {
+	lost, err := p.link.Wait(ctx)
+	if err != nil {
+		return err
+	}
+	p.mu.Lock()
+	js := p.js
+	p.mu.Unlock()
+	if js == nil {
+		return fmt.Errorf("%w: not connected", broker.ErrConnLost)
+	}
+	msg := &nats.Msg{Subject: subject, Data: m.Body, Header: make(nats.Header, len(m.Headers)+1)}
+	for _, h := range m.Headers {
+		msg.Header.Set(h.Name, h.Value)
+	}
+	msg.Header.Set("Content-Type", "application/json")
+	f, err := js.PublishMsgAsync(msg, jetstream.WithMsgID(m.ID), jetstream.WithRetryAttempts(0))
+	if err != nil {
+		if errors.Is(err, nats.ErrConnectionClosed) || errors.Is(err, nats.ErrConnectionReconnecting) ||
+			errors.Is(err, nats.ErrReconnectBufExceeded) || errors.Is(err, nats.ErrDisconnected) {
+			return fmt.Errorf("%w: %v", broker.ErrConnLost, err)
+		}
+		return err
+	}
+	select {
+	case <-f.Ok():
+		return nil
+	case err := <-f.Err():
+		switch {
+		case errors.Is(err, jetstream.ErrNoStreamResponse), errors.Is(err, nats.ErrNoResponders):
+			return fmt.Errorf("no JetStream stream captures subject %q (no responders)", subject)
+		case errors.Is(err, jetstream.ErrAsyncPublishTimeout), errors.Is(err, nats.ErrConnectionClosed),
+			errors.Is(err, nats.ErrDisconnected):
+			return fmt.Errorf("%w: %v", broker.ErrConnLost, err)
+		}
+		return fmt.Errorf("jetstream refused the message: %w", err)
+	case <-lost:
+		return fmt.Errorf("%w: %v", broker.ErrConnLost, p.link.Err())
+	case <-ctx.Done():
+		return fmt.Errorf("no PubAck: %w", ctx.Err())
+	}
+}

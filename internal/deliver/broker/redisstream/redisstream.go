@@ -1,0 +1,248 @@
+// Package redisstream publishes to Redis Streams: one XADD per task, its
+// fields the payload and the ontime-* headers, optionally trimmed with
+// MAXLEN ~ n. Success is the reply (the entry's ID).
+//
+// Publishes are pipelined: a few writer goroutines each take every XADD
+// waiting at that moment and send them in one pipeline, so a burst costs
+// one round trip per batch, not per task. go-redis redials a lost
+// connection by itself; an XADD whose reply was lost with its connection is
+// sent again (at least once: the stream may then hold it twice, and
+// consumers drop duplicates by ontime-task-id).
+package redisstream
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"strconv"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/ontimehq/ontime/internal/deliver/broker"
+	"github.com/ontimehq/ontime/internal/startstop"
+)
+
+// Config configures a publisher.
+type Config struct {
+	Name   string // the broker's name in the config, for logs
+	URL    string // redis:// or rediss://, go-redis's syntax, plus ?maxlen=N
+	Logger *slog.Logger
+}
+
+// Defaults of the pipeline.
+const (
+	writers  = 4   // pipelines in flight at once
+	maxBatch = 512 // XADDs per pipeline
+)
+
+// FieldPayload is the stream field that carries the task's payload; the
+// others are the ontime-* headers.
+const FieldPayload = "payload"
+
+// ParseURL splits ontime's own maxlen parameter (approximate trimming,
+// MAXLEN ~ n) from go-redis's options.
+func ParseURL(raw string) (*redis.Options, int64, error) {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return nil, 0, err
+	}
+	if u.Scheme != "redis" && u.Scheme != "rediss" {
+		return nil, 0, fmt.Errorf("scheme %q: want redis:// or rediss://", u.Scheme)
+	}
+	q := u.Query()
+	var maxLen int64
+	if v := q.Get("maxlen"); v != "" {
+		maxLen, err = strconv.ParseInt(v, 10, 64)
+		if err != nil || maxLen < 1 {
+			return nil, 0, fmt.Errorf("maxlen=%q: want a positive integer", v)
+		}
+	}
+	q.Del("maxlen")
+	u.RawQuery = q.Encode()
+	opt, err := redis.ParseURL(u.String())
+	if err != nil {
+		return nil, 0, err
+	}
+	return opt, maxLen, nil
+}
+
+// CheckURL reports whether raw is a URL the publisher accepts.
+func CheckURL(raw string) error {
+	_, _, err := ParseURL(raw)
+	return err
+}
+
+// Publisher publishes to one Redis server.
+type Publisher struct {
+	startstop.Base
+	cfg    Config
+	log    *slog.Logger
+	opt    *redis.Options
+	maxLen int64
+	client *redis.Client
+	reqs   chan *xadd
+}
+
+type xadd struct {
+	stream string
+	m      *broker.Message
+	done   chan error // buffered 1
+}
+
+// New builds a publisher; its writers run once started.
+func New(cfg Config) (*Publisher, error) {
+	opt, maxLen, err := ParseURL(cfg.URL)
+	if err != nil {
+		return nil, err
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	opt.PoolSize = writers + 2
+	opt.MaxRetries = -1 // a lost reply is ours to retry, knowing what it was
+	return &Publisher{cfg: cfg, log: cfg.Logger.With("broker", cfg.Name), opt: opt, maxLen: maxLen,
+		reqs: make(chan *xadd, 4096)}, nil
+}
+
+// Kind implements broker.Publisher.
+func (p *Publisher) Kind() string { return "redis" }
+
+// CheckAddress judges a stream key: anything non-empty.
+func (p *Publisher) CheckAddress(address string) error { return CheckAddress(address) }
+
+// CheckAddress is Publisher.CheckAddress without a publisher.
+func CheckAddress(key string) error {
+	if key == "" {
+		return errors.New("the stream key is empty")
+	}
+	return nil
+}
+
+// Start runs the writers until Stop.
+func (p *Publisher) Start(ctx context.Context) error {
+	ctx, ok, started, stopped := p.StartInit(ctx)
+	if !ok {
+		return nil
+	}
+	p.client = redis.NewClient(p.opt)
+	done := make(chan struct{})
+	for range writers {
+		go func() {
+			defer func() { done <- struct{}{} }()
+			p.write(ctx)
+		}()
+	}
+	go func() {
+		started()
+		defer stopped()
+		for range writers {
+			<-done
+		}
+		// Whatever is still queued was given up by its caller (the
+		// dispatcher drained first); answer it anyway.
+		for {
+			select {
+			case r := <-p.reqs:
+				r.done <- fmt.Errorf("%w: publisher stopped", broker.ErrConnLost)
+			default:
+				_ = p.client.Close()
+				return
+			}
+		}
+	}()
+	return nil
+}
+
+// write sends what is queued, in pipelines, until ctx ends.
+func (p *Publisher) write(ctx context.Context) {
+	batch := make([]*xadd, 0, maxBatch)
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case r := <-p.reqs:
+			batch = append(batch[:0], r)
+		}
+	more:
+		for len(batch) < maxBatch {
+			select {
+			case r := <-p.reqs:
+				batch = append(batch, r)
+			default:
+				break more
+			}
+		}
+		p.send(batch)
+		clear(batch)
+	}
+}
+
+func (p *Publisher) send(batch []*xadd) {
+	// Not the service's context: a pipeline sent is answered, even while
+	// stopping; the timeout bounds a broker that stopped answering.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	pipe := p.client.Pipeline()
+	cmds := make([]*redis.StringCmd, len(batch))
+	for i, r := range batch {
+		vals := make([]any, 0, 2+2*len(r.m.Headers))
+		vals = append(vals, FieldPayload, r.m.Body)
+		for _, h := range r.m.Headers {
+			vals = append(vals, h.Name, h.Value)
+		}
+		args := &redis.XAddArgs{Stream: r.stream, Values: vals}
+		if p.maxLen > 0 {
+			args.MaxLen, args.Approx = p.maxLen, true
+		}
+		cmds[i] = pipe.XAdd(ctx, args)
+	}
+	_, _ = pipe.Exec(ctx)
+	for i, r := range batch {
+		r.done <- classify(cmds[i].Err())
+	}
+}
+
+// classify tells a reply of the server (the broker refused the entry: a
+// failed attempt with its reason) from a lost connection or an answer that
+// never came (sent again).
+func classify(err error) error {
+	if err == nil {
+		return nil
+	}
+	var re redis.Error
+	if errors.As(err, &re) && !isConnStateReply(re.Error()) {
+		return fmt.Errorf("XADD refused: %w", err)
+	}
+	return fmt.Errorf("%w: %v", broker.ErrConnLost, err)
+}
+
+// isConnStateReply: replies that say the server cannot take writes right
+// now (loading its data, a replica, busy with a script), not that the
+// entry is wrong.
+func isConnStateReply(s string) bool {
+	for _, p := range []string{"LOADING", "READONLY", "BUSY", "MASTERDOWN", "TRYAGAIN", "CLUSTERDOWN"} {
+		if len(s) >= len(p) && s[:len(p)] == p {
+			return true
+		}
+	}
+	return false
+}
+
+// Publish implements broker.Publisher.
+func (p *Publisher) Publish(ctx context.Context, stream string, m *broker.Message) error {
+	r := &xadd{stream: stream, m: m, done: make(chan error, 1)}
+	select {
+	case p.reqs <- r:
+	case <-ctx.Done():
+		return fmt.Errorf("XADD not sent: %w", ctx.Err())
+	}
+	select {
+	case err := <-r.done:
+		return err
+	case <-ctx.Done():
+		return fmt.Errorf("no XADD reply: %w", ctx.Err())
+	}
+}
