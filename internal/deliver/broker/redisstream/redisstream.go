@@ -84,6 +84,10 @@ type Publisher struct {
 	maxLen int64
 	client *redis.Client
 	reqs   chan *xadd
+	link   *broker.Link
+	// lost tells the prober a pipeline lost its connection: publishes then
+	// wait for a PING to answer instead of each redialling a dead server.
+	lost chan error
 }
 
 type xadd struct {
@@ -104,7 +108,7 @@ func New(cfg Config) (*Publisher, error) {
 	opt.PoolSize = writers + 2
 	opt.MaxRetries = -1 // a lost reply is ours to retry, knowing what it was
 	return &Publisher{cfg: cfg, log: cfg.Logger.With("broker", cfg.Name), opt: opt, maxLen: maxLen,
-		reqs: make(chan *xadd, 4096)}, nil
+		reqs: make(chan *xadd, 4096), link: broker.NewLink(), lost: make(chan error, 1)}, nil
 }
 
 // Kind implements broker.Publisher.
@@ -129,6 +133,10 @@ func (p *Publisher) Start(ctx context.Context) error {
 	}
 	p.client = redis.NewClient(p.opt)
 	done := make(chan struct{})
+	go func() {
+		defer func() { done <- struct{}{} }()
+		p.probe(ctx)
+	}()
 	for range writers {
 		go func() {
 			defer func() { done <- struct{}{} }()
@@ -138,7 +146,7 @@ func (p *Publisher) Start(ctx context.Context) error {
 	go func() {
 		started()
 		defer stopped()
-		for range writers {
+		for range writers + 1 {
 			<-done
 		}
 		// Whatever is still queued was given up by its caller (the
@@ -154,6 +162,41 @@ func (p *Publisher) Start(ctx context.Context) error {
 		}
 	}()
 	return nil
+}
+
+// probe marks the link up once the server answers a PING, and down (then
+// probes again with backoff) when a pipeline lost its connection.
+func (p *Publisher) probe(ctx context.Context) {
+	for try := 0; ctx.Err() == nil; {
+		pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		err := p.client.Ping(pctx).Err()
+		cancel()
+		if err != nil {
+			p.link.Down(err)
+			if try == 0 || try%20 == 0 {
+				p.log.Warn("broker unreachable; retrying", "err", err)
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(broker.Backoff(try, 100*time.Millisecond, 5*time.Second)):
+			}
+			try++
+			continue
+		}
+		if try > 0 {
+			p.log.Info("broker reachable again")
+		}
+		try = 0
+		p.link.Up()
+		select {
+		case <-ctx.Done():
+			return
+		case err := <-p.lost:
+			p.link.Down(err)
+			p.log.Warn("broker connection lost; reconnecting", "err", err)
+		}
+	}
 }
 
 // write sends what is queued, in pipelines, until ctx ends.
@@ -201,7 +244,14 @@ func (p *Publisher) send(batch []*xadd) {
 	}
 	_, _ = pipe.Exec(ctx)
 	for i, r := range batch {
-		r.done <- classify(cmds[i].Err())
+		err := classify(cmds[i].Err())
+		if i == 0 && errors.Is(err, broker.ErrConnLost) {
+			select {
+			case p.lost <- err:
+			default:
+			}
+		}
+		r.done <- err
 	}
 }
 
@@ -233,6 +283,9 @@ func isConnStateReply(s string) bool {
 
 // Publish implements broker.Publisher.
 func (p *Publisher) Publish(ctx context.Context, stream string, m *broker.Message) error {
+	if _, err := p.link.Wait(ctx); err != nil {
+		return err
+	}
 	r := &xadd{stream: stream, m: m, done: make(chan error, 1)}
 	select {
 	case p.reqs <- r:
