@@ -141,6 +141,9 @@ type DeliveryConfig struct {
 	AllowTargets              []string        `yaml:"allow_targets"`                // CIDRs, host globs
 	DenyTargets               []string        `yaml:"deny_targets"`
 	EchoErrorTargets          []string        `yaml:"echo_error_targets"` // whose error answers last_error may quote
+	// BrokerConcurrency is the publishes in flight per broker address
+	// (mq:// lane), all pipelined on the broker's one connection; default 1000.
+	BrokerConcurrency int `yaml:"broker_concurrency"`
 }
 
 // HTTPConfig bounds what one client can make the API server hold: bytes
@@ -216,7 +219,7 @@ func DefaultConfig() Config {
 			Timeout: Duration(DefaultTimeout), Concurrency: DefaultConcurrency, MaxAttempts: DefaultMaxAttempts,
 			MaxPayloadBytes: DefaultMaxPayloadBytes, RetryBase: Duration(DefaultRetryBase), RetryMax: Duration(DefaultRetryMax),
 			LeaseTTL: Duration(DefaultLeaseTTL), BreakerFailures: DefaultBreakerFailures, BreakerOpenFor: Duration(DefaultBreakerOpenFor),
-			ShutdownGrace: Duration(DefaultShutdownGrace),
+			ShutdownGrace: Duration(DefaultShutdownGrace), BrokerConcurrency: DefaultBrokerConcurrency,
 		},
 		HTTP: HTTPConfig{
 			MaxBatchBytes: DefaultMaxBatchBytes, ReadHeaderTimeout: Duration(DefaultReadHeaderTimeout),
@@ -392,7 +395,7 @@ func (c *Config) Validate() error {
 	if err := validateJobs(c.Jobs); err != nil {
 		return err
 	}
-	if err := validateBrokers(c.Brokers); err != nil {
+	if err := validateBrokers(c.Brokers, d.BrokerConcurrency); err != nil {
 		return err
 	}
 	return c.validateSchedules()

@@ -21,9 +21,19 @@ var brokerKinds = map[string]func(string) error{
 	"mqtt": mqtt.CheckURL, "mqtts": mqtt.CheckURL,
 }
 
+// DefaultBrokerConcurrency is delivery.broker_concurrency's default:
+// publishes in flight per broker address. A publish waits for the broker's
+// acknowledgement, so a lane's rate is its in-flight count over the
+// acknowledgement's round trip: 64 in flight held NATS JetStream to
+// 11,500/s on this machine where its own client reached 73,000/s.
+const DefaultBrokerConcurrency = 1000
+
 // validateBrokers checks brokers: {NAME: URL}. Errors name brokers.NAME and
 // never repeat the URL, which may hold a password.
-func validateBrokers(brokers map[string]string) error {
+func validateBrokers(brokers map[string]string, concurrency int) error {
+	if concurrency < 1 || concurrency > 100000 {
+		return fmt.Errorf("delivery.broker_concurrency: %d is out of range 1..100000", concurrency)
+	}
 	names := make([]string, 0, len(brokers))
 	for name := range brokers {
 		names = append(names, name)

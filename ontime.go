@@ -267,6 +267,7 @@ func (n *Node) build(ctx context.Context, resolver Resolver) error {
 	}
 	disp, err := deliver.NewDispatcher(deliver.DispatcherConfig{
 		PerDestConcurrency: cfg.Delivery.Concurrency,
+		LaneConcurrency:    brokerLaneConcurrency(cfg.Delivery.BrokerConcurrency),
 		Breaker:            deliver.BreakerConfig{FailureThreshold: cfg.Delivery.BreakerFailures, OpenFor: time.Duration(cfg.Delivery.BreakerOpenFor)},
 		ShutdownGrace:      time.Duration(cfg.Delivery.ShutdownGrace),
 		Logger:             n.log,

@@ -34,7 +34,11 @@ const (
 type DispatcherConfig struct {
 	PerDestConcurrency int // deliveries in flight per destination; default 32
 	PerDestQueue       int // queued deliveries per destination; default 100000
-	Breaker            BreakerConfig
+	// LaneConcurrency, when set, overrides PerDestConcurrency for the
+	// destinations it answers a positive number for (broker addresses,
+	// whose publishes are pipelined on one connection: many in flight).
+	LaneConcurrency func(dest string) int
+	Breaker         BreakerConfig
 	// ShutdownGrace is how long Stop waits for queued and in-flight
 	// deliveries before failing the queued ones with ErrStopped; default 15s.
 	ShutdownGrace time.Duration
@@ -111,6 +115,7 @@ type job struct {
 
 type lane struct {
 	dest    string
+	limit   int  // deliveries in flight at most
 	queue   fifo // bounded by PerDestQueue
 	workers int  // goroutines running
 	br      breaker
@@ -217,7 +222,12 @@ func (p *Dispatcher) DispatchAll(ctx context.Context, dest string, sink Sink, jo
 	p.mu.Lock()
 	l := p.lanes[dest]
 	if l == nil && !p.stopped {
-		l = &lane{dest: dest, br: breaker{cfg: p.cfg.Breaker}}
+		l = &lane{dest: dest, br: breaker{cfg: p.cfg.Breaker}, limit: p.cfg.PerDestConcurrency}
+		if p.cfg.LaneConcurrency != nil {
+			if n := p.cfg.LaneConcurrency(dest); n > 0 {
+				l.limit = n
+			}
+		}
 		p.lanes[dest] = l
 	}
 	switch {
@@ -232,7 +242,7 @@ func (p *Dispatcher) DispatchAll(ctx context.Context, dest string, sink Sink, jo
 			chunk = chunk[:room]
 		}
 		l.queue.push(chunk)
-		for l.workers < p.cfg.PerDestConcurrency && l.workers < l.queue.n+l.stats.InFlight {
+		for l.workers < l.limit && l.workers < l.queue.n+l.stats.InFlight {
 			l.workers++
 			p.wg.Add(1)
 			go p.work(l)
