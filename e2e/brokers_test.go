@@ -369,3 +369,73 @@ func TestDeadBrokerDoesNotDelayWebhooks(t *testing.T) {
 		})
 	}
 }
+
+// TestBrokerStopWaitsForConfirms: a node stopping with publishes awaiting
+// the broker's acknowledgement waits for them (up to
+// delivery.shutdown_grace) and records them done; nothing is lost.
+func TestBrokerStopWaitsForConfirms(t *testing.T) {
+	t.Parallel()
+	b := testdb.StartRedisAOF(t)
+	cfg := ontime.DefaultConfig()
+	cfg.DataDir = t.TempDir()
+	cfg.Brokers = map[string]string{"mq": b.RedisURL()}
+	cfg.Delivery.ShutdownGrace = ontime.Duration(time.Minute)
+	cfg.Delivery.Timeout = ontime.Duration(time.Minute)
+	ctx := context.Background()
+	node, err := ontime.NewNode(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := node.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	key := testdb.Unique("ontime_t_")
+	// The publisher's connection is up before the broker freezes.
+	warm, _, err := node.Submit(ctx, ontime.TaskSpec{Topic: "e2e.mq", Target: "mq://mq/" + key})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 30*time.Second, "first task done", func() bool { v, _ := node.Get(ctx, warm.ID); return v.Status == "done" })
+	b.Pause()
+	var ids []string
+	for i := range 50 {
+		v, _, err := node.Submit(ctx, ontime.TaskSpec{Topic: "e2e.mq", Target: "mq://mq/" + key, Payload: payload(t, i)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, v.ID)
+	}
+	for _, id := range ids {
+		waitFor(t, 30*time.Second, "tasks in flight", func() bool { v, _ := node.Get(ctx, id); return v.Status == "running" })
+	}
+	stopped := make(chan error, 1)
+	go func() { stopped <- node.Stop(context.Background()) }()
+	// Stop cannot finish while acknowledgements are outstanding and the
+	// grace has not passed: it returns only after the broker resumes.
+	time.Sleep(time.Second)
+	select {
+	case err := <-stopped:
+		t.Fatalf("Stop returned (%v) with publishes awaiting the broker's reply", err)
+	default:
+	}
+	b.Resume()
+	if err := <-stopped; err != nil {
+		t.Fatal(err)
+	}
+	// The outcomes were written before the store closed: reopen it.
+	cfg.Brokers = nil
+	again, err := ontime.NewNode(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer again.Stop(ctx)
+	for _, id := range ids {
+		if v, err := again.Get(ctx, id); err != nil || v.Status != "done" {
+			t.Errorf("task %s after stop: %+v %v; want done", id, v, err)
+		}
+	}
+	es, err := redisFromURL(t, b.RedisURL()).XRange(ctx, key, "-", "+").Result()
+	if err != nil || len(es) != len(ids)+1 {
+		t.Errorf("stream holds %d entries (%v); want %d", len(es), err, len(ids)+1)
+	}
+}

@@ -195,3 +195,10 @@ func StartRabbitMQ(t testing.TB) *Broker {
 
 // AMQPURL of a private server.
 func (b *Broker) AMQPURL() string { return "amqp://guest:guest@" + b.Addr() + "/" }
+
+// Pause freezes the process (SIGSTOP): it keeps its connections but
+// answers nothing, like a broker stuck in a long pause.
+func (b *Broker) Pause() { _ = syscall.Kill(-b.cmd.Process.Pid, syscall.SIGSTOP) }
+
+// Resume undoes Pause.
+func (b *Broker) Resume() { _ = syscall.Kill(-b.cmd.Process.Pid, syscall.SIGCONT) }
