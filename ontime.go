@@ -2,8 +2,9 @@
 //
 // A Node stores tasks in sharded task tables (SQLite by default, MySQL or
 // PostgreSQL), preheats the ones due soon into a hot tier (in-process or
-// Redis) and delivers each on time, at least once, to a webhook or to a Go
-// handler registered with Handle. `ontime serve` is a thin wrapper around a
+// Redis) and delivers each on time, at least once, to a webhook, to a
+// message broker named in Config.Brokers (target mq://NAME/ADDRESS) or to a
+// Go handler registered with Handle. `ontime serve` is a thin wrapper around a
 // Node and its HTTP API.
 //
 //	node, err := ontime.NewNode(ctx, ontime.DefaultConfig())
@@ -97,7 +98,7 @@ type TaskSpec struct {
 	DueAt       time.Time
 	Delay       time.Duration
 	Payload     json.RawMessage // any JSON value; nil means null
-	Target      string          // webhook URL, or "" for the topic's Go handler
+	Target      string          // webhook URL, mq://BROKER/ADDRESS, or "" for the topic's Go handler
 	MaxAttempts int             // 0: the configured default
 }
 
