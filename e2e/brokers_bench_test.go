@@ -355,3 +355,75 @@ func clientPublish(b *testing.B, kind, u, address string, n int) {
 		_ = cm.Disconnect(dctx)
 	}
 }
+
+// BenchmarkBrokerSteady1000: 1,000 tasks/s due evenly for 5 s to each
+// broker (submitted a second ahead, as a producer would), lateness at the
+// consumer.
+//
+//	go test ./e2e -run '^$' -bench 'BrokerSteady' -benchtime=1x
+func BenchmarkBrokerSteady1000(b *testing.B) {
+	const rate, span = 1000, 5 * time.Second
+	// handler: a Go handler in the same run, the pipeline's own lateness.
+	for _, k := range append([]brokerKind{{name: "handler"}}, brokerKinds...) {
+		b.Run(k.name, func(b *testing.B) {
+			for range b.N {
+				cons := newConsumer()
+				var node *ontime.Node
+				target := ""
+				if k.setup == nil {
+					node = brokerBenchNode(b, "")
+					_ = node.Handle("bench.mq", func(ctx context.Context, d *ontime.Delivery) error {
+						cons.add(brokerMsg{Headers: map[string]string{"ontime-task-id": d.ID}, At: time.Now()})
+						return nil
+					})
+				} else {
+					target = "mq://mq/" + k.setup(b, k.url(), cons)
+					node = brokerBenchNode(b, k.url())
+				}
+				ctx := context.Background()
+				n := int(span.Seconds() * rate)
+				start := time.Now().Add(2 * time.Second)
+				step := time.Second / rate
+				dues := map[string]time.Time{}
+				var mu sync.Mutex
+				go func() {
+					for i := range n {
+						due := start.Add(time.Duration(i) * step)
+						if wait := time.Until(due.Add(-time.Second)); wait > 0 {
+							time.Sleep(wait)
+						}
+						v, _, err := node.Submit(ctx, ontime.TaskSpec{Topic: "bench.mq", DueAt: due, Target: target, Payload: []byte(`{"i":` + strconv.Itoa(i) + `}`)})
+						if err != nil {
+							b.Error(err)
+							return
+						}
+						mu.Lock()
+						dues[v.ID] = v.DueAt
+						mu.Unlock()
+					}
+				}()
+				deadline := start.Add(span + 30*time.Second)
+				for cons.distinct() < n && time.Now().Before(deadline) {
+					time.Sleep(50 * time.Millisecond)
+				}
+				mu.Lock()
+				var late []time.Duration
+				early := 0
+				for _, m := range cons.all() {
+					d := m.At.Sub(dues[m.Headers["ontime-task-id"]])
+					if d < 0 {
+						early++
+					}
+					late = append(late, d)
+				}
+				mu.Unlock()
+				slices.Sort(late)
+				b.ReportMetric(ms(pct(late, 0.50)), "p50_ms")
+				b.ReportMetric(ms(pct(late, 0.99)), "p99_ms")
+				b.ReportMetric(ms(pct(late, 1)), "max_ms")
+				b.ReportMetric(float64(early), "early")
+				b.ReportMetric(float64(n-cons.distinct()), "lost")
+			}
+		})
+	}
+}

@@ -242,6 +242,10 @@ func (p *Dispatcher) DispatchAll(ctx context.Context, dest string, sink Sink, jo
 			chunk = chunk[:room]
 		}
 		l.queue.push(chunk)
+		if bs, ok := sink.(BatchSink); ok {
+			p.spawnBatchWorkers(l, bs)
+			break
+		}
 		for l.workers < l.limit && l.workers < l.queue.n+l.stats.InFlight {
 			l.workers++
 			p.wg.Add(1)

@@ -2,6 +2,8 @@ package deliver_test
 
 import (
 	"context"
+	"errors"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -61,5 +63,101 @@ func TestLaneConcurrencyOverride(t *testing.T) {
 	stagetest.Eventually(t, "all done", func() bool { return done.Load() == 200 })
 	if peak["mq://b/x"] != 50 || peak["http://h"] != 2 {
 		t.Errorf("peaks %v; want 50 for the broker lane, 2 for the webhook", peak)
+	}
+}
+
+// batchSink records batch sizes and deliveries in flight; fail makes every
+// delivery fail.
+type batchSink struct {
+	mu                   sync.Mutex
+	inFlight, peak, most int
+	seen                 map[string]int
+	fail                 error
+}
+
+func (b *batchSink) Deliver(ctx context.Context, d deliver.Delivery) error {
+	return b.DeliverBatch(ctx, []deliver.Delivery{d})[0]
+}
+
+func (b *batchSink) DeliverBatch(ctx context.Context, ds []deliver.Delivery) []error {
+	b.mu.Lock()
+	b.inFlight += len(ds)
+	b.peak = max(b.peak, b.inFlight)
+	b.most = max(b.most, len(ds))
+	for _, d := range ds {
+		b.seen[d.ID]++
+	}
+	b.mu.Unlock()
+	time.Sleep(time.Millisecond)
+	b.mu.Lock()
+	b.inFlight -= len(ds)
+	b.mu.Unlock()
+	errs := make([]error, len(ds))
+	for i := range errs {
+		errs[i] = b.fail
+	}
+	return errs
+}
+
+// TestBatchLanes: a BatchSink's lane hands it batches of at most MaxBatch
+// within the lane's limit, delivers every job once, and its breaker opens
+// on failures like any lane's.
+func TestBatchLanes(t *testing.T) {
+	t.Parallel()
+	disp, err := deliver.NewDispatcher(deliver.DispatcherConfig{PerDestConcurrency: 300, ShutdownGrace: time.Minute,
+		Breaker: deliver.BreakerConfig{FailureThreshold: 5, OpenFor: time.Hour}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := disp.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	defer disp.Stop()
+	sink := &batchSink{seen: map[string]int{}}
+	var mu sync.Mutex
+	outcomes := map[string]error{}
+	const n = 5000
+	jobs := make([]deliver.Job, n)
+	for i := range jobs {
+		id := "j" + strconv.Itoa(i)
+		jobs[i] = deliver.Job{Delivery: deliver.Delivery{ID: id, Target: "mq://b/x"}, Done: func(err error) {
+			mu.Lock()
+			defer mu.Unlock()
+			if _, dup := outcomes[id]; dup {
+				t.Errorf("job %s: outcome twice", id)
+			}
+			outcomes[id] = err
+		}}
+	}
+	disp.DispatchAll(context.Background(), "mq://b/x", sink, jobs)
+	stagetest.Eventually(t, "all outcomes", func() bool { mu.Lock(); defer mu.Unlock(); return len(outcomes) == n })
+	for id, err := range outcomes {
+		if err != nil || sink.seen[id] != 1 {
+			t.Fatalf("job %s: %v, delivered %d times", id, err, sink.seen[id])
+		}
+	}
+	if sink.peak > 300 || sink.most > deliver.MaxBatch || sink.most < 2 {
+		t.Errorf("peak in flight %d (limit 300), largest batch %d (at most %d, and batching at all)", sink.peak, sink.most, deliver.MaxBatch)
+	}
+
+	failing := &batchSink{seen: map[string]int{}, fail: errors.New("NO_ROUTE")}
+	var opened atomic.Int64
+	var refused atomic.Int64
+	jobs = make([]deliver.Job, 1000)
+	for i := range jobs {
+		jobs[i] = deliver.Job{Delivery: deliver.Delivery{ID: strconv.Itoa(i)}, Done: func(err error) {
+			opened.Add(1)
+			if errors.Is(err, deliver.ErrCircuitOpen) {
+				refused.Add(1)
+			}
+		}}
+	}
+	disp.DispatchAll(context.Background(), "mq://b/dead", failing, jobs)
+	stagetest.Eventually(t, "all failed", func() bool { return opened.Load() == 1000 })
+	if refused.Load() == 0 {
+		t.Error("the breaker never opened")
+	}
+	if s := disp.Stats()["mq://b/dead"]; s.Breaker != "open" {
+		t.Errorf("breaker %q", s.Breaker)
 	}
 }

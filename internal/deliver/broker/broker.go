@@ -50,6 +50,14 @@ type Publisher interface {
 	Publish(ctx context.Context, address string, m *Message) error
 }
 
+// BatchPublisher is a Publisher that publishes several messages to one
+// address at once: written back to back, then every acknowledgement
+// awaited. errs[i] is Publish's answer for ms[i].
+type BatchPublisher interface {
+	Publisher
+	PublishBatch(ctx context.Context, address string, ms []*Message) []error
+}
+
 // Message is what a publisher sends: the task's payload as the body and its
 // metadata as headers (AMQP headers, NATS headers, stream fields, MQTT 5
 // user properties).
@@ -177,6 +185,98 @@ func (s *Set) Deliver(ctx context.Context, d deliver.Delivery) error {
 		case <-time.After(Backoff(try, 10*time.Millisecond, 500*time.Millisecond)):
 		}
 	}
+}
+
+// DeliverBatch implements deliver.BatchSink: the deliveries of one lane
+// (one target) are published together; those whose connection was lost
+// before the acknowledgement are published again, together, until the
+// attempt's timeout.
+func (s *Set) DeliverBatch(ctx context.Context, ds []deliver.Delivery) []error {
+	errs := make([]error, len(ds))
+	for i := range ds {
+		if ds[i].Target != ds[0].Target { // not one lane: one at a time
+			for j := range ds {
+				errs[j] = s.Deliver(ctx, ds[j])
+			}
+			return errs
+		}
+	}
+	name, address, isMQ, err := task.SplitMQTarget(ds[0].Target)
+	p, ok := s.pubs[name]
+	switch {
+	case err != nil || !isMQ:
+		err = deliver.Permanent(fmt.Errorf("target %q is not mq://BROKER/ADDRESS", ds[0].Target))
+	case !ok:
+		err = fmt.Errorf("broker %q is not configured on this node", name)
+	}
+	if err != nil {
+		for i := range errs {
+			errs[i] = err
+		}
+		return errs
+	}
+	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
+	todo := make([]int, len(ds))
+	msgs := make([]*Message, len(ds))
+	for i := range ds {
+		todo[i], msgs[i] = i, MessageOf(ds[i])
+	}
+	for try := 0; ; try++ {
+		batch := make([]*Message, len(todo))
+		for k, i := range todo {
+			batch[k] = msgs[i]
+		}
+		res := publishAll(ctx, p, address, batch)
+		var again []int
+		for k, i := range todo {
+			switch {
+			case res[k] == nil:
+				errs[i] = nil
+			case errors.Is(res[k], ErrConnLost):
+				errs[i] = res[k]
+				again = append(again, i)
+			default:
+				errs[i] = fmt.Errorf("%s broker %q: %w", p.Kind(), name, res[k])
+			}
+		}
+		if len(again) == 0 {
+			return errs
+		}
+		select {
+		case <-ctx.Done():
+			for _, i := range again {
+				errs[i] = fmt.Errorf("%s broker %q: no acknowledgement within %s: %w", p.Kind(), name, s.timeout, errs[i])
+			}
+			return errs
+		case <-time.After(Backoff(try, 10*time.Millisecond, 500*time.Millisecond)):
+		}
+		todo = again
+	}
+}
+
+// publishAll publishes ms with p's batch publish, or one goroutine per
+// message for a publisher without one (MQTT: the client pipelines
+// concurrent publishes up to the broker's Receive Maximum).
+func publishAll(ctx context.Context, p Publisher, address string, ms []*Message) []error {
+	if bp, ok := p.(BatchPublisher); ok {
+		return bp.PublishBatch(ctx, address, ms)
+	}
+	errs := make([]error, len(ms))
+	if len(ms) == 1 {
+		errs[0] = p.Publish(ctx, address, ms[0])
+		return errs
+	}
+	var wg sync.WaitGroup
+	for i, m := range ms {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = p.Publish(ctx, address, m)
+		}()
+	}
+	wg.Wait()
+	return errs
 }
 
 // Backoff is the wait before try (0-based) of a reconnect or a republish:

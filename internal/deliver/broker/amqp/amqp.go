@@ -304,52 +304,82 @@ func (p *Publisher) teardown(cause error) {
 
 // Publish implements broker.Publisher.
 func (p *Publisher) Publish(ctx context.Context, address string, m *broker.Message) error {
+	return p.PublishBatch(ctx, address, []*broker.Message{m})[0]
+}
+
+// PublishBatch implements broker.BatchPublisher: the messages are written
+// under one hold of the channel, each with its delivery tag, then every
+// confirm is awaited.
+func (p *Publisher) PublishBatch(ctx context.Context, address string, ms []*broker.Message) []error {
+	errs := make([]error, len(ms))
+	all := func(err error) []error {
+		for i := range errs {
+			errs[i] = err
+		}
+		return errs
+	}
 	exchange, key, _ := strings.Cut(address, "/")
 	if _, err := p.link.Wait(ctx); err != nil {
-		return err
+		return all(err)
 	}
 	if err := p.checkExchange(ctx, exchange); err != nil {
-		return err
+		return all(err)
 	}
-	headers := make(amqp.Table, len(m.Headers))
-	for _, h := range m.Headers {
-		headers[h.Name] = h.Value
-	}
-	pd := &pending{id: m.ID, attempt: m.Headers[1].Value, exchange: exchange, done: make(chan error, 1)}
-	msg := amqp.Publishing{
-		Headers:      headers,
-		ContentType:  "application/json",
-		DeliveryMode: amqp.Persistent,
-		MessageId:    m.ID,
-		Timestamp:    time.Now(),
-		Body:         m.Body,
+	pds := make([]*pending, len(ms))
+	tags := make([]uint64, len(ms))
+	msgs := make([]amqp.Publishing, len(ms))
+	now := time.Now()
+	for i, m := range ms {
+		headers := make(amqp.Table, len(m.Headers))
+		for _, h := range m.Headers {
+			headers[h.Name] = h.Value
+		}
+		pds[i] = &pending{id: m.ID, attempt: m.Headers[1].Value, exchange: exchange, done: make(chan error, 1)}
+		msgs[i] = amqp.Publishing{
+			Headers:      headers,
+			ContentType:  "application/json",
+			DeliveryMode: amqp.Persistent,
+			MessageId:    m.ID,
+			Timestamp:    now,
+			Body:         m.Body,
+		}
 	}
 	p.pubMu.Lock()
 	ch := p.ch
 	if ch == nil {
 		p.pubMu.Unlock()
-		return fmt.Errorf("%w: %v", broker.ErrConnLost, p.link.Err())
+		return all(fmt.Errorf("%w: %v", broker.ErrConnLost, p.link.Err()))
 	}
-	tag := ch.GetNextPublishSeqNo()
-	p.pendMu.Lock()
-	p.pending[tag] = pd
-	p.pendMu.Unlock()
-	err := ch.PublishWithContext(ctx, exchange, key, true, false, msg)
-	p.pubMu.Unlock()
-	if err != nil {
-		p.forget(tag, pd)
-		if errors.Is(err, amqp.ErrClosed) {
-			return fmt.Errorf("%w: %v", broker.ErrConnLost, err)
+	for i := range ms {
+		tags[i] = ch.GetNextPublishSeqNo()
+		p.pendMu.Lock()
+		p.pending[tags[i]] = pds[i]
+		p.pendMu.Unlock()
+		if err := ch.PublishWithContext(ctx, exchange, key, true, false, msgs[i]); err != nil {
+			p.forget(tags[i], pds[i])
+			if errors.Is(err, amqp.ErrClosed) {
+				err = fmt.Errorf("%w: %v", broker.ErrConnLost, err)
+			}
+			for j := i; j < len(ms); j++ {
+				errs[j] = err
+				pds[j] = nil
+			}
+			break
 		}
-		return err
 	}
-	select {
-	case err := <-pd.done:
-		return err
-	case <-ctx.Done():
-		p.forget(tag, pd)
-		return fmt.Errorf("no publisher confirm: %w", ctx.Err())
+	p.pubMu.Unlock()
+	for i, pd := range pds {
+		if pd == nil {
+			continue
+		}
+		select {
+		case errs[i] = <-pd.done:
+		case <-ctx.Done():
+			p.forget(tags[i], pd)
+			errs[i] = fmt.Errorf("no publisher confirm: %w", ctx.Err())
+		}
 	}
+	return errs
 }
 
 func (p *Publisher) forget(tag uint64, pd *pending) {

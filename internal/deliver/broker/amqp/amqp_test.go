@@ -66,7 +66,7 @@ func TestReturnsMatchTheirPublishes(t *testing.T) {
 				key = "no"
 			}
 			m := &broker.Message{ID: fmt.Sprintf("task-%d", i), Body: []byte("1"), Headers: [5]broker.Header{
-				{broker.HeaderTaskID, fmt.Sprintf("task-%d", i)}, {broker.HeaderAttempt, "1"}}}
+				{Name: broker.HeaderTaskID, Value: fmt.Sprintf("task-%d", i)}, {Name: broker.HeaderAttempt, Value: "1"}}}
 			errs[i] = p.Publish(ctx, name+"/"+key, m)
 		}()
 	}

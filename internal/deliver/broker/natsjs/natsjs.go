@@ -158,44 +158,68 @@ func (p *Publisher) Start(ctx context.Context) error {
 
 // Publish implements broker.Publisher.
 func (p *Publisher) Publish(ctx context.Context, subject string, m *broker.Message) error {
+	return p.PublishBatch(ctx, subject, []*broker.Message{m})[0]
+}
+
+// PublishBatch implements broker.BatchPublisher: every message is sent
+// asynchronously, then every PubAck awaited.
+func (p *Publisher) PublishBatch(ctx context.Context, subject string, ms []*broker.Message) []error {
+	errs := make([]error, len(ms))
+	all := func(err error) []error {
+		for i := range errs {
+			errs[i] = err
+		}
+		return errs
+	}
 	lost, err := p.link.Wait(ctx)
 	if err != nil {
-		return err
+		return all(err)
 	}
 	p.mu.Lock()
 	js := p.js
 	p.mu.Unlock()
 	if js == nil {
-		return fmt.Errorf("%w: not connected", broker.ErrConnLost)
+		return all(fmt.Errorf("%w: not connected", broker.ErrConnLost))
 	}
-	msg := &nats.Msg{Subject: subject, Data: m.Body, Header: make(nats.Header, len(m.Headers)+1)}
-	for _, h := range m.Headers {
-		msg.Header.Set(h.Name, h.Value)
-	}
-	msg.Header.Set("Content-Type", "application/json")
-	f, err := js.PublishMsgAsync(msg, jetstream.WithMsgID(m.ID), jetstream.WithRetryAttempts(0))
-	if err != nil {
-		if errors.Is(err, nats.ErrConnectionClosed) || errors.Is(err, nats.ErrConnectionReconnecting) ||
-			errors.Is(err, nats.ErrReconnectBufExceeded) || errors.Is(err, nats.ErrDisconnected) {
-			return fmt.Errorf("%w: %v", broker.ErrConnLost, err)
+	futs := make([]jetstream.PubAckFuture, len(ms))
+	for i, m := range ms {
+		msg := &nats.Msg{Subject: subject, Data: m.Body, Header: make(nats.Header, len(m.Headers)+1)}
+		for _, h := range m.Headers {
+			msg.Header[h.Name] = []string{h.Value} // as written: ontime-* names, not canonicalized
 		}
-		return err
-	}
-	select {
-	case <-f.Ok():
-		return nil
-	case err := <-f.Err():
-		switch {
-		case errors.Is(err, jetstream.ErrNoStreamResponse), errors.Is(err, nats.ErrNoResponders):
-			return fmt.Errorf("no JetStream stream captures subject %q (no responders)", subject)
-		case errors.Is(err, jetstream.ErrAsyncPublishTimeout), errors.Is(err, nats.ErrConnectionClosed),
-			errors.Is(err, nats.ErrDisconnected):
-			return fmt.Errorf("%w: %v", broker.ErrConnLost, err)
+		msg.Header["Content-Type"] = []string{"application/json"}
+		futs[i], err = js.PublishMsgAsync(msg, jetstream.WithMsgID(m.ID), jetstream.WithRetryAttempts(0))
+		if err != nil {
+			if errors.Is(err, nats.ErrConnectionClosed) || errors.Is(err, nats.ErrConnectionReconnecting) ||
+				errors.Is(err, nats.ErrReconnectBufExceeded) || errors.Is(err, nats.ErrDisconnected) {
+				err = fmt.Errorf("%w: %v", broker.ErrConnLost, err)
+			}
+			for j := i; j < len(ms); j++ {
+				errs[j] = err
+			}
+			futs = futs[:i]
+			break
 		}
-		return fmt.Errorf("jetstream refused the message: %w", err)
-	case <-lost:
-		return fmt.Errorf("%w: %v", broker.ErrConnLost, p.link.Err())
-	case <-ctx.Done():
-		return fmt.Errorf("no PubAck: %w", ctx.Err())
 	}
+	for i, f := range futs {
+		select {
+		case <-f.Ok():
+			errs[i] = nil
+		case err := <-f.Err():
+			switch {
+			case errors.Is(err, jetstream.ErrNoStreamResponse), errors.Is(err, nats.ErrNoResponders):
+				errs[i] = fmt.Errorf("no JetStream stream captures subject %q (no responders)", subject)
+			case errors.Is(err, jetstream.ErrAsyncPublishTimeout), errors.Is(err, nats.ErrConnectionClosed),
+				errors.Is(err, nats.ErrDisconnected):
+				errs[i] = fmt.Errorf("%w: %v", broker.ErrConnLost, err)
+			default:
+				errs[i] = fmt.Errorf("jetstream refused the message: %w", err)
+			}
+		case <-lost:
+			errs[i] = fmt.Errorf("%w: %v", broker.ErrConnLost, p.link.Err())
+		case <-ctx.Done():
+			errs[i] = fmt.Errorf("no PubAck: %w", ctx.Err())
+		}
+	}
+	return errs
 }

@@ -283,19 +283,43 @@ func isConnStateReply(s string) bool {
 
 // Publish implements broker.Publisher.
 func (p *Publisher) Publish(ctx context.Context, stream string, m *broker.Message) error {
+	return p.PublishBatch(ctx, stream, []*broker.Message{m})[0]
+}
+
+// PublishBatch implements broker.BatchPublisher: the XADDs join the queue
+// the writers pipeline, then every reply is awaited.
+func (p *Publisher) PublishBatch(ctx context.Context, stream string, ms []*broker.Message) []error {
+	errs := make([]error, len(ms))
 	if _, err := p.link.Wait(ctx); err != nil {
-		return err
+		for i := range errs {
+			errs[i] = err
+		}
+		return errs
 	}
-	r := &xadd{stream: stream, m: m, done: make(chan error, 1)}
-	select {
-	case p.reqs <- r:
-	case <-ctx.Done():
-		return fmt.Errorf("XADD not sent: %w", ctx.Err())
+	rs := make([]*xadd, len(ms))
+	for i, m := range ms {
+		rs[i] = &xadd{stream: stream, m: m, done: make(chan error, 1)}
+		select {
+		case p.reqs <- rs[i]:
+		case <-ctx.Done():
+			for j := i; j < len(ms); j++ {
+				errs[j] = fmt.Errorf("XADD not sent: %w", ctx.Err())
+				rs[j] = nil
+			}
+		}
+		if rs[i] == nil {
+			break
+		}
 	}
-	select {
-	case err := <-r.done:
-		return err
-	case <-ctx.Done():
-		return fmt.Errorf("no XADD reply: %w", ctx.Err())
+	for i, r := range rs {
+		if r == nil {
+			break
+		}
+		select {
+		case errs[i] = <-r.done:
+		case <-ctx.Done():
+			errs[i] = fmt.Errorf("no XADD reply: %w", ctx.Err())
+		}
 	}
+	return errs
 }

@@ -1,0 +1,104 @@
+package deliver
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// BatchSink is a Sink that delivers several deliveries of one destination
+// at once: a broker publisher writes them back to back on its connection
+// and then waits for all their acknowledgements. Its lane's workers take up
+// to MaxBatch queued deliveries each, so a burst costs a goroutine wake-up
+// per batch, not per task; the lane's limit still bounds the deliveries in
+// flight.
+type BatchSink interface {
+	Sink
+	// DeliverBatch delivers ds (all of one destination) and returns one
+	// error per delivery, in order; nil is success.
+	DeliverBatch(ctx context.Context, ds []Delivery) []error
+}
+
+// MaxBatch is the most deliveries a lane worker hands a BatchSink at once.
+const MaxBatch = 128
+
+// spawnBatchWorkers starts workers for a lane whose sink takes batches:
+// enough that the lane's limit can be in flight, no more than its work
+// needs. Called under p.mu.
+func (p *Dispatcher) spawnBatchWorkers(l *lane, bs BatchSink) {
+	most := (l.limit + MaxBatch - 1) / MaxBatch
+	need := (l.queue.n + l.stats.InFlight + MaxBatch - 1) / MaxBatch
+	for l.workers < most && l.workers < need {
+		l.workers++
+		p.wg.Add(1)
+		go p.workBatch(l, bs)
+	}
+}
+
+// workBatch is work for a BatchSink: it takes up to MaxBatch jobs at a
+// time (one while the breaker is half-open: a single probe), within the
+// lane's limit, and exits when the lane's queue is empty.
+func (p *Dispatcher) workBatch(l *lane, bs BatchSink) {
+	defer p.wg.Done()
+	var last []job
+	var lastErrs []error
+	for {
+		p.mu.Lock()
+		for i := range last {
+			l.stats.InFlight--
+			if err := lastErrs[i]; err == nil {
+				l.stats.Successes++
+				l.br.success()
+			} else {
+				l.stats.Failures++
+				if !IsPermanent(err) && l.br.failure(time.Now()) {
+					p.cfg.Logger.Warn("destination circuit opened", "dest", l.dest, "err", err)
+				}
+			}
+		}
+		var next []job
+		var refused error
+		retire := l.queue.n == 0 || l.stats.InFlight >= l.limit
+		if retire {
+			l.workers--
+			if l.workers == 0 && l.stats.InFlight == 0 && l.queue.n == 0 && l.br.state == stateClosed && l.br.failures == 0 {
+				delete(p.lanes, l.dest)
+			}
+		} else if !l.br.allow(time.Now(), true) {
+			next = l.queue.take(1)
+			refused = fmt.Errorf("%s: %w", l.dest, ErrCircuitOpen)
+		} else {
+			k := min(MaxBatch, l.queue.n, l.limit-l.stats.InFlight)
+			if l.br.state == stateHalfOpen {
+				k = 1
+			}
+			next = l.queue.take(k)
+			l.stats.InFlight += len(next)
+		}
+		p.mu.Unlock()
+		for i, j := range last {
+			j.done(lastErrs[i])
+		}
+		last, lastErrs = nil, nil
+		if retire {
+			return
+		}
+		if refused != nil {
+			next[0].done(refused)
+			continue
+		}
+		ds := make([]Delivery, len(next))
+		for i, j := range next {
+			ds[i] = j.d
+		}
+		errs := bs.DeliverBatch(next[0].ctx, ds)
+		if len(errs) != len(ds) {
+			bad := Permanent(fmt.Errorf("sink answered %d outcomes for %d deliveries", len(errs), len(ds)))
+			errs = make([]error, len(ds))
+			for i := range errs {
+				errs[i] = bad
+			}
+		}
+		last, lastErrs = next, errs
+	}
+}
