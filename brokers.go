@@ -29,7 +29,7 @@ func newBrokers(brokers map[string]string, timeout time.Duration, log *slog.Logg
 		case "nats":
 			p, err = natsjs.New(natsjs.Config{Name: name, URL: raw, Logger: log})
 		case "redis", "rediss":
-			p, err = redisstream.New(redisstream.Config{Name: name, URL: raw, Logger: log})
+			p, err = redisstream.New(redisstream.Config{Name: name, URL: raw, Timeout: timeout, Logger: log})
 		case "mqtt", "mqtts":
 			p, err = mqtt.New(mqtt.Config{Name: name, URL: raw, Logger: log})
 		default:

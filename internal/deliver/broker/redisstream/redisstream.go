@@ -17,6 +17,7 @@ import (
 	"log/slog"
 	"net/url"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -29,7 +30,12 @@ import (
 type Config struct {
 	Name   string // the broker's name in the config, for logs
 	URL    string // redis:// or rediss://, go-redis's syntax, plus ?maxlen=N
-	Logger *slog.Logger
+	// Timeout is how long a pipeline waits for its replies (delivery.timeout):
+	// Redis answers in order on a live connection, so waiting beats sending
+	// again, which would add the entries twice. Default 10s; a read_timeout
+	// in the URL wins.
+	Timeout time.Duration
+	Logger  *slog.Logger
 }
 
 // Defaults of the pipeline.
@@ -107,6 +113,12 @@ func New(cfg Config) (*Publisher, error) {
 	}
 	opt.PoolSize = writers + 2
 	opt.MaxRetries = -1 // a lost reply is ours to retry, knowing what it was
+	if cfg.Timeout <= 0 {
+		cfg.Timeout = 10 * time.Second
+	}
+	if !strings.Contains(cfg.URL, "read_timeout=") {
+		opt.ReadTimeout = cfg.Timeout
+	}
 	return &Publisher{cfg: cfg, log: cfg.Logger.With("broker", cfg.Name), opt: opt, maxLen: maxLen,
 		reqs: make(chan *xadd, 4096), link: broker.NewLink(), lost: make(chan error, 1)}, nil
 }
@@ -226,7 +238,7 @@ func (p *Publisher) write(ctx context.Context) {
 func (p *Publisher) send(batch []*xadd) {
 	// Not the service's context: a pipeline sent is answered, even while
 	// stopping; the timeout bounds a broker that stopped answering.
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), p.cfg.Timeout+time.Second)
 	defer cancel()
 	pipe := p.client.Pipeline()
 	cmds := make([]*redis.StringCmd, len(batch))
