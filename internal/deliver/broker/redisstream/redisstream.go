@@ -28,8 +28,8 @@ import (
 
 // Config configures a publisher.
 type Config struct {
-	Name   string // the broker's name in the config, for logs
-	URL    string // redis:// or rediss://, go-redis's syntax, plus ?maxlen=N
+	Name string // the broker's name in the config, for logs
+	URL  string // redis:// or rediss://, go-redis's syntax, plus ?maxlen=N
 	// Timeout is how long a pipeline waits for its replies (delivery.timeout):
 	// Redis answers in order on a live connection, so waiting beats sending
 	// again, which would add the entries twice. Default 10s; a read_timeout
