@@ -110,7 +110,6 @@ func chaosKillRounds(t *testing.T, engine string) {
 		fmt.Sprintf("%d kill -9 rounds of 3 nodes; %s; %d submit calls retried", rounds, leases, load.retried.Load()))
 }
 
-
 // TestChaosPostgresRestart: two nodes on a private PostgreSQL (its own
 // data directory and port) that crashes (pg_ctl stop -m immediate) and is
 // started again while tasks stream in. Submits meanwhile answer 503 and
