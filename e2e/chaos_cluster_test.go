@@ -78,13 +78,16 @@ delivery:
 // all of them; each round kills one node with SIGKILL and starts it again.
 func TestChaosKillRounds(t *testing.T) {
 	for _, engine := range []string{"mysql", "postgres"} {
-		t.Run(engine, func(t *testing.T) { chaosKillRounds(t, engine) })
+		t.Run(engine, func(t *testing.T) {
+			chaosParallel(t)
+			chaosKillRounds(t, engine)
+		})
 	}
 }
 
 func chaosKillRounds(t *testing.T, engine string) {
 	rounds := chaosSize(t, "KILL_ROUNDS", 2, 11)
-	n := chaosSize(t, "KILL_TASKS", 5000, 100000)
+	n := chaosSize(t, "KILL_TASKS", 3000, 100000)
 	yaml, leases := chaosYAML(engine, testdb.DSNs(t, engine, 2), "")
 	cfg := writeChaosConfig(t, t.TempDir(), yaml)
 	rcv := newChaosReceiver(t, nil)
@@ -94,7 +97,7 @@ func chaosKillRounds(t *testing.T, engine string) {
 	// 500 tasks/s, each due 0.5 to 5 s after its submission.
 	wait := load.streamBackground(ctx, n, 50, 100*time.Millisecond, 500*time.Millisecond, 5*time.Second)
 	for r := range rounds {
-		time.Sleep(3 * time.Second)
+		time.Sleep(2 * time.Second)
 		if load.finished.Load() {
 			break
 		}
@@ -115,8 +118,9 @@ func chaosKillRounds(t *testing.T, engine string) {
 // started again while tasks stream in. Submits meanwhile answer 503 and
 // are retried by the client; nothing acknowledged is lost.
 func TestChaosPostgresRestart(t *testing.T) {
+	chaosParallel(t)
 	restarts := chaosSize(t, "PG_RESTARTS", 1, 3)
-	n := chaosSize(t, "PG_TASKS", 5000, 60000)
+	n := chaosSize(t, "PG_TASKS", 3000, 60000)
 	down := time.Duration(chaosSize(t, "PG_DOWN_SECONDS", 3, 10)) * time.Second
 	pg := testdb.StartPostgres(t)
 	yaml, leases := chaosYAML("postgres", []string{pg.CreateDatabase(), pg.CreateDatabase()}, "")
@@ -142,8 +146,9 @@ func TestChaosPostgresRestart(t *testing.T) {
 // tier on a private redis-server, which is emptied with FLUSHALL and later
 // killed and started again, empty, while tasks stream in.
 func TestChaosRedisFlushRestart(t *testing.T) {
+	chaosParallel(t)
 	rounds := chaosSize(t, "REDIS_ROUNDS", 1, 3)
-	n := chaosSize(t, "REDIS_TASKS", 5000, 60000)
+	n := chaosSize(t, "REDIS_TASKS", 3000, 60000)
 	r := testdb.StartRedis(t)
 	yaml, leases := chaosYAML("postgres", testdb.DSNs(t, "postgres", 1), fmt.Sprintf("  tier: redis\n  redis_addrs: [%q]\n", r.Addr()))
 	cfg := writeChaosConfig(t, t.TempDir(), yaml)

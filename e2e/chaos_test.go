@@ -59,6 +59,15 @@ func chaosSize(t *testing.T, name string, short, full int) int {
 	return v
 }
 
+// chaosParallel runs the short scenarios beside the other e2e tests (their
+// lateness is printed, not asserted) and the full ones alone, so that the
+// figures of `make chaos` are each scenario's own.
+func chaosParallel(t *testing.T) {
+	if !chaosFull() {
+		t.Parallel()
+	}
+}
+
 // chaosRecord is what the receiver saw of one task.
 type chaosRecord struct {
 	calls    int32     // calls of any outcome
