@@ -110,7 +110,7 @@ func chaosKillRounds(t *testing.T, engine string) {
 	wait()
 	rcv.settle(load, 5*time.Minute, 5*time.Second)
 	chaosVerdict(t, "kill-rounds/"+engine, rcv.count(load), true,
-		fmt.Sprintf("%d kill -9 rounds of 3 nodes; %s; %d submit calls retried", rounds, leases, load.retried.Load()))
+		fmt.Sprintf("%d kill -9 rounds of 3 nodes; %s; %s", rounds, leases, load.failures()))
 }
 
 // TestChaosPostgresRestart: two nodes on a private PostgreSQL (its own
@@ -139,7 +139,7 @@ func TestChaosPostgresRestart(t *testing.T) {
 	wait()
 	rcv.settle(load, 5*time.Minute, 5*time.Second)
 	chaosVerdict(t, "postgres-restart", rcv.count(load), true,
-		fmt.Sprintf("%d crashes of a private PostgreSQL, down %s each, 2 nodes; %s; %d submit calls retried", restarts, down, leases, load.retried.Load()))
+		fmt.Sprintf("%d crashes of a private PostgreSQL, down %s each, 2 nodes; %s; %s", restarts, down, leases, load.failures()))
 }
 
 // TestChaosRedisFlushRestart: two nodes on PostgreSQL with the Redis hot
@@ -187,7 +187,7 @@ func TestChaosRedisFlushRestart(t *testing.T) {
 	}
 	fl, rs := rcv.countDue(load, after(flushes)), rcv.countDue(load, after(restarts))
 	chaosVerdict(t, "redis-flush-restart", rcv.count(load), true,
-		fmt.Sprintf("%d FLUSHALL and %d kill+restart of a private redis-server, 2 nodes; due ≤10 s after a FLUSHALL: %d, lateness p99 %s max %s; after a restart: %d, p99 %s max %s; %s",
+		fmt.Sprintf("%d FLUSHALL and %d kill+restart of a private redis-server, 2 nodes; due ≤10 s after a FLUSHALL: %d, lateness p99 %s max %s; after a restart: %d, p99 %s max %s; %s; %s",
 			rounds, rounds, fl.Submitted, fl.P99.Round(time.Millisecond), fl.Max.Round(time.Millisecond),
-			rs.Submitted, rs.P99.Round(time.Millisecond), rs.Max.Round(time.Millisecond), leases))
+			rs.Submitted, rs.P99.Round(time.Millisecond), rs.Max.Round(time.Millisecond), leases, load.failures()))
 }

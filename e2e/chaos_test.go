@@ -139,13 +139,16 @@ type chaosLoad struct {
 	payload json.RawMessage
 	clients []*client.Client
 
-	mu       sync.Mutex
-	due      map[string]time.Time // acknowledged tasks: ID → submitted due time
-	next     atomic.Int64         // key counter
-	turn     atomic.Int64         // node to try first
-	retried  atomic.Int64         // submit calls failed and retried elsewhere
-	rounded  atomic.Int64         // answers whose due_at is a microsecond or more before the submitted one
-	finished atomic.Bool
+	mu      sync.Mutex
+	due     map[string]time.Time // acknowledged tasks: ID → submitted due time
+	next    atomic.Int64         // key counter
+	turn    atomic.Int64         // node to try first
+	retried atomic.Int64         // submit calls failed and retried elsewhere
+	// Why submits failed: 503 unavailable, 500 internal (a store that went
+	// away should be the former), no answer (a node down, a connection cut).
+	unavailable, internal, noAnswer atomic.Int64
+	rounded                         atomic.Int64 // answers whose due_at is a microsecond or more before the submitted one
+	finished                        atomic.Bool
 }
 
 func newChaosLoad(t *testing.T, name, target string, addrs ...string) *chaosLoad {
@@ -195,6 +198,14 @@ func (l *chaosLoad) submit(ctx context.Context, dues []time.Time) {
 				l.t.Errorf("%s: batch refused: %v", l.name, err)
 				return
 			}
+			switch {
+			case client.HasCode(err, apiv1.CodeUnavailable):
+				l.unavailable.Add(1)
+			case client.HasCode(err, apiv1.CodeInternal):
+				l.internal.Add(1)
+			default:
+				l.noAnswer.Add(1)
+			}
 			continue // node down, cut off, or its store unreachable
 		}
 		var still []int
@@ -203,6 +214,11 @@ func (l *chaosLoad) submit(ctx context.Context, dues []time.Time) {
 			i := pending[j]
 			if it.Error != nil {
 				if it.Error.Code == apiv1.CodeUnavailable || it.Error.Code == apiv1.CodeInternal {
+					if it.Error.Code == apiv1.CodeInternal {
+						l.internal.Add(1)
+					} else {
+						l.unavailable.Add(1)
+					}
 					still = append(still, i)
 					continue
 				}
@@ -251,6 +267,11 @@ func (l *chaosLoad) streamBackground(ctx context.Context, n, size int, every, lo
 		l.stream(ctx, n, size, every, lo, hi)
 	}()
 	return func() { <-done }
+}
+
+// failures sums up why submits were retried.
+func (l *chaosLoad) failures() string {
+	return fmt.Sprintf("submits retried %d (503 %d, 500 %d, no answer %d)", l.retried.Load(), l.unavailable.Load(), l.internal.Load(), l.noAnswer.Load())
 }
 
 func (l *chaosLoad) submitted() int {
