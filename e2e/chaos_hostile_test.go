@@ -157,8 +157,11 @@ func TestChaosBurst(t *testing.T) {
 			defer wg.Done()
 			for {
 				from := int(next.Add(1000)) - 1000
-				if from >= n || t.Context().Err() != nil {
+				if from >= n || t.Context().Err() != nil || load.gaveUp.Load() {
 					return
+				}
+				if step := max(n/10/1000, 1) * 1000; from > 0 && from%step == 0 {
+					t.Logf("burst: %d of %d submitted after %s", from, n, time.Since(start).Round(time.Second))
 				}
 				dues := make([]time.Time, min(1000, n-from))
 				for i := range dues {

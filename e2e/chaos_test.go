@@ -150,6 +150,7 @@ type chaosLoad struct {
 	unavailable, internal, noAnswer atomic.Int64
 	rounded                         atomic.Int64 // answers whose due_at is before the submitted one
 	finished                        atomic.Bool
+	gaveUp                          atomic.Bool // a batch was never acknowledged: stop submitting
 }
 
 func newChaosLoad(t *testing.T, name, target string, addrs ...string) *chaosLoad {
@@ -181,7 +182,8 @@ func (l *chaosLoad) submit(ctx context.Context, dues []time.Time) {
 	deadline := time.Now().Add(2 * time.Minute)
 	for try := 0; len(pending) > 0; try++ {
 		if ctx.Err() != nil || time.Now().After(deadline) {
-			l.t.Errorf("%s: %d tasks not acknowledged after %d tries", l.name, len(pending), try)
+			l.t.Errorf("%s: %d tasks not acknowledged after %d tries in %s (%s)", l.name, len(pending), try, 2*time.Minute, l.failures())
+			l.gaveUp.Store(true)
 			return
 		}
 		if try > 0 {
@@ -242,7 +244,7 @@ func (l *chaosLoad) submit(ctx context.Context, dues []time.Time) {
 func (l *chaosLoad) stream(ctx context.Context, n, size int, every, lo, hi time.Duration) {
 	tick := time.NewTicker(every)
 	defer tick.Stop()
-	for sent := 0; sent < n && ctx.Err() == nil; sent += size {
+	for sent := 0; sent < n && ctx.Err() == nil && !l.gaveUp.Load(); sent += size {
 		k := min(size, n-sent)
 		dues := make([]time.Time, k)
 		now := time.Now()
