@@ -10,6 +10,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -266,10 +267,29 @@ func (c *Config) fill() {
 	}
 }
 
+// checkHostPort checks an address key: host:port with a numeric port.
+func checkHostPort(key, v string) error {
+	_, port, err := net.SplitHostPort(v)
+	if err == nil {
+		_, err = strconv.ParseUint(port, 10, 16)
+	}
+	if err != nil {
+		return fmt.Errorf("%s: %q is not host:port", key, v)
+	}
+	return nil
+}
+
 // Validate checks every value.
 func (c *Config) Validate() error {
-	if _, _, err := net.SplitHostPort(c.Listen); err != nil {
-		return fmt.Errorf("listen: %q is not host:port", c.Listen)
+	if err := checkHostPort("listen", c.Listen); err != nil {
+		return err
+	}
+	if c.Cluster.Advertise != "" {
+		// Checked here so the error names the key (found by FuzzConfigEnv:
+		// the target policy's "own API address" error did not).
+		if err := checkHostPort("cluster.advertise", c.Cluster.Advertise); err != nil {
+			return err
+		}
 	}
 	if c.DataDir == "" {
 		return errors.New("data_dir: must not be empty")
