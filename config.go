@@ -226,6 +226,22 @@ func DefaultConfig() Config {
 
 // Load builds the configuration from path ("" for none) and the environment.
 func LoadConfig(path string, environ []string) (Config, error) {
+	c, err := loadConfig(path, environ)
+	if err != nil {
+		return Config{}, oneLine{err}
+	}
+	return c, nil
+}
+
+// oneLine is a config error as the one line `ontime serve` prints: a value
+// quoted in it (a file name, a YAML scalar) may hold line breaks (found by
+// FuzzConfigEnv: ONTIME_STORE_DATABASES_FILE="\n").
+type oneLine struct{ err error }
+
+func (e oneLine) Error() string { return strings.ReplaceAll(e.err.Error(), "\n", `\n`) }
+func (e oneLine) Unwrap() error { return e.err }
+
+func loadConfig(path string, environ []string) (Config, error) {
 	c := DefaultConfig()
 	if path != "" {
 		b, err := os.ReadFile(path)
