@@ -148,7 +148,7 @@ func TestChaosBurst(t *testing.T) {
 	load := newChaosLoad(t, "burst", rcv.srv.URL, cl.addrs...)
 	load.payload = []byte(`{"pad":"` + strings.Repeat("x", 1000) + `"}`)
 	start := time.Now()
-	due := start.Add(lead)
+	due := start.Add(lead).Round(0) // wall clock: see chaosReceiver.serve
 	var next atomic.Int64
 	var wg sync.WaitGroup
 	for range 2 {

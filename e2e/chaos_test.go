@@ -97,7 +97,10 @@ func newChaosReceiver(t *testing.T, reply func(w http.ResponseWriter, r *http.Re
 }
 
 func (r *chaosReceiver) serve(w http.ResponseWriter, req *http.Request) {
-	at := time.Now()
+	// Wall clock only (Round(0) drops the monotonic reading): ontime
+	// compares wall times, and two readings that both carry a monotonic
+	// one compare by it, which drifts from the wall clock under NTP.
+	at := time.Now().Round(0)
 	id := req.Header.Get("Ontime-Task-Id")
 	attempt, _ := strconv.Atoi(req.Header.Get("Ontime-Attempt"))
 	r.mu.Lock()
@@ -247,7 +250,7 @@ func (l *chaosLoad) stream(ctx context.Context, n, size int, every, lo, hi time.
 	for sent := 0; sent < n && ctx.Err() == nil && !l.gaveUp.Load(); sent += size {
 		k := min(size, n-sent)
 		dues := make([]time.Time, k)
-		now := time.Now()
+		now := time.Now().Round(0) // wall clock: see chaosReceiver.serve
 		for i := range dues {
 			f := float64((sent+i)*7919%1000) / 1000 // spread, deterministic
 			dues[i] = now.Add(lo + time.Duration(f*float64(hi-lo)) + time.Duration(i*37%1000))
