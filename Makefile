@@ -1,7 +1,7 @@
 GO ?= go
 PKGS := ./...
 
-.PHONY: build test services vet fmt bench run
+.PHONY: build test services vet fmt bench run chaos
 
 build:
 	$(GO) build -o bin/ontime ./cmd/ontime
@@ -27,3 +27,14 @@ run:
 # Writes bench/out/results.md and the plots; see BENCHMARKS.md.
 bench: services
 	cd bench && $(GO) run . -out out
+
+# The chaos suite at full size, one scenario at a time, without the race
+# detector (~25 minutes, and the burst on top: it does not finish while
+# issue 11 item 2 is open): kill -9 rounds on MariaDB and PostgreSQL, a
+# private PostgreSQL and Redis crashed, hostile receivers and clients, a
+# 2,000,000-task burst. Each prints submitted / delivered / lost /
+# duplicated / early / lateness (also appended to chaos-results.txt) and
+# fails on a lost or early task. `make test` runs the short version.
+# Sizes: ONTIME_CHAOS_<NAME> (e2e/chaos_*_test.go); figures: RELIABILITY.md.
+chaos: services
+	ONTIME_CHAOS=full ONTIME_CHAOS_OUT=$(CURDIR)/chaos-results.txt $(GO) test -count=1 -v -timeout 150m -run 'TestChaos' ./e2e/

@@ -10,6 +10,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -231,6 +232,22 @@ func DefaultConfig() Config {
 
 // Load builds the configuration from path ("" for none) and the environment.
 func LoadConfig(path string, environ []string) (Config, error) {
+	c, err := loadConfig(path, environ)
+	if err != nil {
+		return Config{}, oneLine{err}
+	}
+	return c, nil
+}
+
+// oneLine is a config error as the one line `ontime serve` prints: a value
+// quoted in it (a file name, a YAML scalar) may hold line breaks (found by
+// FuzzConfigEnv: ONTIME_STORE_DATABASES_FILE="\n").
+type oneLine struct{ err error }
+
+func (e oneLine) Error() string { return strings.ReplaceAll(e.err.Error(), "\n", `\n`) }
+func (e oneLine) Unwrap() error { return e.err }
+
+func loadConfig(path string, environ []string) (Config, error) {
 	c := DefaultConfig()
 	if path != "" {
 		b, err := os.ReadFile(path)
@@ -273,10 +290,29 @@ func (c *Config) fill() {
 	}
 }
 
+// checkHostPort checks an address key: host:port with a numeric port.
+func checkHostPort(key, v string) error {
+	_, port, err := net.SplitHostPort(v)
+	if err == nil {
+		_, err = strconv.ParseUint(port, 10, 16)
+	}
+	if err != nil {
+		return fmt.Errorf("%s: %q is not host:port", key, v)
+	}
+	return nil
+}
+
 // Validate checks every value.
 func (c *Config) Validate() error {
-	if _, _, err := net.SplitHostPort(c.Listen); err != nil {
-		return fmt.Errorf("listen: %q is not host:port", c.Listen)
+	if err := checkHostPort("listen", c.Listen); err != nil {
+		return err
+	}
+	if c.Cluster.Advertise != "" {
+		// Checked here so the error names the key (found by FuzzConfigEnv:
+		// the target policy's "own API address" error did not).
+		if err := checkHostPort("cluster.advertise", c.Cluster.Advertise); err != nil {
+			return err
+		}
 	}
 	if c.DataDir == "" {
 		return errors.New("data_dir: must not be empty")

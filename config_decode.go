@@ -28,7 +28,7 @@ func ParseConfig(b []byte, c *Config) error {
 		if errors.Is(err, io.EOF) {
 			return nil // an empty file: the defaults
 		}
-		return errors.New(strings.TrimPrefix(err.Error(), "yaml: "))
+		return errors.New(yamlSyntaxError(err))
 	}
 	if len(doc.Content) == 0 {
 		return nil
@@ -252,6 +252,17 @@ func setFromString(f reflect.Value, s string) error {
 	return nil
 }
 
+// yamlSyntaxError is a parse error as one line that says what it is:
+// yaml.v3 gives no line for some ("found unexpected end of stream",
+// "invalid leading UTF-8 octet"). Found by FuzzLoadConfig.
+func yamlSyntaxError(err error) string {
+	msg := strings.TrimPrefix(err.Error(), "yaml: ")
+	if !strings.HasPrefix(msg, "line ") {
+		msg = "not valid YAML: " + msg
+	}
+	return strings.ReplaceAll(msg, "\n", `\n`)
+}
+
 // cleanYAMLError drops the library's Go words from a decode error.
 func cleanYAMLError(err error) string {
 	var te *yaml.TypeError
@@ -297,8 +308,10 @@ func editDistance(a, b string) int {
 }
 
 // envNotConfig are ONTIME_* variables that are not config keys: the CLI's
-// server address, token and CA file, and the knobs of the benchmarks and tests.
-var envNotConfig = []string{"ONTIME_SERVER", "ONTIME_TOKEN", "ONTIME_CA_FILE", "ONTIME_BENCH_", "ONTIME_TEST_", "ONTIME_BROKERS_"}
+// server address, token and CA file, the brokers set one by one
+// (applyBrokerEnv), and the knobs of the benchmarks, tests and the chaos
+// suite.
+var envNotConfig = []string{"ONTIME_SERVER", "ONTIME_TOKEN", "ONTIME_CA_FILE", "ONTIME_BENCH_", "ONTIME_TEST_", "ONTIME_BROKERS_", "ONTIME_CHAOS", "ONTIME_CHAOS_"}
 
 // applyEnv sets fields from ONTIME_<PATH> variables: ONTIME_STORE_DRIVER,
 // ONTIME_HOT_REDIS_ADDRS (lists are comma-separated), ONTIME_DELIVERY_TIMEOUT.

@@ -23,7 +23,8 @@ var (
 	buildErr  error
 )
 
-// ontimeBinary builds cmd/ontime once per test run.
+// ontimeBinary builds cmd/ontime once per test run, with -race when the
+// tests run with it.
 func ontimeBinary(t *testing.T) string {
 	t.Helper()
 	buildOnce.Do(func() {
@@ -33,7 +34,11 @@ func ontimeBinary(t *testing.T) string {
 			return
 		}
 		binPath = filepath.Join(dir, "ontime")
-		out, err := exec.Command("go", "build", "-race", "-o", binPath, "../cmd/ontime").CombinedOutput()
+		args := []string{"build", "-o", binPath}
+		if raceBuild {
+			args = append(args, "-race")
+		}
+		out, err := exec.Command("go", append(args, "../cmd/ontime")...).CombinedOutput()
 		if err != nil {
 			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
 		}

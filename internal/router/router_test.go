@@ -88,33 +88,6 @@ func TestParseIDRejects(t *testing.T) {
 	}
 }
 
-func FuzzParseID(f *testing.F) {
-	good, _ := NewID(time.Now(), 7, true)
-	f.Add(good)
-	f.Add("0000000000000000000000000z")
-	f.Fuzz(func(t *testing.T, s string) {
-		id, err := ParseID(s)
-		if err != nil {
-			return
-		}
-		b := encodeID(id)
-		if b != s {
-			t.Fatalf("ParseID(%q) then encode = %q", s, b)
-		}
-	})
-}
-
-// encodeID re-encodes a parsed ID (test helper for the round-trip property).
-func encodeID(id ID) string {
-	var b [16]byte
-	ms := uint64(id.Time.UnixMilli())
-	b[0], b[1], b[2], b[3], b[4], b[5] = byte(ms>>40), byte(ms>>32), byte(ms>>24), byte(ms>>16), byte(ms>>8), byte(ms)
-	b[6], b[7], b[8], b[9] = byte(id.ShardHash>>24), byte(id.ShardHash>>16), byte(id.ShardHash>>8), byte(id.ShardHash)
-	r := id.Random
-	b[10], b[11], b[12], b[13], b[14], b[15] = byte(r>>40), byte(r>>32), byte(r>>24), byte(r>>16), byte(r>>8), byte(r)
-	return encode(b)
-}
-
 // TestDoublingKeepsTables: over a million keys, doubling the databases keeps
 // every key's table index and moves it only from db to db or db+M; and the
 // cleanup range of each database keeps exactly the keys Locate puts there,

@@ -1,0 +1,193 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/ontimehq/ontime/internal/testdb"
+)
+
+// chaosCluster is n `ontime serve` processes sharing one config.
+type chaosCluster struct {
+	t     *testing.T
+	cfg   string
+	names []string
+	addrs []string
+	procs []*serveProc
+}
+
+func startChaosCluster(t *testing.T, cfgPath string, n int) *chaosCluster {
+	t.Helper()
+	c := &chaosCluster{t: t, cfg: cfgPath}
+	for i := range n {
+		c.names = append(c.names, fmt.Sprintf("n%d", i+1))
+		c.addrs = append(c.addrs, freeAddr(t))
+		c.procs = append(c.procs, startServe(t, cfgPath, c.addrs[i], "ONTIME_NODE_ID="+c.names[i]))
+	}
+	if n > 1 {
+		waitFor(t, 60*time.Second, "nodes balanced", func() bool {
+			v, ok := clusterView(t, c.addrs[0])
+			return ok && balanced(v, c.names)
+		})
+	}
+	return c
+}
+
+// kill9 kills node i with SIGKILL.
+func (c *chaosCluster) kill9(i int) { c.procs[i].signal(c.t, syscall.SIGKILL) }
+
+// restart starts node i again with its name and address.
+func (c *chaosCluster) restart(i int) {
+	c.procs[i] = startServe(c.t, c.cfg, c.addrs[i], "ONTIME_NODE_ID="+c.names[i])
+}
+
+// chaosYAML is the config of a chaos cluster on driver's databases, with
+// the database coordinator; hot adds lines to the hot section. Leases are
+// short in CI, so a run takes seconds, and the defaults in the full run,
+// so its figures are what a deployment sees; leases says which.
+func chaosYAML(driver string, dsns []string, hot string) (yaml, leases string) {
+	clusterTTL, deliveryTTL := "2s", "2s"
+	if chaosFull() {
+		clusterTTL, deliveryTTL = "10s", "30s" // the defaults
+	}
+	yaml = fmt.Sprintf(`log_level: warn
+store:
+  driver: %s
+  databases: ["%s"]
+  tables: 4
+  segments: 3
+hot:
+  window: 2s
+%scluster:
+  coordinator: database
+  lease_ttl: %s
+delivery:
+  lease_ttl: %s
+  retry_base: 50ms
+  retry_max: 500ms
+`, driver, strings.Join(dsns, `", "`), hot, clusterTTL, deliveryTTL)
+	return yaml, "cluster.lease_ttl " + clusterTTL + ", delivery.lease_ttl " + deliveryTTL
+}
+
+// TestChaosKillRounds: three `ontime serve` processes with the database
+// coordinator, on MariaDB and on PostgreSQL, while tasks stream in through
+// all of them; each round kills one node with SIGKILL and starts it again.
+func TestChaosKillRounds(t *testing.T) {
+	for _, engine := range []string{"mysql", "postgres"} {
+		t.Run(engine, func(t *testing.T) {
+			chaosParallel(t)
+			chaosKillRounds(t, engine)
+		})
+	}
+}
+
+func chaosKillRounds(t *testing.T, engine string) {
+	rounds := chaosSize(t, "KILL_ROUNDS", 2, 11)
+	n := chaosSize(t, "KILL_TASKS", 3000, 100000)
+	yaml, leases := chaosYAML(engine, testdb.DSNs(t, engine, 2), "")
+	cfg := writeChaosConfig(t, t.TempDir(), yaml)
+	rcv := newChaosReceiver(t, nil)
+	cl := startChaosCluster(t, cfg, 3)
+	load := newChaosLoad(t, "kill-"+engine, rcv.srv.URL, cl.addrs...)
+	ctx := t.Context()
+	// 500 tasks/s, each due 0.5 to 5 s after its submission.
+	wait := load.streamBackground(ctx, n, 50, 100*time.Millisecond, 500*time.Millisecond, 5*time.Second)
+	for r := range rounds {
+		time.Sleep(2 * time.Second)
+		if load.finished.Load() {
+			break
+		}
+		victim := r % 3
+		cl.kill9(victim)
+		time.Sleep(time.Second)
+		cl.restart(victim)
+		t.Logf("round %d: %s killed and restarted (%d submitted so far)", r+1, cl.names[victim], load.submitted())
+	}
+	wait()
+	rcv.settle(load, 5*time.Minute, 5*time.Second)
+	chaosVerdict(t, "kill-rounds/"+engine, rcv.count(load), true,
+		fmt.Sprintf("%d kill -9 rounds of 3 nodes; %s; %s", rounds, leases, load.failures()))
+}
+
+// TestChaosPostgresRestart: two nodes on a private PostgreSQL (its own
+// data directory and port) that crashes (pg_ctl stop -m immediate) and is
+// started again while tasks stream in. Submits meanwhile answer 503 and
+// are retried by the client; nothing acknowledged is lost.
+func TestChaosPostgresRestart(t *testing.T) {
+	chaosParallel(t)
+	restarts := chaosSize(t, "PG_RESTARTS", 1, 3)
+	n := chaosSize(t, "PG_TASKS", 3000, 60000)
+	down := time.Duration(chaosSize(t, "PG_DOWN_SECONDS", 3, 10)) * time.Second
+	pg := testdb.StartPostgres(t)
+	yaml, leases := chaosYAML("postgres", []string{pg.CreateDatabase(), pg.CreateDatabase()}, "")
+	cfg := writeChaosConfig(t, t.TempDir(), yaml)
+	rcv := newChaosReceiver(t, nil)
+	cl := startChaosCluster(t, cfg, 2)
+	load := newChaosLoad(t, "pgrestart", rcv.srv.URL, cl.addrs...)
+	wait := load.streamBackground(t.Context(), n, 50, 100*time.Millisecond, 500*time.Millisecond, 5*time.Second)
+	for r := range restarts {
+		time.Sleep(3 * time.Second)
+		pg.Crash()
+		time.Sleep(down)
+		pg.Start()
+		t.Logf("restart %d: PostgreSQL down %s (%d submitted so far)", r+1, down, load.submitted())
+	}
+	wait()
+	rcv.settle(load, 5*time.Minute, 5*time.Second)
+	chaosVerdict(t, "postgres-restart", rcv.count(load), true,
+		fmt.Sprintf("%d crashes of a private PostgreSQL, down %s each, 2 nodes; %s; %s", restarts, down, leases, load.failures()))
+}
+
+// TestChaosRedisFlushRestart: two nodes on PostgreSQL with the Redis hot
+// tier on a private redis-server, which is emptied with FLUSHALL and later
+// killed and started again, empty, while tasks stream in.
+func TestChaosRedisFlushRestart(t *testing.T) {
+	chaosParallel(t)
+	rounds := chaosSize(t, "REDIS_ROUNDS", 1, 3)
+	n := chaosSize(t, "REDIS_TASKS", 3000, 60000)
+	r := testdb.StartRedis(t)
+	yaml, leases := chaosYAML("postgres", testdb.DSNs(t, "postgres", 1), fmt.Sprintf("  tier: redis\n  redis_addrs: [%q]\n", r.Addr()))
+	cfg := writeChaosConfig(t, t.TempDir(), yaml)
+	rcv := newChaosReceiver(t, nil)
+	cl := startChaosCluster(t, cfg, 2)
+	load := newChaosLoad(t, "redis", rcv.srv.URL, cl.addrs...)
+	wait := load.streamBackground(t.Context(), n, 50, 100*time.Millisecond, 500*time.Millisecond, 5*time.Second)
+	var flushes, restarts []time.Time
+	for range rounds {
+		time.Sleep(3 * time.Second)
+		admin := redisClient(r.Addr())
+		if err := admin.FlushAll(context.Background()).Err(); err != nil {
+			t.Fatal(err)
+		}
+		admin.Close()
+		flushes = append(flushes, time.Now())
+		time.Sleep(3 * time.Second)
+		r.Stop()
+		restarts = append(restarts, time.Now())
+		time.Sleep(time.Second)
+		r.Start()
+	}
+	wait()
+	rcv.settle(load, 5*time.Minute, 5*time.Second)
+	// The tasks due in the 10 s after each event: how long their holders
+	// took to notice the tier lost them.
+	after := func(events []time.Time) func(time.Time) bool {
+		return func(due time.Time) bool {
+			for _, e := range events {
+				if !due.Before(e) && due.Before(e.Add(10*time.Second)) {
+					return true
+				}
+			}
+			return false
+		}
+	}
+	fl, rs := rcv.countDue(load, after(flushes)), rcv.countDue(load, after(restarts))
+	chaosVerdict(t, "redis-flush-restart", rcv.count(load), true,
+		fmt.Sprintf("%d FLUSHALL and %d kill+restart of a private redis-server, 2 nodes; due ≤10 s after a FLUSHALL: %d, lateness p99 %s max %s; after a restart: %d, p99 %s max %s; %s; %s",
+			rounds, rounds, fl.Submitted, fl.P99.Round(time.Millisecond), fl.Max.Round(time.Millisecond),
+			rs.Submitted, rs.P99.Round(time.Millisecond), rs.Max.Round(time.Millisecond), leases, load.failures()))
+}
