@@ -2,6 +2,8 @@ package scan_test
 
 import (
 	"context"
+	"errors"
+	"sync"
 	"testing"
 	"time"
 
@@ -124,4 +126,80 @@ func TestTierLost(t *testing.T) {
 			t.Fatalf("task %s after TierLost: %+v (old token %d)", tk.ID, got, tokens[tk.ID])
 		}
 	}
+}
+
+// TestAdoptOwnPreviousProcess: a node restarted under the same ID (so
+// alive in the coordinator's eyes) takes back at once what its previous
+// process claimed, but not what it claimed itself since it started.
+func TestAdoptOwnPreviousProcess(t *testing.T) {
+	f := setup(t, 0)
+	it := f.st.Items()[0]
+	old := stagetest.Insert(t, f.st, stagetest.Claimed(stagetest.NewTaskIn(t, it, "scan", "before-restart", time.Now().Add(time.Second)), node, 41))[0]
+	time.Sleep(2 * time.Millisecond) // the row is written strictly before the scanner starts
+	sc := newScanner(t, f, func(context.Context) ([]string, error) { return []string{node}, nil })
+	sc.SetItems([]store.Item{it})
+	if err := sc.Start(f.ctx); err != nil {
+		t.Fatal(err)
+	}
+	stagetest.Eventually(t, "the previous process's claim is taken under a new token", func() bool {
+		tk := stagetest.Get(t, f.st, old.ID)
+		return tk.Status == task.StatusClaimed && tk.Owner == node && tk.Token != 41
+	})
+	// A claim made by this process survives a second adoption of the item.
+	tok := stagetest.Get(t, f.st, old.ID).Token
+	sc.SetItems(nil)
+	sc.SetItems([]store.Item{it})
+	time.Sleep(200 * time.Millisecond)
+	if tk := stagetest.Get(t, f.st, old.ID); tk.Token != tok {
+		t.Fatalf("a claim of this process was ended on re-adoption: token %d -> %d", tok, tk.Token)
+	}
+}
+
+// flakyTier refuses Adds while down is set.
+type flakyTier struct {
+	scan.Tier
+	mu   sync.Mutex
+	down bool
+}
+
+func (ft *flakyTier) Add(ctx context.Context, e ...hot.Entry) error {
+	ft.mu.Lock()
+	down := ft.down
+	ft.mu.Unlock()
+	if down {
+		return errors.New("redis: connection refused")
+	}
+	return ft.Tier.Add(ctx, e...)
+}
+
+// TestTierDownReleasesClaims: claims the tier refused are handed back at
+// once (pending) and claimed again when the tier returns, not after their
+// leases.
+func TestTierDownReleasesClaims(t *testing.T) {
+	f := setup(t, 100*time.Millisecond)
+	it := f.st.Items()[0]
+	tk := f.insertIn(t, it, "refused", time.Now().Add(2*time.Second))
+	ft := &flakyTier{Tier: f.tier, down: true}
+	sc, err := scan.New(scan.Config{Store: f.st, Tier: ft, Planner: hot.NewPlanner(20*time.Millisecond, 0),
+		NodeID: node, Window: window, LeaseTTL: time.Hour, Idle: 100 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(sc.Stop)
+	sc.SetItems([]store.Item{it})
+	if err := sc.Start(f.ctx); err != nil {
+		t.Fatal(err)
+	}
+	// Refused, handed back, claimed again and refused again: the task is
+	// pending between the claims, not held for its hour-long lease.
+	stagetest.Eventually(t, "claims refused by the tier handed back", func() bool {
+		return f.st.claimCount(it) >= 3 && f.status(t, tk.ID) == task.StatusPending
+	})
+	ft.mu.Lock()
+	ft.down = false
+	ft.mu.Unlock()
+	stagetest.Eventually(t, "claimed into the tier once it is back", func() bool {
+		n, _ := f.tier.Len(f.ctx)
+		return n == 1 && f.status(t, tk.ID) == task.StatusClaimed
+	})
 }

@@ -36,6 +36,8 @@ type Store interface {
 	NextDue(ctx context.Context, item store.Item) (due, leaseEnd time.Time, err error)
 	// EndLeases ends the leases in item of holders that are gone.
 	EndLeases(ctx context.Context, item store.Item, now time.Time, h store.Holders) (int, error)
+	// Release hands claimed tasks back (pending).
+	Release(ctx context.Context, refs []store.Ref) error
 }
 
 // Tier is the feeding side of the hot tier.
@@ -94,6 +96,8 @@ type Scanner struct {
 	tierN    int       // the tier's size as last read, plus claims handed out since
 	lenAt    time.Time // when it was read
 	reserved int       // slots handed to claims under way
+
+	startedAt time.Time // rows this node ID wrote before are a previous process's
 
 	liveMu sync.Mutex
 	live   []string // cached Live answer
@@ -155,6 +159,7 @@ func (s *Scanner) Start(ctx context.Context) error {
 		return nil
 	}
 	s.mu.Lock()
+	s.startedAt = time.Now()
 	s.ctx = ctx
 	s.applyLocked()
 	s.mu.Unlock()
@@ -297,7 +302,7 @@ func (s *Scanner) adopt(ctx context.Context, it store.Item, log *slog.Logger) {
 		log.Warn("cannot tell which nodes are alive; a dead node's tasks wait for their leases", "err", err)
 		return
 	}
-	n, err := s.cfg.Store.EndLeases(ctx, it, time.Now(), store.Holders{Except: live})
+	n, err := s.cfg.Store.EndLeases(ctx, it, time.Now(), store.Holders{Except: live, Self: s.cfg.NodeID, SelfBefore: s.startedAt})
 	if err != nil {
 		log.Warn("ending the leases of dead nodes failed; their tasks wait for their leases", "err", err)
 		return
@@ -381,7 +386,12 @@ func (s *Scanner) claim(ctx context.Context, it store.Item, limit int) ([]store.
 		entries[i] = s.cfg.Planner.Entry(now, r.ID, r.Topic, r.DueAt, r.Token)
 	}
 	if err := s.cfg.Tier.Add(ctx, entries...); err != nil {
-		return nil, err // claimed rows come back when their lease ends
+		// The tier is away (Redis restarting): hand the claims back rather
+		// than leave them to wait out their leases.
+		if rerr := s.cfg.Store.Release(context.WithoutCancel(ctx), refs); rerr != nil {
+			s.log.Warn("releasing claims the hot tier refused failed; they wait for their leases", "count", len(refs), "err", rerr)
+		}
+		return nil, err
 	}
 	return refs, nil
 }

@@ -211,11 +211,16 @@ type Store interface {
 }
 
 // Holders selects lease holders for EndLeases: those in Only (when set),
-// or all but those in Except.
+// or all but those in Except. With Self and SelfBefore, the leases Self
+// held in rows last written before SelfBefore count as gone too, even when
+// Self is in Except: a restarted node, under the same ID, does not hold
+// what its previous process claimed.
 type Holders struct {
 	Only        []string
 	Except      []string
 	ClaimedOnly bool
+	Self        string
+	SelfBefore  time.Time
 }
 
 // MaxErrorBytes is the longest last_error a task keeps (the column's width).

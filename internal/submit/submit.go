@@ -28,6 +28,8 @@ type Store interface {
 	Requeue(ctx context.Context, id string, dueAt time.Time) (*task.Task, error)
 	List(ctx context.Context, f store.ListFilter) ([]*task.Task, error)
 	Ping(ctx context.Context) error
+	// Release hands claimed tasks back (pending).
+	Release(ctx context.Context, refs []store.Ref) error
 }
 
 // Tier is what the submit path needs of the hot tier.
@@ -139,6 +141,7 @@ func (s *Service) Submit(ctx context.Context, specs []task.Spec) ([]Result, erro
 		return nil, fmt.Errorf("submit: %w", err)
 	}
 	var entries []hot.Entry
+	var claimed []store.NewTask
 	for j, r := range ins {
 		results[pos[j]] = Result{Task: r.Task, Existing: r.Existing}
 		if r.Existing {
@@ -148,18 +151,37 @@ func (s *Service) Submit(ctx context.Context, specs []task.Spec) ([]Result, erro
 		s.m.Submitted.WithLabelValues("created").Inc()
 		if nt := news[j]; nt.Claim != nil {
 			entries = append(entries, s.cfg.Planner.Entry(now, nt.ID, nt.Topic, nt.DueAt, nt.Claim.Token))
+			claimed = append(claimed, nt)
 		} else {
 			s.cfg.Notifier.Notify(s.item(nt.ShardHash, nt.Seg), nt.DueAt.Add(-s.cfg.Window))
 		}
 	}
 	if len(entries) > 0 {
-		// The rows are committed and claimed: if this Add fails the tasks are
-		// not lost, only late, delivered after their lease expires.
+		// The rows are committed and claimed: if this Add fails (the tier is
+		// away) they are handed back to the scanner, not left to wait out
+		// their leases.
 		if err := s.cfg.Tier.Add(ctx, entries...); err != nil {
-			s.log.Warn("hot tier add failed; tasks wait for lease expiry", "count", len(entries), "err", err)
+			s.release(ctx, claimed, err)
 		}
 	}
 	return results, nil
+}
+
+// release hands back tasks inserted claimed that the tier refused, and
+// tells their scanners.
+func (s *Service) release(ctx context.Context, claimed []store.NewTask, cause error) {
+	refs := make([]store.Ref, len(claimed))
+	for i, nt := range claimed {
+		refs[i] = store.Ref{ID: nt.ID, Token: nt.Claim.Token, DueAt: nt.DueAt, Topic: nt.Topic}
+	}
+	if err := s.cfg.Store.Release(context.WithoutCancel(ctx), refs); err != nil {
+		s.log.Warn("hot tier add failed and releasing the claims failed; tasks wait for lease expiry", "count", len(refs), "add_err", cause, "err", err)
+		return
+	}
+	s.log.Warn("hot tier add failed; tasks handed back to the scanner", "count", len(refs), "err", cause)
+	for _, nt := range claimed {
+		s.cfg.Notifier.Notify(s.item(nt.ShardHash, nt.Seg), nt.DueAt.Add(-s.cfg.Window))
+	}
 }
 
 // Get returns a task by ID.

@@ -35,10 +35,15 @@ func (s *Store) EndLeases(ctx context.Context, it store.Item, now time.Time, h s
 		owners, op = h.Except, "NOT IN"
 	}
 	if len(owners) > 0 {
-		q += ` AND owner ` + op + ` (?` + strings.Repeat(", ?", len(owners)-1) + `)`
+		q += ` AND (owner ` + op + ` (?` + strings.Repeat(", ?", len(owners)-1) + `)`
 		for _, o := range owners {
 			args = append(args, o)
 		}
+		if h.Self != "" && !h.SelfBefore.IsZero() {
+			q += ` OR (owner = ? AND updated_at < ?)`
+			args = append(args, h.Self, micros(h.SelfBefore))
+		}
+		q += `)`
 	}
 	var n int64
 	err = withRetry(ctx, func() error {
