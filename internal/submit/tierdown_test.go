@@ -15,7 +15,9 @@ import (
 // downTier refuses every Add, as a Redis tier does while Redis restarts.
 type downTier struct{ hot.Tier }
 
-func (downTier) Add(context.Context, ...hot.Entry) error { return errors.New("redis: connection refused") }
+func (downTier) Add(context.Context, ...hot.Entry) error {
+	return errors.New("redis: connection refused")
+}
 
 // TestTierDownReleasesClaims: a task due within the window is inserted
 // claimed; when the tier refuses it, the claim is handed back (pending,
