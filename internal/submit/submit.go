@@ -28,6 +28,9 @@ type Store interface {
 	Requeue(ctx context.Context, id string, dueAt time.Time) (*task.Task, error)
 	List(ctx context.Context, f store.ListFilter) ([]*task.Task, error)
 	Ping(ctx context.Context) error
+	// keys.go
+	GetByKey(ctx context.Context, topic, key string) (*task.Task, error)
+	Update(ctx context.Context, id string, p store.Patch) (*task.Task, error)
 }
 
 // Tier is what the submit path needs of the hot tier.
@@ -108,6 +111,7 @@ func (s *Service) Submit(ctx context.Context, specs []task.Spec) ([]Result, erro
 	results := make([]Result, len(specs))
 	news := make([]store.NewTask, 0, len(specs))
 	pos := make([]int, 0, len(specs))
+	valid := make([]task.Validated, len(specs))
 	horizon := now.Add(s.cfg.Window)
 	// One claim token for the tasks of one submit: they travel together,
 	// and the store matches them in one predicate.
@@ -119,6 +123,7 @@ func (s *Service) Submit(ctx context.Context, specs []task.Spec) ([]Result, erro
 			results[i].Err = err
 			continue
 		}
+		valid[i] = v
 		hash := uint32(0)
 		if v.Key != "" {
 			hash = router.HashKey(v.Key)
@@ -159,6 +164,7 @@ func (s *Service) Submit(ctx context.Context, specs []task.Spec) ([]Result, erro
 			s.log.Warn("hot tier add failed; tasks wait for lease expiry", "count", len(entries), "err", err)
 		}
 	}
+	s.replace(ctx, results, specs, valid)
 	return results, nil
 }
 
