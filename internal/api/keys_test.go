@@ -54,8 +54,8 @@ func TestKeyRoutes(t *testing.T) {
 
 	for _, tc := range []struct {
 		name, method, url, body string
-		status                   int
-		field                    string
+		status                  int
+		field                   string
 	}{
 		{"patch unknown field", "PATCH", base + "/v1/tasks/" + id, `{"topic":"x"}`, 400, "topic"},
 		{"patch nothing", "PATCH", base + "/v1/tasks/" + id, `{}`, 400, ""},
