@@ -134,6 +134,11 @@ func (s *Store) holds(owner *task.Task, now time.Time) bool {
 // positions still to insert. Tasks of one batch with the same key are left
 // to the insert: the first goes in, the rest meet it.
 func (s *Store) resolveKeys(ctx context.Context, db querier, t string, idx []int, tasks []store.NewTask, out []store.Inserted, now time.Time) ([]int, error) {
+	if s.cfg.KeyHold <= 0 {
+		// Only live tasks hold keys: the live-key index refuses those, and
+		// the insert reads back who won.
+		return idx, nil
+	}
 	byTopic := map[string][]string{}
 	for _, i := range idx {
 		if k := tasks[i].Key; k != "" {
