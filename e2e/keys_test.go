@@ -87,21 +87,36 @@ func reschedule(t *testing.T, submitVia, patchVia apiClient, rcv *receiver, topi
 		}
 		out = append(out, moved{id: v.ID, old: v.DueAt, now: got.DueAt, payload: wantPayload})
 	}
+	// The node's window is 5 s (reschedNode): tasks due in 2.5-3.5 s are
+	// claimed at submit and held in a hot tier; everything is submitted
+	// first, then patched, well before the held ones start.
+	type change struct {
+		v     *apiv1.Task
+		p     apiv1.TaskPatch
+		byKey bool
+		want  string
+	}
+	var changes []change
 	for i := range 8 {
 		byKey := i%2 == 0
 		sub := func(delay string) *apiv1.Task {
 			return submitVia.submit(apiv1.TaskRequest{Topic: topic, Key: fmt.Sprintf("%s-%d-%s", topic, i, delay),
 				Delay: delay, Target: rcv.srv.URL, Payload: json.RawMessage(`"old"`)})
 		}
-		// Held in a hot tier, moved beyond the window: pending again.
-		add(sub("700ms"), apiv1.TaskPatch{Delay: strp("2500ms"), Payload: json.RawMessage(`"later"`)}, byKey, `"later"`)
-		// Held, moved later within the window: a new claim.
-		add(sub("400ms"), apiv1.TaskPatch{Delay: strp("900ms")}, byKey, `"old"`)
-		// Pending beyond the window, moved into it: delivered at its new
-		// time, long before its old one.
-		add(sub("30s"), apiv1.TaskPatch{Delay: strp("300ms"), Payload: json.RawMessage(`{"n":1}`)}, byKey, `{"n":1}`)
-		// Held, payload and target only: the claim stands.
-		add(sub("800ms"), apiv1.TaskPatch{Payload: json.RawMessage(`"new"`), Target: strp(rcv.srv.URL + "/moved")}, byKey, `"new"`)
+		changes = append(changes,
+			// Held in a hot tier, moved beyond the window: pending again.
+			change{sub("3s"), apiv1.TaskPatch{Delay: strp("7s"), Payload: json.RawMessage(`"later"`)}, byKey, `"later"`},
+			// Held, moved later within the window: a new claim.
+			change{sub("2500ms"), apiv1.TaskPatch{Delay: strp("4s")}, byKey, `"old"`},
+			// Pending beyond the window, moved into it: delivered at its
+			// new time, long before its old one.
+			change{sub("60s"), apiv1.TaskPatch{Delay: strp("1500ms"), Payload: json.RawMessage(`{"n":1}`)}, byKey, `{"n":1}`},
+			// Held, payload and target only: the claim stands.
+			change{sub("3500ms"), apiv1.TaskPatch{Payload: json.RawMessage(`"new"`), Target: strp(rcv.srv.URL + "/moved")}, byKey, `"new"`},
+		)
+	}
+	for _, c := range changes {
+		add(c.v, c.p, c.byKey, c.want)
 	}
 	return out
 }
@@ -118,6 +133,7 @@ func TestRescheduleMemoryAndRedisTiers(t *testing.T) {
 			t.Parallel()
 			rcv := newReceiver(t)
 			c, _ := startNode(t, tc.engine, func(cfg *ontime.Config) {
+				cfg.Hot.Window = ontime.Duration(5 * time.Second)
 				if tc.tier == "redis" {
 					cfg.Hot.Tier = "redis"
 					cfg.Hot.RedisAddrs = []string{testdb.StartRedis(t).Addr()}
@@ -154,6 +170,7 @@ func TestRescheduleInACluster(t *testing.T) {
 			cfg.Store.Databases = dsns
 			cfg.Cluster.Coordinator = "database"
 			cfg.Cluster.LeaseTTL = ontime.Duration(2 * time.Second)
+			cfg.Hot.Window = ontime.Duration(5 * time.Second)
 		}
 	}
 	a, _ := startNode(t, "postgres", mod("node-a"))
@@ -175,11 +192,13 @@ func TestCancelByKeyRacesDelivery(t *testing.T) {
 		t.Run(engine, func(t *testing.T) {
 			t.Parallel()
 			rcv := newReceiver(t)
-			c, _ := startNode(t, engine, nil)
+			// Every task starts FireLead (20 ms) before it is due, however
+			// slow the store, so the cancels below meet the starts.
+			c, _ := startNode(t, engine, func(cfg *ontime.Config) { cfg.Hot.MaxFireLead = 0 })
 			const n = 200
 			var tasks []*apiv1.Task
 			for i := range n {
-				delay := 300*time.Millisecond + time.Duration(i)*5*time.Millisecond // 0.3 .. 1.3 s
+				delay := 1200*time.Millisecond + time.Duration(i)*5*time.Millisecond // 1.2 .. 2.2 s
 				tasks = append(tasks, c.submit(apiv1.TaskRequest{Topic: "e2e.race", Key: fmt.Sprintf("race/%d", i), Delay: delay.String(), Target: rcv.srv.URL}))
 			}
 			cancelled := make([]bool, n)
@@ -189,8 +208,9 @@ func TestCancelByKeyRacesDelivery(t *testing.T) {
 				go func() {
 					defer wg.Done()
 					// Aim around the start, a little before the due time
-					// (the fire lead): from 250 ms before it to 20 ms after.
-					time.Sleep(time.Until(v.DueAt.Add(time.Duration(i%10)*30*time.Millisecond - 250*time.Millisecond)))
+					// (the fire lead, more when the store is slow): from
+					// 900 ms before it to the due time.
+					time.Sleep(time.Until(v.DueAt.Add(time.Duration(i%10)*100*time.Millisecond - 900*time.Millisecond)))
 					got, err := c.CancelByKey(t.Context(), "e2e.race", v.Key)
 					switch {
 					case err == nil:
