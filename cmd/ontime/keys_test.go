@@ -14,7 +14,7 @@ func TestCLIUpdateAndKey(t *testing.T) {
 	}
 	tk := taskJSON(t, out)
 	code, out, errs = c.run("update", tk.ID, "--in", "2h", "--data", `{"v":2}`, "--max-attempts", "4")
-	if code != 0 || !strings.Contains(out, `{"v":2}`) || !strings.Contains(out, "of 4") || !strings.Contains(out, "in 2h") {
+	if code != 0 || !strings.Contains(out, `{"v":2}`) || !strings.Contains(out, "of 4") || !(strings.Contains(out, "in 2h") || strings.Contains(out, "in 1h59m")) {
 		t.Fatalf("update: %d %q %s", code, out, errs)
 	}
 	code, out, _ = c.run("key", "get", "cli.key", "user/7")
