@@ -235,7 +235,9 @@ func BenchmarkCleaner(b *testing.B) {
 	for _, engine := range []string{"sqlite", "postgres", "mysql"} {
 		b.Run(engine, func(b *testing.B) {
 			for range b.N {
-				node := keyNode(b, engine, nil)
+				// The node's own cleaner keeps the rows (100h): only the
+				// pass below deletes them.
+				node := keyNode(b, engine, func(cfg *ontime.Config) { cfg.Retention.Done = ontime.Duration(100 * time.Hour) })
 				fill(b, node, rows, 3, time.Now().Add(-48*time.Hour))
 				cfg := node.Config()
 				st, err := sqlstore.Open(context.Background(), sqlstore.Config{Driver: cfg.Store.Driver, DSNs: cfg.Store.Databases,
