@@ -32,7 +32,11 @@ import (
 // never collide in a unique index) and ended_at (updated_at once final,
 // NULL while live). Either way live rows are not in the retention index,
 // so claims and lease extensions, which rewrite updated_at, do not touch
-// it.
+// it. On MariaDB the retention index leads with (status, ended_at), not
+// (seg, status): with the scan index's prefix MariaDB chose it for claims
+// (then sorted, locking every pending row of the segment, so concurrent
+// SKIP LOCKED claimers found nothing); a cleaner's range then spans the
+// table's segments, filtered in the index by seg.
 func (s *Store) migrateKeys(ctx context.Context, c *sql.Conn) error {
 	var stmts []string
 	for _, t := range s.names {
@@ -54,7 +58,7 @@ func (s *Store) migrateKeys(ctx context.Context, c *sql.Conn) error {
 				DROP INDEX topic_key,
 				ADD KEY task_key (topic, task_key),
 				ADD UNIQUE KEY live_key (topic, live_key),
-				ADD KEY ended (seg, status, ended_at)`)
+				ADD KEY ended (status, ended_at, seg)`)
 		default:
 			// The live unique index first: while both exist the old one
 			// still holds.

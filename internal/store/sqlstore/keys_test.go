@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -114,7 +115,7 @@ func TestMigrateKeysFromVersion2(t *testing.T) {
 					st, at = task.StatusDone, now.Add(-time.Hour).UnixMicro()
 				}
 				db, table, _ := s.locate(nt.ID)
-				if _, err := s.w[db].ExecContext(ctx, s.d.rebind(`INSERT INTO `+s.names[table]+` (`+cols+`) VALUES (`+placeholders(17)+`)`),
+				if _, err := s.w[db].ExecContext(ctx, s.d.rebind(`INSERT INTO `+s.names[table]+` (`+v1cols+`) VALUES (`+placeholders(17)+`)`),
 					nt.ID, nt.Topic, nt.Key, int64(nt.ShardHash), nt.Seg, micros(nt.DueAt), nt.Payload, "", 1, 0, int(st), "", at, at, nil, 0, 0); err != nil {
 					t.Fatal(err)
 				}
@@ -127,7 +128,7 @@ func TestMigrateKeysFromVersion2(t *testing.T) {
 					t.Fatal(err)
 				}
 				var v string
-				if err := s2.w[1].QueryRowContext(ctx, `SELECT v FROM ontime_meta WHERE k = 'schema_version'`).Scan(&v); err != nil || v != "3" {
+				if err := s2.w[1].QueryRowContext(ctx, `SELECT v FROM ontime_meta WHERE k = 'schema_version'`).Scan(&v); err != nil || v != strconv.Itoa(SchemaVersion) {
 					t.Fatalf("schema version %q, %v", v, err)
 				}
 				s2.Close()
@@ -163,7 +164,7 @@ func TestMigrateKeysFromVersion2(t *testing.T) {
 			for _, nt := range live {
 				db, table, _ := s3.locate(nt.ID)
 				dup := newTask(t, nt.Key, now, 1)
-				_, err := s3.w[db].ExecContext(ctx, s3.d.rebind(`INSERT INTO `+s3.names[table]+` (`+cols+`) VALUES (`+placeholders(17)+`)`),
+				_, err := s3.w[db].ExecContext(ctx, s3.d.rebind(`INSERT INTO `+s3.names[table]+` (`+v1cols+`) VALUES (`+placeholders(17)+`)`),
 					dup.ID, dup.Topic, dup.Key, int64(dup.ShardHash), dup.Seg, 0, []byte("null"), "", 1, 0, 0, "", 0, 0, nil, 0, 0)
 				if err == nil || !uniqueViolation(err) {
 					t.Fatalf("second live row of key %q: %v, want a unique violation", nt.Key, err)
@@ -175,3 +176,6 @@ func TestMigrateKeysFromVersion2(t *testing.T) {
 		})
 	}
 }
+
+// v1cols are the columns of schema version 1's task tables.
+const v1cols = `id, topic, task_key, shard_hash, seg, due_at, payload, target, max_attempts, attempts, status, last_error, created_at, updated_at, owner, lease_until, token`
