@@ -28,7 +28,7 @@ type KeyService interface {
 // is the rest of the path, so a key may hold slashes; the topic is one
 // segment (topics have none).
 func (h *handler) keyRoutes(mux *patternMux) {
-	ks, ok := h.svc.(KeyService)
+	ks, ok := h.keyService()
 	if !ok {
 		return
 	}
@@ -65,6 +65,53 @@ func (h *handler) keyRoutes(mux *patternMux) {
 		}
 		return ks.UpdateByKey(ctx, topic, key, p)
 	}))
+}
+
+// keyService is the engine's KeyService under the token's topic scope
+// (auth.go): a task of a topic the token may not see is not found.
+func (h *handler) keyService() (KeyService, bool) {
+	svc := Service(h.svc)
+	if sc, ok := svc.(scoped); ok {
+		svc = sc.Service
+	}
+	ks, ok := svc.(KeyService)
+	if !ok {
+		return nil, false
+	}
+	return scopedKeys{ks: ks, sc: scoped{svc}}, true
+}
+
+type scopedKeys struct {
+	ks KeyService
+	sc scoped
+}
+
+func (s scopedKeys) Update(ctx context.Context, id string, p task.PatchSpec) (*task.Task, error) {
+	if err := s.sc.visible(ctx, id); err != nil {
+		return nil, err
+	}
+	return s.ks.Update(ctx, id, p)
+}
+
+func (s scopedKeys) GetByKey(ctx context.Context, topic, key string) (*task.Task, error) {
+	if !allowedTopic(ctx, topic) {
+		return nil, store.ErrNotFound
+	}
+	return s.ks.GetByKey(ctx, topic, key)
+}
+
+func (s scopedKeys) UpdateByKey(ctx context.Context, topic, key string, p task.PatchSpec) (*task.Task, error) {
+	if !allowedTopic(ctx, topic) {
+		return nil, store.ErrNotFound
+	}
+	return s.ks.UpdateByKey(ctx, topic, key, p)
+}
+
+func (s scopedKeys) CancelByKey(ctx context.Context, topic, key string) (*task.Task, error) {
+	if !allowedTopic(ctx, topic) {
+		return nil, store.ErrNotFound
+	}
+	return s.ks.CancelByKey(ctx, topic, key)
 }
 
 func (h *handler) answer(w http.ResponseWriter, r *http.Request, t *task.Task, err error) {
@@ -129,7 +176,7 @@ func (h *handler) readPatch(w http.ResponseWriter, r *http.Request) (task.PatchS
 // (its live task, else the one that ended last), as a page of at most one
 // that the other filters apply to.
 func (h *handler) listByKey(w http.ResponseWriter, r *http.Request, f store.ListFilter, key string) {
-	ks, ok := h.svc.(KeyService)
+	ks, ok := h.keyService()
 	if !ok {
 		h.fail(w, r, badRequest("key", "this server does not look tasks up by key"))
 		return
