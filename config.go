@@ -64,6 +64,8 @@ type Config struct {
 	// Brokers names the message brokers mq://NAME/ADDRESS targets reach:
 	// NAME → amqp(s)://, nats://, redis(s)://, mqtt(s):// URL.
 	Brokers map[string]string `yaml:"brokers"`
+	// Retention: config_retention.go.
+	Retention RetentionConfig `yaml:"retention"`
 }
 
 // StoreConfig configures the task store.
@@ -227,6 +229,7 @@ func DefaultConfig() Config {
 			ReadTimeout: Duration(DefaultReadTimeout), WriteTimeout: Duration(DefaultWriteTimeout),
 			IdleTimeout: Duration(DefaultIdleTimeout), MaxConnections: DefaultMaxConnections,
 		},
+		Retention: defaultRetention(),
 	}
 }
 
@@ -423,6 +426,9 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("delivery.breaker_failures: %d is out of range 1..1000000", d.BreakerFailures)
 	}
 	if err := c.HTTP.validate(d.MaxPayloadBytes); err != nil {
+		return err
+	}
+	if err := c.Retention.validate(); err != nil {
 		return err
 	}
 	if err := c.validateSecurity(); err != nil {

@@ -41,6 +41,7 @@ import (
 	"github.com/ontimehq/ontime/internal/hot/memory"
 	hotredis "github.com/ontimehq/ontime/internal/hot/redis"
 	"github.com/ontimehq/ontime/internal/metrics"
+	"github.com/ontimehq/ontime/internal/retain"
 	"github.com/ontimehq/ontime/internal/router"
 	"github.com/ontimehq/ontime/internal/scan"
 	"github.com/ontimehq/ontime/internal/scanjob"
@@ -100,6 +101,9 @@ type TaskSpec struct {
 	Payload     json.RawMessage // any JSON value; nil means null
 	Target      string          // webhook URL, mq://BROKER/ADDRESS, or "" for the topic's Go handler
 	MaxAttempts int             // 0: the configured default
+	// Replace (if_exists: replace): when the key names a live task, update
+	// it with this spec's fields (like Update) instead of returning it.
+	Replace bool
 }
 
 // Task is a stored task.
@@ -115,12 +119,13 @@ type Task struct {
 	Status      string // pending, claimed, running, done, dead, cancelled
 	Attempts    int
 	CreatedAt   time.Time
+	UpdatedAt   time.Time // of a final task: when it ended
 	LastError   string
 }
 
 func viewOf(t *task.Task) *Task {
 	return &Task{ID: t.ID, Topic: t.Topic, Key: t.Key, DueAt: t.DueAt, FirstDueAt: t.FirstDueAt, Payload: t.Payload, Target: t.Target,
-		MaxAttempts: t.MaxAttempts, Status: t.Status.String(), Attempts: t.Attempts, CreatedAt: t.CreatedAt, LastError: t.LastError}
+		MaxAttempts: t.MaxAttempts, Status: t.Status.String(), Attempts: t.Attempts, CreatedAt: t.CreatedAt, UpdatedAt: t.UpdatedAt, LastError: t.LastError}
 }
 
 // Node is one ontime node and the composition root of its pipeline:
@@ -198,7 +203,7 @@ func NewNode(ctx context.Context, cfg Config, opts ...NodeOption) (_ *Node, err 
 		}
 	}
 	st, err := sqlstore.Open(ctx, sqlstore.Config{Driver: cfg.Store.Driver, DSNs: cfg.Store.Databases,
-		Tables: cfg.Store.Tables, Segments: cfg.Store.Segments, Logger: o.logger})
+		Tables: cfg.Store.Tables, Segments: cfg.Store.Segments, KeyHold: time.Duration(cfg.Retention.KeyHold), Logger: o.logger})
 	if err != nil {
 		return nil, err
 	}
@@ -323,9 +328,14 @@ func (n *Node) build(ctx context.Context, resolver Resolver) error {
 	if err != nil {
 		return err
 	}
+	cleaner, err := retain.New(retain.Config{Store: n.store, Items: n.scan.Owned, Done: time.Duration(cfg.Retention.Done),
+		Cancelled: time.Duration(cfg.Retention.Cancelled), Dead: time.Duration(cfg.Retention.Dead), Logger: n.log, Registerer: n.reg})
+	if err != nil {
+		return err
+	}
 	g := newGauges(n.store, n.tier, disp, n.log)
 	n.reg.MustRegister(g)
-	n.services = []startstop.Service{g, comp, disp, firer, n.scan, n.jobs}
+	n.services = []startstop.Service{g, comp, disp, firer, n.scan, n.jobs, cleaner}
 	if ts, ok := n.tier.(startstop.Service); ok { // redis: its wake-up listener runs before the fire loops
 		n.services = slices.Insert(n.services, 3, ts)
 	}
@@ -488,7 +498,7 @@ type BatchResult struct {
 }
 
 func specOf(s TaskSpec) task.Spec {
-	sp := task.Spec{Topic: s.Topic, Key: s.Key, Payload: s.Payload, Target: s.Target, MaxAttempts: s.MaxAttempts}
+	sp := task.Spec{Topic: s.Topic, Key: s.Key, Payload: s.Payload, Target: s.Target, MaxAttempts: s.MaxAttempts, Replace: s.Replace}
 	if !s.DueAt.IsZero() {
 		d := s.DueAt
 		sp.DueAt = &d

@@ -26,6 +26,7 @@ type TaskRequest struct {
 	Payload     json.RawMessage `json:"payload,omitempty"`
 	Target      string          `json:"target,omitempty"`
 	MaxAttempts int             `json:"max_attempts,omitempty"`
+	IfExists    string          `json:"if_exists,omitempty"` // IfExistsKeep (default) or IfExistsReplace
 }
 
 // Task is a stored task's view, the answer of every task route.
@@ -41,6 +42,7 @@ type Task struct {
 	Status      string          `json:"status"`
 	Attempts    int             `json:"attempts"`
 	CreatedAt   time.Time       `json:"created_at"`
+	UpdatedAt   time.Time       `json:"updated_at"` // a final task's: when it ended
 	LastError   string          `json:"last_error,omitempty"`
 }
 

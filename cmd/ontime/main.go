@@ -40,6 +40,8 @@ func verbs() []func(*globals) *cobra.Command {
 		newGetCmd,
 		newCancelCmd,
 		newRequeueCmd,
+		newUpdateCmd, // keys.go
+		newKeyCmd,    // keys.go
 		newListCmd,
 		newClusterCmd,
 		newShardCmd,

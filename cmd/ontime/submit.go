@@ -18,6 +18,7 @@ func newSubmitCmd(g *globals) *cobra.Command {
 		in   string
 		at   string
 		data string
+		repl bool
 	)
 	cmd := &cobra.Command{
 		Use:   "submit --topic TOPIC [flags]",
@@ -67,6 +68,9 @@ empty for a Go handler registered for the topic.`,
 				}
 				req.Payload = raw
 			}
+			if repl {
+				req.IfExists = "replace"
+			}
 			c, err := g.client()
 			if err != nil {
 				return err
@@ -81,6 +85,9 @@ empty for a Go handler registered for the topic.`,
 			verb := "submitted"
 			if !created {
 				verb = "exists already (same topic and key)"
+				if repl && (t.Status == "pending" || t.Status == "claimed") {
+					verb = "replaced (same topic and key)"
+				}
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "%s %s, due %s (%s)\n", t.ID, verb, t.DueAt.Local().Format(time.RFC3339), relative(t.DueAt))
 			return nil
@@ -94,6 +101,7 @@ empty for a Go handler registered for the topic.`,
 	f.StringVar(&req.Target, "target", "", "webhook URL or mq://BROKER/ADDRESS (empty: the topic's Go handler)")
 	f.StringVar(&data, "data", "", "payload JSON, or @file to read it from a file")
 	f.IntVar(&req.MaxAttempts, "max-attempts", 0, "attempts before the task is dead (default: the server's)")
+	f.BoolVar(&repl, "replace", false, "when the key names a live task, update it with these fields (if_exists: replace)")
 	_ = cmd.RegisterFlagCompletionFunc("in", cobra.FixedCompletions([]cobra.Completion{"30s", "5m", "1h", "24h"}, cobra.ShellCompDirectiveNoFileComp))
 	return cmd
 }

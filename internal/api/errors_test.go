@@ -87,7 +87,7 @@ func TestErrorAnswers(t *testing.T) {
 		{"unknown path outside v1", live, "GET", "/nope", "", 404, "not_found", "", nil},
 		{"unknown task op", live, "POST", "/v1/tasks/" + zeroID + ":explode", "", 404, "not_found", "", nil},
 		{"wrong method", live, "PUT", "/v1/tasks", `{}`, 405, "invalid", "", []string{"GET", "POST"}},
-		{"wrong method on a task", live, "PATCH", "/v1/tasks/" + zeroID, `{}`, 405, "invalid", "", []string{"GET", "DELETE", "POST"}},
+		{"wrong method on a task", live, "PUT", "/v1/tasks/" + zeroID, `{}`, 405, "invalid", "", []string{"GET", "DELETE", "POST", "PATCH"}},
 		{"wrong method on batch", live, "GET", "/v1/tasks:batch", "", 405, "invalid", "", []string{"POST"}},
 		{"wrong method on cluster", live, "POST", "/v1/cluster", "", 405, "invalid", "", []string{"GET"}},
 		{"not ready: submit", stopped, "POST", "/v1/tasks", `{"topic":"t"}`, 503, "unavailable", "", nil},

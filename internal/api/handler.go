@@ -38,7 +38,7 @@ type Options struct {
 func View(t *task.Task) apiv1.Task {
 	return apiv1.Task{ID: t.ID, Topic: t.Topic, Key: t.Key, DueAt: t.DueAt.UTC(), FirstDueAt: t.FirstDueAt.UTC(), Payload: json.RawMessage(t.Payload),
 		Target: t.Target, MaxAttempts: t.MaxAttempts, Status: t.Status.String(), Attempts: t.Attempts,
-		CreatedAt: t.CreatedAt.UTC(), LastError: t.LastError}
+		CreatedAt: t.CreatedAt.UTC(), UpdatedAt: t.UpdatedAt.UTC(), LastError: t.LastError}
 }
 
 type handler struct {
@@ -81,6 +81,7 @@ func NewHandler(svc Service, opts Options) http.Handler {
 		}
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
 	})
+	h.keyRoutes(mux) // keys.go
 	for pattern, eh := range opts.Extra {
 		mux.Handle(pattern, eh)
 	}
@@ -264,6 +265,13 @@ func readTaskArray(dec *json.Decoder, fail func(error) error) ([]json.RawMessage
 // spec converts a submitted task; the engine validates the values.
 func spec(in apiv1.TaskRequest) (task.Spec, error) {
 	s := task.Spec{Topic: in.Topic, Key: in.Key, Payload: in.Payload, Target: in.Target, MaxAttempts: in.MaxAttempts}
+	switch in.IfExists {
+	case "", apiv1.IfExistsKeep:
+	case apiv1.IfExistsReplace:
+		s.Replace = true
+	default:
+		return s, &task.FieldError{Field: "if_exists", Message: fmt.Sprintf("%q is not keep or replace", in.IfExists)}
+	}
 	if in.DueAt != "" {
 		t, err := time.Parse(time.RFC3339Nano, in.DueAt)
 		if err != nil {
@@ -443,9 +451,9 @@ func (h *handler) list(w http.ResponseWriter, r *http.Request) {
 	}
 	for k, v := range q {
 		switch k {
-		case "topic", "status", "limit", "cursor":
+		case "topic", "status", "limit", "cursor", "key":
 		default:
-			h.fail(w, r, badRequest(k, "unknown query parameter (want topic, status, limit, cursor)"))
+			h.fail(w, r, badRequest(k, "unknown query parameter (want topic, key, status, limit, cursor)"))
 			return
 		}
 		// An empty value could mean "no filter" or a client that lost
@@ -488,6 +496,10 @@ func (h *handler) list(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		f.After = c
+	}
+	if q.Has("key") {
+		h.listByKey(w, r, f, q.Get("key")) // keys.go
+		return
 	}
 	ts, err := h.svc.List(r.Context(), f)
 	if err != nil {

@@ -470,3 +470,11 @@ func (s *Scanner) scanOnce(ctx context.Context, it store.Item) (time.Time, error
 	}
 	return next, nil
 }
+
+// Owned returns the items this node owns: those of the last SetItems (the
+// retention cleaner cleans what the scanner scans).
+func (s *Scanner) Owned() []store.Item {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]store.Item(nil), s.want...)
+}

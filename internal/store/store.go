@@ -127,6 +127,8 @@ type ListFilter struct {
 
 // Store is the task store contract.
 type Store interface {
+	Keys // keys.go: by key, update, retention
+
 	// Insert writes tasks, each in its own shard, idempotently on (topic,
 	// key): a task whose topic and key exist already is not written and the
 	// existing task is returned with Existing set, also when several callers

@@ -30,6 +30,9 @@ type Store interface {
 	Ping(ctx context.Context) error
 	// Release hands claimed tasks back (pending).
 	Release(ctx context.Context, refs []store.Ref) error
+	// keys.go
+	GetByKey(ctx context.Context, topic, key string) (*task.Task, error)
+	Update(ctx context.Context, id string, p store.Patch) (*task.Task, error)
 }
 
 // Tier is what the submit path needs of the hot tier.
@@ -110,6 +113,7 @@ func (s *Service) Submit(ctx context.Context, specs []task.Spec) ([]Result, erro
 	results := make([]Result, len(specs))
 	news := make([]store.NewTask, 0, len(specs))
 	pos := make([]int, 0, len(specs))
+	valid := make([]task.Validated, len(specs))
 	horizon := now.Add(s.cfg.Window)
 	// One claim token for the tasks of one submit: they travel together,
 	// and the store matches them in one predicate.
@@ -121,6 +125,7 @@ func (s *Service) Submit(ctx context.Context, specs []task.Spec) ([]Result, erro
 			results[i].Err = err
 			continue
 		}
+		valid[i] = v
 		hash := uint32(0)
 		if v.Key != "" {
 			hash = router.HashKey(v.Key)
@@ -164,6 +169,7 @@ func (s *Service) Submit(ctx context.Context, specs []task.Spec) ([]Result, erro
 			s.release(ctx, claimed, err)
 		}
 	}
+	s.replace(ctx, results, specs, valid)
 	return results, nil
 }
 

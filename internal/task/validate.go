@@ -82,6 +82,9 @@ type Spec struct {
 	Payload     []byte         // raw JSON; nil or empty means null
 	Target      string
 	MaxAttempts int // 0 means the default
+	// Replace (if_exists: replace): a live task of the same topic and key
+	// is updated with this spec's fields instead of returned unchanged.
+	Replace bool
 }
 
 // Validated is a Spec that passed validation, with its due time resolved.

@@ -49,7 +49,33 @@ func (s *Store) Insert(ctx context.Context, tasks []store.NewTask) (_ []store.In
 	return out, nil
 }
 
+// insertChunk inserts the tasks of idx (one table) and fills out. A
+// keyed task whose key is held by a stored task (keys.go) is not written;
+// a keyed task that loses the race for its key to a concurrent insert
+// finds the winner; one whose key was freed meanwhile (the winner ended,
+// with no key hold) is inserted in the next round.
 func (s *Store) insertChunk(ctx context.Context, g group, idx []int, tasks []store.NewTask, out []store.Inserted, now time.Time) error {
+	for round := 0; len(idx) > 0; round++ {
+		if round == 3 {
+			return fmt.Errorf("task %s/%q: its key kept changing hands", tasks[idx[0]].Topic, tasks[idx[0]].Key)
+		}
+		var err error
+		if idx, err = s.resolveKeys(ctx, s.w[g.db], s.names[g.table], idx, tasks, out, now); err != nil {
+			return err
+		}
+		if len(idx) == 0 {
+			return nil
+		}
+		if idx, err = s.insertRound(ctx, g, idx, tasks, out, now); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// insertRound writes one INSERT of idx and returns the keyed tasks it
+// could not place: neither inserted nor finding a task that holds the key.
+func (s *Store) insertRound(ctx context.Context, g group, idx []int, tasks []store.NewTask, out []store.Inserted, now time.Time) ([]int, error) {
 	db, t := s.w[g.db], s.names[g.table]
 	var b strings.Builder
 	b.WriteString("INSERT INTO " + t + " (" + cols + ") VALUES ")
@@ -119,41 +145,40 @@ func (s *Store) insertChunk(ctx context.Context, g group, idx []int, tasks []sto
 		return rows.Err()
 	})
 	if err != nil {
-		return err
+		return nil, err
 	}
-	// Keyed tasks that were not inserted met an existing row: read back who
-	// owns each key (inserted == nil means "unknown": read back every key).
+	// Keyed tasks that were not inserted met a live row of their key: read
+	// back who holds each key (inserted == nil means "unknown": read back
+	// every key).
 	byTopic := map[string][]int{}
 	for _, i := range idx {
 		if tasks[i].Key != "" && !inserted[tasks[i].ID] {
 			byTopic[tasks[i].Topic] = append(byTopic[tasks[i].Topic], i)
 		}
 	}
+	var again []int
 	for topic, is := range byTopic {
-		keys := make([]any, 0, len(is)+1)
-		keys = append(keys, topic)
-		for _, i := range is {
-			keys = append(keys, tasks[i].Key)
+		keys := make([]string, len(is))
+		for j, i := range is {
+			keys[j] = tasks[i].Key
 		}
-		rows, err := s.queryTasks(ctx, db, `SELECT `+cols+` FROM `+t+` WHERE topic = ? AND task_key IN (`+placeholders(len(is))+`)`, keys...)
+		found, err := s.keyRows(ctx, db, t, topic, keys)
 		if err != nil {
-			return err
-		}
-		found := make(map[string]*task.Task, len(rows))
-		for _, r := range rows {
-			found[r.Key] = r
+			return nil, err
 		}
 		for _, i := range is {
-			r := found[tasks[i].Key]
-			if r == nil {
-				return fmt.Errorf("task %s/%q neither inserted nor found", topic, tasks[i].Key)
+			rows := found[tasks[i].Key]
+			if slices.ContainsFunc(rows, func(r *task.Task) bool { return r.ID == tasks[i].ID }) {
+				continue // inserted after all
 			}
-			if r.ID != tasks[i].ID {
-				out[i] = store.Inserted{Task: r, Existing: true}
+			if o := keyOwner(rows); s.holds(o, now) {
+				out[i] = store.Inserted{Task: o, Existing: true}
+				continue
 			}
+			again = append(again, i)
 		}
 	}
-	return nil
+	return again, nil
 }
 
 // Get returns one task.
@@ -215,6 +240,11 @@ func (s *Store) Requeue(ctx context.Context, id string, dueAt time.Time) (_ *tas
 	}
 	res, err := s.w[db].ExecContext(ctx, s.d.rebind(`UPDATE `+s.names[t]+` SET status = ?, attempts = 0, due_at = ?, owner = NULL, lease_until = 0, token = 0, updated_at = ?
 		WHERE id = ? AND status = ?`), int(task.StatusPending), micros(dueAt), time.Now().UnixMicro(), id, int(task.StatusDead))
+	if err != nil && uniqueViolation(err) {
+		if cur, gerr := s.getW(ctx, id); gerr == nil {
+			return nil, &store.KeyConflictError{ID: id, Topic: cur.Topic, Key: cur.Key, Op: "requeue"}
+		}
+	}
 	if err != nil {
 		return nil, fmt.Errorf("requeue %s: %w", id, err)
 	}

@@ -9,7 +9,9 @@
 // Indexes, and why:
 //
 //	PRIMARY KEY (id)                   Get, and every update by ID
-//	UNIQUE (topic, task_key)           idempotent submit
+//	(topic, task_key), UNIQUE (topic,  by key, idempotent submit, key hold;
+//	task_key) of live rows             see keys.go (schema version 3)
+//	(seg, status, ended) of final rows retention (keys.go, retention.go)
 //	(seg, status, due_at, id)          the claim and the keyset scan: an index
 //	                                   range per (segment, status) in due order;
 //	                                   it also serves expired-lease claims and
@@ -48,7 +50,10 @@ type Config struct {
 	DSNs     []string // one per database (M); sqlite: a file path
 	Tables   int      // N task tables per database
 	Segments int      // scan segments per table
-	Logger   *slog.Logger
+	// KeyHold is how long a final task keeps its key from a new task
+	// (retention.key_hold): until then Insert returns it. 0: free at once.
+	KeyHold time.Duration
+	Logger  *slog.Logger
 }
 
 // Store is the SQL task store.
@@ -202,7 +207,8 @@ func (s *Store) connect(dsn string) (w, r *sql.DB, err error) {
 //
 //	1  the task tables
 //	2  the database coordinator's tables (coord.go)
-//	3, 4  reserved for the branches being merged (keys, topics)
+//	3  keys unique among live tasks only; the retention index (keys.go)
+//	4  reserved for the branch being merged (topics)
 //	5  schedules (schedules.go)
 //	6  the scan jobs' state: flags, items, runs (jobs.go)
 //	7  first_due_at on the task tables: the due time a task was submitted
@@ -224,7 +230,9 @@ func (s *Store) migrateTo(ctx context.Context, c *sql.Conn, v int) error {
 		// In every database, so that one version means one schema; the
 		// coordinator uses the first database's.
 		stmts = s.d.createCoord
-	case 3, 4:
+	case 3:
+		return s.migrateKeys(ctx, c)
+	case 4:
 		// Reserved for other branches; no-op steps until they are merged.
 	case 6:
 		stmts = createJobs[s.d.name]

@@ -1,0 +1,25 @@
+package apiv1
+
+import "encoding/json"
+
+// TaskPatch is the body of PATCH /v1/tasks/{id} and PATCH
+// /v1/topics/{topic}/keys/{key}: any of these fields; those left out stay
+// as they are. A pending or claimed task only; others answer 409.
+type TaskPatch struct {
+	DueAt       *string         `json:"due_at,omitempty"` // RFC 3339
+	Delay       *string         `json:"delay,omitempty"`  // a Go duration from now
+	Payload     json.RawMessage `json:"payload,omitempty"`
+	Target      *string         `json:"target,omitempty"`
+	MaxAttempts *int            `json:"max_attempts,omitempty"`
+}
+
+// The values of TaskRequest.IfExists.
+const (
+	// IfExistsKeep (the default): a submit whose key names a live task
+	// returns it unchanged (200).
+	IfExistsKeep = "keep"
+	// IfExistsReplace: a submit whose key names a live task updates it
+	// like a PATCH with every field of the submit (200); a pending or
+	// claimed task only, else 409.
+	IfExistsReplace = "replace"
+)

@@ -1,0 +1,199 @@
+package api
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/ontimehq/ontime/apiv1"
+	"github.com/ontimehq/ontime/internal/store"
+	"github.com/ontimehq/ontime/internal/task"
+)
+
+// KeyService is what the by-key and PATCH routes need from the engine. A
+// Service that does not have it serves the API without these routes.
+type KeyService interface {
+	Update(ctx context.Context, id string, p task.PatchSpec) (*task.Task, error)
+	GetByKey(ctx context.Context, topic, key string) (*task.Task, error)
+	UpdateByKey(ctx context.Context, topic, key string, p task.PatchSpec) (*task.Task, error)
+	CancelByKey(ctx context.Context, topic, key string) (*task.Task, error)
+}
+
+// keyRoutes registers PATCH /v1/tasks/{id} and the routes by key. The key
+// is the rest of the path, so a key may hold slashes; the topic is one
+// segment (topics have none).
+func (h *handler) keyRoutes(mux *patternMux) {
+	ks, ok := h.keyService()
+	if !ok {
+		return
+	}
+	mux.HandleFunc("PATCH /v1/tasks/{id}", func(w http.ResponseWriter, r *http.Request) {
+		p, err := h.readPatch(w, r)
+		if err != nil {
+			h.fail(w, r, err)
+			return
+		}
+		t, err := ks.Update(r.Context(), r.PathValue("id"), p)
+		h.answer(w, r, t, err)
+	})
+	byKey := func(f func(ctx context.Context, topic, key string, r *http.Request, w http.ResponseWriter) (*task.Task, error)) http.HandlerFunc {
+		return func(w http.ResponseWriter, r *http.Request) {
+			topic, key := r.PathValue("topic"), r.PathValue("key")
+			t, err := f(r.Context(), topic, key, r, w)
+			if errors.Is(err, store.ErrNotFound) {
+				err = &httpError{status: http.StatusNotFound, code: apiv1.CodeNotFound, field: "key",
+					message: fmt.Sprintf("no task has key %q in topic %s", key, topic)}
+			}
+			h.answer(w, r, t, err)
+		}
+	}
+	mux.HandleFunc("GET /v1/topics/{topic}/keys/{key...}", byKey(func(ctx context.Context, topic, key string, _ *http.Request, _ http.ResponseWriter) (*task.Task, error) {
+		return ks.GetByKey(ctx, topic, key)
+	}))
+	mux.HandleFunc("DELETE /v1/topics/{topic}/keys/{key...}", byKey(func(ctx context.Context, topic, key string, _ *http.Request, _ http.ResponseWriter) (*task.Task, error) {
+		return ks.CancelByKey(ctx, topic, key)
+	}))
+	mux.HandleFunc("PATCH /v1/topics/{topic}/keys/{key...}", byKey(func(ctx context.Context, topic, key string, r *http.Request, w http.ResponseWriter) (*task.Task, error) {
+		p, err := h.readPatch(w, r)
+		if err != nil {
+			return nil, err
+		}
+		return ks.UpdateByKey(ctx, topic, key, p)
+	}))
+}
+
+// keyService is the engine's KeyService under the token's topic scope
+// (auth.go): a task of a topic the token may not see is not found.
+func (h *handler) keyService() (KeyService, bool) {
+	svc := Service(h.svc)
+	if sc, ok := svc.(scoped); ok {
+		svc = sc.Service
+	}
+	ks, ok := svc.(KeyService)
+	if !ok {
+		return nil, false
+	}
+	return scopedKeys{ks: ks, sc: scoped{svc}}, true
+}
+
+type scopedKeys struct {
+	ks KeyService
+	sc scoped
+}
+
+func (s scopedKeys) Update(ctx context.Context, id string, p task.PatchSpec) (*task.Task, error) {
+	if err := s.sc.visible(ctx, id); err != nil {
+		return nil, err
+	}
+	return s.ks.Update(ctx, id, p)
+}
+
+func (s scopedKeys) GetByKey(ctx context.Context, topic, key string) (*task.Task, error) {
+	if !allowedTopic(ctx, topic) {
+		return nil, store.ErrNotFound
+	}
+	return s.ks.GetByKey(ctx, topic, key)
+}
+
+func (s scopedKeys) UpdateByKey(ctx context.Context, topic, key string, p task.PatchSpec) (*task.Task, error) {
+	if !allowedTopic(ctx, topic) {
+		return nil, store.ErrNotFound
+	}
+	return s.ks.UpdateByKey(ctx, topic, key, p)
+}
+
+func (s scopedKeys) CancelByKey(ctx context.Context, topic, key string) (*task.Task, error) {
+	if !allowedTopic(ctx, topic) {
+		return nil, store.ErrNotFound
+	}
+	return s.ks.CancelByKey(ctx, topic, key)
+}
+
+func (h *handler) answer(w http.ResponseWriter, r *http.Request, t *task.Task, err error) {
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, View(t))
+}
+
+// readPatch reads a PATCH body: an object of the patchable fields, under
+// the single submit's byte limit; unknown fields (topic and key among
+// them: they name the task, they are not changed) are refused.
+func (h *handler) readPatch(w http.ResponseWriter, r *http.Request) (task.PatchSpec, error) {
+	var p task.PatchSpec
+	limit := h.taskLimit()
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, limit))
+	var raw json.RawMessage
+	if err := dec.Decode(&raw); err != nil {
+		return p, bodyError(err, limit, "payload")
+	}
+	if err := endOfBody(dec, limit, "payload"); err != nil {
+		return p, err
+	}
+	if err := checkUTF8(raw); err != nil {
+		return p, err
+	}
+	var in apiv1.TaskPatch
+	d := json.NewDecoder(bytes.NewReader(raw))
+	d.DisallowUnknownFields()
+	if err := d.Decode(&in); err != nil {
+		var te *json.UnmarshalTypeError
+		switch {
+		case errors.As(err, &te):
+			return p, badRequest(te.Field, "want a %s, got a JSON %s", te.Type, te.Value)
+		case strings.HasPrefix(err.Error(), "json: unknown field "):
+			f := strings.Trim(strings.TrimPrefix(err.Error(), "json: unknown field "), `"`)
+			return p, badRequest(f, "unknown field (a PATCH takes due_at, delay, payload, target, max_attempts)")
+		default:
+			return p, badRequest("", "malformed JSON: %v", err)
+		}
+	}
+	if in.DueAt != nil {
+		t, err := time.Parse(time.RFC3339Nano, *in.DueAt)
+		if err != nil {
+			return p, &task.FieldError{Field: "due_at", Message: fmt.Sprintf("%q is not an RFC 3339 time such as 2026-11-23T18:00:00Z", *in.DueAt)}
+		}
+		p.DueAt = &t
+	}
+	if in.Delay != nil {
+		d, err := time.ParseDuration(*in.Delay)
+		if err != nil {
+			return p, &task.FieldError{Field: "delay", Message: fmt.Sprintf("%q is not a duration such as 30s or 1h30m", *in.Delay)}
+		}
+		p.Delay = &d
+	}
+	p.Payload, p.Target, p.MaxAttempts = in.Payload, in.Target, in.MaxAttempts
+	return p, nil
+}
+
+// listByKey answers GET /v1/tasks?topic=&key=: the one task the key names
+// (its live task, else the one that ended last), as a page of at most one
+// that the other filters apply to.
+func (h *handler) listByKey(w http.ResponseWriter, r *http.Request, f store.ListFilter, key string) {
+	ks, ok := h.keyService()
+	if !ok {
+		h.fail(w, r, badRequest("key", "this server does not look tasks up by key"))
+		return
+	}
+	if f.Topic == "" {
+		h.fail(w, r, badRequest("topic", "is required with key (a key is unique within its topic)"))
+		return
+	}
+	out := apiv1.ListPage{Tasks: []apiv1.Task{}}
+	t, err := ks.GetByKey(r.Context(), f.Topic, key)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+	case err != nil:
+		h.fail(w, r, err)
+		return
+	case (f.Status == nil || *f.Status == t.Status) && t.ID > f.After:
+		out.Tasks = append(out.Tasks, View(t))
+	}
+	writeJSON(w, http.StatusOK, out)
+}
