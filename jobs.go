@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-	"time"
 
 	"github.com/ontimehq/ontime/apiv1"
 	"github.com/ontimehq/ontime/internal/scanjob"
@@ -158,7 +157,3 @@ func (a jobsAPI) Trigger(ctx context.Context, name string) (apiv1.JobView, error
 func (a jobsAPI) SetPaused(ctx context.Context, name string, paused bool) (apiv1.JobView, error) {
 	return a.n.jobs.SetPaused(ctx, name, paused)
 }
-
-// DefaultJobRunRetention is how long job runs are kept after they end:
-// retention.done's default.
-const DefaultJobRunRetention = 24 * time.Hour
