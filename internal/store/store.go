@@ -106,9 +106,21 @@ type Outcome struct {
 	RetryAt time.Time
 	Error   string // kept as last_error when not Done
 	// NotAttempted: the delivery never reached the target (its destination's
-	// queue was full, its breaker open, no handler here), so the retry does
-	// not count against max_attempts.
+	// queue was full, its breaker open, the node stopping) or the handler
+	// snoozed it, so the retry does not count against max_attempts. A task
+	// that found no Go handler for its topic on the node that fired it was
+	// attempted: it uses an attempt, so a topic no node handles ends dead
+	// (and logged) instead of circling for ever.
 	NotAttempted bool
+	// Cancelled: the handler gave up on the task (ontime.Cancel): it
+	// becomes cancelled, with Error as last_error, and is not retried.
+	Cancelled bool
+	// Claim, for a retry (not Done, Dead or Cancelled): the task goes back
+	// claimed under this lease instead of pending, because its retry is
+	// due within the preheat window and the caller puts it in the hot tier
+	// itself once the outcome is written (retries on time, not after the
+	// next scan).
+	Claim *Lease
 }
 
 // DefaultListLimit and MaxListLimit bound a List page.

@@ -272,8 +272,8 @@ func claimSelect(t, where, order string) string {
 	return `SELECT id FROM ` + t + ` WHERE ` + where + ` ORDER BY ` + order + ` LIMIT ?`
 }
 
-func scanQuery(t string, cursor bool) string {
-	q := `SELECT ` + cols + ` FROM ` + t + ` WHERE ` + dueWhere
+func scanQuery(t string, cursor bool, paused string) string {
+	q := `SELECT ` + cols + ` FROM ` + t + ` WHERE ` + dueWhere + paused
 	if cursor {
 		// Not (due_at, id) > (?, ?): MariaDB uses no index for row values;
 		// and not "due_at > ? OR (due_at = ? AND id > ?)": SQLite and
@@ -284,9 +284,9 @@ func scanQuery(t string, cursor bool) string {
 	return q + ` ORDER BY ` + dueOrder + ` LIMIT ?`
 }
 
-func nextDueQuery(t string) string {
+func nextDueQuery(t, paused string) string {
 	return `SELECT
-		(SELECT MIN(due_at) FROM ` + t + ` WHERE seg = ? AND status = ?),
+		(SELECT MIN(due_at) FROM ` + t + ` WHERE seg = ? AND status = ?` + paused + `),
 		(SELECT MIN(lease_until) FROM ` + t + ` WHERE seg = ? AND status IN (?, ?))`
 }
 
@@ -300,8 +300,9 @@ func (s *Store) Scan(ctx context.Context, it store.Item, horizon time.Time, afte
 	}
 	limit = clampLimit(limit)
 	cursor := !after.DueAt.IsZero() || after.ID != ""
-	q := scanQuery(s.names[it.Table], cursor)
-	args := []any{it.Segment, int(task.StatusPending), micros(horizon)}
+	paused, pargs := s.pausedClause()
+	q := scanQuery(s.names[it.Table], cursor, paused)
+	args := append([]any{it.Segment, int(task.StatusPending), micros(horizon)}, pargs...)
 	if cursor {
 		c := micros(after.DueAt)
 		args = append(args, c, c, after.ID)
@@ -345,8 +346,9 @@ func (s *Store) Claim(ctx context.Context, it store.Item, horizon, now time.Time
 	if len(expired) >= limit {
 		return expired, nil
 	}
-	due, err := s.claimWhere(ctx, it.DB, t, dueWhere,
-		[]any{it.Segment, int(task.StatusPending), micros(horizon)}, dueOrder, lease, limit-len(expired))
+	paused, pargs := s.pausedClause()
+	due, err := s.claimWhere(ctx, it.DB, t, dueWhere+paused,
+		append([]any{it.Segment, int(task.StatusPending), micros(horizon)}, pargs...), dueOrder, lease, limit-len(expired))
 	if err != nil {
 		return expired, fmt.Errorf("claim %v: %w", it, err)
 	}
@@ -447,8 +449,9 @@ func (s *Store) NextDue(ctx context.Context, it store.Item) (_ time.Time, _ time
 	}
 	t := s.names[it.Table]
 	var due, lease sql.NullInt64
-	err = s.r[it.DB].QueryRowContext(ctx, s.d.rebind(nextDueQuery(t)),
-		it.Segment, int(task.StatusPending), it.Segment, int(task.StatusClaimed), int(task.StatusRunning)).Scan(&due, &lease)
+	paused, pargs := s.pausedClause()
+	args := append(append([]any{it.Segment, int(task.StatusPending)}, pargs...), it.Segment, int(task.StatusClaimed), int(task.StatusRunning))
+	err = s.r[it.DB].QueryRowContext(ctx, s.d.rebind(nextDueQuery(t, paused)), args...).Scan(&due, &lease)
 	if err != nil {
 		return time.Time{}, time.Time{}, fmt.Errorf("next due %v: %w", it, err)
 	}
@@ -587,9 +590,13 @@ func (s *Store) finishGroup(ctx context.Context, tx *sql.Tx, g group, outcomes [
 		switch {
 		case o.Done:
 			done = append(done, o.Ref)
-		case o.Dead:
+		case o.Dead, o.Cancelled:
+			final := task.StatusDead
+			if o.Cancelled {
+				final = task.StatusCancelled
+			}
 			if _, err := tx.ExecContext(ctx, s.d.rebind(`UPDATE `+t+` SET status = ?, last_error = ?, owner = NULL, lease_until = 0, updated_at = ?
-				WHERE id = ? AND token = ? AND status = ?`), int(task.StatusDead), truncate(o.Error), now, o.ID, o.Token, int(task.StatusRunning)); err != nil {
+				WHERE id = ? AND token = ? AND status = ?`), int(final), truncate(o.Error), now, o.ID, o.Token, int(task.StatusRunning)); err != nil {
 				return err
 			}
 		default:
@@ -597,8 +604,14 @@ func (s *Store) finishGroup(ctx context.Context, tx *sql.Tx, g group, outcomes [
 			if o.NotAttempted {
 				undo = 1
 			}
-			if _, err := tx.ExecContext(ctx, s.d.rebind(`UPDATE `+t+` SET status = ?, due_at = ?, last_error = ?, attempts = attempts - ?, owner = NULL, lease_until = 0, token = 0, updated_at = ?
-				WHERE id = ? AND token = ? AND status = ?`), int(task.StatusPending), micros(o.RetryAt), truncate(o.Error), undo, now, o.ID, o.Token, int(task.StatusRunning)); err != nil {
+			// A retry due within the window goes back claimed under the
+			// caller's new lease (it puts it in the hot tier); others pending.
+			status, owner, lease, token := task.StatusPending, any(nil), int64(0), int64(0)
+			if o.Claim != nil {
+				status, owner, lease, token = task.StatusClaimed, o.Claim.Owner, micros(o.Claim.Until), o.Claim.Token
+			}
+			if _, err := tx.ExecContext(ctx, s.d.rebind(`UPDATE `+t+` SET status = ?, due_at = ?, last_error = ?, attempts = attempts - ?, owner = ?, lease_until = ?, token = ?, updated_at = ?
+				WHERE id = ? AND token = ? AND status = ?`), int(status), micros(o.RetryAt), truncate(o.Error), undo, owner, lease, token, now, o.ID, o.Token, int(task.StatusRunning)); err != nil {
 				return err
 			}
 		}

@@ -32,6 +32,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-sql-driver/mysql"
@@ -69,6 +70,9 @@ type Store struct {
 	// names[t] is the name of task table t.
 	names []string
 	ckpt  []*checkpointer // SQLite only
+	// paused is the claim filter (topics.go): topics whose pending tasks
+	// Claim, Scan and NextDue pass over.
+	paused atomic.Pointer[[]string]
 }
 
 var _ store.Store = (*Store)(nil)
@@ -208,7 +212,7 @@ func (s *Store) connect(dsn string) (w, r *sql.DB, err error) {
 //	1  the task tables
 //	2  the database coordinator's tables (coord.go)
 //	3  keys unique among live tasks only; the retention index (keys.go)
-//	4  reserved for the branch being merged (topics)
+//	4  the topics table: paused flags (topics.go)
 //	5  schedules (schedules.go)
 //	6  the scan jobs' state: flags, items, runs (jobs.go)
 //	7  first_due_at on the task tables: the due time a task was submitted
@@ -233,7 +237,8 @@ func (s *Store) migrateTo(ctx context.Context, c *sql.Conn, v int) error {
 	case 3:
 		return s.migrateKeys(ctx, c)
 	case 4:
-		// Reserved for other branches; no-op steps until they are merged.
+		// In every database like the coordinator's tables; the first one's is used.
+		stmts = createTopics[s.d.name]
 	case 6:
 		stmts = createJobs[s.d.name]
 	case 5:

@@ -106,6 +106,9 @@ func Run(t *testing.T, open Opener) {
 	t.Run("NextDue", func(t *testing.T) { testNextDue(t, open) })
 	t.Run("ListAndCount", func(t *testing.T) { testListCount(t, open) })
 	t.Run("BadIDs", func(t *testing.T) { testBadIDs(t, open) })
+	t.Run("PausedTopics", func(t *testing.T) { testPausedTopics(t, open) })
+	t.Run("TopicStatsRequeue", func(t *testing.T) { testTopicStatsRequeue(t, open) })
+	t.Run("FinishClaimCancel", func(t *testing.T) { testFinishClaimCancel(t, open) })
 }
 
 func testRoundTrip(t *testing.T, open Opener) {

@@ -1,0 +1,217 @@
+package sqlstore
+
+// Topics: the paused flag of each topic, kept in one table of the first
+// database (ontime_topics, schema version 4) that every node polls, and
+// the per-topic counts and requeue of GET /v1/topics and
+// POST /v1/topics/{topic}:requeue.
+//
+// A paused topic's pending tasks stay in the task tables; Claim, Scan and
+// NextDue pass over them through the claim filter (SetClaimFilter). The
+// filter is a residual predicate (topic NOT IN …) on the (seg, status,
+// due_at, id) index walk, not an index of its own: a topic index would
+// cost every insert, and a paused backlog is the exception. What it costs
+// is that each claim and NextDue of an item reads past the paused topic's
+// overdue rows in that item.
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/ontimehq/ontime/internal/store"
+	"github.com/ontimehq/ontime/internal/task"
+)
+
+var _ store.Topics = (*Store)(nil)
+
+// maxFiltered bounds the paused topics the claim filter names: beyond it
+// the statement would carry too many placeholders for no good reason
+// (pausing thousands of topics is not what pause is for). Topics beyond
+// it are still held back by the fire stage, which checks every entry.
+const maxFiltered = 500
+
+// createTopics makes the topics table (schema version 4), per engine.
+var createTopics = map[string][]string{
+	"sqlite":   {`CREATE TABLE IF NOT EXISTS ontime_topics (topic TEXT NOT NULL PRIMARY KEY, paused INTEGER NOT NULL, updated_at INTEGER NOT NULL)`},
+	"postgres": {`CREATE TABLE IF NOT EXISTS ontime_topics (topic TEXT COLLATE "C" NOT NULL PRIMARY KEY, paused SMALLINT NOT NULL, updated_at BIGINT NOT NULL)`},
+	"mysql": {`CREATE TABLE IF NOT EXISTS ontime_topics (topic VARCHAR(64) CHARACTER SET ascii COLLATE ascii_bin NOT NULL PRIMARY KEY,
+		paused TINYINT NOT NULL, updated_at BIGINT NOT NULL) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin`},
+}
+
+var upsertTopic = map[string]string{
+	"sqlite":   `INSERT INTO ontime_topics (topic, paused, updated_at) VALUES (?, ?, ?) ON CONFLICT (topic) DO UPDATE SET paused = excluded.paused, updated_at = excluded.updated_at`,
+	"postgres": `INSERT INTO ontime_topics (topic, paused, updated_at) VALUES (?, ?, ?) ON CONFLICT (topic) DO UPDATE SET paused = excluded.paused, updated_at = excluded.updated_at`,
+	"mysql":    `INSERT INTO ontime_topics (topic, paused, updated_at) VALUES (?, ?, ?) ON DUPLICATE KEY UPDATE paused = VALUES(paused), updated_at = VALUES(updated_at)`,
+}
+
+// SetTopicPaused stores topic's paused flag in the first database.
+func (s *Store) SetTopicPaused(ctx context.Context, topic string, paused bool) (err error) {
+	defer classify(&err)
+	if err := task.ValidateTopic(topic); err != nil {
+		return err
+	}
+	p := 0
+	if paused {
+		p = 1
+	}
+	err = withRetry(ctx, func() error {
+		_, err := s.w[0].ExecContext(ctx, s.d.rebind(upsertTopic[s.d.name]), topic, p, time.Now().UnixMicro())
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("set paused %s: %w", topic, err)
+	}
+	return nil
+}
+
+// PausedTopics reads the paused topics from the first database.
+func (s *Store) PausedTopics(ctx context.Context) (_ []string, err error) {
+	defer classify(&err)
+	rows, err := s.r[0].QueryContext(ctx, `SELECT topic FROM ontime_topics WHERE paused = 1 ORDER BY topic`)
+	if err != nil {
+		return nil, fmt.Errorf("paused topics: %w", err)
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var t string
+		if err := rows.Scan(&t); err != nil {
+			return nil, fmt.Errorf("paused topics: %w", err)
+		}
+		out = append(out, t)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("paused topics: %w", err)
+	}
+	return out, nil
+}
+
+// SetClaimFilter sets the topics whose pending tasks Claim, Scan and
+// NextDue pass over.
+func (s *Store) SetClaimFilter(paused []string) {
+	p := slices.Clone(paused)
+	slices.Sort(p)
+	p = slices.Compact(p)
+	if len(p) > maxFiltered {
+		p = p[:maxFiltered]
+	}
+	s.paused.Store(&p)
+}
+
+// pausedClause is the claim filter as a predicate to AND to a query on
+// pending tasks ("" when no topic is paused) and its arguments.
+func (s *Store) pausedClause() (string, []any) {
+	p := s.paused.Load()
+	if p == nil || len(*p) == 0 {
+		return "", nil
+	}
+	args := make([]any, len(*p))
+	for i, t := range *p {
+		args[i] = t
+	}
+	return ` AND topic NOT IN (` + placeholders(len(args)) + `)`, args
+}
+
+// TopicStats counts tasks per topic and status, table by table.
+func (s *Store) TopicStats(ctx context.Context, topic string) (_ []store.TopicStats, err error) {
+	defer classify(&err)
+	if topic != "" {
+		if err := task.ValidateTopic(topic); err != nil {
+			return nil, err
+		}
+	}
+	byTopic := map[string]*store.TopicStats{}
+	get := func(name string) *store.TopicStats {
+		ts := byTopic[name]
+		if ts == nil {
+			ts = &store.TopicStats{Topic: name, Counts: map[task.Status]int64{}}
+			byTopic[name] = ts
+		}
+		return ts
+	}
+	q, args := `SELECT topic, status, COUNT(*), MIN(due_at) FROM %s GROUP BY topic, status`, []any(nil)
+	if topic != "" {
+		// The (topic, task_key) index serves this: one topic's rows only.
+		q, args = `SELECT topic, status, COUNT(*), MIN(due_at) FROM %s WHERE topic = ? GROUP BY topic, status`, []any{topic}
+		get(topic)
+	}
+	for db := range s.r {
+		for _, t := range s.names {
+			if err := s.topicCounts(ctx, s.r[db], s.d.rebind(fmt.Sprintf(q, t)), args, get); err != nil {
+				return nil, fmt.Errorf("topic stats: %w", err)
+			}
+		}
+	}
+	paused, err := s.PausedTopics(ctx)
+	if err != nil {
+		return nil, err
+	}
+	for _, p := range paused {
+		if topic == "" || p == topic {
+			get(p).Paused = true
+		}
+	}
+	out := make([]store.TopicStats, 0, len(byTopic))
+	for _, ts := range byTopic {
+		out = append(out, *ts)
+	}
+	slices.SortFunc(out, func(a, b store.TopicStats) int { return strings.Compare(a.Topic, b.Topic) })
+	return out, nil
+}
+
+func (s *Store) topicCounts(ctx context.Context, db *sql.DB, q string, args []any, get func(string) *store.TopicStats) error {
+	rows, err := db.QueryContext(ctx, q, args...)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var name string
+		var st, n, minDue int64
+		if err := rows.Scan(&name, &st, &n, &minDue); err != nil {
+			return err
+		}
+		ts := get(name)
+		ts.Counts[task.Status(st)] += n
+		if task.Status(st) == task.StatusPending {
+			if d := fromMicros(minDue); ts.OldestDueAt.IsZero() || d.Before(ts.OldestDueAt) {
+				ts.OldestDueAt = d
+			}
+		}
+	}
+	return rows.Err()
+}
+
+// RequeueTopic requeues every dead task of topic, one statement per table
+// (each reads the topic's rows through the (topic, task_key) index).
+func (s *Store) RequeueTopic(ctx context.Context, topic string, dueAt time.Time) (_ int64, err error) {
+	defer classify(&err)
+	if err := task.ValidateTopic(topic); err != nil {
+		return 0, err
+	}
+	var total int64
+	now := time.Now().UnixMicro()
+	for db := range s.w {
+		for _, t := range s.names {
+			q := s.d.rebind(`UPDATE ` + t + ` SET status = ?, attempts = 0, due_at = ?, owner = NULL, lease_until = 0, token = 0, updated_at = ?
+				WHERE topic = ? AND status = ?`)
+			var n int64
+			err := withRetry(ctx, func() error {
+				res, err := s.w[db].ExecContext(ctx, q, int(task.StatusPending), micros(dueAt), now, topic, int(task.StatusDead))
+				if err != nil {
+					return err
+				}
+				n, _ = res.RowsAffected()
+				return nil
+			})
+			if err != nil {
+				return total, fmt.Errorf("requeue topic %s: %w", topic, err)
+			}
+			total += n
+		}
+	}
+	return total, nil
+}

@@ -1,0 +1,45 @@
+package store
+
+import (
+	"context"
+	"time"
+
+	"github.com/ontimehq/ontime/internal/task"
+)
+
+// TopicStats describes one topic: what GET /v1/topics shows.
+type TopicStats struct {
+	Topic  string
+	Counts map[task.Status]int64 // tasks per status; statuses with none are absent
+	// OldestDueAt is the earliest due time of the topic's pending tasks;
+	// zero when it has none.
+	OldestDueAt time.Time
+	Paused      bool
+}
+
+// Topics is what a store keeps about topics as a whole: whether each is
+// paused (one small table in the first database, read by every node) and
+// the counts operators look at.
+type Topics interface {
+	// SetTopicPaused pauses (true) or resumes (false) topic, cluster wide: it
+	// is stored, and every node learns it from PausedTopics.
+	SetTopicPaused(ctx context.Context, topic string, paused bool) error
+
+	// PausedTopics lists the paused topics, sorted. Nodes poll it.
+	PausedTopics(ctx context.Context) ([]string, error)
+
+	// SetClaimFilter makes Claim, Scan and NextDue pass over pending tasks
+	// of these topics (the paused ones, as this node last read them), so a
+	// paused topic's backlog is neither claimed nor woken for. Expired
+	// leases are still claimed: the fire stage hands those back.
+	SetClaimFilter(paused []string)
+
+	// TopicStats counts the tasks of every topic that has tasks or is
+	// paused, sorted by topic; with topic != "" only that one (read
+	// through the topic's index), also when it has no task.
+	TopicStats(ctx context.Context, topic string) ([]TopicStats, error)
+
+	// RequeueTopic moves every dead task of topic back to pending, due at
+	// dueAt with its attempts reset, and returns how many it moved.
+	RequeueTopic(ctx context.Context, topic string, dueAt time.Time) (int64, error)
+}
