@@ -51,6 +51,7 @@ import (
 	"github.com/ontimehq/ontime/internal/store/sqlstore"
 	"github.com/ontimehq/ontime/internal/submit"
 	"github.com/ontimehq/ontime/internal/task"
+	"github.com/ontimehq/ontime/internal/topics"
 )
 
 // Errors a Node returns; match with errors.Is.
@@ -76,11 +77,26 @@ type Delivery struct {
 
 // Handler processes a delivery. A nil error completes the task; an error
 // schedules a retry with backoff until max_attempts, then the task is dead.
-// Wrap an error with Permanent to make the task dead at once.
+// Wrap an error with Permanent to make the task dead at once; return
+// Snooze(d) to have it delivered again in d without using an attempt, or
+// Cancel(err) to stop it for good (status cancelled).
 type Handler func(ctx context.Context, d *Delivery) error
 
-// Permanent marks a handler error as not worth retrying.
+// Permanent marks a handler error as not worth retrying: the task is dead
+// (and can be requeued).
 func Permanent(err error) error { return deliver.Permanent(err) }
+
+// Snooze, returned by a handler, delivers the task again d from now
+// without counting the attempt: "not yet" (a resource still busy, a rate
+// limit), unlike an error, which backs off and counts towards
+// max_attempts. last_error says "snoozed for d".
+func Snooze(d time.Duration) error { return deliver.Snooze(d) }
+
+// Cancel, returned by a handler, stops the task for good: no retry, status
+// cancelled (final, like DELETE /v1/tasks/{id}; unlike dead, which means
+// "failed" and is what requeue is for), err kept as its last error. Use
+// it when the work no longer makes sense (the order was paid meanwhile).
+func Cancel(err error) error { return deliver.Cancel(err) }
 
 // VerifySignature checks a webhook's Ontime-Signature header (its v2
 // signatures) against the raw body and the target URL the task was
@@ -146,11 +162,17 @@ type Node struct {
 	reg     *prometheus.Registry
 	submit  *submit.Service
 	scan    *scan.Scanner
+	topics  *topics.Watcher
+	admin   *topics.Admin
 	router  *deliver.Router
 	sched   *schedule.Service
 	cluster *clusterRun // nil without a coordinator
 	sec     *secrets    // the config's secrets, read (config_security.go)
 	jobs    *scanjob.Service
+
+	// deliveryLease is a started task's running lease beyond its wait for
+	// the due time: a handler timeout must be shorter.
+	deliveryLease time.Duration
 	// services in start order; stopped in reverse.
 	services []startstop.Service
 
@@ -267,10 +289,12 @@ func (n *Node) build(ctx context.Context, resolver Resolver) error {
 	maxLead := max(maxFireLead(cfg.Hot.MaxFireLead, window), FireLead)
 	deliveryLease := time.Duration(cfg.Delivery.Timeout) + time.Duration(cfg.Delivery.LeaseTTL)
 	comp, err := complete.New(complete.Config{Store: n.store, Logger: n.log, Metrics: m, Lease: maxLead + deliveryLease,
-		Retry: deliver.RetryPolicy{Base: time.Duration(cfg.Delivery.RetryBase), Max: time.Duration(cfg.Delivery.RetryMax)}})
+		Retry: deliver.RetryPolicy{Base: time.Duration(cfg.Delivery.RetryBase), Max: time.Duration(cfg.Delivery.RetryMax)},
+		Hot:   &complete.HotRetry{Tier: n.tier, Planner: planner, NodeID: cfg.NodeID, Window: window, LeaseTTL: time.Duration(cfg.Delivery.LeaseTTL)}})
 	if err != nil {
 		return err
 	}
+	n.deliveryLease = deliveryLease
 	disp, err := deliver.NewDispatcher(deliver.DispatcherConfig{
 		PerDestConcurrency: cfg.Delivery.Concurrency,
 		LaneConcurrency:    brokerLaneConcurrency(cfg.Delivery.BrokerConcurrency),
@@ -304,13 +328,20 @@ func (n *Node) build(ctx context.Context, resolver Resolver) error {
 	if err != nil {
 		return err
 	}
-	firer, err := fire.New(fire.Config{Store: n.store, Tier: n.tier, Planner: planner, Sender: n.router, Outcomes: comp,
-		MaxLead: maxLead, DeliveryLease: deliveryLease, Logger: n.log, Metrics: m})
+	n.scan, err = scan.New(scan.Config{Store: n.store, Tier: n.tier, Planner: planner, NodeID: cfg.NodeID, MaxEntries: cfg.Hot.MaxEntries,
+		Window: window, LeaseTTL: time.Duration(cfg.Delivery.LeaseTTL), Logger: n.log, Metrics: m, Live: n.liveNodes})
 	if err != nil {
 		return err
 	}
-	n.scan, err = scan.New(scan.Config{Store: n.store, Tier: n.tier, Planner: planner, NodeID: cfg.NodeID, MaxEntries: cfg.Hot.MaxEntries,
-		Window: window, LeaseTTL: time.Duration(cfg.Delivery.LeaseTTL), Logger: n.log, Metrics: m, Live: n.liveNodes})
+	n.topics, err = topics.New(topics.Config{Store: n.store, Waker: n.scan, Logger: n.log})
+	if err != nil {
+		return err
+	}
+	if n.admin, err = topics.NewAdmin(n.store, n.topics, n.scan); err != nil {
+		return err
+	}
+	firer, err := fire.New(fire.Config{Store: n.store, Tier: n.tier, Planner: planner, Sender: n.router, Outcomes: comp,
+		MaxLead: maxLead, DeliveryLease: deliveryLease, Paused: n.topics, Logger: n.log, Metrics: m})
 	if err != nil {
 		return err
 	}
@@ -346,6 +377,7 @@ func (n *Node) build(ctx context.Context, resolver Resolver) error {
 		return err
 	}
 	n.services = append(n.services, n.sched) // it submits: after every stage it feeds
+	n.services = append(n.services, n.topics)
 	return nil
 }
 
@@ -367,14 +399,50 @@ func (n *Node) closeResources() error {
 }
 
 // Handle registers h for tasks of topic submitted without a target.
-// Register before Start, on every node that may deliver the topic.
-func (n *Node) Handle(topic string, h Handler) error {
+// Register before Start, on every node that may deliver the topic: a task
+// fired on a node without a handler for its topic fails that attempt
+// (it uses one, so a topic no node handles ends dead, logged at WARN,
+// rather than circling for ever).
+//
+// h runs with a context that ends after the topic's handler timeout
+// (HandlerTimeout; default delivery.timeout). Until h returns, this node
+// keeps the task's running lease alive, so no other node claims it, even
+// when h overruns its timeout: the timeout only cancels h's context.
+func (n *Node) Handle(topic string, h Handler, opts ...HandleOption) error {
 	if h == nil {
 		return errors.New("ontime: nil handler")
 	}
+	o := handleOptions{timeout: time.Duration(n.cfg.Delivery.Timeout)}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	if o.timeout <= 0 || o.timeout >= n.deliveryLease {
+		return fmt.Errorf("ontime: handler timeout of topic %q: %s; want more than 0 and less than the running lease %s (delivery.timeout + delivery.lease_ttl)",
+			topic, o.timeout, n.deliveryLease)
+	}
 	return n.router.Handle(topic, deliver.HandlerFunc(func(ctx context.Context, d deliver.Delivery) error {
-		return h(ctx, &Delivery{ID: d.ID, Topic: d.Topic, Key: d.Key, Payload: d.Payload, DueAt: d.DueAt, Attempt: d.Attempt})
+		ctx, cancel := context.WithTimeout(ctx, o.timeout)
+		defer cancel()
+		err := h(ctx, &Delivery{ID: d.ID, Topic: d.Topic, Key: d.Key, Payload: d.Payload, DueAt: d.DueAt, Attempt: d.Attempt})
+		if err != nil && errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			return fmt.Errorf("handler of topic %q timed out after %s: %w", d.Topic, o.timeout, err)
+		}
+		return err
 	}))
+}
+
+// HandleOption adjusts one topic's handler (Node.Handle).
+type HandleOption func(*handleOptions)
+
+type handleOptions struct {
+	timeout time.Duration
+}
+
+// HandlerTimeout bounds each call of the topic's handler: its context ends
+// d after the call began. d must be positive and shorter than the running
+// lease (delivery.timeout + delivery.lease_ttl). Default delivery.timeout.
+func HandlerTimeout(d time.Duration) HandleOption {
+	return func(o *handleOptions) { o.timeout = d }
 }
 
 // Start starts scanning and delivering; it returns at once. Alone, the
@@ -397,6 +465,11 @@ func (n *Node) Start(ctx context.Context) error {
 	}
 	// The pipeline outlives the caller's context: Stop ends it.
 	ctx = context.WithoutCancel(ctx)
+	// The paused topics before the first claim: a node starting while a
+	// topic is paused must not deliver it.
+	if err := n.topics.Refresh(ctx); err != nil {
+		return fmt.Errorf("store: %w", err)
+	}
 	if n.cluster == nil {
 		n.scan.SetItems(n.store.Items())
 		n.jobs.OwnAll()
@@ -535,6 +608,7 @@ func (n *Node) HTTPHandler() http.Handler {
 		MaxBatchBytes:   int64(n.cfg.HTTP.MaxBatchBytes),
 		Logger:          n.log,
 		Auth:            n.auth(),
+		Topics:          n.admin,
 		Extra: map[string]http.Handler{
 			"GET /metrics":    promhttp.HandlerFor(n.reg, promhttp.HandlerOpts{Registry: n.reg}),
 			"GET /v1/cluster": http.HandlerFunc(n.clusterHandler),

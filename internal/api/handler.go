@@ -30,6 +30,7 @@ type Options struct {
 	MaxPayloadBytes int                     // default task.DefaultMaxPayloadBytes
 	MaxBatchBytes   int64                   // body limit of POST /v1/tasks:batch; default DefaultMaxBatchBytes
 	Extra           map[string]http.Handler // more routes, by ServeMux pattern (GET /metrics …)
+	Topics          Topics                  // nil: no /v1/topics routes
 	Logger          *slog.Logger
 	Auth            *Auth // nil: no tokens, every request is served (loopback only; see auth.go)
 }
@@ -82,6 +83,9 @@ func NewHandler(svc Service, opts Options) http.Handler {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
 	})
 	h.keyRoutes(mux) // keys.go
+	if opts.Topics != nil {
+		routeTopics(mux, h, opts.Topics)
+	}
 	for pattern, eh := range opts.Extra {
 		mux.Handle(pattern, eh)
 	}

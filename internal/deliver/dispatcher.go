@@ -234,7 +234,7 @@ func (p *Dispatcher) DispatchAll(ctx context.Context, dest string, sink Sink, jo
 	case p.stopped:
 		refused, why = jobs, ErrStopped
 	case !l.br.allow(time.Now(), false):
-		refused, why = jobs, fmt.Errorf("%s: %w", dest, ErrCircuitOpen)
+		refused, why = jobs, l.br.refusal(dest, time.Now())
 	default:
 		room := max(0, p.cfg.PerDestQueue-l.queue.n)
 		if len(chunk) > room {
@@ -295,7 +295,7 @@ func (p *Dispatcher) work(l *lane) {
 			if l.br.allow(time.Now(), true) {
 				l.stats.InFlight++
 			} else {
-				refused = fmt.Errorf("%s: %w", l.dest, ErrCircuitOpen)
+				refused = l.br.refusal(l.dest, time.Now())
 			}
 		}
 		p.mu.Unlock()
@@ -402,6 +402,18 @@ type breaker struct {
 	failures  int
 	openUntil time.Time
 	probing   bool
+	since     time.Time // the first failure of the current streak
+}
+
+// refusal is the error of a delivery the breaker does not let through:
+// when a probe may go next (a probe in flight answers within the
+// delivery timeout; OpenFor stands for it) and since when it fails.
+func (b *breaker) refusal(dest string, now time.Time) error {
+	until := b.openUntil
+	if b.state == stateHalfOpen || until.Before(now) {
+		until = now.Add(b.cfg.OpenFor)
+	}
+	return &CircuitOpenError{Dest: dest, Until: until, Since: b.since}
 }
 
 // allow reports whether a delivery may go now; start marks that it does
@@ -428,11 +440,14 @@ func (b *breaker) allow(now time.Time, start bool) bool {
 }
 
 func (b *breaker) success() {
-	b.state, b.failures, b.probing = stateClosed, 0, false
+	b.state, b.failures, b.probing, b.since = stateClosed, 0, false, time.Time{}
 }
 
 // failure records a failure; it reports whether the breaker opened.
 func (b *breaker) failure(now time.Time) bool {
+	if b.failures == 0 {
+		b.since = now
+	}
 	b.failures++
 	if b.state == stateHalfOpen || b.failures >= b.cfg.FailureThreshold {
 		wasOpen := b.state == stateOpen

@@ -61,6 +61,11 @@ type Expecter interface {
 	Busy() int64
 }
 
+// Pauser says whether a topic is paused (the topics watcher).
+type Pauser interface {
+	Paused(topic string) bool
+}
+
 // drainer is a hot tier private to this process (memory): at shutdown its
 // waiting entries are handed back to the store rather than left to expire.
 type drainer interface {
@@ -89,8 +94,13 @@ type Config struct {
 	// DeliveryLease is the lease of a running task beyond MaxLead; it must
 	// exceed the longest delivery (the webhook timeout).
 	DeliveryLease time.Duration
-	Logger        *slog.Logger
-	Metrics       *metrics.Metrics // nil: series kept but not registered
+	// Paused, when set, holds back the entries of paused topics: they are
+	// handed back to the store (pending) without being started, and the
+	// scanners pass over them until the topic resumes. Never started then
+	// cancelled: a start counts an attempt and can no longer be undone.
+	Paused  Pauser
+	Logger  *slog.Logger
+	Metrics *metrics.Metrics // nil: series kept but not registered
 }
 
 // Firer runs the fire loops. Stop ends them, waits for started tasks to be
@@ -179,6 +189,9 @@ func (f *Firer) loop(ctx context.Context) {
 			sleepCtx(ctx, 100*time.Millisecond)
 			continue
 		}
+		if entries = f.holdPaused(wctx, entries); len(entries) == 0 {
+			continue
+		}
 		// The lease covers the wait until the due time (at most MaxLead)
 		// and the delivery.
 		t0 := time.Now()
@@ -205,6 +218,40 @@ func (f *Firer) loop(ctx context.Context) {
 			go f.release(started)
 		}
 	}
+}
+
+// holdPaused hands the entries of paused topics back to the store and
+// returns the others. A claim made before the pause (or by a node that has
+// not read it yet, or a submit due within the window) is released to
+// pending; entries whose release fails go back to the tier for a second.
+func (f *Firer) holdPaused(ctx context.Context, entries []hot.Entry) []hot.Entry {
+	if f.cfg.Paused == nil {
+		return entries
+	}
+	var held []hot.Entry
+	keep := entries[:0:0]
+	for _, en := range entries {
+		if f.cfg.Paused.Paused(en.Topic) {
+			held = append(held, en)
+		} else {
+			keep = append(keep, en)
+		}
+	}
+	if len(held) == 0 {
+		return entries
+	}
+	if err := f.cfg.Store.Release(ctx, Refs(held)); err != nil {
+		f.log.Warn("releasing tasks of paused topics failed; retried in 1s", "count", len(held), "err", err)
+		if err := f.cfg.Tier.Nack(ctx, time.Now().Add(time.Second), held...); err != nil {
+			f.log.Warn("hot tier nack failed; tasks wait for lease expiry", "err", err)
+		}
+		return keep
+	}
+	if err := f.cfg.Tier.Ack(ctx, held...); err != nil {
+		f.log.Warn("hot tier ack failed", "err", err)
+	}
+	f.m.Paused.Add(float64(len(held)))
+	return keep
 }
 
 func sleepCtx(ctx context.Context, d time.Duration) {

@@ -13,7 +13,7 @@ type Metrics struct {
 	Submitted *prometheus.CounterVec // result: created | existing | invalid
 	Claimed   prometheus.Counter
 	Started   prometheus.Counter
-	Outcomes  *prometheus.CounterVec // outcome: done | retry | dead
+	Outcomes  *prometheus.CounterVec // outcome: done | retry | dead | deferred | snoozed | cancelled
 	Lateness  prometheus.Histogram   // seconds from due time to the start of delivery
 	Extended  prometheus.Counter     // running leases extended while the outcome waited
 	Scans     prometheus.Counter
@@ -21,6 +21,7 @@ type Metrics struct {
 	// LeasesEnded: leases ended early so their tasks are claimed again at
 	// once; reason node_gone (a dead node's items moved here) or tier_lost.
 	LeasesEnded *prometheus.CounterVec
+	Paused      prometheus.Counter // hot entries of paused topics handed back unstarted
 }
 
 // New creates the series and registers them on reg (nil: not registered).
@@ -37,9 +38,10 @@ func New(reg prometheus.Registerer) *Metrics {
 		ScanErrs: prometheus.NewCounter(prometheus.CounterOpts{Name: "ontime_scan_errors_total", Help: "Item scans that failed."}),
 		LeasesEnded: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "ontime_leases_ended_total",
 			Help: "Leases ended early so their tasks were claimed again at once, by reason: node_gone, tier_lost."}, []string{"reason"}),
+		Paused: prometheus.NewCounter(prometheus.CounterOpts{Name: "ontime_paused_released_total", Help: "Claimed tasks of paused topics handed back to the store unstarted."}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.Submitted, m.Claimed, m.Started, m.Outcomes, m.Lateness, m.Extended, m.Scans, m.ScanErrs, m.LeasesEnded)
+		reg.MustRegister(m.Submitted, m.Claimed, m.Started, m.Outcomes, m.Lateness, m.Extended, m.Scans, m.ScanErrs, m.LeasesEnded, m.Paused)
 	}
 	return m
 }

@@ -244,6 +244,20 @@ func (s *Scanner) Notify(it store.Item, at time.Time) {
 	}
 }
 
+// NotifyAll wakes every item scanner of this node that plans to look
+// after at (a paused topic resumed: its overdue tasks are claimable).
+func (s *Scanner) NotifyAll(at time.Time) {
+	s.mu.Lock()
+	items := make([]store.Item, 0, len(s.items))
+	for it := range s.items {
+		items = append(items, it)
+	}
+	s.mu.Unlock()
+	for _, it := range items {
+		s.Notify(it, at)
+	}
+}
+
 func (s *Scanner) scanItem(ctx context.Context, it store.Item, is *item) {
 	log := s.log.With("db", it.DB, "table", it.Table, "segment", it.Segment)
 	retry := 100 * time.Millisecond

@@ -1,0 +1,29 @@
+package apiv1
+
+import "time"
+
+// Topic is one topic's view: the answer of GET /v1/topics (a list of them)
+// and of POST /v1/topics/{topic}:pause and :resume.
+type Topic struct {
+	Topic string `json:"topic"`
+	// Counts has one entry per status (pending, claimed, running, done,
+	// dead, cancelled), zeros included.
+	Counts map[string]int64 `json:"counts"`
+	// OldestDueAt is the earliest due time of the topic's pending tasks;
+	// null when it has none. Past it and not paused, the topic lags.
+	OldestDueAt *time.Time `json:"oldest_due_at"`
+	// Paused: the topic delivers nothing, cluster wide; its tasks wait.
+	Paused bool `json:"paused"`
+}
+
+// TopicList answers GET /v1/topics: every topic that has tasks or is
+// paused, sorted by name.
+type TopicList struct {
+	Topics []Topic `json:"topics"`
+}
+
+// TopicRequeue answers POST /v1/topics/{topic}:requeue: how many dead
+// tasks went back to pending, due now.
+type TopicRequeue struct {
+	Requeued int64 `json:"requeued"`
+}

@@ -1,0 +1,103 @@
+package api
+
+import (
+	"context"
+	"net/http"
+	"strings"
+
+	"github.com/ontimehq/ontime/apiv1"
+	"github.com/ontimehq/ontime/internal/store"
+	"github.com/ontimehq/ontime/internal/task"
+)
+
+// Topics is what the topic routes need from the engine (topics.Admin).
+type Topics interface {
+	List(ctx context.Context) ([]store.TopicStats, error)
+	Pause(ctx context.Context, topic string) (*store.TopicStats, error)
+	Resume(ctx context.Context, topic string) (*store.TopicStats, error)
+	Requeue(ctx context.Context, topic string) (int64, error)
+}
+
+// TopicView converts a topic's stats to its JSON view: a count for every
+// status, zeros included, so clients need not know which are absent.
+func TopicView(ts store.TopicStats) apiv1.Topic {
+	v := apiv1.Topic{Topic: ts.Topic, Counts: make(map[string]int64, 6), Paused: ts.Paused}
+	for st := task.StatusPending; st <= task.StatusCancelled; st++ {
+		v.Counts[st.String()] = ts.Counts[st]
+	}
+	if !ts.OldestDueAt.IsZero() {
+		d := ts.OldestDueAt.UTC()
+		v.OldestDueAt = &d
+	}
+	return v
+}
+
+type topicsHandler struct {
+	*handler
+	svc Topics
+}
+
+// routeTopics registers GET /v1/topics and POST /v1/topics/{topic}:pause,
+// :resume, :requeue.
+func routeTopics(mux *patternMux, h *handler, svc Topics) {
+	th := &topicsHandler{handler: h, svc: svc}
+	mux.HandleFunc("GET /v1/topics", th.list)
+	// As for tasks, "{topic}:pause" is one path segment split on the colon
+	// (a topic name has no colon).
+	mux.HandleFunc("POST /v1/topics/{topicop}", th.op)
+}
+
+func (h *topicsHandler) list(w http.ResponseWriter, r *http.Request) {
+	if r.URL.RawQuery != "" {
+		q, err := parseQuery(r.URL.RawQuery)
+		if err != nil {
+			h.fail(w, r, err)
+			return
+		}
+		for k := range q {
+			h.fail(w, r, badRequest(k, "unknown query parameter (GET /v1/topics takes none)"))
+			return
+		}
+	}
+	ts, err := h.svc.List(r.Context())
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	out := apiv1.TopicList{Topics: make([]apiv1.Topic, len(ts))}
+	for i, t := range ts {
+		out.Topics[i] = TopicView(t)
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+func (h *topicsHandler) op(w http.ResponseWriter, r *http.Request) {
+	topic, op, ok := strings.Cut(r.PathValue("topicop"), ":")
+	if !ok || (op != "pause" && op != "resume" && op != "requeue") {
+		h.fail(w, r, notFound("no such endpoint; POST /v1/topics/{topic}:pause, :resume or :requeue"))
+		return
+	}
+	if err := task.ValidateTopic(topic); err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	if op == "requeue" {
+		n, err := h.svc.Requeue(r.Context(), topic)
+		if err != nil {
+			h.fail(w, r, err)
+			return
+		}
+		writeJSON(w, http.StatusOK, apiv1.TopicRequeue{Requeued: n})
+		return
+	}
+	change := h.svc.Pause
+	if op == "resume" {
+		change = h.svc.Resume
+	}
+	ts, err := change(r.Context(), topic)
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, TopicView(*ts))
+}

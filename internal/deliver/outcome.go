@@ -1,0 +1,68 @@
+package deliver
+
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Outcome wrappers: what a Go handler returns to change what happens to its
+// task beyond "delivered" (nil) and "failed, retry" (any other error), as
+// River's JobSnooze and JobCancel do.
+
+type snoozeError struct{ d time.Duration }
+
+func (s *snoozeError) Error() string { return fmt.Sprintf("snoozed for %s", s.d) }
+
+// Snooze asks for the task to be delivered again d from now without using
+// an attempt (d < 0 counts as 0).
+func Snooze(d time.Duration) error { return &snoozeError{d: max(d, 0)} }
+
+// SnoozedFor reports whether err, or an error it wraps, is a Snooze, and
+// for how long.
+func SnoozedFor(err error) (time.Duration, bool) {
+	var s *snoozeError
+	if errors.As(err, &s) {
+		return s.d, true
+	}
+	return 0, false
+}
+
+type cancelError struct{ err error }
+
+func (c *cancelError) Error() string {
+	if c.err == nil {
+		return "cancelled by its handler"
+	}
+	return "cancelled by its handler: " + c.err.Error()
+}
+func (c *cancelError) Unwrap() error { return c.err }
+
+// Cancel stops the task for good: no retry, status cancelled, err (may be
+// nil) kept as its last error.
+func Cancel(err error) error { return &cancelError{err: err} }
+
+// IsCancel reports whether err, or an error it wraps, is a Cancel.
+func IsCancel(err error) bool {
+	var c *cancelError
+	return errors.As(err, &c)
+}
+
+// CircuitOpenError refuses a delivery because its destination's breaker
+// is open (errors.Is(err, ErrCircuitOpen) matches it). It says when a
+// probe may next go (Until) and since when the destination has been
+// failing (Since), so the task can be deferred for as long as that
+// instead of being started again and refused every few seconds.
+type CircuitOpenError struct {
+	Dest  string
+	Until time.Time
+	Since time.Time
+}
+
+func (e *CircuitOpenError) Error() string {
+	return fmt.Sprintf("%s: %s until %s (failing since %s)", e.Dest, ErrCircuitOpen, e.Until.UTC().Format(time.RFC3339Nano),
+		e.Since.UTC().Format(time.RFC3339))
+}
+
+// Is makes errors.Is(err, ErrCircuitOpen) true.
+func (e *CircuitOpenError) Is(target error) bool { return target == ErrCircuitOpen }

@@ -1,0 +1,92 @@
+package topics
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/ontimehq/ontime/internal/store"
+	"github.com/ontimehq/ontime/internal/task"
+)
+
+// AdminStore is what the topic operations need of the store.
+type AdminStore interface {
+	SetTopicPaused(ctx context.Context, topic string, paused bool) error
+	TopicStats(ctx context.Context, topic string) ([]store.TopicStats, error)
+	RequeueTopic(ctx context.Context, topic string, dueAt time.Time) (int64, error)
+}
+
+// Admin serves the operations on topics (GET /v1/topics, :pause, :resume,
+// :requeue and their Go equivalents on Node).
+type Admin struct {
+	st   AdminStore
+	w    *Watcher
+	wake Waker
+}
+
+// NewAdmin builds the topic operations over st; w is this node's watcher
+// (a pause made here applies here before the answer), wake its scanners
+// (requeued tasks are due now).
+func NewAdmin(st AdminStore, w *Watcher, wake Waker) (*Admin, error) {
+	if st == nil || w == nil {
+		return nil, errors.New("topics: Admin needs a store and a watcher")
+	}
+	return &Admin{st: st, w: w, wake: wake}, nil
+}
+
+// List returns every topic that has tasks or is paused.
+func (a *Admin) List(ctx context.Context) ([]store.TopicStats, error) {
+	return a.st.TopicStats(ctx, "")
+}
+
+// Pause pauses topic cluster wide and returns its view. Other nodes stop
+// claiming and starting its tasks within their poll (DefaultPoll); what
+// they started before runs to its end.
+func (a *Admin) Pause(ctx context.Context, topic string) (*store.TopicStats, error) {
+	return a.set(ctx, topic, true)
+}
+
+// Resume resumes topic and returns its view; its overdue tasks are
+// delivered at once.
+func (a *Admin) Resume(ctx context.Context, topic string) (*store.TopicStats, error) {
+	return a.set(ctx, topic, false)
+}
+
+func (a *Admin) set(ctx context.Context, topic string, paused bool) (*store.TopicStats, error) {
+	if err := task.ValidateTopic(topic); err != nil {
+		return nil, err
+	}
+	if err := a.st.SetTopicPaused(ctx, topic, paused); err != nil {
+		return nil, err
+	}
+	if err := a.w.Refresh(ctx); err != nil {
+		return nil, fmt.Errorf("topic %s stored as paused=%t; re-reading the flags: %w", topic, paused, err)
+	}
+	return a.one(ctx, topic)
+}
+
+func (a *Admin) one(ctx context.Context, topic string) (*store.TopicStats, error) {
+	ts, err := a.st.TopicStats(ctx, topic)
+	if err != nil {
+		return nil, err
+	}
+	if len(ts) != 1 {
+		return nil, fmt.Errorf("topic stats of %s: %d answers", topic, len(ts))
+	}
+	return &ts[0], nil
+}
+
+// Requeue moves every dead task of topic back to pending, due now, and
+// returns how many.
+func (a *Admin) Requeue(ctx context.Context, topic string) (int64, error) {
+	if err := task.ValidateTopic(topic); err != nil {
+		return 0, err
+	}
+	now := time.Now()
+	n, err := a.st.RequeueTopic(ctx, topic, now)
+	if n > 0 && a.wake != nil {
+		a.wake.NotifyAll(now)
+	}
+	return n, err
+}

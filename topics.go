@@ -1,0 +1,74 @@
+package ontime
+
+import (
+	"context"
+	"time"
+
+	"github.com/ontimehq/ontime/internal/store"
+	"github.com/ontimehq/ontime/internal/task"
+)
+
+// TopicInfo is one topic as GET /v1/topics shows it.
+type TopicInfo struct {
+	Topic string
+	// Counts has the number of tasks per status name (pending, claimed,
+	// running, done, dead, cancelled), zeros included.
+	Counts map[string]int64
+	// OldestDueAt is the earliest due time of the topic's pending tasks;
+	// zero when there are none.
+	OldestDueAt time.Time
+	// Paused: the topic delivers nothing, cluster wide; its tasks wait.
+	Paused bool
+}
+
+func topicInfo(ts store.TopicStats) TopicInfo {
+	out := TopicInfo{Topic: ts.Topic, Counts: make(map[string]int64, 6), OldestDueAt: ts.OldestDueAt, Paused: ts.Paused}
+	for st := task.StatusPending; st <= task.StatusCancelled; st++ {
+		out.Counts[st.String()] = ts.Counts[st]
+	}
+	return out
+}
+
+// Topics lists every topic that has tasks or is paused, by name. It counts
+// every task table: an operator's query, not one for a hot path.
+func (n *Node) Topics(ctx context.Context) ([]TopicInfo, error) {
+	ts, err := n.admin.List(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]TopicInfo, len(ts))
+	for i, t := range ts {
+		out[i] = topicInfo(t)
+	}
+	return out, nil
+}
+
+// PauseTopic pauses topic on every node of the cluster: from the answer
+// on this node, and within a quarter second on the others, its tasks are
+// neither claimed nor started (those already running finish); they wait,
+// and their due times pass. It returns the topic's view.
+func (n *Node) PauseTopic(ctx context.Context, topic string) (*TopicInfo, error) {
+	ts, err := n.admin.Pause(ctx, topic)
+	if err != nil {
+		return nil, err
+	}
+	v := topicInfo(*ts)
+	return &v, nil
+}
+
+// ResumeTopic resumes a paused topic: the tasks whose due time passed
+// meanwhile are delivered at once, the others at their due time.
+func (n *Node) ResumeTopic(ctx context.Context, topic string) (*TopicInfo, error) {
+	ts, err := n.admin.Resume(ctx, topic)
+	if err != nil {
+		return nil, err
+	}
+	v := topicInfo(*ts)
+	return &v, nil
+}
+
+// RequeueTopic moves every dead task of topic back to pending, due now,
+// attempts reset, and returns how many it moved.
+func (n *Node) RequeueTopic(ctx context.Context, topic string) (int64, error) {
+	return n.admin.Requeue(ctx, topic)
+}
