@@ -147,7 +147,7 @@ func TestHandlerTimeoutAndTheLease(t *testing.T) {
 			if dl, ok := ctx.Deadline(); ok {
 				deadlineIn.Store(int64(time.Until(dl)))
 			}
-			<-ctx.Done()                 // the timeout ends the context …
+			<-ctx.Done()                // the timeout ends the context …
 			time.Sleep(9 * time.Second) // … and the handler ignores it for two leases
 			return nil
 		}, ontime.HandlerTimeout(100*time.Millisecond)))
