@@ -126,7 +126,7 @@ type ClusterConfig struct {
 // DeliveryConfig configures how tasks are delivered.
 type DeliveryConfig struct {
 	WebhookSecret   string   `yaml:"webhook_secret"`
-	Timeout         Duration `yaml:"timeout"`           // per webhook call; default 10s
+	Timeout         Duration `yaml:"timeout"`           // per webhook call and Go handler call (HandlerTimeout overrides); default 10s
 	Concurrency     int      `yaml:"concurrency"`       // per destination; default 32
 	MaxAttempts     int      `yaml:"max_attempts"`      // default for tasks; default 25
 	MaxPayloadBytes int      `yaml:"max_payload_bytes"` // default 1 MiB

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
@@ -146,11 +147,11 @@ func BenchmarkRetryGap(b *testing.B) {
 // window (nothing due: the baseline), then the tasks are submitted due at
 // once, left ONTIME_BENCH_PARK_WARM (default 60 s) to fail and park, and
 // the CPU and the delivery starts are measured over ONTIME_BENCH_PARK_WINDOW
-// (default 30 s). CPU is getrusage of the whole process per wall second.
+// (default 2 min, long enough to hold several of the parked tasks' returns). CPU is getrusage of the whole process per wall second.
 func BenchmarkParkedBehindDeadDestination(b *testing.B) {
 	const n = 10000
 	warm := envDuration("ONTIME_BENCH_PARK_WARM", 60*time.Second)
-	window := envDuration("ONTIME_BENCH_PARK_WINDOW", 30*time.Second)
+	window := envDuration("ONTIME_BENCH_PARK_WINDOW", 2*time.Minute)
 	for range b.N {
 		cfg := ontime.DefaultConfig()
 		cfg.DataDir = b.TempDir()
@@ -163,14 +164,25 @@ func BenchmarkParkedBehindDeadDestination(b *testing.B) {
 			b.Fatal(err)
 		}
 		h := node.HTTPHandler()
-		measure := func() (cpuPct, startsPerSec float64) {
+		measure := func(profile string) (cpuPct, startsPerSec float64) {
 			s0, c0, t0 := scrapeCounter(b, h, "ontime_deliveries_started_total"), cpuTime(), time.Now()
+			if profile != "" { // ONTIME_BENCH_PARK_PROFILE: a CPU profile of the parked window
+				f, err := os.Create(profile)
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer f.Close()
+				if err := pprof.StartCPUProfile(f); err != nil {
+					b.Fatal(err)
+				}
+				defer pprof.StopCPUProfile()
+			}
 			time.Sleep(window)
 			s1, c1, wall := scrapeCounter(b, h, "ontime_deliveries_started_total"), cpuTime(), time.Since(t0)
 			return 100 * (c1 - c0).Seconds() / wall.Seconds(), (s1 - s0) / wall.Seconds()
 		}
 		time.Sleep(2 * time.Second) // past the start
-		idle, _ := measure()
+		idle, _ := measure("")
 		for i := 0; i < n; i += 1000 {
 			specs := make([]ontime.TaskSpec, 1000)
 			for j := range specs {
@@ -181,7 +193,7 @@ func BenchmarkParkedBehindDeadDestination(b *testing.B) {
 			}
 		}
 		time.Sleep(warm)
-		parked, starts := measure()
+		parked, starts := measure(os.Getenv("ONTIME_BENCH_PARK_PROFILE"))
 		_ = node.Stop(ctx)
 		b.ReportMetric(idle, "idle_cpu_%")
 		b.ReportMetric(parked, "parked_cpu_%")

@@ -7,7 +7,6 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"math/rand/v2"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -286,12 +285,18 @@ func (c *Completer) outcome(t *task.Task, err error) store.Outcome {
 
 // deferral is how long a task refused by an open breaker waits: at least
 // until the breaker lets a probe through, and as long as the destination
-// has been failing — so the wait doubles, roughly, each time the task is
-// refused again, up to the retry policy's Max — spread by up to half
-// again, so a destination's parked tasks do not come back as one burst.
-// Each deferral starts and refuses the task once; without the growth,
-// 2,000 tasks parked behind a dead destination were restarted 12,340
-// times in 30 s (issue 13).
+// has been failing — so the wait about doubles each time the task is
+// refused again — up to the retry policy's Max. Each deferral starts and
+// refuses the task once; with a fixed short wait, 2,000 tasks parked
+// behind a dead destination were restarted 12,340 times in 30 s (issue 13).
+//
+// The end of the wait is rounded up to a multiple (since the Unix epoch) of
+// the breaker's OpenFor, doubled while that stays under a quarter of the
+// wait: tasks refused around the same time come back at the same instant,
+// so each item's scanner claims them in one statement and the fire stage
+// starts them in one batch, instead of each task waking a scanner of its
+// own. Rounded up, never down: no task comes back before its breaker may
+// let it through.
 func (c *Completer) deferral(now time.Time, e *deliver.CircuitOpenError) time.Duration {
 	maxd := c.retry.Max
 	if maxd <= 0 {
@@ -302,7 +307,16 @@ func (c *Completer) deferral(now time.Time, e *deliver.CircuitOpenError) time.Du
 		d = max(d, now.Sub(e.Since))
 	}
 	d = min(max(d, c.retry.Next(1, nil)), maxd)
-	return d + time.Duration(rand.Int64N(int64(d)/2+1))
+	q := e.OpenFor
+	if q <= 0 {
+		return d
+	}
+	for 2*q <= d/4 {
+		q *= 2
+	}
+	at := now.Add(d).UnixNano()
+	at = (at + int64(q) - 1) / int64(q) * int64(q)
+	return time.Unix(0, at).Sub(now)
 }
 
 // errText is what is kept as last_error.

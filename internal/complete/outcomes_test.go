@@ -179,21 +179,32 @@ func TestBreakerDeferralGrowsWithTheOutage(t *testing.T) {
 		err       error
 		min, maxd time.Duration
 	}{
-		// Failing for a moment, probe in 10s: wait 10–15s.
-		{tasks[0], &deliver.CircuitOpenError{Dest: "http://x", Until: now.Add(10 * time.Second), Since: now.Add(-time.Second)}, 10 * time.Second, 16 * time.Second},
-		// Failing for 10 minutes: wait 10–15 minutes, not 10s.
-		{tasks[1], &deliver.CircuitOpenError{Dest: "http://x", Until: now.Add(10 * time.Second), Since: now.Add(-10 * time.Minute)}, 10 * time.Minute, 16 * time.Minute},
-		// Failing for days: capped by the retry policy's Max (1h), spread by half.
-		{tasks[2], &deliver.CircuitOpenError{Dest: "http://x", Until: now.Add(10 * time.Second), Since: now.Add(-72 * time.Hour)}, time.Hour, 91 * time.Minute},
+		// Failing for a moment, probe in 10s: wait 10s, rounded up to a multiple of 10s.
+		{tasks[0], &deliver.CircuitOpenError{Dest: "http://x", Until: now.Add(10 * time.Second), Since: now.Add(-time.Second), OpenFor: 10 * time.Second},
+			10 * time.Second, 20 * time.Second},
+		// Failing for 10 minutes: wait 10 minutes, not 10s (rounded up to 80s).
+		{tasks[1], &deliver.CircuitOpenError{Dest: "http://x", Until: now.Add(10 * time.Second), Since: now.Add(-10 * time.Minute), OpenFor: 10 * time.Second},
+			10 * time.Minute, 10*time.Minute + 80*time.Second},
+		// Failing for days: capped by the retry policy's Max (1h), rounded up to 640s.
+		{tasks[2], &deliver.CircuitOpenError{Dest: "http://x", Until: now.Add(10 * time.Second), Since: now.Add(-72 * time.Hour), OpenFor: 10 * time.Second},
+			time.Hour, time.Hour + 640*time.Second},
 	}
 	for _, c := range cases {
 		x.c.Finish(c.tk, c.err)
 	}
+	var dues []time.Time
 	for i, c := range cases {
 		row := stagetest.StatusIs(t, x.st, c.tk.ID, task.StatusPending)
+		dues = append(dues, row.DueAt)
 		wait := row.DueAt.Sub(now)
-		if wait < c.min || wait > c.maxd || row.Attempts != 0 {
+		if wait < c.min || wait > c.maxd+time.Second || row.Attempts != 0 {
 			t.Fatalf("case %d: deferred %s with %d attempts; want %s..%s and no attempt used", i, wait, row.Attempts, c.min, c.maxd)
+		}
+	}
+	// Rounded to the boundaries that make refused tasks come back together.
+	for i, q := range []time.Duration{10 * time.Second, 80 * time.Second, 640 * time.Second} {
+		if dues[i].UnixMicro()%q.Microseconds() != 0 {
+			t.Fatalf("case %d: due %s is not on a %s boundary", i, dues[i], q)
 		}
 	}
 }

@@ -413,7 +413,7 @@ func (b *breaker) refusal(dest string, now time.Time) error {
 	if b.state == stateHalfOpen || until.Before(now) {
 		until = now.Add(b.cfg.OpenFor)
 	}
-	return &CircuitOpenError{Dest: dest, Until: until, Since: b.since}
+	return &CircuitOpenError{Dest: dest, Until: until, Since: b.since, OpenFor: b.cfg.OpenFor}
 }
 
 // allow reports whether a delivery may go now; start marks that it does

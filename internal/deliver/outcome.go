@@ -54,9 +54,10 @@ func IsCancel(err error) bool {
 // failing (Since), so the task can be deferred for as long as that
 // instead of being started again and refused every few seconds.
 type CircuitOpenError struct {
-	Dest  string
-	Until time.Time
-	Since time.Time
+	Dest    string
+	Until   time.Time
+	Since   time.Time
+	OpenFor time.Duration // the breaker's rest between probes (breaker_open_for)
 }
 
 func (e *CircuitOpenError) Error() string {
