@@ -147,7 +147,8 @@ func BenchmarkRetryGap(b *testing.B) {
 // window (nothing due: the baseline), then the tasks are submitted due at
 // once, left ONTIME_BENCH_PARK_WARM (default 60 s) to fail and park, and
 // the CPU and the delivery starts are measured over ONTIME_BENCH_PARK_WINDOW
-// (default 2 min, long enough to hold several of the parked tasks' returns). CPU is getrusage of the whole process per wall second.
+// (default 2 min: long enough to hold several returns of the parked tasks).
+// CPU is getrusage of the whole process per wall second.
 func BenchmarkParkedBehindDeadDestination(b *testing.B) {
 	const n = 10000
 	warm := envDuration("ONTIME_BENCH_PARK_WARM", 60*time.Second)
