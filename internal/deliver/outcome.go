@@ -60,9 +60,11 @@ type CircuitOpenError struct {
 	OpenFor time.Duration // the breaker's rest between probes (breaker_open_for)
 }
 
+// Error names the destination and since when it fails, to the second: the
+// same text for every task one outage refuses, so their outcomes are
+// written together (Until is in the task's new due time).
 func (e *CircuitOpenError) Error() string {
-	return fmt.Sprintf("%s: %s until %s (failing since %s)", e.Dest, ErrCircuitOpen, e.Until.UTC().Format(time.RFC3339Nano),
-		e.Since.UTC().Format(time.RFC3339))
+	return fmt.Sprintf("%s: %s (failing since %s)", e.Dest, ErrCircuitOpen, e.Since.UTC().Format(time.RFC3339))
 }
 
 // Is makes errors.Is(err, ErrCircuitOpen) true.

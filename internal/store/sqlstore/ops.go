@@ -585,6 +585,8 @@ func (s *Store) finishGroup(ctx context.Context, tx *sql.Tx, g group, outcomes [
 	t := s.names[g.table]
 	now := time.Now().UnixMicro()
 	var done []store.Ref
+	retries := map[retryKey][]store.Ref{}
+	var keys []retryKey // in first-seen order
 	for _, i := range g.idx {
 		o := outcomes[i]
 		switch {
@@ -600,18 +602,34 @@ func (s *Store) finishGroup(ctx context.Context, tx *sql.Tx, g group, outcomes [
 				return err
 			}
 		default:
-			undo := 0
+			k := retryKey{status: task.StatusPending, due: micros(o.RetryAt), err: truncate(o.Error)}
 			if o.NotAttempted {
-				undo = 1
+				k.undo = 1
 			}
 			// A retry due within the window goes back claimed under the
 			// caller's new lease (it puts it in the hot tier); others pending.
-			status, owner, lease, token := task.StatusPending, any(nil), int64(0), int64(0)
 			if o.Claim != nil {
-				status, owner, lease, token = task.StatusClaimed, o.Claim.Owner, micros(o.Claim.Until), o.Claim.Token
+				k.status, k.owner, k.lease, k.token = task.StatusClaimed, o.Claim.Owner, micros(o.Claim.Until), o.Claim.Token
 			}
+			if _, ok := retries[k]; !ok {
+				keys = append(keys, k)
+			}
+			retries[k] = append(retries[k], o.Ref)
+		}
+	}
+	// Retries that share their new state — the tasks one refusal of an
+	// open breaker deferred to the same instant, with the same error — in
+	// one statement per batchLimit rows, not one each.
+	for _, k := range keys {
+		refs := retries[k]
+		var owner any
+		if k.owner != "" {
+			owner = k.owner
+		}
+		for start := 0; start < len(refs); start += batchLimit {
+			match, margs := refMatch(refs[start:min(start+batchLimit, len(refs))])
 			if _, err := tx.ExecContext(ctx, s.d.rebind(`UPDATE `+t+` SET status = ?, due_at = ?, last_error = ?, attempts = attempts - ?, owner = ?, lease_until = ?, token = ?, updated_at = ?
-				WHERE id = ? AND token = ? AND status = ?`), int(status), micros(o.RetryAt), truncate(o.Error), undo, owner, lease, token, now, o.ID, o.Token, int(task.StatusRunning)); err != nil {
+				WHERE status = ? AND `+match), append([]any{int(k.status), k.due, k.err, k.undo, owner, k.lease, k.token, now, int(task.StatusRunning)}, margs...)...); err != nil {
 				return err
 			}
 		}
@@ -624,6 +642,16 @@ func (s *Store) finishGroup(ctx context.Context, tx *sql.Tx, g group, outcomes [
 		}
 	}
 	return nil
+}
+
+// retryKey is the new state of a retried task (Finish).
+type retryKey struct {
+	status       task.Status
+	due          int64
+	err          string
+	undo         int
+	owner        string
+	lease, token int64
 }
 
 func truncate(s string) string { return store.ErrorText(s) }
