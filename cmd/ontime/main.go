@@ -43,6 +43,7 @@ func verbs() []func(*globals) *cobra.Command {
 		newUpdateCmd, // keys.go
 		newKeyCmd,    // keys.go
 		newListCmd,
+		newTopicsCmd,
 		newClusterCmd,
 		newShardCmd,
 		newSchedulesCmd,

@@ -1,0 +1,133 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/ontimehq/ontime/apiv1"
+	"github.com/ontimehq/ontime/client"
+)
+
+// statusOrder is the order the counts of a topic are shown in.
+var statusOrder = []string{"pending", "claimed", "running", "done", "dead", "cancelled"}
+
+func newTopicsCmd(g *globals) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "topics",
+		Short: "List topics; pause, resume or requeue one",
+		Long: `Without a subcommand, list every topic that has tasks or is paused: its tasks
+per status, the due time of its oldest pending task (how far behind it is)
+and whether it is paused. Counting reads every task table: an operator's
+command, not one to run in a loop.
+
+A paused topic delivers nothing on any node of the cluster (every node
+learns of a pause within a second); its tasks wait and are delivered once it
+is resumed, the overdue ones at once.`,
+		Example: `  ontime topics
+  ontime topics pause order.cancel
+  ontime topics resume order.cancel
+  ontime topics requeue order.cancel
+  ontime topics --json | jq '.[] | select(.paused)'`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, err := g.client()
+			if err != nil {
+				return err
+			}
+			ts, err := c.Topics(cmd.Context())
+			if err != nil {
+				return err
+			}
+			if g.json {
+				return g.printJSON(cmd, ts)
+			}
+			printTopics(cmd.OutOrStdout(), ts)
+			return nil
+		},
+	}
+	cmd.AddCommand(
+		topicChange(g, "pause", "Pause a topic cluster wide",
+			`Pause a topic: no node claims or starts its tasks any more (those already
+running finish); they wait, and their due times pass. Prints the topic.`,
+			func(ctx context.Context, c *client.Client, topic string) (*apiv1.Topic, error) { return c.PauseTopic(ctx, topic) }),
+		topicChange(g, "resume", "Resume a paused topic",
+			`Resume a paused topic: the tasks whose due time passed meanwhile are delivered
+at once, the others at their due time. Prints the topic.`,
+			func(ctx context.Context, c *client.Client, topic string) (*apiv1.Topic, error) { return c.ResumeTopic(ctx, topic) }),
+		&cobra.Command{
+			Use:   "requeue TOPIC",
+			Short: "Return every dead task of a topic to pending",
+			Long: `Return every dead task of the topic to pending, due now, with a fresh set of
+attempts, and print how many.`,
+			Example: `  ontime topics requeue order.cancel`,
+			Args:    exactArgs(1, "topic"),
+			RunE: func(cmd *cobra.Command, args []string) error {
+				c, err := g.client()
+				if err != nil {
+					return err
+				}
+				n, err := c.RequeueTopic(cmd.Context(), args[0])
+				if err != nil {
+					return err
+				}
+				if g.json {
+					return g.printJSON(cmd, apiv1.TopicRequeue{Requeued: n})
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "requeued %d dead tasks of %s\n", n, args[0])
+				return nil
+			},
+		},
+	)
+	return cmd
+}
+
+func topicChange(g *globals, verb, short, long string, call func(ctx context.Context, c *client.Client, topic string) (*apiv1.Topic, error)) *cobra.Command {
+	return &cobra.Command{
+		Use:     verb + " TOPIC",
+		Short:   short,
+		Long:    long,
+		Example: "  ontime topics " + verb + " order.cancel",
+		Args:    exactArgs(1, "topic"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := g.client()
+			if err != nil {
+				return err
+			}
+			t, err := call(cmd.Context(), c, args[0])
+			if err != nil {
+				return err
+			}
+			if g.json {
+				return g.printJSON(cmd, t)
+			}
+			printTopics(cmd.OutOrStdout(), []apiv1.Topic{*t})
+			return nil
+		},
+	}
+}
+
+func printTopics(w io.Writer, ts []apiv1.Topic) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprint(tw, "TOPIC\tPAUSED")
+	for _, s := range statusOrder {
+		fmt.Fprint(tw, "\t", s)
+	}
+	fmt.Fprintln(tw, "\tOLDEST PENDING DUE")
+	for _, t := range ts {
+		fmt.Fprintf(tw, "%s\t%v", t.Topic, t.Paused)
+		for _, s := range statusOrder {
+			fmt.Fprintf(tw, "\t%d", t.Counts[s])
+		}
+		due := "-"
+		if t.OldestDueAt != nil {
+			due = t.OldestDueAt.Local().Format(time.RFC3339) + " (" + relative(*t.OldestDueAt) + ")"
+		}
+		fmt.Fprintf(tw, "\t%s\n", due)
+	}
+	tw.Flush()
+}

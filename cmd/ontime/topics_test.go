@@ -1,0 +1,79 @@
+package main
+
+import (
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+)
+
+// ontime topics: a paused topic's task waits (pending, no attempt) until
+// resume; requeue brings a topic's dead tasks back; errors exit non-zero
+// with one line.
+func TestCLITopics(t *testing.T) {
+	t.Parallel()
+	c := newCLI(t)
+	var healthy atomic.Bool
+	var calls atomic.Int32
+	hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		calls.Add(1)
+		if !healthy.Load() {
+			http.Error(w, "no", http.StatusInternalServerError)
+		}
+	}))
+	t.Cleanup(hook.Close)
+
+	code, out, errs := c.run("topics", "pause", "cli.topic")
+	if code != 0 || !strings.Contains(out, "cli.topic") || !strings.Contains(out, "true") || !strings.Contains(out, "PAUSED") {
+		t.Fatalf("topics pause: %d %q %q", code, out, errs)
+	}
+	healthy.Store(true)
+	code, out, errs = c.run("submit", "--topic", "cli.topic", "--target", hook.URL, "--json")
+	if code != 0 {
+		t.Fatalf("submit: %d %s", code, errs)
+	}
+	id := taskJSON(t, out).ID
+	code, out, _ = c.run("topics", "--json")
+	var ts []struct {
+		Topic  string
+		Paused bool
+		Counts map[string]int64
+	}
+	if err := json.Unmarshal([]byte(out), &ts); code != 0 || err != nil || len(ts) != 1 || !ts[0].Paused || ts[0].Counts["pending"]+ts[0].Counts["claimed"] != 1 {
+		t.Fatalf("topics --json while paused: %d %v %q", code, err, out)
+	}
+	code, out, errs = c.run("topics", "resume", "cli.topic", "--json")
+	if code != 0 || !strings.Contains(out, `"paused":false`) {
+		t.Fatalf("topics resume: %d %q %q", code, out, errs)
+	}
+	c.waitStatus(id, "done")
+
+	healthy.Store(false)
+	code, out, errs = c.run("submit", "--topic", "cli.topic", "--target", hook.URL, "--max-attempts", "1", "--json")
+	if code != 0 {
+		t.Fatalf("submit: %d %s", code, errs)
+	}
+	dead := taskJSON(t, out).ID
+	c.waitStatus(dead, "dead")
+	healthy.Store(true)
+	code, out, errs = c.run("topics", "requeue", "cli.topic")
+	if code != 0 || strings.TrimSpace(out) != "requeued 1 dead tasks of cli.topic" {
+		t.Fatalf("topics requeue: %d %q %q", code, out, errs)
+	}
+	c.waitStatus(dead, "done")
+	code, out, _ = c.run("topics")
+	if code != 0 || !strings.Contains(out, "cli.topic") || !strings.Contains(out, "OLDEST PENDING DUE") {
+		t.Fatalf("topics: %d %q", code, out)
+	}
+
+	code, _, errs = c.run("topics", "pause", "not a topic")
+	if code != exitUsage && code != exitError {
+		t.Fatalf("pause of a bad topic name: exit %d %q", code, errs)
+	}
+	oneLine(t, errs)
+	if code, _, errs = c.run("topics", "pause"); code != exitUsage {
+		t.Fatalf("pause without a topic: exit %d %q", code, errs)
+	}
+}
