@@ -110,13 +110,14 @@ func TestHandlerSnoozeAndCancel(t *testing.T) {
 	}
 }
 
-// A handler's context ends after the topic's HandlerTimeout; while a
-// handler that ignores it still runs — twice as long as the running
-// lease — nobody claims its task again (the node keeps the lease alive):
-// one delivery at a time, and the late result counts.
+// A handler's context ends after the topic's HandlerTimeout: a handler
+// that honours it returns a failure naming the timeout, and the task is
+// retried. While a handler that ignores it still runs — one and a half
+// running leases — nobody claims its task again (the node keeps the lease
+// alive): one delivery at a time, and the late result counts.
 func TestHandlerTimeoutAndTheLease(t *testing.T) {
 	t.Parallel()
-	var running, maxRunning, calls atomic.Int32
+	var running, maxRunning, slowCalls, politeCalls atomic.Int32
 	var deadlineIn atomic.Int64
 	var logs lockedBuffer
 	defer func() {
@@ -126,16 +127,24 @@ func TestHandlerTimeoutAndTheLease(t *testing.T) {
 	}()
 	node := fastNode(t, func(c *ontime.Config) {
 		c.Hot.MaxFireLead = 0
-		// Running lease ≈ 4.2 s: long enough that the heartbeat's writes
-		// (each with a quarter lease to finish) keep it on a loaded machine.
+		// Running lease ≈ 10.2 s: the heartbeat that keeps it gets a
+		// quarter of it (2.5 s) per write, enough on a loaded 2-core
+		// machine under -race (a 1.2 s lease was not: its extensions timed out).
 		c.Delivery.Timeout = ontime.Duration(200 * time.Millisecond)
-		c.Delivery.LeaseTTL = ontime.Duration(4 * time.Second)
+		c.Delivery.LeaseTTL = ontime.Duration(10 * time.Second)
 	}, func(n *ontime.Node) {
-		if err := n.Handle("h.slow", func(context.Context, *ontime.Delivery) error { return nil }, ontime.HandlerTimeout(5*time.Second)); err == nil {
+		if err := n.Handle("h.slow", func(context.Context, *ontime.Delivery) error { return nil }, ontime.HandlerTimeout(11*time.Second)); err == nil {
 			t.Error("a handler timeout longer than the running lease was accepted")
 		}
+		must(t, n.Handle("h.polite", func(ctx context.Context, d *ontime.Delivery) error {
+			if politeCalls.Add(1) > 1 {
+				return nil
+			}
+			<-ctx.Done()
+			return ctx.Err()
+		}, ontime.HandlerTimeout(50*time.Millisecond)))
 		must(t, n.Handle("h.slow", func(ctx context.Context, d *ontime.Delivery) error {
-			calls.Add(1)
+			slowCalls.Add(1)
 			r := running.Add(1)
 			defer running.Add(-1)
 			for {
@@ -147,16 +156,22 @@ func TestHandlerTimeoutAndTheLease(t *testing.T) {
 			if dl, ok := ctx.Deadline(); ok {
 				deadlineIn.Store(int64(time.Until(dl)))
 			}
-			<-ctx.Done()                // the timeout ends the context …
-			time.Sleep(9 * time.Second) // … and the handler ignores it for two leases
+			<-ctx.Done()                 // the timeout ends the context …
+			time.Sleep(15 * time.Second) // … and the handler ignores it for 1.5 leases
 			return nil
 		}, ontime.HandlerTimeout(100*time.Millisecond)))
-	}, ontime.WithLogger(ontime.NewLogger(&logs, "debug")))
-	tk, _, err := node.Submit(context.Background(), ontime.TaskSpec{Topic: "h.slow"})
+	}, ontime.WithLogger(ontime.NewLogger(&logs, "info")))
+	polite, _, err := node.Submit(context.Background(), ontime.TaskSpec{Topic: "h.polite"})
 	must(t, err)
-	done := statusIs(t, node, tk.ID, "done")
-	if calls.Load() != 1 || maxRunning.Load() != 1 || done.Attempts != 1 {
-		t.Fatalf("%d calls, at most %d at once, %d attempts; want the task delivered once", calls.Load(), maxRunning.Load(), done.Attempts)
+	slow, _, err := node.Submit(context.Background(), ontime.TaskSpec{Topic: "h.slow"})
+	must(t, err)
+	done := statusIs(t, node, polite.ID, "done")
+	if done.Attempts != 2 || !strings.Contains(done.LastError, `handler of topic "h.polite" timed out after 50ms`) {
+		t.Fatalf("a handler that returned at its timeout: %d attempts, last_error %q", done.Attempts, done.LastError)
+	}
+	done = statusIs(t, node, slow.ID, "done")
+	if slowCalls.Load() != 1 || maxRunning.Load() != 1 || done.Attempts != 1 {
+		t.Fatalf("%d calls, at most %d at once, %d attempts; want the task delivered once", slowCalls.Load(), maxRunning.Load(), done.Attempts)
 	}
 	if d := time.Duration(deadlineIn.Load()); d <= 0 || d > 100*time.Millisecond {
 		t.Fatalf("the handler's context ended %s after the call began; want within the 100ms timeout", d)

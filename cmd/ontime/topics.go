@@ -54,11 +54,15 @@ is resumed, the overdue ones at once.`,
 		topicChange(g, "pause", "Pause a topic cluster wide",
 			`Pause a topic: no node claims or starts its tasks any more (those already
 running finish); they wait, and their due times pass. Prints the topic.`,
-			func(ctx context.Context, c *client.Client, topic string) (*apiv1.Topic, error) { return c.PauseTopic(ctx, topic) }),
+			func(ctx context.Context, c *client.Client, topic string) (*apiv1.Topic, error) {
+				return c.PauseTopic(ctx, topic)
+			}),
 		topicChange(g, "resume", "Resume a paused topic",
 			`Resume a paused topic: the tasks whose due time passed meanwhile are delivered
 at once, the others at their due time. Prints the topic.`,
-			func(ctx context.Context, c *client.Client, topic string) (*apiv1.Topic, error) { return c.ResumeTopic(ctx, topic) }),
+			func(ctx context.Context, c *client.Client, topic string) (*apiv1.Topic, error) {
+				return c.ResumeTopic(ctx, topic)
+			}),
 		&cobra.Command{
 			Use:   "requeue TOPIC",
 			Short: "Return every dead task of a topic to pending",
