@@ -26,6 +26,7 @@ import (
 	"os"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -169,12 +170,15 @@ type Node struct {
 	cluster *clusterRun // nil without a coordinator
 	sec     *secrets    // the config's secrets, read (config_security.go)
 	jobs    *scanjob.Service
+	// services in start order; stopped in reverse.
+	services []startstop.Service
 
 	// deliveryLease is a started task's running lease beyond its wait for
 	// the due time: a handler timeout must be shorter.
 	deliveryLease time.Duration
-	// services in start order; stopped in reverse.
-	services []startstop.Service
+	// firing: started and not stopping; retries go straight to the hot
+	// tier only meanwhile.
+	firing atomic.Bool
 
 	lifeMu   sync.Mutex
 	started  bool
@@ -290,7 +294,8 @@ func (n *Node) build(ctx context.Context, resolver Resolver) error {
 	deliveryLease := time.Duration(cfg.Delivery.Timeout) + time.Duration(cfg.Delivery.LeaseTTL)
 	comp, err := complete.New(complete.Config{Store: n.store, Logger: n.log, Metrics: m, Lease: maxLead + deliveryLease,
 		Retry: deliver.RetryPolicy{Base: time.Duration(cfg.Delivery.RetryBase), Max: time.Duration(cfg.Delivery.RetryMax)},
-		Hot:   &complete.HotRetry{Tier: n.tier, Planner: planner, NodeID: cfg.NodeID, Window: window, LeaseTTL: time.Duration(cfg.Delivery.LeaseTTL)}})
+		Hot: &complete.HotRetry{Tier: n.tier, Planner: planner, NodeID: cfg.NodeID, Window: window, LeaseTTL: time.Duration(cfg.Delivery.LeaseTTL),
+			Open: n.firing.Load}})
 	if err != nil {
 		return err
 	}
@@ -485,6 +490,7 @@ func (n *Node) Start(ctx context.Context) error {
 	}
 	n.services = services
 	n.started = true
+	n.firing.Store(true)
 	n.submit.SetReady(true)
 	n.log.Info("node started", "node", n.cfg.NodeID, "window", time.Duration(n.cfg.Hot.Window), "items", len(n.store.Items()))
 	return nil
@@ -517,6 +523,7 @@ func (n *Node) Stop(ctx context.Context) error {
 
 func (n *Node) stop() error {
 	n.submit.SetReady(false)
+	n.firing.Store(false)
 	if n.started {
 		startstop.StopAllReverse(n.services...)
 		n.log.Info("node stopped", "node", n.cfg.NodeID)

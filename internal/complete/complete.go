@@ -78,6 +78,10 @@ type HotRetry struct {
 	// LeaseTTL is how long the claim outlives the retry's due time (the
 	// scanner's and the submit path's lease).
 	LeaseTTL time.Duration
+	// Open, when set, says whether the fire stage still takes entries: a
+	// node stopping returns its retries pending, for any node to claim,
+	// rather than claimed into a tier nobody pops any more.
+	Open func() bool
 }
 
 // Tier is the feeding side of the hot tier.
@@ -457,7 +461,7 @@ func (c *Completer) flushAll(ctx context.Context, quit <-chan struct{}, tries in
 // one predicate) and returns their hot-tier entries, to add once the batch
 // is written.
 func (c *Completer) claimRetries(batch []store.Outcome) []hot.Entry {
-	if c.hot == nil {
+	if c.hot == nil || (c.hot.Open != nil && !c.hot.Open()) {
 		return nil
 	}
 	now := time.Now()

@@ -208,3 +208,24 @@ func TestBreakerDeferralGrowsWithTheOutage(t *testing.T) {
 		}
 	}
 }
+
+// A node that is stopping (Open false) writes its retries pending, for any
+// node to claim, not claimed into a tier nobody pops any more.
+func TestRetryWhileStoppingGoesPending(t *testing.T) {
+	tier := stagetest.Tier(t)
+	x := setupWith(t, complete.Config{
+		Retry: deliver.RetryPolicy{Base: 200 * time.Millisecond, Max: time.Hour},
+		Hot: &complete.HotRetry{Tier: tier, Planner: hot.NewPlanner(20*time.Millisecond, time.Second), NodeID: "n1",
+			Window: 30 * time.Second, LeaseTTL: time.Minute, Open: func() bool { return false }},
+	})
+	tk := x.running(t, "stopping", 1, 5)[0]
+	x.c.Expect([]*task.Task{tk}, time.Now().Add(time.Minute))
+	x.c.Finish(tk, deliver.ErrStopped)
+	row := stagetest.StatusIs(t, x.st, tk.ID, task.StatusPending)
+	if row.Owner != "" || row.Token != 0 || row.Attempts != 0 {
+		t.Fatalf("retry of a stopping node: %+v", row)
+	}
+	if n, err := tier.Len(context.Background()); err != nil || n != 0 {
+		t.Fatalf("tier holds %d entries (%v); want none", n, err)
+	}
+}
