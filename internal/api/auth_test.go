@@ -91,6 +91,7 @@ var wildcard = regexp.MustCompile(`\{[^}]+\}`)
 // it has, so the route is judged as what it does.
 func samplePath(p string) string {
 	p = strings.ReplaceAll(p, "{idop}", "01jd0000000000000000000000:requeue")
+	p = strings.ReplaceAll(p, "{topicop}", "orders.x:pause")
 	p = strings.ReplaceAll(p, "{$}", "")
 	p = strings.ReplaceAll(p, "{path...}", "x")
 	return wildcard.ReplaceAllString(p, "orders.x")
@@ -99,21 +100,22 @@ func samplePath(p string) string {
 // The roles decided for the routes this package and the node register;
 // README "Security" lists them.
 var wantRoles = map[string]api.Role{
-	"POST /v1/tasks":         api.RoleWrite,
-	"POST /v1/tasks:batch":   api.RoleWrite,
-	"POST /v1/tasks/{idop}":  api.RoleAdmin, // :requeue
-	"GET /v1/tasks/{id}":     api.RoleRead,
-	"DELETE /v1/tasks/{id}":  api.RoleWrite,
-	"GET /v1/tasks":          api.RoleRead,
-	"GET /healthz":           api.RoleNone,
-	"GET /readyz":            api.RoleNone,
-	"GET /v1/openapi.json":   api.RoleNone,
-	"GET /metrics":           api.RoleMetrics,
-	"GET /v1/cluster":        api.RoleAdmin,
-	"PATCH /v1/tasks/{id}":   api.RoleWrite,
-	"POST /v1/topics/{t}":    api.RoleWrite,
-	"GET /v1/topics":         api.RoleRead,
-	"POST /v1/schedules/{n}": api.RoleWrite,
+	"POST /v1/tasks":            api.RoleWrite,
+	"POST /v1/tasks:batch":      api.RoleWrite,
+	"POST /v1/tasks/{idop}":     api.RoleAdmin, // :requeue
+	"GET /v1/tasks/{id}":        api.RoleRead,
+	"DELETE /v1/tasks/{id}":     api.RoleWrite,
+	"GET /v1/tasks":             api.RoleRead,
+	"GET /healthz":              api.RoleNone,
+	"GET /readyz":               api.RoleNone,
+	"GET /v1/openapi.json":      api.RoleNone,
+	"GET /metrics":              api.RoleMetrics,
+	"GET /v1/cluster":           api.RoleAdmin,
+	"PATCH /v1/tasks/{id}":      api.RoleWrite,
+	"POST /v1/topics/{t}":       api.RoleWrite,
+	"GET /v1/topics":            api.RoleRead,
+	"POST /v1/topics/{topicop}": api.RoleAdmin, // :pause, :resume, :requeue
+	"POST /v1/schedules/{n}":    api.RoleWrite,
 }
 
 // Every registered route, without a token, with a bad one, and with each

@@ -1,0 +1,36 @@
+package api_test
+
+import (
+	"strings"
+	"testing"
+)
+
+// The topic routes through the OpenAPI checker (nodetest): every answer,
+// error ones included, is what apiv1/openapi.json describes.
+func TestTopicRoutesMatchTheSpec(t *testing.T) {
+	t.Parallel()
+	base := server(t)
+	if code, m := call(t, "POST", base+"/v1/tasks", `{"topic":"api.topic","delay":"1h"}`); code != 201 {
+		t.Fatalf("submit: %d %v", code, m)
+	}
+	code, m := call(t, "POST", base+"/v1/topics/api.topic:pause", "")
+	counts, _ := m["counts"].(map[string]any)
+	if code != 200 || m["paused"] != true || m["topic"] != "api.topic" || counts["pending"] != float64(1) || m["oldest_due_at"] == nil {
+		t.Fatalf("pause: %d %v", code, m)
+	}
+	if code, m := call(t, "GET", base+"/v1/topics", ""); code != 200 || len(m["topics"].([]any)) != 1 {
+		t.Fatalf("list: %d %v", code, m)
+	}
+	if code, m := call(t, "POST", base+"/v1/topics/api.empty:resume", ""); code != 200 || m["paused"] != false || m["oldest_due_at"] != nil {
+		t.Fatalf("resume of a topic without tasks: %d %v", code, m)
+	}
+	if code, m := call(t, "POST", base+"/v1/topics/api.topic:requeue", ""); code != 200 || m["requeued"] != float64(0) {
+		t.Fatalf("requeue: %d %v", code, m)
+	}
+	long := "/v1/topics/" + strings.Repeat("x", 65) + ":resume"
+	for _, p := range []string{"/v1/topics/bad%20topic:pause", long} {
+		if code, m := call(t, "POST", base+p, ""); code != 400 || m["error"].(map[string]any)["field"] != "topic" {
+			t.Fatalf("POST %s: %d %v", p, code, m)
+		}
+	}
+}
