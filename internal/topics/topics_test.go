@@ -49,7 +49,7 @@ func TestWatcherFollowsAnotherNode(t *testing.T) {
 	t.Cleanup(w.Stop)
 	tk := stagetest.Insert(t, here, stagetest.NewTask(t, "w.topic", "k1", time.Now().Add(-time.Second)))[0]
 	it := stagetest.ItemOf(tk.ShardHash, tk.Seg)
-	if err := there.SetPaused(ctx, "w.topic", true); err != nil {
+	if err := there.SetTopicPaused(ctx, "w.topic", true); err != nil {
 		t.Fatal(err)
 	}
 	stagetest.Eventually(t, "the pause seen here", func() bool { return w.Paused("w.topic") })
