@@ -60,9 +60,7 @@ func (a *Admin) set(ctx context.Context, topic string, paused bool) (*store.Topi
 	if err := a.st.SetTopicPaused(ctx, topic, paused); err != nil {
 		return nil, err
 	}
-	if err := a.w.Refresh(ctx); err != nil {
-		return nil, fmt.Errorf("topic %s stored as paused=%t; re-reading the flags: %w", topic, paused, err)
-	}
+	a.w.Set(topic, paused)
 	return a.one(ctx, topic)
 }
 

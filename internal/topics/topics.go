@@ -85,6 +85,25 @@ func (w *Watcher) Refresh(ctx context.Context) error {
 	return nil
 }
 
+// Set applies one change made through this node at once, without waiting
+// for a read to see it (SQLite's reader connections may briefly lag the
+// write that made it).
+func (w *Watcher) Set(topic string, paused bool) {
+	w.mu.Lock()
+	cur := *w.paused.Load()
+	var next []string
+	for t := range cur {
+		if t != topic {
+			next = append(next, t)
+		}
+	}
+	if paused {
+		next = append(next, topic)
+	}
+	w.mu.Unlock()
+	w.apply(next)
+}
+
 func (w *Watcher) apply(paused []string) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
