@@ -239,11 +239,11 @@ func (s *Store) migrateTo(ctx context.Context, c *sql.Conn, v int) error {
 	case 4:
 		// In every database like the coordinator's tables; the first one's is used.
 		stmts = createTopics[s.d.name]
-	case 6:
-		stmts = createJobs[s.d.name]
 	case 5:
 		// In every database like version 2; schedules use the first's.
 		stmts = createSchedules[s.d.name]
+	case 6:
+		stmts = createJobs[s.d.name]
 	case 7:
 		for _, t := range s.names {
 			if err := s.addColumn(ctx, c, t, "first_due_at", "BIGINT NOT NULL DEFAULT 0"); err != nil {
