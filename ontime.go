@@ -358,8 +358,12 @@ func (n *Node) build(ctx context.Context, resolver Resolver) error {
 		return err
 	}
 	jobSender := scanjob.NewWebhookSender(n.sec.keys, targets, time.Duration(cfg.Delivery.Timeout))
+	jobSenders := map[string]scanjob.Sender{"http": jobSender, "https": jobSender}
+	if brokers.Len() > 0 {
+		jobSenders["mq"] = scanjob.MQSender{Brokers: brokers}
+	}
 	n.jobs, err = scanjob.New(scanjob.Config{State: n.store, NodeID: cfg.NodeID, Logger: n.log, Metrics: metrics.NewJobs(n.reg),
-		Senders: map[string]scanjob.Sender{"http": jobSender, "https": jobSender}, Retention: time.Duration(cfg.Retention.Done), // runs are kept as long as done tasks
+		Senders: jobSenders, Retention: time.Duration(cfg.Retention.Done), // runs are kept as long as done tasks
 		Handover: time.Duration(cfg.Cluster.LeaseTTL) / 2})
 	if err != nil {
 		return err

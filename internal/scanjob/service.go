@@ -145,7 +145,12 @@ func (s *Service) AddSQL(ctx context.Context, spec SQLSpec) error {
 	scheme, _, _ := strings.Cut(spec.Target, "://")
 	snd := s.cfg.Senders[scheme]
 	if snd == nil {
-		return fmt.Errorf("%w: process.target: %q: %w (mq:// needs brokers)", ErrInvalid, spec.Target, ErrNoSender)
+		return fmt.Errorf("%w: process.target: %q: %w (mq:// needs a broker under brokers:)", ErrInvalid, spec.Target, ErrNoSender)
+	}
+	if c, ok := snd.(interface{ Check(target string) error }); ok {
+		if err := c.Check(spec.Target); err != nil {
+			return fmt.Errorf("%w: process.target: %w", ErrInvalid, err)
+		}
 	}
 	src, err := openSource(&spec)
 	if err != nil {

@@ -163,6 +163,25 @@ func (s *Set) Deliver(ctx context.Context, d deliver.Delivery) error {
 	if err != nil || !isMQ {
 		return deliver.Permanent(fmt.Errorf("target %q is not mq://BROKER/ADDRESS", d.Target))
 	}
+	return s.publish(ctx, name, address, MessageOf(d))
+}
+
+// Publish sends m to an mq://NAME/ADDRESS target and waits for the
+// broker's acknowledgement, publishing again on the next connection when
+// one was lost first, until the attempt's timeout. Scan jobs send their
+// batches through it.
+func (s *Set) Publish(ctx context.Context, target string, m *Message) error {
+	name, address, isMQ, err := task.SplitMQTarget(target)
+	if err != nil || !isMQ {
+		return fmt.Errorf("target %q is not mq://BROKER/ADDRESS", target)
+	}
+	if err := s.CheckTarget(name, address); err != nil {
+		return fmt.Errorf("target %q %w", target, err)
+	}
+	return s.publish(ctx, name, address, m)
+}
+
+func (s *Set) publish(ctx context.Context, name, address string, m *Message) error {
 	p, ok := s.pubs[name]
 	if !ok {
 		// Not permanent: a node with the broker configured may take it.
@@ -170,7 +189,6 @@ func (s *Set) Deliver(ctx context.Context, d deliver.Delivery) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
-	m := MessageOf(d)
 	for try := 0; ; try++ {
 		err := p.Publish(ctx, address, m)
 		if err == nil {
