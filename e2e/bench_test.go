@@ -97,11 +97,18 @@ func benchNodeOn(b *testing.B, engine string) *ontime.Node {
 	if v, err := strconv.Atoi(os.Getenv("ONTIME_BENCH_HOT_MAX_ENTRIES")); err == nil && v > 0 {
 		cfg.Hot.MaxEntries = v
 	}
-	ctx := context.Background()
 	var opts []ontime.NodeOption
 	if lvl := os.Getenv("ONTIME_BENCH_LOG"); lvl != "" { // e.g. warn: the node's log on stderr
 		opts = append(opts, ontime.WithLogger(ontime.NewLogger(os.Stderr, lvl)))
 	}
+	return runBenchNode(b, cfg, opts...)
+}
+
+// runBenchNode starts an in-process node on cfg, stopped at the
+// benchmark's end.
+func runBenchNode(b *testing.B, cfg ontime.Config, opts ...ontime.NodeOption) *ontime.Node {
+	b.Helper()
+	ctx := context.Background()
 	node, err := ontime.NewNode(ctx, cfg, opts...)
 	if err != nil {
 		b.Fatal(err)
@@ -121,30 +128,42 @@ func benchSteady(b *testing.B, rate int, span time.Duration) {
 		rec := &latencyRecorder{seen: map[string]bool{}}
 		srv := httptest.NewServer(rec.handler())
 		node := benchNode(b)
-		ctx := context.Background()
-		n := int(span.Seconds() * float64(rate))
-		start := time.Now().Add(2 * time.Second)
-		step := time.Second / time.Duration(rate)
-		// Submit in the background at the pace they are due, a second ahead,
-		// as a real producer would.
-		go func() {
-			for i := range n {
-				due := start.Add(time.Duration(i) * step)
-				if wait := time.Until(due.Add(-time.Second)); wait > 0 {
-					time.Sleep(wait)
-				}
-				if _, _, err := node.Submit(ctx, ontime.TaskSpec{Topic: "bench.steady", DueAt: due, Target: srv.URL}); err != nil {
-					b.Error(err)
-					return
-				}
-			}
-		}()
-		deadline := start.Add(span + 30*time.Second)
-		for rec.count() < n && time.Now().Before(deadline) {
-			time.Sleep(50 * time.Millisecond)
-		}
+		n := submitSteady(b, node, srv.URL, rate, span)
+		waitSteady(b, rec, n, span, 30*time.Second)
 		srv.Close()
 		report(b, rec, n)
+	}
+}
+
+// submitSteady submits, in the background, rate tasks/s to target due
+// evenly over span from two seconds from now, each a second before it is
+// due as a real producer would; it returns how many.
+func submitSteady(b *testing.B, node *ontime.Node, target string, rate int, span time.Duration) int {
+	ctx := context.Background()
+	n := int(span.Seconds() * float64(rate))
+	start := time.Now().Add(2 * time.Second)
+	step := time.Second / time.Duration(rate)
+	go func() {
+		for i := range n {
+			due := start.Add(time.Duration(i) * step)
+			if wait := time.Until(due.Add(-time.Second)); wait > 0 {
+				time.Sleep(wait)
+			}
+			if _, _, err := node.Submit(ctx, ontime.TaskSpec{Topic: "bench.steady", DueAt: due, Target: target}); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	}()
+	return n
+}
+
+// waitSteady waits until rec saw n tasks, or grace past the span of a
+// submitSteady started now.
+func waitSteady(b *testing.B, rec *latencyRecorder, n int, span, grace time.Duration) {
+	deadline := time.Now().Add(2*time.Second + span + grace)
+	for rec.count() < n && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
 	}
 }
 

@@ -67,16 +67,7 @@ func brokerBenchNode(b *testing.B, brokerURL string) *ontime.Node {
 	if brokerURL != "" {
 		cfg.Brokers = map[string]string{"mq": brokerURL}
 	}
-	ctx := context.Background()
-	node, err := ontime.NewNode(ctx, cfg)
-	if err != nil {
-		b.Fatal(err)
-	}
-	if err := node.Start(ctx); err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { _ = node.Stop(context.Background()) })
-	return node
+	return runBenchNode(b, cfg)
 }
 
 func benchBrokerBurst(b *testing.B, k brokerKind, n int) {

@@ -41,6 +41,29 @@ func balanced(v *apiv1.ClusterView, want []string) bool {
 	return hi-lo <= 1
 }
 
+// startServeCluster starts one `ontime serve` per name, each with its own
+// address and ONTIME_NODE_ID=name.
+func startServeCluster(t *testing.T, cfgPath string, names []string) (addrs map[string]string, procs map[string]*serveProc) {
+	t.Helper()
+	addrs = map[string]string{}
+	procs = map[string]*serveProc{}
+	for _, n := range names {
+		addrs[n] = freeAddr(t)
+		procs[n] = startServe(t, cfgPath, addrs[n], "ONTIME_NODE_ID="+n)
+	}
+	return addrs, procs
+}
+
+// waitBalanced waits up to 30 s until the cluster view through addr shows
+// the named nodes balanced.
+func waitBalanced(t *testing.T, addr string, names []string) {
+	t.Helper()
+	waitFor(t, 30*time.Second, fmt.Sprintf("%d nodes balanced", len(names)), func() bool {
+		v, ok := clusterView(t, addr)
+		return ok && balanced(v, names)
+	})
+}
+
 // TestClusterFailover: three `ontime serve` processes share one MariaDB;
 // tasks are submitted through all of them; one is killed with SIGKILL mid-
 // delivery, later restarted, and a fourth joins. Every task is delivered,
@@ -78,16 +101,8 @@ delivery:
 	}
 	rcv := newReceiver(t)
 	names := []string{"n1", "n2", "n3"}
-	addrs := map[string]string{}
-	procs := map[string]*serveProc{}
-	for _, n := range names {
-		addrs[n] = freeAddr(t)
-		procs[n] = startServe(t, cfgPath, addrs[n], "ONTIME_NODE_ID="+n)
-	}
-	waitFor(t, 30*time.Second, "three nodes balanced", func() bool {
-		v, ok := clusterView(t, addrs["n1"])
-		return ok && balanced(v, names)
-	})
+	addrs, procs := startServeCluster(t, cfgPath, names)
+	waitBalanced(t, addrs["n1"], names)
 	// 20,000 tasks due over ~10 s, submitted in batches through every node.
 	const n, batch = 20000, 500
 	due := map[string]time.Time{}

@@ -112,12 +112,7 @@ jobs:
 		t.Fatal(err)
 	}
 	names := []string{"n1", "n2", "n3"}
-	addrs := map[string]string{}
-	procs := map[string]*serveProc{}
-	for _, n := range names {
-		addrs[n] = freeAddr(t)
-		procs[n] = startServe(t, cfgPath, addrs[n], "ONTIME_NODE_ID="+n)
-	}
+	addrs, procs := startServeCluster(t, cfgPath, names)
 	waitFor(t, 60*time.Second, "the job's items balanced over three nodes", func() bool {
 		v, ok := jobView(t, addrs["n1"], "bill-settle")
 		return ok && jobBalanced(v, names)

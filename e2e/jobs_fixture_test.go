@@ -210,22 +210,5 @@ func startJobNode(t *testing.T, mod func(*ontime.Config)) (string, *ontime.Node)
 	if mod != nil {
 		mod(&cfg)
 	}
-	ctx := context.Background()
-	node, err := ontime.NewNode(ctx, cfg)
-	if err != nil {
-		t.Fatalf("NewNode: %v", err)
-	}
-	if err := node.Start(ctx); err != nil {
-		t.Fatalf("Start: %v", err)
-	}
-	srv := httptest.NewServer(node.HTTPHandler())
-	t.Cleanup(func() {
-		srv.Close()
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		if err := node.Stop(ctx); err != nil {
-			t.Errorf("Stop: %v", err)
-		}
-	})
-	return srv.URL, node
+	return runNode(t, cfg)
 }

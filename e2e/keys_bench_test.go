@@ -45,16 +45,7 @@ func keyNode(b *testing.B, engine string, mod func(*ontime.Config)) *ontime.Node
 	if mod != nil {
 		mod(&cfg)
 	}
-	ctx := context.Background()
-	node, err := ontime.NewNode(ctx, cfg)
-	if err != nil {
-		b.Fatal(err)
-	}
-	if err := node.Start(ctx); err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { _ = node.Stop(context.Background()) })
-	return node
+	return runBenchNode(b, cfg)
 }
 
 // rawDB opens the node's first database with database/sql.
@@ -288,27 +279,9 @@ func BenchmarkSteadyWithCleaner(b *testing.B) {
 				fill(b, node, rows, 3, time.Now().Add(-48*time.Hour))
 				rec := &latencyRecorder{seen: map[string]bool{}}
 				srv := httptest.NewServer(rec.handler())
-				ctx := context.Background()
 				const rate, span = 1000, 20 * time.Second
-				n := int(span.Seconds() * rate)
-				start := time.Now().Add(2 * time.Second)
-				step := time.Second / rate
-				go func() {
-					for i := range n {
-						due := start.Add(time.Duration(i) * step)
-						if wait := time.Until(due.Add(-time.Second)); wait > 0 {
-							time.Sleep(wait)
-						}
-						if _, _, err := node.Submit(ctx, ontime.TaskSpec{Topic: "bench.steady", DueAt: due, Target: srv.URL}); err != nil {
-							b.Error(err)
-							return
-						}
-					}
-				}()
-				deadline := start.Add(span + 60*time.Second)
-				for rec.count() < n && time.Now().Before(deadline) {
-					time.Sleep(50 * time.Millisecond)
-				}
+				n := submitSteady(b, node, srv.URL, rate, span)
+				waitSteady(b, rec, n, span, 60*time.Second)
 				srv.Close()
 				report(b, rec, n)
 				cfg := node.Config()

@@ -85,6 +85,14 @@ func startNode(t *testing.T, engine string, mod func(*ontime.Config)) (apiClient
 	if mod != nil {
 		mod(&cfg)
 	}
+	url, node := runNode(t, cfg)
+	return newAPIClient(t, url), node
+}
+
+// runNode starts an in-process node on cfg with its API on a real socket,
+// stopped at the test's end, and returns the API's base URL.
+func runNode(t *testing.T, cfg ontime.Config) (string, *ontime.Node) {
+	t.Helper()
 	ctx := context.Background()
 	node, err := ontime.NewNode(ctx, cfg)
 	if err != nil {
@@ -102,7 +110,7 @@ func startNode(t *testing.T, engine string, mod func(*ontime.Config)) (apiClient
 			t.Errorf("Stop: %v", err)
 		}
 	})
-	return newAPIClient(t, srv.URL), node
+	return srv.URL, node
 }
 
 // TestDeliveredOnTimeNeverEarly submits tasks due from now to a few seconds

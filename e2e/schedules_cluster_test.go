@@ -76,16 +76,8 @@ schedules:
 		t.Fatal(err)
 	}
 	names := []string{"n1", "n2", "n3"}
-	addrs := map[string]string{}
-	procs := map[string]*serveProc{}
-	for _, n := range names {
-		addrs[n] = freeAddr(t)
-		procs[n] = startServe(t, cfgPath, addrs[n], "ONTIME_NODE_ID="+n)
-	}
-	waitFor(t, 30*time.Second, "three nodes balanced", func() bool {
-		v, ok := clusterView(t, addrs["n1"])
-		return ok && balanced(v, names)
-	})
+	addrs, procs := startServeCluster(t, cfgPath, names)
+	waitBalanced(t, addrs["n1"], names)
 	begin := time.Now()
 	time.Sleep(soak)
 	owner := scheduleOwner(t, addrs["n1"], "beat", tables, segments)

@@ -101,41 +101,8 @@ auth:
 // (any certificate: readiness is all this checks).
 func startServeTLS(t *testing.T, cfgPath, addr string) *serveProc {
 	t.Helper()
-	cmd := exec.Command(ontimeBinary(t), "serve", "--config", cfgPath)
-	cmd.Env = append(os.Environ(), "ONTIME_LISTEN="+addr)
-	stderr, err := cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &serveProc{cmd: cmd, done: make(chan error, 1), logs: &strings.Builder{}}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() {
-		sc := bufio.NewScanner(stderr)
-		sc.Buffer(make([]byte, 64<<10), 1<<20)
-		for sc.Scan() {
-			p.mu.Lock()
-			p.logs.WriteString(sc.Text() + "\n")
-			p.mu.Unlock()
-		}
-		p.done <- cmd.Wait()
-	}()
-	t.Cleanup(func() {
-		if cmd.ProcessState == nil {
-			_ = cmd.Process.Kill()
-			<-p.done
-		}
-	})
-	waitFor(t, 60*time.Second, "ontime serve ready", func() bool {
-		select {
-		case err := <-p.done:
-			p.done <- err
-			t.Fatalf("ontime serve exited: %v\n%s", err, p.log())
-		default:
-		}
-		return strings.Contains(p.log(), "ontime serving")
-	})
+	p := spawnServe(t, cfgPath, addr)
+	p.waitReady(t, func() bool { return strings.Contains(p.log(), "ontime serving") })
 	return p
 }
 

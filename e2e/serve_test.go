@@ -77,6 +77,16 @@ type serveProc struct {
 
 func startServe(t *testing.T, cfgPath, addr string, env ...string) *serveProc {
 	t.Helper()
+	p := spawnServe(t, cfgPath, addr, env...)
+	c := newAPIClient(t, "http://"+addr)
+	p.waitReady(t, func() bool { return c.Health(t.Context()) == nil })
+	return p
+}
+
+// spawnServe starts `ontime serve` listening on addr, collecting its log,
+// and kills it at the test's end if it still runs.
+func spawnServe(t *testing.T, cfgPath, addr string, env ...string) *serveProc {
+	t.Helper()
 	cmd := exec.Command(ontimeBinary(t), "serve", "--config", cfgPath)
 	cmd.Env = append(append(os.Environ(), "ONTIME_LISTEN="+addr), env...)
 	stderr, err := cmd.StderrPipe()
@@ -103,7 +113,13 @@ func startServe(t *testing.T, cfgPath, addr string, env ...string) *serveProc {
 			<-p.done
 		}
 	})
-	c := newAPIClient(t, "http://"+addr)
+	return p
+}
+
+// waitReady waits up to a minute for ready, failing the test if the
+// process exits first.
+func (p *serveProc) waitReady(t *testing.T, ready func() bool) {
+	t.Helper()
 	waitFor(t, 60*time.Second, "ontime serve ready", func() bool {
 		select {
 		case err := <-p.done:
@@ -111,9 +127,8 @@ func startServe(t *testing.T, cfgPath, addr string, env ...string) *serveProc {
 			t.Fatalf("ontime serve exited: %v\n%s", err, p.log())
 		default:
 		}
-		return c.Health(t.Context()) == nil
+		return ready()
 	})
-	return p
 }
 
 func (p *serveProc) log() string {

@@ -20,6 +20,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math/rand/v2"
 	"strconv"
 	"sync"
@@ -375,4 +376,47 @@ func (l *Link) Err() error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.lastErr
+}
+
+// KeepUp keeps a publisher's connection up until ctx ends: it connects,
+// marks link up and serves the connection until serve returns (the
+// connection lost, or ctx's end), then connects again. A failed connect
+// marks link down, is logged (failedMsg) on the first failure and every
+// 20th, and is retried after Backoff(try, 100ms, 5s); the first success
+// after failures is logged (againMsg). serve marks link down itself when
+// the connection is lost; its error is logged unless ctx ended.
+func KeepUp[S any](ctx context.Context, log *slog.Logger, link *Link, failedMsg, againMsg string,
+	connect func(context.Context) (S, error), serve func(context.Context, S) error) {
+	for try := 0; ctx.Err() == nil; {
+		s, err := connect(ctx)
+		if err != nil {
+			link.Down(err)
+			if try == 0 || try%20 == 0 {
+				log.Warn(failedMsg, "err", err)
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(Backoff(try, 100*time.Millisecond, 5*time.Second)):
+			}
+			try++
+			continue
+		}
+		if try > 0 {
+			log.Info(againMsg)
+		}
+		try = 0
+		link.Up()
+		err = serve(ctx, s)
+		if ctx.Err() == nil {
+			log.Warn("broker connection lost; reconnecting", "err", err)
+		}
+	}
+}
+
+// ReconnectDelay is the wait before reconnect try (0-based) of a client
+// library that reconnects by itself (nats.go, autopaho): the Backoff that
+// KeepUp uses.
+func ReconnectDelay(try int) time.Duration {
+	return Backoff(try, 100*time.Millisecond, 5*time.Second)
 }

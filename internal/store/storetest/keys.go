@@ -346,15 +346,7 @@ func testUpdate(t *testing.T, open KeyOpener) {
 func testUpdateRace(t *testing.T, open KeyOpener) {
 	b := setupKeys(t, open, 1, 2, 1, 0)
 	now := time.Now()
-	var in []store.NewTask
-	for i := range 200 {
-		in = append(in, b.newTask("urace", fmt.Sprint(i), now.Add(-time.Second)))
-	}
-	b.insert(in...)
-	refs := b.claimAll("n1", now, now, now.Add(time.Hour))
-	if len(refs) != 200 {
-		t.Fatalf("claimed %d", len(refs))
-	}
+	refs := b.claimedDue("urace", 200, now)
 	later := now.Add(time.Hour)
 	started := map[string]bool{}
 	moved := map[string]bool{}
@@ -363,18 +355,13 @@ func testUpdateRace(t *testing.T, open KeyOpener) {
 	wg.Add(2)
 	go func() {
 		defer wg.Done()
-		for i := 0; i < len(refs); i += 10 {
-			st, err := b.s.Start(b.ctx, refs[i:i+10], now.Add(time.Hour))
-			if err != nil {
-				t.Error(err)
-				return
-			}
+		b.startInTens(refs, now.Add(time.Hour), func(st []*task.Task) {
 			mu.Lock()
 			for _, s := range st {
 				started[s.ID] = true
 			}
 			mu.Unlock()
-		}
+		})
 	}()
 	go func() {
 		defer wg.Done()

@@ -414,18 +414,39 @@ func testConcurrentClaims(t *testing.T, open Opener) {
 	}
 }
 
-func testCancelRace(t *testing.T, open Opener) {
-	b := setup(t, open, 1, 2, 1)
-	now := time.Now()
+// claimedDue inserts n tasks of topic due a second before now and claims
+// them all for n1 until an hour after now.
+func (b *bundle) claimedDue(topic string, n int, now time.Time) []store.Ref {
+	b.t.Helper()
 	var in []store.NewTask
-	for i := range 200 {
-		in = append(in, b.newTask("race", fmt.Sprint(i), now.Add(-time.Second)))
+	for i := range n {
+		in = append(in, b.newTask(topic, fmt.Sprint(i), now.Add(-time.Second)))
 	}
 	b.insert(in...)
 	refs := b.claimAll("n1", now, now, now.Add(time.Hour))
-	if len(refs) != 200 {
-		t.Fatalf("claimed %d", len(refs))
+	if len(refs) != n {
+		b.t.Fatalf("claimed %d", len(refs))
 	}
+	return refs
+}
+
+// startInTens starts refs ten at a time, lease until `until`, passing each
+// batch started to got; an error fails the test and stops.
+func (b *bundle) startInTens(refs []store.Ref, until time.Time, got func([]*task.Task)) {
+	for i := 0; i < len(refs); i += 10 {
+		st, err := b.s.Start(b.ctx, refs[i:i+10], until)
+		if err != nil {
+			b.t.Error(err)
+			return
+		}
+		got(st)
+	}
+}
+
+func testCancelRace(t *testing.T, open Opener) {
+	b := setup(t, open, 1, 2, 1)
+	now := time.Now()
+	refs := b.claimedDue("race", 200, now)
 	var started []*task.Task
 	cancelled := map[string]bool{}
 	var mu sync.Mutex
@@ -433,16 +454,11 @@ func testCancelRace(t *testing.T, open Opener) {
 	wg.Add(2)
 	go func() {
 		defer wg.Done()
-		for i := 0; i < len(refs); i += 10 {
-			st, err := b.s.Start(b.ctx, refs[i:i+10], now.Add(time.Hour))
-			if err != nil {
-				t.Error(err)
-				return
-			}
+		b.startInTens(refs, now.Add(time.Hour), func(st []*task.Task) {
 			mu.Lock()
 			started = append(started, st...)
 			mu.Unlock()
-		}
+		})
 	}()
 	go func() {
 		defer wg.Done()

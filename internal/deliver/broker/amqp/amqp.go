@@ -123,32 +123,13 @@ func (p *Publisher) Start(ctx context.Context) error {
 // run connects, serves the connection until it is lost, and reconnects
 // with backoff, until ctx ends.
 func (p *Publisher) run(ctx context.Context) {
-	for try := 0; ctx.Err() == nil; {
-		s, err := p.connect()
-		if err != nil {
-			p.link.Down(err)
-			if try == 0 || try%20 == 0 {
-				p.log.Warn("broker connection failed; retrying", "err", err)
-			}
-			select {
-			case <-ctx.Done():
-				return
-			case <-time.After(broker.Backoff(try, 100*time.Millisecond, 5*time.Second)):
-			}
-			try++
-			continue
-		}
-		if try > 0 {
-			p.log.Info("broker connected")
-		}
-		try = 0
-		p.link.Up()
-		err = p.serve(ctx, s)
-		p.teardown(err)
-		if ctx.Err() == nil {
-			p.log.Warn("broker connection lost; reconnecting", "err", err)
-		}
-	}
+	broker.KeepUp(ctx, p.log, p.link, "broker connection failed; retrying", "broker connected",
+		func(context.Context) (*session, error) { return p.connect() },
+		func(ctx context.Context, s *session) error {
+			err := p.serve(ctx, s)
+			p.teardown(err)
+			return err
+		})
 }
 
 // session is one connection's notification channels.

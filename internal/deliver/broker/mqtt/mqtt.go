@@ -129,7 +129,7 @@ func (p *Publisher) Start(ctx context.Context) error {
 		CleanStartOnInitialConnection: true,
 		SessionExpiryInterval:         0, // a lost connection fails its publishes at once: Set sends them again
 		ConnectTimeout:                5 * time.Second,
-		ReconnectBackoff:              func(try int) time.Duration { return broker.Backoff(try, 100*time.Millisecond, 5*time.Second) },
+		ReconnectBackoff:              broker.ReconnectDelay,
 		OnConnectionUp: func(*autopaho.ConnectionManager, *paho.Connack) {
 			p.link.Up()
 			p.log.Info("broker connected")

@@ -18,7 +18,6 @@ import (
 	"net/url"
 	"strings"
 	"sync"
-	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -111,9 +110,7 @@ func (p *Publisher) Start(ctx context.Context) error {
 			nats.Name("ontime "+p.cfg.Name),
 			nats.RetryOnFailedConnect(true),
 			nats.MaxReconnects(-1),
-			nats.CustomReconnectDelay(func(try int) time.Duration {
-				return broker.Backoff(try, 100*time.Millisecond, 5*time.Second)
-			}),
+			nats.CustomReconnectDelay(broker.ReconnectDelay),
 			// Publishes wait for a connection instead of piling up in a
 			// buffer whose fate a lost connection leaves unknown.
 			nats.ReconnectBufSize(-1),

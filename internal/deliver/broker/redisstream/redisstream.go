@@ -179,36 +179,21 @@ func (p *Publisher) Start(ctx context.Context) error {
 // probe marks the link up once the server answers a PING, and down (then
 // probes again with backoff) when a pipeline lost its connection.
 func (p *Publisher) probe(ctx context.Context) {
-	for try := 0; ctx.Err() == nil; {
-		pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		err := p.client.Ping(pctx).Err()
-		cancel()
-		if err != nil {
-			p.link.Down(err)
-			if try == 0 || try%20 == 0 {
-				p.log.Warn("broker unreachable; retrying", "err", err)
-			}
+	broker.KeepUp(ctx, p.log, p.link, "broker unreachable; retrying", "broker reachable again",
+		func(ctx context.Context) (struct{}, error) {
+			pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			defer cancel()
+			return struct{}{}, p.client.Ping(pctx).Err()
+		},
+		func(ctx context.Context, _ struct{}) error {
 			select {
 			case <-ctx.Done():
-				return
-			case <-time.After(broker.Backoff(try, 100*time.Millisecond, 5*time.Second)):
+				return ctx.Err()
+			case err := <-p.lost:
+				p.link.Down(err)
+				return err
 			}
-			try++
-			continue
-		}
-		if try > 0 {
-			p.log.Info("broker reachable again")
-		}
-		try = 0
-		p.link.Up()
-		select {
-		case <-ctx.Done():
-			return
-		case err := <-p.lost:
-			p.link.Down(err)
-			p.log.Warn("broker connection lost; reconnecting", "err", err)
-		}
-	}
+		})
 }
 
 // write sends what is queued, in pipelines, until ctx ends.
