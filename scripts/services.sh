@@ -11,4 +11,8 @@ if ! up 6379; then redis-server --daemonize yes --bind 127.0.0.1 -::1 --port 637
 if ! up 5672; then rabbitmq-server -detached; wait_port 5672 rabbitmq || rc=1; fi
 if ! up 4222; then start-stop-daemon --start --oknodo --background --exec /usr/sbin/nats-server -- -a 127.0.0.1 -p 4222 -js -sd /var/lib/nats-server -l /var/log/nats-server.log; wait_port 4222 nats || rc=1; fi
 if ! up 1883; then mosquitto -d -c /etc/mosquitto/mosquitto.conf; wait_port 1883 mosquitto || rc=1; fi
+# The suite's parallel tests (several nodes per test, each with its pools)
+# open more connections than MariaDB's default 151: raise the limit at
+# runtime, without a restart, when it is lower.
+if up 3306; then mysql -uroot -h127.0.0.1 -e 'SET GLOBAL max_connections = GREATEST(@@GLOBAL.max_connections, 600)' || rc=1; fi
 exit $rc
