@@ -27,26 +27,28 @@ func billJob(name, engine string, dsns []string, tables int, target string) onti
 	}
 }
 
-// getJSON decodes GET url into v, failing the test on a non-200.
+// getJSON decodes GET url into v (when 200) and returns the status.
 func getJSON(t *testing.T, url string, v any) int {
 	t.Helper()
-	resp, err := http.Get(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode == http.StatusOK && v != nil {
-		if err := json.Unmarshal(b, v); err != nil {
-			t.Fatalf("GET %s: %v: %s", url, err, b)
-		}
-	}
-	return resp.StatusCode
+	return callJSON(t, http.MethodGet, url, v)
 }
 
+// postJSON decodes an empty POST to url into v (when 200) and returns the status.
 func postJSON(t *testing.T, url string, v any) int {
 	t.Helper()
-	resp, err := http.Post(url, "application/json", nil)
+	return callJSON(t, http.MethodPost, url, v)
+}
+
+func callJSON(t *testing.T, method, url string, v any) int {
+	t.Helper()
+	req, err := http.NewRequest(method, url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if method == http.MethodPost {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -54,7 +56,7 @@ func postJSON(t *testing.T, url string, v any) int {
 	b, _ := io.ReadAll(resp.Body)
 	if resp.StatusCode == http.StatusOK && v != nil {
 		if err := json.Unmarshal(b, v); err != nil {
-			t.Fatalf("POST %s: %v: %s", url, err, b)
+			t.Fatalf("%s %s: %v: %s", method, url, err, b)
 		}
 	}
 	return resp.StatusCode

@@ -148,3 +148,23 @@ func relative(t time.Time) string {
 		return "now"
 	}
 }
+
+// runOne is the RunE of a verb that makes one call on its single argument
+// and prints the answer: as JSON with --json, else with print.
+func runOne[T any](g *globals, call func(ctx context.Context, c *client.Client, arg string) (T, error), print func(io.Writer, T)) func(*cobra.Command, []string) error {
+	return func(cmd *cobra.Command, args []string) error {
+		c, err := g.client()
+		if err != nil {
+			return err
+		}
+		v, err := call(cmd.Context(), c, args[0])
+		if err != nil {
+			return err
+		}
+		if g.json {
+			return g.printJSON(cmd, v)
+		}
+		print(cmd.OutOrStdout(), v)
+		return nil
+	}
+}

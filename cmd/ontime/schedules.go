@@ -207,21 +207,7 @@ func scheduleVerb(g *globals, s scheduleVerbSpec) *cobra.Command {
 		Long:    s.long,
 		Example: "  ontime schedules " + verb + " nightly",
 		Args:    exactArgs(1, "schedule name"),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := g.client()
-			if err != nil {
-				return err
-			}
-			sc, err := s.call(cmd.Context(), c, args[0])
-			if err != nil {
-				return err
-			}
-			if g.json {
-				return g.printJSON(cmd, sc)
-			}
-			printSchedule(cmd.OutOrStdout(), sc)
-			return nil
-		},
+		RunE:    runOne(g, s.call, printSchedule),
 	}
 }
 

@@ -59,21 +59,7 @@ func taskVerb(g *globals, s taskVerbSpec) *cobra.Command {
 		Example:           s.example,
 		Args:              exactArgs(1, "task ID"),
 		ValidArgsFunction: g.completeTaskIDs,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := g.client()
-			if err != nil {
-				return err
-			}
-			t, err := s.call(cmd.Context(), c, args[0])
-			if err != nil {
-				return err
-			}
-			if g.json {
-				return g.printJSON(cmd, t)
-			}
-			printTask(cmd.OutOrStdout(), t)
-			return nil
-		},
+		RunE:              runOne(g, s.call, printTask),
 	}
 }
 
