@@ -288,11 +288,15 @@ func (c *Completer) outcome(t *task.Task, err error) store.Outcome {
 }
 
 // deferral is how long a task refused by an open breaker waits: at least
-// until the breaker lets a probe through, and as long as the destination
-// has been failing — so the wait about doubles each time the task is
-// refused again — up to the retry policy's Max. Each deferral starts and
-// refuses the task once; with a fixed short wait, 2,000 tasks parked
-// behind a dead destination were restarted 12,340 times in 30 s (issue 13).
+// until the breaker lets a probe through, and outageGrowth times as long as
+// the destination has been failing — so the task's age at each refusal
+// grows (outageGrowth+1)-fold — up to the retry policy's Max. Each deferral
+// starts and refuses the task once; with a fixed short wait, 2,000 tasks
+// parked behind a dead destination were restarted 12,340 times in 30 s
+// (issue 13), and with a wait as long as the outage (the age doubling)
+// 10,000 parked tasks still cost 167 starts/s a minute into the outage.
+// The breaker's own probes find a destination that came back; the tasks
+// follow within the wait, which the cap bounds.
 //
 // The end of the wait is rounded up to a multiple (since the Unix epoch) of
 // the breaker's OpenFor, doubled while that stays under a quarter of the
@@ -301,6 +305,9 @@ func (c *Completer) outcome(t *task.Task, err error) store.Outcome {
 // starts them in one batch, instead of each task waking a scanner of its
 // own. Rounded up, never down: no task comes back before its breaker may
 // let it through.
+// outageGrowth is how many times the outage's age a refused task waits.
+const outageGrowth = 4
+
 func (c *Completer) deferral(now time.Time, e *deliver.CircuitOpenError) time.Duration {
 	maxd := c.retry.Max
 	if maxd <= 0 {
@@ -308,7 +315,7 @@ func (c *Completer) deferral(now time.Time, e *deliver.CircuitOpenError) time.Du
 	}
 	d := e.Until.Sub(now)
 	if !e.Since.IsZero() {
-		d = max(d, now.Sub(e.Since))
+		d = max(d, outageGrowth*now.Sub(e.Since))
 	}
 	d = min(max(d, c.retry.Next(1, nil)), maxd)
 	q := e.OpenFor

@@ -167,7 +167,7 @@ func TestRetryWithinWindowGoesToTheHotTier(t *testing.T) {
 }
 
 // A task refused by an open breaker is deferred until the breaker lets a
-// probe through, and for about as long as the destination has been
+// probe through, and for four times as long as the destination has been
 // failing: the wait grows with the outage instead of a fixed retry_base.
 func TestBreakerDeferralGrowsWithTheOutage(t *testing.T) {
 	x := setupWith(t, complete.Config{Retry: deliver.RetryPolicy{Base: time.Second, Max: time.Hour}})
@@ -182,9 +182,9 @@ func TestBreakerDeferralGrowsWithTheOutage(t *testing.T) {
 		// Failing for a moment, probe in 10s: wait 10s, rounded up to a multiple of 10s.
 		{tasks[0], &deliver.CircuitOpenError{Dest: "http://x", Until: now.Add(10 * time.Second), Since: now.Add(-time.Second), OpenFor: 10 * time.Second},
 			10 * time.Second, 20 * time.Second},
-		// Failing for 10 minutes: wait 10 minutes, not 10s (rounded up to 80s).
+		// Failing for 10 minutes: wait 40 minutes, not 10s (rounded up to 320s).
 		{tasks[1], &deliver.CircuitOpenError{Dest: "http://x", Until: now.Add(10 * time.Second), Since: now.Add(-10 * time.Minute), OpenFor: 10 * time.Second},
-			10 * time.Minute, 10*time.Minute + 80*time.Second},
+			40 * time.Minute, 40*time.Minute + 320*time.Second},
 		// Failing for days: capped by the retry policy's Max (1h), rounded up to 640s.
 		{tasks[2], &deliver.CircuitOpenError{Dest: "http://x", Until: now.Add(10 * time.Second), Since: now.Add(-72 * time.Hour), OpenFor: 10 * time.Second},
 			time.Hour, time.Hour + 640*time.Second},
@@ -202,7 +202,7 @@ func TestBreakerDeferralGrowsWithTheOutage(t *testing.T) {
 		}
 	}
 	// Rounded to the boundaries that make refused tasks come back together.
-	for i, q := range []time.Duration{10 * time.Second, 80 * time.Second, 640 * time.Second} {
+	for i, q := range []time.Duration{10 * time.Second, 320 * time.Second, 640 * time.Second} {
 		if dues[i].UnixMicro()%q.Microseconds() != 0 {
 			t.Fatalf("case %d: due %s is not on a %s boundary", i, dues[i], q)
 		}
