@@ -99,6 +99,10 @@ type Coordinator struct {
 	mu       sync.Mutex
 	term     int64 // leader term this node holds, 0 if not leader
 	lastBeat time.Time
+	// backAt is when this node's heartbeats succeeded again after failing
+	// long enough to fence it, and beforeGap its last success before
+	// that: see liveCutoff.
+	backAt, beforeGap time.Time
 }
 
 // New checks cfg and builds a coordinator.
@@ -182,6 +186,9 @@ func (c *Coordinator) round(ctx context.Context, started time.Time) {
 		return
 	}
 	c.mu.Lock()
+	if !c.lastBeat.IsZero() && now.Sub(c.lastBeat) > c.cfg.TTL*2/3 {
+		c.backAt, c.beforeGap = now, c.lastBeat
+	}
 	c.lastBeat = now
 	c.mu.Unlock()
 	term, err := c.lead(rctx, now)
@@ -235,7 +242,7 @@ func (c *Coordinator) rebalance(ctx context.Context, now time.Time, term int64) 
 	if err := c.st.PruneNodes(ctx, now.Add(-10*c.cfg.TTL)); err != nil {
 		return err
 	}
-	nodes, err := c.st.LiveNodes(ctx, now.Add(-c.cfg.TTL))
+	nodes, err := c.st.LiveNodes(ctx, c.liveCutoff(now))
 	if err != nil {
 		return err
 	}
@@ -297,6 +304,26 @@ func (c *Coordinator) readOwn(ctx context.Context) error {
 	return nil
 }
 
+// liveCutoff is the oldest heartbeat that counts a node as alive at now:
+// normally now − TTL. A node that was itself cut off from the database
+// long enough to fence itself — most often the database was away for every
+// node — judges the others, for a TTL after it is back, by the time it
+// lost contact: they could not heartbeat meanwhile either, and declaring
+// them dead would hand their items, and the leases of the tasks they are
+// delivering, to others (duplicate deliveries). A node that stays silent
+// for a TTL after the database is back is dead as usual.
+func (c *Coordinator) liveCutoff(now time.Time) time.Time {
+	cutoff := now.Add(-c.cfg.TTL)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.backAt.IsZero() && now.Sub(c.backAt) < c.cfg.TTL {
+		if gap := c.beforeGap.Add(-c.cfg.TTL); gap.Before(cutoff) {
+			cutoff = gap
+		}
+	}
+	return cutoff
+}
+
 func (c *Coordinator) setOwned(term int64, items []string) { c.owned.Set(term, items) }
 
 func (c *Coordinator) leave() {
@@ -343,7 +370,7 @@ func (c *Coordinator) Status(ctx context.Context) (cluster.Status, error) {
 	if err != nil {
 		return st, err
 	}
-	cutoff := time.Now().Add(-c.cfg.TTL)
+	cutoff := c.liveCutoff(time.Now())
 	for _, ns := range nodes {
 		ns.Live = !ns.Heartbeat.Before(cutoff)
 		ns.Items = counts[ns.ID]

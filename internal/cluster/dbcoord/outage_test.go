@@ -1,0 +1,214 @@
+package dbcoord
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/ontimehq/ontime/internal/cluster"
+	"github.com/ontimehq/ontime/internal/cluster/clustertest"
+	"github.com/ontimehq/ontime/internal/testdb"
+)
+
+// cutStore is a node's real store behind a switch that cuts the node off
+// from the database: every call fails while down is set.
+type cutStore struct {
+	Store
+	down atomic.Bool
+}
+
+var errCut = errors.New("database unreachable (test)")
+
+func (s *cutStore) err() error {
+	if s.down.Load() {
+		return errCut
+	}
+	return nil
+}
+
+func (s *cutStore) Heartbeat(ctx context.Context, node, addr string, started, now time.Time) error {
+	if err := s.err(); err != nil {
+		return err
+	}
+	return s.Store.Heartbeat(ctx, node, addr, started, now)
+}
+func (s *cutStore) Deregister(ctx context.Context, node string) error {
+	if err := s.err(); err != nil {
+		return err
+	}
+	return s.Store.Deregister(ctx, node)
+}
+func (s *cutStore) PruneNodes(ctx context.Context, cutoff time.Time) error {
+	if err := s.err(); err != nil {
+		return err
+	}
+	return s.Store.PruneNodes(ctx, cutoff)
+}
+func (s *cutStore) LiveNodes(ctx context.Context, since time.Time) ([]string, error) {
+	if err := s.err(); err != nil {
+		return nil, err
+	}
+	return s.Store.LiveNodes(ctx, since)
+}
+func (s *cutStore) Nodes(ctx context.Context) ([]cluster.NodeStatus, error) {
+	if err := s.err(); err != nil {
+		return nil, err
+	}
+	return s.Store.Nodes(ctx)
+}
+func (s *cutStore) Leader(ctx context.Context) (cluster.Lease, error) {
+	if err := s.err(); err != nil {
+		return cluster.Lease{}, err
+	}
+	return s.Store.Leader(ctx)
+}
+func (s *cutStore) TryLead(ctx context.Context, node string, now, until time.Time) (int64, error) {
+	if err := s.err(); err != nil {
+		return 0, err
+	}
+	return s.Store.TryLead(ctx, node, now, until)
+}
+func (s *cutStore) RenewLead(ctx context.Context, l cluster.Lease) (bool, error) {
+	if err := s.err(); err != nil {
+		return false, err
+	}
+	return s.Store.RenewLead(ctx, l)
+}
+func (s *cutStore) Resign(ctx context.Context, node string, term int64) error {
+	if err := s.err(); err != nil {
+		return err
+	}
+	return s.Store.Resign(ctx, node, term)
+}
+func (s *cutStore) Assignment(ctx context.Context) (map[string]cluster.Grant, error) {
+	if err := s.err(); err != nil {
+		return nil, err
+	}
+	return s.Store.Assignment(ctx)
+}
+func (s *cutStore) WriteAssignment(ctx context.Context, l cluster.Lease, grants map[string]cluster.Grant, drop []string) (bool, error) {
+	if err := s.err(); err != nil {
+		return false, err
+	}
+	return s.Store.WriteAssignment(ctx, l, grants, drop)
+}
+
+// history records every assignment a node received.
+type history struct {
+	clustertest.Recorder
+	mu   sync.Mutex
+	seen [][]string
+}
+
+func (h *history) OnAssign(term int64, items []string) {
+	h.mu.Lock()
+	h.seen = append(h.seen, slices.Clone(items))
+	h.mu.Unlock()
+	h.Recorder.OnAssign(term, items)
+}
+
+func (h *history) everOwned() map[string]bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	out := map[string]bool{}
+	for _, s := range h.seen {
+		for _, it := range s {
+			out[it] = true
+		}
+	}
+	return out
+}
+
+// When the database is away for every node, the first node back must not
+// declare the others dead for having missed heartbeats they could not
+// write: it would take their items and end the leases of the tasks they
+// are delivering (duplicates). Here both nodes are cut off long enough to
+// fence themselves, a is back first, b a moment later: b keeps its items,
+// a never receives one of them, and meanwhile a's status counts b alive.
+// A node that stays silent after the database is back is still declared
+// dead (the second half).
+func TestOutageDoesNotKillTheOthers(t *testing.T) {
+	for _, engine := range testdb.Engines {
+		t.Run(engine, func(t *testing.T) {
+			t.Parallel()
+			dsn := testdb.DSNs(t, engine, 1)[0]
+			items := make([]string, 16)
+			for i := range items {
+				items[i] = fmt.Sprintf("0.%d.0", i)
+			}
+			const ttl = 3 * time.Second
+			start := func(id string) (*history, *cutStore, *Coordinator) {
+				h := &history{Recorder: clustertest.Recorder{ID: id}}
+				st := &cutStore{Store: openStore(t, engine, dsn)}
+				c, err := New(Config{Store: st, NodeID: id, Addr: "127.0.0.1:0", TTL: ttl, Items: items,
+					Logger: slog.New(slog.NewTextHandler(testWriter{t}, nil)), OnAssign: h.OnAssign})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := c.Start(context.Background()); err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(c.Stop)
+				return h, st, c
+			}
+			a, sa, ca := start("a")
+			b, sb, _ := start("b")
+			clustertest.WaitBalanced(t, []*clustertest.Recorder{&a.Recorder, &b.Recorder}, items, 30*time.Second)
+			ofB := b.Owned()
+			a.mu.Lock()
+			a.seen = nil
+			a.mu.Unlock()
+
+			sa.down.Store(true)
+			sb.down.Store(true)
+			waitOwned(t, &a.Recorder, 0, 5*ttl)
+			waitOwned(t, &b.Recorder, 0, 5*ttl)
+			time.Sleep(ttl) // every heartbeat is now older than the TTL
+
+			sa.down.Store(false)
+			waitOwned(t, &a.Recorder, len(items)-len(ofB), 5*ttl)
+			st, err := ca.Status(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, ns := range st.Nodes {
+				if ns.ID == "b" && !ns.Live {
+					t.Fatalf("a, back from the outage, counts b dead: %+v", st.Nodes)
+				}
+			}
+			sb.down.Store(false)
+			clustertest.WaitBalanced(t, []*clustertest.Recorder{&a.Recorder, &b.Recorder}, items, 30*time.Second)
+			ever := a.everOwned()
+			for _, it := range ofB {
+				if ever[it] {
+					t.Fatalf("item %s of b was handed to a after the outage", it)
+				}
+			}
+			if got := b.Owned(); !slices.Equal(got, ofB) {
+				t.Fatalf("b owns %v after the outage; before it %v", got, ofB)
+			}
+
+			// b silent for good: a takes its items once b is dead.
+			sb.down.Store(true)
+			waitOwned(t, &a.Recorder, len(items), 10*ttl)
+		})
+	}
+}
+
+// waitOwned waits until r owns n items.
+func waitOwned(t *testing.T, r *clustertest.Recorder, n int, within time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for len(r.Owned()) != n {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s owns %d items after %s; want %d", r.ID, len(r.Owned()), within, n)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
