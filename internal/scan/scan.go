@@ -122,8 +122,8 @@ type item struct {
 	// submitted, competing with their inserts.
 	scanning bool
 	notified time.Time
-	// lost: the tier lost the entries of this node's claims; end those
-	// leases and claim again before the next scan.
+	// lost: the tier lost its entries; end the claims in this item and
+	// claim again before the next scan.
 	lost bool
 }
 
@@ -367,7 +367,15 @@ func (s *Scanner) TierLost() {
 }
 
 func (s *Scanner) reclaim(ctx context.Context, it store.Item, log *slog.Logger) {
-	n, err := s.cfg.Store.EndLeases(ctx, it, time.Now(), store.Holders{Only: []string{s.cfg.NodeID}, ClaimedOnly: true})
+	// Every node's claims, not only this node's: the Redis tier is shared,
+	// so it lost the entries of all of them, and a claim in this item may
+	// be another node's (the submit path claims tasks due soon into any
+	// item). Their holders own other items and would never end it; it would
+	// wait out its lease. A claim some node made again since the loss is
+	// ended too: its entry's token no longer matches, so it is dropped at
+	// its start, and this scan claims the task once more. Running tasks
+	// are in their holders' lanes, not in the tier: they stay.
+	n, err := s.cfg.Store.EndLeases(ctx, it, time.Now(), store.Holders{ClaimedOnly: true})
 	if err != nil {
 		log.Warn("ending the claims the hot tier lost failed; they wait for their leases", "err", err)
 		return
