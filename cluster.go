@@ -15,6 +15,7 @@ import (
 	"github.com/ontimehq/ontime/internal/cluster"
 	"github.com/ontimehq/ontime/internal/cluster/dbcoord"
 	"github.com/ontimehq/ontime/internal/cluster/etcdcoord"
+	"github.com/ontimehq/ontime/internal/scan"
 	"github.com/ontimehq/ontime/internal/startstop"
 	"github.com/ontimehq/ontime/internal/store"
 	"github.com/ontimehq/ontime/internal/store/sqlstore"
@@ -106,21 +107,21 @@ func (n *Node) newCoordinator(ctx context.Context, st *sqlstore.Store) error {
 	return nil
 }
 
-// liveNodes lists the nodes the coordinator sees alive (this one alone
-// without a cluster): the scanner ends the leases of the others when their
-// items come here.
-func (n *Node) liveNodes(ctx context.Context) ([]string, error) {
+// liveNodes lists the nodes the coordinator sees alive, with when each
+// started (this one alone without a cluster): the scanner ends the leases
+// of nodes that left, and of restarted nodes' previous processes.
+func (n *Node) liveNodes(ctx context.Context) ([]scan.Node, error) {
 	if n.cluster == nil {
-		return []string{n.cfg.NodeID}, nil
+		return nil, nil
 	}
 	st, err := n.cluster.coord.Status(ctx)
 	if err != nil {
 		return nil, err
 	}
-	var live []string
+	var live []scan.Node
 	for _, ns := range st.Nodes {
 		if ns.Live {
-			live = append(live, ns.ID)
+			live = append(live, scan.Node{ID: ns.ID, Started: ns.Started})
 		}
 	}
 	return live, nil

@@ -20,8 +20,11 @@ type NodeStatus struct {
 	ID        string
 	Addr      string
 	Heartbeat time.Time
-	Live      bool
-	Items     int
+	// Started is when the node's process started (zero: the coordinator
+	// does not know): a change means it was restarted under the same ID.
+	Started time.Time
+	Live    bool
+	Items   int
 }
 
 // Assign hands items to nodes: balanced (node counts differ by at most one)

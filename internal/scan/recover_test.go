@@ -3,6 +3,7 @@ package scan_test
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -15,7 +16,7 @@ import (
 )
 
 // newScanner is setup's scanner with a Live function.
-func newScanner(t *testing.T, f *fixture, live func(context.Context) ([]string, error)) *scan.Scanner {
+func newScanner(t *testing.T, f *fixture, live func(context.Context) ([]scan.Node, error)) *scan.Scanner {
 	t.Helper()
 	sc, err := scan.New(scan.Config{Store: f.st, Tier: f.tier, Planner: hot.NewPlanner(20*time.Millisecond, 0),
 		NodeID: node, Window: window, LeaseTTL: time.Minute, Live: live})
@@ -43,9 +44,12 @@ func TestAdoptTakesDeadNodesTasks(t *testing.T) {
 		t.Fatalf("start: %v", err)
 	}
 	asked := make(chan struct{}, 100)
-	sc := newScanner(t, f, func(context.Context) ([]string, error) {
-		asked <- struct{}{}
-		return []string{"alive"}, nil // this node is added by the scanner
+	sc := newScanner(t, f, func(context.Context) ([]scan.Node, error) {
+		select {
+		case asked <- struct{}{}:
+		default:
+		}
+		return []scan.Node{{ID: "alive"}}, nil // this node is added by the scanner
 	})
 	sc.SetItems([]store.Item{it})
 	if err := sc.Start(f.ctx); err != nil {
@@ -85,7 +89,7 @@ func TestAdoptLiveFails(t *testing.T) {
 	it := f.st.Items()[0]
 	held := stagetest.Insert(t, f.st, stagetest.Claimed(stagetest.NewTaskIn(t, it, "scan", "held", time.Now().Add(time.Second)), "other", 31))[0]
 	pending := f.insertIn(t, it, "pending", time.Now().Add(time.Second))
-	sc := newScanner(t, f, func(context.Context) ([]string, error) { return nil, context.DeadlineExceeded })
+	sc := newScanner(t, f, func(context.Context) ([]scan.Node, error) { return nil, context.DeadlineExceeded })
 	sc.SetItems([]store.Item{it})
 	if err := sc.Start(f.ctx); err != nil {
 		t.Fatal(err)
@@ -142,7 +146,7 @@ func TestAdoptOwnPreviousProcess(t *testing.T) {
 	it := f.st.Items()[0]
 	old := stagetest.Insert(t, f.st, stagetest.Claimed(stagetest.NewTaskIn(t, it, "scan", "before-restart", time.Now().Add(time.Second)), node, 41))[0]
 	time.Sleep(2 * time.Millisecond) // the row is written strictly before the scanner starts
-	sc := newScanner(t, f, func(context.Context) ([]string, error) { return []string{node}, nil })
+	sc := newScanner(t, f, func(context.Context) ([]scan.Node, error) { return []scan.Node{{ID: node}}, nil })
 	sc.SetItems([]store.Item{it})
 	if err := sc.Start(f.ctx); err != nil {
 		t.Fatal(err)
@@ -158,6 +162,58 @@ func TestAdoptOwnPreviousProcess(t *testing.T) {
 	time.Sleep(200 * time.Millisecond)
 	if tk := stagetest.Get(t, f.st, old.ID); tk.Token != tok {
 		t.Fatalf("a claim of this process was ended on re-adoption: token %d -> %d", tok, tk.Token)
+	}
+}
+
+// TestAdoptWhenANodeLeavesOrRestarts: items that stay with this node hold
+// claims of other nodes too (their submit paths claim tasks due soon into
+// any item). When one of them leaves the live list, or restarts (its
+// Started changes), this node ends, within a poll of Live, the leases it
+// held — of the restarted node, only those its previous process wrote —
+// without waiting for them to run out.
+func TestAdoptWhenANodeLeavesOrRestarts(t *testing.T) {
+	f := setup(t, 0)
+	it := f.st.Items()[0]
+	due := time.Now().Add(2 * time.Second)
+	boot := time.Now().Add(-time.Minute)
+	var mu sync.Mutex
+	live := []scan.Node{{ID: "leaving", Started: boot}, {ID: "restarting", Started: boot}}
+	sc := newScanner(t, f, func(context.Context) ([]scan.Node, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Clone(live), nil
+	})
+	sc.SetItems([]store.Item{it})
+	if err := sc.Start(f.ctx); err != nil {
+		t.Fatal(err)
+	}
+	// Claimed after the item started here: the start's adoption saw none.
+	time.Sleep(100 * time.Millisecond)
+	leaving := stagetest.Insert(t, f.st, stagetest.Claimed(stagetest.NewTaskIn(t, it, "scan", "of-leaving", due), "leaving", 51))[0]
+	oldProc := stagetest.Insert(t, f.st, stagetest.Claimed(stagetest.NewTaskIn(t, it, "scan", "of-old-process", due), "restarting", 52))[0]
+	time.Sleep(1500 * time.Millisecond) // a poll or more of Live that changes nothing
+	for _, id := range []string{leaving.ID, oldProc.ID} {
+		if tk := stagetest.Get(t, f.st, id); tk.Token != 51 && tk.Token != 52 {
+			t.Fatalf("a live node's claim was ended: %+v", tk)
+		}
+	}
+	// "restarting" restarts: its new process claims a task, then the
+	// coordinator shows its new start; "leaving" leaves.
+	time.Sleep(2 * time.Millisecond)
+	restart := time.Now()
+	time.Sleep(2 * time.Millisecond)
+	newProc := stagetest.Insert(t, f.st, stagetest.Claimed(stagetest.NewTaskIn(t, it, "scan", "of-new-process", due), "restarting", 53))[0]
+	mu.Lock()
+	live = []scan.Node{{ID: "restarting", Started: restart}}
+	mu.Unlock()
+	for _, id := range []string{leaving.ID, oldProc.ID} {
+		stagetest.Eventually(t, "the lease is taken here", func() bool {
+			tk := stagetest.Get(t, f.st, id)
+			return tk.Status == task.StatusClaimed && tk.Owner == node
+		})
+	}
+	if tk := stagetest.Get(t, f.st, newProc.ID); tk.Owner != "restarting" || tk.Token != 53 {
+		t.Fatalf("the restarted node's new claim was ended: %+v", tk)
 	}
 }
 

@@ -69,15 +69,30 @@ type Config struct {
 	// MaxEntries bounds the tier: past it, due tasks are left in the store
 	// (pending, claimable by any node) until there is room. 0: no bound.
 	MaxEntries int
-	// Live returns the IDs of the nodes alive in the cluster, this one
-	// included; nil means this node is alone. When an item starts being
-	// scanned here, the leases in it held by nodes not alive are ended, so
-	// a dead node's tasks are taken at once rather than when their leases
-	// run out (it fenced itself before its items moved).
-	Live    func(ctx context.Context) ([]string, error)
+	// Live returns the nodes alive in the cluster (this one may be left
+	// out); nil means this node is alone. When an item starts being scanned
+	// here, and whenever a node leaves the list or restarts (its Started
+	// changes), the leases in this node's items held by nodes not alive,
+	// or by a restarted node's previous process, are ended: their tasks are
+	// taken at once rather than when their leases run out (a dead node
+	// fenced itself before its items moved). Every item, not only those
+	// that move: a node's submit path claims tasks into any item.
+	Live    func(ctx context.Context) ([]Node, error)
 	Logger  *slog.Logger
 	Metrics *metrics.Metrics // nil: series kept but not registered
 }
+
+// Node is a live node as the coordinator sees it.
+type Node struct {
+	ID string
+	// Started is when the node's process started (zero: unknown). Rows it
+	// wrote before were written by its previous process.
+	Started time.Time
+}
+
+// livePoll is how often the scanner asks Live whether a node left or
+// restarted.
+const livePoll = time.Second
 
 // Scanner runs one goroutine per owned sharding item. Each claims what is
 // due within the window, then sleeps until the earliest of: the next
@@ -100,7 +115,7 @@ type Scanner struct {
 	startedAt time.Time // rows this node ID wrote before are a previous process's
 
 	liveMu sync.Mutex
-	live   []string // cached Live answer
+	live   []Node // cached Live answer, this node included
 	liveAt time.Time
 
 	mu    sync.Mutex
@@ -125,6 +140,8 @@ type item struct {
 	// lost: the tier lost its entries; end the claims in this item and
 	// claim again before the next scan.
 	lost bool
+	// adopt: a node left or restarted; end its leases in this item.
+	adopt bool
 }
 
 // New checks cfg and builds a Scanner; nothing runs until Start.
@@ -164,6 +181,13 @@ func (s *Scanner) Start(ctx context.Context) error {
 	s.applyLocked()
 	s.mu.Unlock()
 	started()
+	if s.cfg.Live != nil {
+		s.wg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			s.watchLive(ctx)
+		}()
+	}
 	go func() {
 		defer stopped()
 		<-ctx.Done()
@@ -268,9 +292,12 @@ func (s *Scanner) scanItem(ctx context.Context, it store.Item, is *item) {
 	for {
 		is.mu.Lock()
 		is.scanning = true
-		lost := is.lost
-		is.lost = false
+		lost, adopt := is.lost, is.adopt
+		is.lost, is.adopt = false, false
 		is.mu.Unlock()
+		if adopt {
+			s.adopt(ctx, it, log)
+		}
 		if lost {
 			s.reclaim(ctx, it, log)
 		}
@@ -309,14 +336,20 @@ func (s *Scanner) scanItem(ctx context.Context, it store.Item, is *item) {
 	}
 }
 
-// adopt ends the leases in it of nodes that are not alive.
+// adopt ends the leases in it of nodes that are not alive, and those of
+// live nodes' previous processes.
 func (s *Scanner) adopt(ctx context.Context, it store.Item, log *slog.Logger) {
-	live, err := s.liveNodes(ctx)
+	live, err := s.liveNodes(ctx, false)
 	if err != nil {
 		log.Warn("cannot tell which nodes are alive; a dead node's tasks wait for their leases", "err", err)
 		return
 	}
-	n, err := s.cfg.Store.EndLeases(ctx, it, time.Now(), store.Holders{Except: live, Self: s.cfg.NodeID, SelfBefore: s.startedAt})
+	h := store.Holders{Except: make([]string, len(live)), Restarted: make(map[string]time.Time, len(live))}
+	for i, n := range live {
+		h.Except[i] = n.ID
+		h.Restarted[n.ID] = n.Started
+	}
+	n, err := s.cfg.Store.EndLeases(ctx, it, time.Now(), h)
 	if err != nil {
 		log.Warn("ending the leases of dead nodes failed; their tasks wait for their leases", "err", err)
 		return
@@ -327,37 +360,78 @@ func (s *Scanner) adopt(ctx context.Context, it store.Item, log *slog.Logger) {
 	}
 }
 
-// liveNodes is Live, asked at most once a second: the items a node
-// receives arrive together.
-func (s *Scanner) liveNodes(ctx context.Context) ([]string, error) {
+// liveNodes is Live, asked at most once a second (the items a node
+// receives arrive together) unless fresh; this node is in it, with the
+// scanner's start as its Started (the scanner is what claims).
+func (s *Scanner) liveNodes(ctx context.Context, fresh bool) ([]Node, error) {
+	self := Node{ID: s.cfg.NodeID, Started: s.startedAt}
 	if s.cfg.Live == nil {
-		return []string{s.cfg.NodeID}, nil
+		return []Node{self}, nil
 	}
 	s.liveMu.Lock()
 	defer s.liveMu.Unlock()
-	if s.live != nil && time.Since(s.liveAt) < time.Second {
+	if !fresh && s.live != nil && time.Since(s.liveAt) < livePoll {
 		return s.live, nil
 	}
 	live, err := s.cfg.Live(ctx)
 	if err != nil {
 		return nil, err
 	}
-	if !slices.Contains(live, s.cfg.NodeID) {
-		live = append(live, s.cfg.NodeID)
-	}
+	live = slices.DeleteFunc(slices.Clone(live), func(n Node) bool { return n.ID == self.ID })
+	live = append(live, self)
 	s.live, s.liveAt = live, time.Now()
 	return live, nil
+}
+
+// watchLive asks Live every livePoll and, when a node left the list or
+// restarted, has every item scanner adopt what that node held: its
+// claims and running tasks in items that stay here, which no item start
+// would ever look at.
+func (s *Scanner) watchLive(ctx context.Context) {
+	t := time.NewTicker(livePoll)
+	defer t.Stop()
+	var prev map[string]time.Time
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		live, err := s.liveNodes(ctx, true)
+		if err != nil {
+			continue // adopt at the next answer: prev is kept
+		}
+		cur := make(map[string]time.Time, len(live))
+		for _, n := range live {
+			cur[n.ID] = n.Started
+		}
+		changed := false
+		for id, started := range prev {
+			now, ok := cur[id]
+			if !ok || (!started.IsZero() && !now.IsZero() && !now.Equal(started)) {
+				changed = true
+				s.log.Info("a node left or restarted; taking what it held", "node", id)
+			}
+		}
+		prev = cur
+		if changed {
+			s.markAll(func(is *item) { is.adopt = true })
+		}
+	}
 }
 
 // TierLost says the hot tier lost its entries (a Redis FLUSHALL or
 // restart): every item scanner ends this node's claims and claims the
 // tasks again, which puts them back in the tier with new tokens.
-func (s *Scanner) TierLost() {
+func (s *Scanner) TierLost() { s.markAll(func(is *item) { is.lost = true }) }
+
+// markAll sets a flag on every item scanner (under its lock) and wakes it.
+func (s *Scanner) markAll(set func(*item)) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, is := range s.items {
 		is.mu.Lock()
-		is.lost = true
+		set(is)
 		is.mu.Unlock()
 		select {
 		case is.wake <- struct{}{}:

@@ -225,16 +225,16 @@ type Store interface {
 }
 
 // Holders selects lease holders for EndLeases: those in Only (when set),
-// or all but those in Except. With Self and SelfBefore, the leases Self
-// held in rows last written before SelfBefore count as gone too, even when
-// Self is in Except: a restarted node, under the same ID, does not hold
-// what its previous process claimed.
+// or all but those in Except. With Restarted (node → when its process
+// started), the leases a node held in rows last written before that
+// instant count as gone too, even when the node is in Except: a node
+// restarted under the same ID does not hold what its previous process
+// claimed.
 type Holders struct {
 	Only        []string
 	Except      []string
 	ClaimedOnly bool
-	Self        string
-	SelfBefore  time.Time
+	Restarted   map[string]time.Time
 }
 
 // MaxErrorBytes is the longest last_error a task keeps (the column's width).

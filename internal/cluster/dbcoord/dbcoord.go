@@ -99,6 +99,11 @@ type Coordinator struct {
 	mu       sync.Mutex
 	term     int64 // leader term this node holds, 0 if not leader
 	lastBeat time.Time
+	// started is registered with the node: when it changes, the others
+	// know the node restarted and end the leases its previous process held
+	// (what that process wrote, it wrote before New, which the node calls
+	// before it writes anything).
+	started time.Time
 	// backAt is when this node's heartbeats succeeded again after failing
 	// long enough to fence it, and beforeGap its last success before
 	// that: see liveCutoff.
@@ -125,7 +130,7 @@ func New(cfg Config) (*Coordinator, error) {
 	items := slices.Clone(cfg.Items)
 	slices.Sort(items)
 	cfg.Items = items
-	return &Coordinator{cfg: cfg, st: cfg.Store, log: cfg.Logger, owned: cluster.NewTracker(cfg.OnAssign)}, nil
+	return &Coordinator{cfg: cfg, st: cfg.Store, log: cfg.Logger, owned: cluster.NewTracker(cfg.OnAssign), started: time.Now()}, nil
 }
 
 // AddItems adds sharding items (scan jobs' items) to those the
@@ -155,9 +160,8 @@ func (c *Coordinator) Start(ctx context.Context) error {
 func (c *Coordinator) run(ctx context.Context) {
 	tick := time.NewTicker(c.cfg.TTL / 3)
 	defer tick.Stop()
-	started := time.Now()
 	for {
-		c.round(ctx, started)
+		c.round(ctx, c.started)
 		select {
 		case <-ctx.Done():
 			c.leave()

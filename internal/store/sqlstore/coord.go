@@ -79,7 +79,7 @@ func (s *Store) LiveNodes(ctx context.Context, since time.Time) (_ []string, err
 // last heartbeat.
 func (s *Store) Nodes(ctx context.Context) (_ []cluster.NodeStatus, err error) {
 	defer classify(&err)
-	rows, err := s.coordDB().QueryContext(ctx, `SELECT node_id, addr, heartbeat_at FROM ontime_nodes ORDER BY node_id`)
+	rows, err := s.coordDB().QueryContext(ctx, `SELECT node_id, addr, heartbeat_at, started_at FROM ontime_nodes ORDER BY node_id`)
 	if err != nil {
 		return nil, fmt.Errorf("nodes: %w", err)
 	}
@@ -87,11 +87,11 @@ func (s *Store) Nodes(ctx context.Context) (_ []cluster.NodeStatus, err error) {
 	var out []cluster.NodeStatus
 	for rows.Next() {
 		var ns cluster.NodeStatus
-		var hb int64
-		if err := rows.Scan(&ns.ID, &ns.Addr, &hb); err != nil {
+		var hb, started int64
+		if err := rows.Scan(&ns.ID, &ns.Addr, &hb, &started); err != nil {
 			return nil, fmt.Errorf("nodes: %w", err)
 		}
-		ns.Heartbeat = time.UnixMicro(hb)
+		ns.Heartbeat, ns.Started = time.UnixMicro(hb), time.UnixMicro(started)
 		out = append(out, ns)
 	}
 	if err := rows.Err(); err != nil {

@@ -56,7 +56,10 @@ func TestCoordination(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if len(nodes) != 1 || nodes[0].ID != "a" || nodes[0].Addr != "h9:7070" || !nodes[0].Heartbeat.Equal(now) {
+			// A refresh from a restarted process registers its start: the
+			// others tell by it that the node restarted.
+			if len(nodes) != 1 || nodes[0].ID != "a" || nodes[0].Addr != "h9:7070" || !nodes[0].Heartbeat.Equal(now) ||
+				!nodes[0].Started.Equal(now.Add(-time.Minute)) {
 				t.Fatalf("nodes after refresh, prune and deregister: %+v", nodes)
 			}
 

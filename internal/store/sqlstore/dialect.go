@@ -83,7 +83,7 @@ var dialects = map[string]*dialect{
 			`INSERT INTO ontime_leader (id, node_id, term, lease_until) VALUES (1, '', 0, 0) ON CONFLICT (id) DO NOTHING`,
 		},
 		upsertNode: `INSERT INTO ontime_nodes (node_id, addr, heartbeat_at, started_at) VALUES (?, ?, ?, ?)
-			ON CONFLICT (node_id) DO UPDATE SET addr = excluded.addr, heartbeat_at = excluded.heartbeat_at`,
+			ON CONFLICT (node_id) DO UPDATE SET addr = excluded.addr, heartbeat_at = excluded.heartbeat_at, started_at = excluded.started_at`,
 		upsertGrant: `INSERT INTO ontime_assignment (item, node_id, term, since) VALUES (?, ?, ?, ?)
 			ON CONFLICT (item) DO UPDATE SET node_id = excluded.node_id, term = excluded.term, since = excluded.since`,
 		lock: func(ctx context.Context, c *sql.Conn) (func(), error) {
@@ -133,7 +133,7 @@ var dialects = map[string]*dialect{
 			`INSERT INTO ontime_leader (id, node_id, term, lease_until) VALUES (1, '', 0, 0) ON DUPLICATE KEY UPDATE id = id`,
 		},
 		upsertNode: `INSERT INTO ontime_nodes (node_id, addr, heartbeat_at, started_at) VALUES (?, ?, ?, ?)
-			ON DUPLICATE KEY UPDATE addr = VALUES(addr), heartbeat_at = VALUES(heartbeat_at)`,
+			ON DUPLICATE KEY UPDATE addr = VALUES(addr), heartbeat_at = VALUES(heartbeat_at), started_at = VALUES(started_at)`,
 		upsertGrant: `INSERT INTO ontime_assignment (item, node_id, term, since) VALUES (?, ?, ?, ?)
 			ON DUPLICATE KEY UPDATE node_id = VALUES(node_id), term = VALUES(term), since = VALUES(since)`,
 		lock: func(ctx context.Context, c *sql.Conn) (func(), error) {
@@ -187,7 +187,7 @@ var dialects = map[string]*dialect{
 			`INSERT INTO ontime_leader (id, node_id, term, lease_until) VALUES (1, '', 0, 0) ON CONFLICT (id) DO NOTHING`,
 		},
 		upsertNode: `INSERT INTO ontime_nodes (node_id, addr, heartbeat_at, started_at) VALUES (?, ?, ?, ?)
-			ON CONFLICT (node_id) DO UPDATE SET addr = excluded.addr, heartbeat_at = excluded.heartbeat_at`,
+			ON CONFLICT (node_id) DO UPDATE SET addr = excluded.addr, heartbeat_at = excluded.heartbeat_at, started_at = excluded.started_at`,
 		upsertGrant: `INSERT INTO ontime_assignment (item, node_id, term, since) VALUES (?, ?, ?, ?)
 			ON CONFLICT (item) DO UPDATE SET node_id = excluded.node_id, term = excluded.term, since = excluded.since`,
 		lock: func(ctx context.Context, c *sql.Conn) (func(), error) {

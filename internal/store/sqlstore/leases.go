@@ -3,6 +3,8 @@ package sqlstore
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"time"
 
@@ -39,9 +41,12 @@ func (s *Store) EndLeases(ctx context.Context, it store.Item, now time.Time, h s
 		for _, o := range owners {
 			args = append(args, o)
 		}
-		if h.Self != "" && !h.SelfBefore.IsZero() {
-			q += ` OR (owner = ? AND updated_at < ?)`
-			args = append(args, h.Self, micros(h.SelfBefore))
+		// Sorted: the statement's text is the same for the same holders.
+		for _, node := range slices.Sorted(maps.Keys(h.Restarted)) {
+			if at := h.Restarted[node]; !at.IsZero() {
+				q += ` OR (owner = ? AND updated_at < ?)`
+				args = append(args, node, micros(at))
+			}
 		}
 		q += `)`
 	}

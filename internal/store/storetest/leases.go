@@ -80,8 +80,8 @@ func testEndLeases(t *testing.T, open Opener) {
 	if tk := b.get(runningRef.ID); tk.Status != task.StatusClaimed || tk.Owner != "new" {
 		t.Fatalf("the old holder changed the task: %+v", tk)
 	}
-	// Self's rows written before SelfBefore are a previous process's: its
-	// lease ends though Self is alive; rows written since are kept.
+	// Rows self wrote before it restarted are its previous process's: their
+	// leases end though self is alive; rows written since are kept.
 	restarted := mk("restarted")
 	b.insert(restarted)
 	if r, err := b.s.Claim(b.ctx, it, now, now, store.Lease{Owner: "self", Until: now.Add(time.Hour), Token: 9}, 10); err != nil || len(r) != 1 {
@@ -89,14 +89,14 @@ func testEndLeases(t *testing.T, open Opener) {
 	}
 	time.Sleep(2 * time.Millisecond)
 	boot := time.Now()
-	if n, err := b.s.EndLeases(b.ctx, it, now, store.Holders{Except: []string{"self", "new", "alive"}, Self: "self", SelfBefore: boot}); err != nil || n != 1 {
+	if n, err := b.s.EndLeases(b.ctx, it, now, store.Holders{Except: []string{"self", "new", "alive"}, Restarted: map[string]time.Time{"self": boot, "alive": {}}}); err != nil || n != 1 {
 		t.Fatalf("EndLeases of self's previous process: %d %v, want 1", n, err)
 	}
 	if got := claim("self", 10, 10); len(got) != 1 || got[0].ID != restarted.ID {
 		t.Fatalf("after ending self's old lease: %+v", got)
 	}
-	if n, err := b.s.EndLeases(b.ctx, it, time.Now(), store.Holders{Except: []string{"self", "new", "alive"}, Self: "self", SelfBefore: boot}); err != nil || n != 0 {
-		t.Fatalf("EndLeases ended a lease self took after SelfBefore: %d %v", n, err)
+	if n, err := b.s.EndLeases(b.ctx, it, time.Now(), store.Holders{Except: []string{"self", "new", "alive"}, Restarted: map[string]time.Time{"self": boot, "alive": {}}}); err != nil || n != 0 {
+		t.Fatalf("EndLeases ended a lease self took after it restarted: %d %v", n, err)
 	}
 	// Only with an empty list touches nothing.
 	if n, err := b.s.EndLeases(b.ctx, it, now, store.Holders{Only: []string{}}); err != nil || n != 0 {
