@@ -6,6 +6,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"log"
@@ -62,15 +63,28 @@ func (r *recorder) state() (int, time.Time) {
 
 // result is one (system, workload) run.
 type result struct {
-	System, Workload   string
-	N                  int
-	SinglePerSec       float64 // enqueue 1-by-1 (its own pass; reported on the burst row)
-	EnqueuePerSec      float64 // enqueue in batches of 1,000
-	DrainPerSec        float64 // burst only
-	P50, P99, P999, Mx time.Duration
-	Lost, Dup, Early   int
-	Late               []time.Duration // sorted
-	Note               string
+	System, Path, Workload string
+	N                      int      // tasks to deliver (steady: those accepted)
+	Enq                    enqRates // its own pass (reported once per system)
+	EnqueuePerSec          float64  // burst: its batches of 1,000 in this run
+	// steady: the submitters' schedule and what the system answered.
+	Submitters             int
+	AskedPerSec            float64       // the schedule: tasks per second asked for
+	AcceptedPerSec         float64       // submits answered OK per second, from the start to the last answer
+	Rejected, NotSubmitted int           // submits that failed; tasks the submitters had no time for
+	Behind                 time.Duration // how late the last submit started against its planned instant
+	DrainPerSec            float64       // burst only
+	P50, P99, P999, Mx     time.Duration
+	Lost, Dup, Early       int
+	Late                   []time.Duration // sorted
+	Skipped                bool            // the system could not run (Note says why)
+	Note                   string
+}
+
+// enqRates is the enqueue pass: single enqueue calls by 1, 4 and 16
+// concurrent clients, and batches of 1,000 one after the other.
+type enqRates struct {
+	Single, Single4, Single16, Batch float64 // tasks/s
 }
 
 func pct(s []time.Duration, p float64) time.Duration {
@@ -101,34 +115,22 @@ const (
 	batch      = 1000
 )
 
-// workload is a set of due times, planned once the system has started.
-type workload struct {
-	name  string
-	paced bool // steady: each batch is enqueued a second before it is due
-	plan  func(sys system) []time.Time
-}
-
-// run drives one workload: jobs due at the planned times (sorted), enqueued
-// in batches of 1,000, ahead of time (paced: each a second before it is due).
-func run(ctx context.Context, sys system, w workload) (result, error) {
+// runBurst drives the burst: n jobs due at one instant, enqueued in
+// batches of 1,000 ahead of it.
+func runBurst(ctx context.Context, sys system, n int, batchRate float64) (result, error) {
 	rec := newRecorder()
 	if err := sys.start(ctx, rec.rec); err != nil {
 		sys.stop()
 		return result{}, fmt.Errorf("%s start: %w", sys.name(), err)
 	}
 	defer sys.stop()
-	dues := w.plan(sys)
-	names := ids(strings.ReplaceAll(w.name, " ", ""), len(dues))
+	due := burstDue(n, batchRate)
+	names := ids("burst", n)
 	var enqueued time.Duration
-	for i := 0; i < len(dues); i += batch {
+	for i := 0; i < n; i += batch {
 		b := make([]job, 0, batch)
-		for j := i; j < min(i+batch, len(dues)); j++ {
-			b = append(b, job{ID: names[j], Due: dues[j]})
-		}
-		if w.paced {
-			if wait := time.Until(b[0].Due.Add(-time.Second)); wait > 0 {
-				time.Sleep(wait)
-			}
+		for j := i; j < min(i+batch, n); j++ {
+			b = append(b, job{ID: names[j], Due: due})
 		}
 		t0 := time.Now()
 		if err := sys.enqueue(ctx, b); err != nil {
@@ -136,23 +138,120 @@ func run(ctx context.Context, sys system, w workload) (result, error) {
 		}
 		enqueued += time.Since(t0)
 	}
-	res := result{System: sys.name(), Workload: w.name, N: len(dues),
-		EnqueuePerSec: float64(len(dues)) / enqueued.Seconds()}
-	if !w.paced {
-		if slack := time.Until(dues[0]); slack < 0 {
-			res.Note = fmt.Sprintf("enqueueing ended %s after the due time", (-slack).Round(time.Millisecond))
-			log.Printf("%s: %s", sys.name(), res.Note)
-		}
+	res := result{System: sys.name(), Path: sys.path(), Workload: "burst", N: n,
+		EnqueuePerSec: float64(n) / enqueued.Seconds()}
+	if slack := time.Until(due); slack < 0 {
+		res.Note = fmt.Sprintf("enqueueing ended %s after the due time", (-slack).Round(time.Millisecond))
+		log.Printf("%s: %s", sys.name(), res.Note)
 	}
-	last := dues[len(dues)-1]
-	wait := maxWait
-	if w.paced {
-		wait = steadyWait
+	collect(sys, rec, &res, due, due, maxWait)
+	return res, nil
+}
+
+// steadyLead is how far ahead of its submit call each steady task is due.
+const steadyLead = time.Second
+
+// runSteady drives a steady run: submitters goroutines make single
+// enqueue calls on a schedule of rate tasks/s for dur, each task due
+// steadyLead after its call starts (as a user computing "in a second"
+// would). A submitter behind its schedule calls at once, without
+// sleeping, and stops when dur is over: what it had no time for is
+// counted, not hidden, and the accepted rate falls below the asked one.
+func runSteady(ctx context.Context, sys system, rate float64, submitters int, dur time.Duration) (result, error) {
+	rec := newRecorder()
+	if err := sys.start(ctx, rec.rec); err != nil {
+		sys.stop()
+		return result{}, fmt.Errorf("%s start: %w", sys.name(), err)
 	}
+	defer sys.stop()
+	n := int(dur.Seconds() * rate)
+	start := time.Now().Add(200 * time.Millisecond)
+	end := start.Add(dur)
+	var (
+		mu                  sync.Mutex
+		ok, failed, skipped int
+		firstDue, lastDue   time.Time
+		lastAnswer          time.Time
+		behind              time.Duration
+		firstErr            error
+		wg                  sync.WaitGroup
+	)
+	for s := range submitters {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for k := s; k < n; k += submitters {
+				planned := start.Add(time.Duration(float64(k) / rate * float64(time.Second)))
+				if wait := time.Until(planned); wait > 0 {
+					time.Sleep(wait)
+				}
+				now := time.Now()
+				if !now.Before(end) {
+					mu.Lock()
+					skipped += len(seq(k, n, submitters))
+					mu.Unlock()
+					return
+				}
+				due := now.Add(steadyLead)
+				err := sys.enqueueOne(ctx, job{ID: fmt.Sprintf("steady-%d", k), Due: due})
+				answered := time.Now()
+				mu.Lock()
+				behind = max(behind, now.Sub(planned))
+				if err != nil {
+					failed++
+					if firstErr == nil {
+						firstErr = err
+					}
+				} else {
+					ok++
+					if firstDue.IsZero() || due.Before(firstDue) {
+						firstDue = due
+					}
+					lastDue = later(lastDue, due)
+				}
+				lastAnswer = later(lastAnswer, answered)
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	res := result{System: sys.name(), Path: sys.path(), Workload: fmt.Sprintf("steady %d/s", int(rate)), N: ok,
+		Submitters: submitters, AskedPerSec: rate, Rejected: failed, NotSubmitted: skipped, Behind: behind}
+	if ok > 0 {
+		res.AcceptedPerSec = float64(ok) / lastAnswer.Sub(start).Seconds()
+	}
+	if failed > 0 {
+		res.Note = fmt.Sprintf("%d submits failed, the first: %v", failed, firstErr)
+		log.Printf("%s: %s", sys.name(), res.Note)
+	}
+	if skipped > 0 {
+		note := fmt.Sprintf("the submitters fell behind: %d of %d tasks were never submitted in the %s", skipped, n, dur)
+		res.Note = strings.TrimPrefix(res.Note+"; "+note, "; ")
+		log.Printf("%s: %s", sys.name(), note)
+	}
+	if ok == 0 {
+		return res, nil
+	}
+	collect(sys, rec, &res, firstDue, lastDue, steadyWait)
+	return res, nil
+}
+
+// seq answers k, k+step, … below n.
+func seq(k, n, step int) []int {
+	var out []int
+	for ; k < n; k += step {
+		out = append(out, k)
+	}
+	return out
+}
+
+// collect waits for res.N deliveries (at most wait after the last due
+// time, or idleWait with nothing arriving) and fills in the lateness.
+func collect(sys system, rec *recorder, res *result, first, last time.Time, wait time.Duration) {
 	for {
 		n, arrived := rec.state()
 		now := time.Now()
-		if n >= len(dues) {
+		if n >= res.N {
 			break
 		}
 		if now.After(last.Add(wait)) {
@@ -160,14 +259,14 @@ func run(ctx context.Context, sys system, w workload) (result, error) {
 			// delivering: those tasks are later than the wait, not dropped.
 			if now.Sub(arrived) < idleWait {
 				note := fmt.Sprintf("%d tasks were still undelivered when the wait ended %s after the last due time, while deliveries were still arriving: counted as lost, though late rather than dropped",
-					len(dues)-n, wait)
+					res.N-n, wait)
 				res.Note = strings.TrimPrefix(res.Note+"; "+note, "; ")
 				log.Printf("%s: %s", sys.name(), note)
 			}
 			break
 		}
 		if ref := later(last, arrived); now.Sub(ref) > idleWait {
-			log.Printf("%s: nothing delivered for %s; %d of %d arrived", sys.name(), idleWait, n, len(dues))
+			log.Printf("%s: nothing delivered for %s; %d of %d arrived", sys.name(), idleWait, n, res.N)
 			break
 		}
 		time.Sleep(20 * time.Millisecond)
@@ -178,16 +277,15 @@ func run(ctx context.Context, sys system, w workload) (result, error) {
 	slices.Sort(rec.late)
 	res.Late = rec.late
 	res.P50, res.P99, res.P999, res.Mx = pct(rec.late, .5), pct(rec.late, .99), pct(rec.late, .999), pct(rec.late, 1)
-	res.Lost, res.Early = len(dues)-len(rec.seen), rec.early
+	res.Lost, res.Early = max(0, res.N-len(rec.seen)), rec.early
 	for _, c := range rec.seen {
 		if c > 1 {
 			res.Dup++
 		}
 	}
-	if !w.paced && len(rec.seen) > 0 {
-		res.DrainPerSec = float64(len(rec.seen)) / rec.last.Sub(dues[0]).Seconds()
+	if res.Workload == "burst" && len(rec.seen) > 0 {
+		res.DrainPerSec = float64(len(rec.seen)) / rec.last.Sub(first).Seconds()
 	}
-	return res, nil
 }
 
 func later(a, b time.Time) time.Time {
@@ -197,40 +295,60 @@ func later(a, b time.Time) time.Time {
 	return a
 }
 
-// enqueueRates is the 1-by-1 pass: n single enqueues one after the other,
-// then calibration batches (for planning the burst), all due in an hour so
-// nothing fires meanwhile. It answers tasks/s for both.
-func enqueueRates(ctx context.Context, sys system, n, batches int) (single, batched float64, err error) {
+// enqueueRates is the enqueue pass: n single enqueues by 1, then 4, then
+// 16 concurrent clients, then batches of 1,000 (which also plan the
+// burst), all due in an hour so nothing fires meanwhile.
+func enqueueRates(ctx context.Context, sys system, n, batches int) (enqRates, error) {
+	var out enqRates
 	rec := newRecorder()
 	if err := sys.start(ctx, rec.rec); err != nil {
 		sys.stop()
-		return 0, 0, fmt.Errorf("%s start: %w", sys.name(), err)
+		return out, fmt.Errorf("%s start: %w", sys.name(), err)
 	}
 	defer sys.stop()
 	due := time.Now().Add(time.Hour)
-	t0 := time.Now()
-	for i, id := range ids("single", n) {
-		if err := sys.enqueueOne(ctx, job{ID: id, Due: due.Add(time.Duration(i) * time.Millisecond)}); err != nil {
-			return 0, 0, fmt.Errorf("%s enqueue one: %w", sys.name(), err)
+	for _, c := range []struct {
+		clients int
+		rate    *float64
+	}{{1, &out.Single}, {4, &out.Single4}, {16, &out.Single16}} {
+		names := ids(fmt.Sprintf("single%d", c.clients), n)
+		var wg sync.WaitGroup
+		errs := make([]error, c.clients)
+		t0 := time.Now()
+		for w := range c.clients {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for _, i := range seq(w, n, c.clients) {
+					if err := sys.enqueueOne(ctx, job{ID: names[i], Due: due.Add(time.Duration(i) * time.Millisecond)}); err != nil {
+						errs[w] = err
+						return
+					}
+				}
+			}()
 		}
+		wg.Wait()
+		if err := errors.Join(errs...); err != nil {
+			return out, fmt.Errorf("%s enqueue one (%d clients): %w", sys.name(), c.clients, err)
+		}
+		*c.rate = float64(n) / time.Since(t0).Seconds()
 	}
-	single = float64(n) / time.Since(t0).Seconds()
 	names := ids("calib", batches*batch)
-	t0 = time.Now()
+	t0 := time.Now()
 	for i := 0; i < len(names); i += batch {
 		b := make([]job, 0, batch)
 		for _, id := range names[i : i+batch] {
 			b = append(b, job{ID: id, Due: due})
 		}
 		if err := sys.enqueue(ctx, b); err != nil {
-			return 0, 0, fmt.Errorf("%s enqueue: %w", sys.name(), err)
+			return out, fmt.Errorf("%s enqueue: %w", sys.name(), err)
 		}
 	}
-	batched = float64(len(names)) / time.Since(t0).Seconds()
+	out.Batch = float64(len(names)) / time.Since(t0).Seconds()
 	if got, _ := rec.state(); got > 0 {
-		return 0, 0, fmt.Errorf("%s: %d tasks due in an hour were delivered", sys.name(), got)
+		return out, fmt.Errorf("%s: %d tasks due in an hour were delivered", sys.name(), got)
 	}
-	return single, batched, nil
+	return out, nil
 }
 
 // burstLead is the least time between the planned end of the burst's
@@ -253,16 +371,29 @@ func burstDue(n int, rate float64) time.Time {
 	return due
 }
 
-func allSystems() []system {
+// allSystems lists every system of a run, ontime's in-process and
+// service configurations first; bin is the server the service ones run.
+func allSystems(bin *serverBinary) []system {
 	return []system{
 		&ontimeSys{label: "ontime (SQLite)", driver: "sqlite"},
 		&ontimeSys{label: "ontime (SQLite, webhook)", driver: "sqlite", webhook: true},
 		&ontimeSys{label: "ontime (MariaDB)", driver: "mysql"},
 		&ontimeSys{label: "ontime (PostgreSQL)", driver: "postgres"},
 		&ontimeSys{label: "ontime (Redis tier)", driver: "sqlite", redis: true},
+		&serviceSys{label: "ontime service (SQLite)", driver: "sqlite", bin: bin},
+		&serviceSys{label: "ontime service (SQLite, batch 100)", driver: "sqlite", batch: 100, bin: bin},
+		&serviceSys{label: "ontime service (MariaDB)", driver: "mysql", bin: bin},
+		&serviceSys{label: "ontime service (PostgreSQL)", driver: "postgres", bin: bin},
+		&serviceSys{label: "ontime service (Redis tier)", driver: "sqlite", redis: true, bin: bin},
 		&asynqSys{}, &asynqSys{tuned: true},
 		&riverSys{}, &riverSys{tuned: true},
 	}
+}
+
+// steadySpec is one steady workload: a rate and the submitters asking for it.
+type steadySpec struct {
+	rate       int
+	submitters int
 }
 
 func main() {
@@ -270,13 +401,15 @@ func main() {
 	quick := flag.Bool("quick", false, "a short smoke run with small workloads (default -out out-quick)")
 	out := flag.String("out", "out", "directory for results.md and the plots")
 	page := flag.String("benchmarks", "../BENCHMARKS.md", "page whose <!-- bench:begin/end --> section is replaced with the results (empty: none)")
-	only := flag.String("only", "", "run only the systems whose name contains this (case-insensitive)")
+	only := flag.String("only", "", "run only the systems whose name contains this (case-insensitive): \"service\" for ontime's service path")
 	flag.Parse()
 	outSet := false
 	flag.Visit(func(f *flag.Flag) { outSet = outSet || f.Name == "out" })
-	singleN, calib, burstN, rates, steadyFor := 2000, 3, 50000, []int{1000, 5000}, 30*time.Second
+	singleN, calib, burstN, steadyFor := 2000, 3, 50000, 30*time.Second
+	steadies := []steadySpec{{1000, 4}, {5000, 16}}
 	if *quick {
-		singleN, calib, burstN, rates, steadyFor = 200, 1, 5000, []int{500, 2000}, 4*time.Second
+		singleN, calib, burstN, steadyFor = 200, 1, 5000, 4*time.Second
+		steadies = []steadySpec{{500, 4}, {2000, 16}}
 		if !outSet {
 			*out = "out-quick"
 		}
@@ -284,9 +417,11 @@ func main() {
 	if *only != "" {
 		*page = "" // a partial run does not replace the page's section
 	}
+	ctx := context.Background()
+	var bin *serverBinary
 	systems := func() []system {
 		var out []system
-		for _, s := range allSystems() {
+		for _, s := range allSystems(bin) {
 			if strings.Contains(strings.ToLower(s.name()), strings.ToLower(*only)) {
 				out = append(out, s)
 			}
@@ -296,51 +431,74 @@ func main() {
 	if len(systems()) == 0 {
 		log.Fatalf("-only %q matches no system", *only)
 	}
-	ctx := context.Background()
-	m := machine(ctx)
-	log.Print(m)
-
-	// Enqueue one at a time (and calibrate the batch rate for the burst).
-	single, batched := map[string]float64{}, map[string]float64{}
-	for _, sys := range systems() {
-		log.Printf("%s: %d single enqueues", sys.name(), singleN)
-		s, b, err := enqueueRates(ctx, sys, singleN, calib)
+	if slices.ContainsFunc(systems(), func(s system) bool { _, ok := s.(*serviceSys); return ok }) {
+		log.Print("building ontime serve")
+		b, err := buildServer(ctx)
 		if err != nil {
 			log.Fatal(err)
 		}
-		single[sys.name()], batched[sys.name()] = s, b
+		defer b.remove()
+		bin = b
 	}
-	workloads := []workload{{name: "burst", plan: func(sys system) []time.Time {
-		dues := make([]time.Time, burstN)
-		due := burstDue(burstN, batched[sys.name()])
-		for i := range dues {
-			dues[i] = due
+	m := machine(ctx)
+	log.Print(m)
+
+	// skipped names the systems that cannot run on this build, and why.
+	skipped := map[string]string{}
+	skip := func(sys system, workload string, err error) (result, bool) {
+		if !errors.Is(err, errSkip) {
+			return result{}, false
 		}
-		return dues
-	}}}
-	for _, rate := range rates {
-		workloads = append(workloads, workload{name: fmt.Sprintf("steady %d/s", rate), paced: true, plan: func(system) []time.Time {
-			n := int(steadyFor.Seconds()) * rate
-			start := time.Now().Add(1200 * time.Millisecond)
-			dues := make([]time.Time, n)
-			for i := range dues {
-				dues[i] = start.Add(time.Duration(i) * time.Second / time.Duration(rate))
-			}
-			return dues
-		}})
+		skipped[sys.name()] = err.Error()
+		log.Printf("%s: %v", sys.name(), err)
+		return result{System: sys.name(), Path: sys.path(), Workload: workload, Skipped: true, Note: err.Error()}, true
 	}
 	var results []result
-	for _, w := range workloads {
+
+	// The enqueue pass (and the batch rate that plans the burst).
+	enq := map[string]enqRates{}
+	for _, sys := range systems() {
+		log.Printf("%s: %d single enqueues by 1, 4 and 16 clients", sys.name(), singleN)
+		e, err := enqueueRates(ctx, sys, singleN, calib)
+		if r, ok := skip(sys, "enqueue", err); ok {
+			results = append(results, r)
+			continue
+		}
+		if err != nil {
+			log.Fatal(err)
+		}
+		enq[sys.name()] = e
+		log.Printf("%s: 1-by-1 %s, 4 clients %s, 16 clients %s, batches %s", sys.name(), rate(e.Single), rate(e.Single4), rate(e.Single16), rate(e.Batch))
+	}
+	workloads := []string{"burst"}
+	for _, st := range steadies {
+		workloads = append(workloads, fmt.Sprintf("steady %d/s", st.rate))
+	}
+	for i, w := range workloads {
 		for _, sys := range systems() {
-			log.Printf("%s: %s", sys.name(), w.name)
-			r, err := run(ctx, sys, w)
+			if _, ok := skipped[sys.name()]; ok {
+				continue
+			}
+			log.Printf("%s: %s", sys.name(), w)
+			var r result
+			var err error
+			if i == 0 {
+				r, err = runBurst(ctx, sys, burstN, enq[sys.name()].Batch)
+			} else {
+				r, err = runSteady(ctx, sys, float64(steadies[i-1].rate), steadies[i-1].submitters, steadyFor)
+			}
+			if sr, ok := skip(sys, w, err); ok {
+				results = append(results, sr)
+				continue
+			}
 			if err != nil {
 				log.Fatal(err)
 			}
-			if w.name == "burst" {
-				r.SinglePerSec = single[sys.name()]
+			r.Enq = enq[sys.name()]
+			if r.AskedPerSec > 0 {
+				log.Printf("%s: %s: asked %s accepted %s (%d submitters, %d not submitted, %d failed)", r.System, r.Workload, rate(r.AskedPerSec), rate(r.AcceptedPerSec), r.Submitters, r.NotSubmitted, r.Rejected)
 			}
-			log.Printf("%s: %s: p50 %s p99 %s max %s lost %d dup %d early %d", r.System, r.Workload, ms(r.P50), ms(r.P99), ms(r.Mx), r.Lost, r.Dup, r.Early)
+			log.Printf("%s: %s: p50 %s p99 %s max %s lost %d dup %d early %d drain %s", r.System, r.Workload, ms(r.P50), ms(r.P99), ms(r.Mx), r.Lost, r.Dup, r.Early, rate(r.DrainPerSec))
 			results = append(results, r)
 		}
 	}
@@ -349,8 +507,8 @@ func main() {
 	}
 	var plots []string
 	for _, w := range workloads {
-		name := "lateness_cdf_" + strings.NewReplacer(" ", "", "/s", "").Replace(w.name) + ".png"
-		if err := plotCDF(filepath.Join(*out, name), w.name, results); err != nil {
+		name := "lateness_cdf_" + strings.NewReplacer(" ", "", "/s", "").Replace(w) + ".png"
+		if err := plotCDF(filepath.Join(*out, name), w, results); err != nil {
 			log.Fatal(err)
 		}
 		plots = append(plots, name)
@@ -359,8 +517,12 @@ func main() {
 		log.Fatal(err)
 	}
 	plots = append(plots, "drain.png")
-	rep := reportInfo{results: results, systems: systems(), quick: *quick, machine: m, wall: time.Since(began), plots: plots,
-		sizes: sizes{single: singleN, burst: burstN, rates: rates, steadyFor: steadyFor}}
+	if err := plotAccepted(filepath.Join(*out, "accepted.png"), results); err != nil {
+		log.Fatal(err)
+	}
+	plots = append(plots, "accepted.png")
+	rep := reportInfo{results: results, systems: systems(), skipped: skipped, quick: *quick, machine: m, wall: time.Since(began), plots: plots,
+		sizes: sizes{single: singleN, burst: burstN, steadies: steadies, steadyFor: steadyFor}}
 	md := rep.render("")
 	if err := os.WriteFile(filepath.Join(*out, "results.md"), []byte(md), 0o644); err != nil {
 		log.Fatal(err)

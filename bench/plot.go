@@ -126,3 +126,41 @@ func plotDrain(path string, rs []result) error {
 	p.NominalY(names...)
 	return p.Save(9*vg.Inch, 5*vg.Inch, path)
 }
+
+// plotAccepted draws, for each steady run, the submits accepted per second
+// as a share of the rate asked for: one bar per (workload, system), so a
+// front door that cannot keep up shows at a glance.
+func plotAccepted(path string, rs []result) error {
+	p := plot.New()
+	p.Title.Text = "Steady runs: submits accepted per second, % of the rate asked for"
+	p.X.Label.Text = "accepted / asked (%)"
+	p.Add(plotter.NewGrid())
+	var steady []result
+	for _, r := range rs {
+		if r.AskedPerSec > 0 && !r.Skipped {
+			steady = append(steady, r)
+		}
+	}
+	if len(steady) == 0 {
+		return nil
+	}
+	var names []string
+	for i, r := range steady {
+		vals := make(plotter.Values, len(steady))
+		vals[len(steady)-1-i] = 100 * r.AcceptedPerSec / r.AskedPerSec
+		bars, err := plotter.NewBarChart(vals, vg.Points(10))
+		if err != nil {
+			return err
+		}
+		bars.Horizontal = true
+		bars.Color = colorOf(r.System, rs)
+		bars.LineStyle.Width = 0
+		p.Add(bars)
+	}
+	for i := len(steady) - 1; i >= 0; i-- {
+		names = append(names, steady[i].Workload+": "+steady[i].System)
+	}
+	p.NominalY(names...)
+	p.X.Min, p.X.Max = 0, 110
+	return p.Save(10*vg.Inch, vg.Length(1.5+0.22*float64(len(steady)))*vg.Inch, path)
+}

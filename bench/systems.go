@@ -7,8 +7,6 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"net"
-	"net/http"
 	"os"
 	"strings"
 	"sync"
@@ -39,6 +37,7 @@ type job struct {
 type system interface {
 	name() string
 	knobs() string
+	path() string // how tasks go in and come out: in-process, service …
 	start(ctx context.Context, rec func(id string, due time.Time)) error
 	enqueue(ctx context.Context, jobs []job) error // a batch, as fast as the system allows
 	enqueueOne(ctx context.Context, j job) error   // a single task, the system's one-task call
@@ -103,6 +102,13 @@ type ontimeSys struct {
 
 func (s *ontimeSys) name() string { return s.label }
 
+func (s *ontimeSys) path() string {
+	if s.webhook {
+		return "in-process (Go API + webhook)"
+	}
+	return "in-process (Go API + Go handler)"
+}
+
 func (s *ontimeSys) knobs() string {
 	c := ontime.DefaultConfig()
 	var b strings.Builder
@@ -130,39 +136,6 @@ func (s *ontimeSys) knobs() string {
 	}
 	fmt.Fprintf(&b, "; max_attempts %d (no delivery fails)", c.Delivery.MaxAttempts)
 	return b.String()
-}
-
-// webhookBody is what ontime POSTs to a target.
-type webhookBody struct {
-	ID      string          `json:"id"`
-	Topic   string          `json:"topic"`
-	Key     string          `json:"key"`
-	Payload json.RawMessage `json:"payload"`
-	DueAt   string          `json:"due_at"`
-	Attempt int             `json:"attempt"`
-}
-
-// receiver starts the webhook receiver: it decodes each body and records
-// the job in its payload, as the Go handler does.
-func (s *ontimeSys) receiver(rec func(string, time.Time)) error {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return err
-	}
-	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		var body webhookBody
-		var j job
-		if err := json.NewDecoder(r.Body).Decode(&body); err != nil || json.Unmarshal(body.Payload, &j) != nil || j.ID == "" {
-			http.Error(w, "bad body", http.StatusBadRequest) // 4xx: ontime retries; shows up as lateness
-			return
-		}
-		rec(j.ID, j.Due)
-		w.WriteHeader(http.StatusNoContent)
-	})}
-	go srv.Serve(ln)
-	s.target = "http://" + ln.Addr().String() + "/hook"
-	s.cleanup = append(s.cleanup, func() { srv.Close() })
-	return nil
 }
 
 func (s *ontimeSys) start(ctx context.Context, rec func(string, time.Time)) error {
@@ -195,9 +168,12 @@ func (s *ontimeSys) start(ctx context.Context, rec func(string, time.Time)) erro
 		s.cleanup = append(s.cleanup, func() { delKeys(prefix + ":*") })
 	}
 	if s.webhook {
-		if err := s.receiver(rec); err != nil {
+		h, err := startReceiver(rec)
+		if err != nil {
 			return err
 		}
+		s.target = h.url()
+		s.cleanup = append(s.cleanup, h.stop)
 	}
 	n, err := ontime.NewNode(ctx, cfg)
 	if err != nil {
@@ -282,6 +258,8 @@ func (s *asynqSys) name() string {
 	}
 	return "asynq default"
 }
+
+func (s *asynqSys) path() string { return "Go client + Go handler" }
 
 const asynqTask = "per task ProcessAt(due), MaxRetry 0 (asynq stores ProcessAt in whole seconds); Redis 127.0.0.1:6379 DB 5, flushed before each run"
 
@@ -399,6 +377,8 @@ func (s *riverSys) name() string {
 	}
 	return "River default"
 }
+
+func (s *riverSys) path() string { return "Go client + Go handler" }
 
 const riverTask = "per task ScheduledAt(due), MaxAttempts 1; pgx pool defaults; a fresh PostgreSQL database per run, migrated"
 
