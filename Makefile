@@ -23,7 +23,9 @@ vet:
 run:
 	$(GO) run ./cmd/ontime serve
 
-# ontime against asynq and River, same workloads, one run (~10 minutes).
+# ontime against asynq and River, same workloads, one run (~25 minutes):
+# ontime in-process and as `ontime serve` over HTTP + webhook (the service
+# path; `cd bench && go run . -only service` alone, `-quick` a small run).
 # Writes bench/out/results.md and the plots; see BENCHMARKS.md.
 bench: services
 	cd bench && $(GO) run . -out out

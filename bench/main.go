@@ -1,7 +1,7 @@
 // Command bench runs the same delayed-task workloads against ontime, asynq
 // and River in one run and writes BENCHMARKS-style results with plots.
 //
-//	go run . [-quick] [-out out] [-benchmarks ../BENCHMARKS.md] [-only substring]
+//	go run . [-quick] [-out out] [-benchmarks ../BENCHMARKS.md] [-only substring] [-server-src dir]
 package main
 
 import (
@@ -166,7 +166,10 @@ func runSteady(ctx context.Context, sys system, rate float64, submitters int, du
 	defer sys.stop()
 	n := int(dur.Seconds() * rate)
 	start := time.Now().Add(200 * time.Millisecond)
-	end := start.Add(dur)
+	// A little grace past dur, so that a submitter that is on time but
+	// woke a millisecond late for its last call does not count it as
+	// never submitted.
+	end := start.Add(dur + 250*time.Millisecond)
 	var (
 		mu                  sync.Mutex
 		ok, failed, skipped int
@@ -402,6 +405,7 @@ func main() {
 	out := flag.String("out", "out", "directory for results.md and the plots")
 	page := flag.String("benchmarks", "../BENCHMARKS.md", "page whose <!-- bench:begin/end --> section is replaced with the results (empty: none)")
 	only := flag.String("only", "", "run only the systems whose name contains this (case-insensitive): \"service\" for ontime's service path")
+	serverSrc := flag.String("server-src", "", "build `ontime serve` for the service path from this checkout (default: the module go.mod replaces, ..)")
 	flag.Parse()
 	outSet := false
 	flag.Visit(func(f *flag.Flag) { outSet = outSet || f.Name == "out" })
@@ -433,7 +437,7 @@ func main() {
 	}
 	if slices.ContainsFunc(systems(), func(s system) bool { _, ok := s.(*serviceSys); return ok }) {
 		log.Print("building ontime serve")
-		b, err := buildServer(ctx)
+		b, err := buildServer(ctx, *serverSrc)
 		if err != nil {
 			log.Fatal(err)
 		}
@@ -449,9 +453,10 @@ func main() {
 		if !errors.Is(err, errSkip) {
 			return result{}, false
 		}
-		skipped[sys.name()] = err.Error()
-		log.Printf("%s: %v", sys.name(), err)
-		return result{System: sys.name(), Path: sys.path(), Workload: workload, Skipped: true, Note: err.Error()}, true
+		_, why, _ := strings.Cut(err.Error(), errSkip.Error()+": ")
+		skipped[sys.name()] = why
+		log.Printf("%s: skipped: %s", sys.name(), why)
+		return result{System: sys.name(), Path: sys.path(), Workload: workload, Skipped: true, Note: why}, true
 	}
 	var results []result
 

@@ -95,7 +95,7 @@ func (ri reportInfo) render(plotDir string) string {
 	b.WriteString("\nRatios, the best ontime of each path vs. the best other system (above 1 favours ontime):\n\n")
 	b.WriteString(ri.enqueueRatios())
 
-	b.WriteString("\n### Delivery\n\n| workload | system | path | tasks | asked | accepted | behind | enqueue batch | drain | p50 | p99 | p99.9 | max | lost | dup | early |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+	b.WriteString("\n### Delivery\n\n| workload | system | path | tasks | asked | accepted | behind (max) | enqueue batch | drain | p50 | p99 | p99.9 | max | lost | dup | early |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 	var notes []string
 	for _, r := range ri.results {
 		if r.Skipped {
@@ -117,7 +117,7 @@ func (ri reportInfo) render(plotDir string) string {
 			notes = append(notes, fmt.Sprintf("%s, %s: %s", r.Workload, r.System, r.Note))
 		}
 	}
-	b.WriteString("\n*tasks* are those to deliver (steady: the accepted ones); *behind* is how late the latest submit call started against its planned instant (a submitter that cannot keep up); " +
+	b.WriteString("\n*tasks* are those to deliver (steady: the accepted ones); *behind* is how late the most delayed submit call started against its planned instant (a submitter that cannot keep up); " +
 		"accepted in bold when below 98% of asked; enqueue batch is the burst's own batches; drain is tasks delivered per second from the due instant to the last delivery (burst only).\n")
 	for _, n := range notes {
 		fmt.Fprintf(&b, "- %s\n", n)

@@ -32,12 +32,16 @@ type serverBinary struct {
 	path string
 }
 
-func buildServer(ctx context.Context) (*serverBinary, error) {
-	out, err := exec.CommandContext(ctx, "go", "list", "-m", "-f", "{{.Dir}}", "github.com/ontimehq/ontime").Output()
-	if err != nil {
-		return nil, fmt.Errorf("locating the ontime module: %w", err)
+// buildServer builds from root, or (empty) from the module bench's
+// go.mod replaces.
+func buildServer(ctx context.Context, root string) (*serverBinary, error) {
+	if root == "" {
+		out, err := exec.CommandContext(ctx, "go", "list", "-m", "-f", "{{.Dir}}", "github.com/ontimehq/ontime").Output()
+		if err != nil {
+			return nil, fmt.Errorf("locating the ontime module: %w", err)
+		}
+		root = strings.TrimSpace(string(out))
 	}
-	root := strings.TrimSpace(string(out))
 	dir, err := os.MkdirTemp("", "ontime-bench-bin")
 	if err != nil {
 		return nil, err
