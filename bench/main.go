@@ -74,6 +74,7 @@ type result struct {
 	Rejected, NotSubmitted int           // submits that failed; tasks the submitters had no time for
 	Behind                 time.Duration // how late the last submit started against its planned instant
 	DrainPerSec            float64       // burst only
+	PerCall                float64       // webhook: tasks per call received (batch delivery shows here)
 	P50, P99, P999, Mx     time.Duration
 	Lost, Dup, Early       int
 	Late                   []time.Duration // sorted
@@ -248,6 +249,9 @@ func seq(k, n, step int) []int {
 	return out
 }
 
+// webhooked is a system delivering to the bench's webhook receiver.
+type webhooked interface{ perCall() float64 }
+
 // collect waits for res.N deliveries (at most wait after the last due
 // time, or idleWait with nothing arriving) and fills in the lateness.
 func collect(sys system, rec *recorder, res *result, first, last time.Time, wait time.Duration) {
@@ -275,6 +279,9 @@ func collect(sys system, rec *recorder, res *result, first, last time.Time, wait
 		time.Sleep(20 * time.Millisecond)
 	}
 	time.Sleep(dupWait)
+	if w, ok := sys.(webhooked); ok {
+		res.PerCall = w.perCall()
+	}
 	rec.mu.Lock()
 	defer rec.mu.Unlock()
 	slices.Sort(rec.late)
@@ -404,7 +411,7 @@ func main() {
 	quick := flag.Bool("quick", false, "a short smoke run with small workloads (default -out out-quick)")
 	out := flag.String("out", "out", "directory for results.md and the plots")
 	page := flag.String("benchmarks", "../BENCHMARKS.md", "page whose <!-- bench:begin/end --> section is replaced with the results (empty: none)")
-	only := flag.String("only", "", "run only the systems whose name contains this (case-insensitive): \"service\" for ontime's service path")
+	only := flag.String("only", "", "run only the systems whose name contains this, or one of these comma-separated (case-insensitive): \"service\" for ontime's service path")
 	serverSrc := flag.String("server-src", "", "build `ontime serve` for the service path from this checkout (default: the module go.mod replaces, ..)")
 	flag.Parse()
 	outSet := false
@@ -426,8 +433,11 @@ func main() {
 	systems := func() []system {
 		var out []system
 		for _, s := range allSystems(bin) {
-			if strings.Contains(strings.ToLower(s.name()), strings.ToLower(*only)) {
-				out = append(out, s)
+			for _, sub := range strings.Split(*only, ",") {
+				if strings.Contains(strings.ToLower(s.name()), strings.ToLower(sub)) {
+					out = append(out, s)
+					break
+				}
 			}
 		}
 		return out

@@ -12,10 +12,13 @@ import (
 	"gonum.org/v1/plot/vg/vgimg"
 )
 
-// palette gives each system its colour, the same in every plot (Tableau 10).
+// palette gives each system its colour, the same in every plot (Tableau 10
+// and six darker ones).
 var palette = []color.RGBA{
 	{31, 119, 180, 255}, {255, 127, 14, 255}, {44, 160, 44, 255}, {214, 39, 40, 255}, {148, 103, 189, 255},
 	{140, 86, 75, 255}, {227, 119, 194, 255}, {127, 127, 127, 255}, {188, 189, 34, 255}, {23, 190, 207, 255},
+	// and darker shades, for runs of more than ten systems
+	{0, 63, 92, 255}, {160, 60, 0, 255}, {20, 90, 20, 255}, {120, 20, 20, 255}, {80, 50, 120, 255}, {90, 90, 0, 255},
 }
 
 func colorOf(system string, rs []result) color.Color {

@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -24,6 +25,18 @@ type hookReceiver struct {
 	done chan struct{}
 	rec  func(string, time.Time)
 	bufs sync.Pool
+	// calls and tasks received, so the report can show how many tasks a
+	// call carried (batch delivery at work).
+	calls, tasks atomic.Int64
+}
+
+// perCall answers the tasks per call received so far (0: no call).
+func (h *hookReceiver) perCall() float64 {
+	c := h.calls.Load()
+	if c == 0 {
+		return 0
+	}
+	return float64(h.tasks.Load()) / float64(c)
 }
 
 // startReceiver listens on a free loopback port and serves until stop.
@@ -64,6 +77,8 @@ func (h *hookReceiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	body := buf.Bytes()
 	if bytes.HasPrefix(body, []byte(`{"tasks":`)) {
 		n, err := h.batch(body)
+		h.calls.Add(1)
+		h.tasks.Add(int64(n))
 		if err != nil || n == 0 {
 			// 4xx: ontime retries; shows up as lateness and in the log.
 			http.Error(w, "bad batch body", http.StatusBadRequest)
@@ -84,6 +99,8 @@ func (h *hookReceiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		id, due = b.Payload.ID, b.Payload.Due
 	}
+	h.calls.Add(1)
+	h.tasks.Add(1)
 	h.rec(id, due)
 	w.WriteHeader(http.StatusNoContent)
 }

@@ -95,7 +95,7 @@ func (ri reportInfo) render(plotDir string) string {
 	b.WriteString("\nRatios, the best ontime of each path vs. the best other system (above 1 favours ontime):\n\n")
 	b.WriteString(ri.enqueueRatios())
 
-	b.WriteString("\n### Delivery\n\n| workload | system | path | tasks | asked | accepted | behind (max) | enqueue batch | drain | p50 | p99 | p99.9 | max | lost | dup | early |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+	b.WriteString("\n### Delivery\n\n| workload | system | path | tasks | asked | accepted | behind (max) | enqueue batch | drain | tasks per webhook call | p50 | p99 | p99.9 | max | lost | dup | early |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 	var notes []string
 	for _, r := range ri.results {
 		if r.Skipped {
@@ -110,8 +110,12 @@ func (ri reportInfo) render(plotDir string) string {
 			}
 			behind = ms(r.Behind)
 		}
-		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %d | %d | %d |\n",
-			r.Workload, r.System, r.Path, thousands(r.N), asked, accepted, behind, rate(r.EnqueuePerSec), rate(r.DrainPerSec),
+		perCall := "—"
+		if r.PerCall > 0 {
+			perCall = fmt.Sprintf("%.1f", r.PerCall)
+		}
+		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %d | %d | %d |\n",
+			r.Workload, r.System, r.Path, thousands(r.N), asked, accepted, behind, rate(r.EnqueuePerSec), rate(r.DrainPerSec), perCall,
 			ms(r.P50), ms(r.P99), ms(r.P999), ms(r.Mx), r.Lost, r.Dup, r.Early)
 		if r.Note != "" {
 			notes = append(notes, fmt.Sprintf("%s, %s: %s", r.Workload, r.System, r.Note))

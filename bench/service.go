@@ -220,6 +220,13 @@ func (s *serviceSys) startFailure(logPath string) error {
 	return fmt.Errorf("%s: ontime serve exited at start: %s", s.label, last)
 }
 
+func (s *serviceSys) perCall() float64 {
+	if s.hook == nil {
+		return 0
+	}
+	return s.hook.perCall()
+}
+
 func (s *serviceSys) request(j job) client.TaskRequest {
 	p, _ := json.Marshal(j)
 	return client.TaskRequest{Topic: "bench", DueAt: j.Due.UTC().Format(time.RFC3339Nano), Payload: p, Target: s.hook.url()}

@@ -97,6 +97,7 @@ type ontimeSys struct {
 	webhook bool   // deliver by webhook to an in-process HTTP receiver
 	node    *ontime.Node
 	target  string // the receiver's URL when webhook
+	hook    *hookReceiver
 	cleanup []func()
 }
 
@@ -172,7 +173,7 @@ func (s *ontimeSys) start(ctx context.Context, rec func(string, time.Time)) erro
 		if err != nil {
 			return err
 		}
-		s.target = h.url()
+		s.target, s.hook = h.url(), h
 		s.cleanup = append(s.cleanup, h.stop)
 	}
 	n, err := ontime.NewNode(ctx, cfg)
@@ -204,6 +205,13 @@ func delKeys(pattern string) {
 	for i := 0; i < len(keys); i += 500 {
 		rdb.Del(ctx, keys[i:min(i+500, len(keys))]...)
 	}
+}
+
+func (s *ontimeSys) perCall() float64 {
+	if s.hook == nil {
+		return 0
+	}
+	return s.hook.perCall()
 }
 
 func (s *ontimeSys) spec(j job) ontime.TaskSpec {
@@ -241,7 +249,7 @@ func (s *ontimeSys) stop() {
 	for i := len(s.cleanup) - 1; i >= 0; i-- {
 		s.cleanup[i]()
 	}
-	s.cleanup, s.target = nil, ""
+	s.cleanup, s.target, s.hook = nil, "", nil
 }
 
 // ---- asynq ----
