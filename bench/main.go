@@ -72,7 +72,7 @@ type result struct {
 	AskedPerSec            float64       // the schedule: tasks per second asked for
 	AcceptedPerSec         float64       // submits answered OK per second, from the start to the last answer
 	Rejected, NotSubmitted int           // submits that failed; tasks the submitters had no time for
-	Behind                 time.Duration // how late the last submit started against its planned instant
+	Behind                 time.Duration // how late the most delayed submit call started against its plan
 	DrainPerSec            float64       // burst only
 	PerCall                float64       // webhook: tasks per call received (batch delivery shows here)
 	P50, P99, P999, Mx     time.Duration
