@@ -11,7 +11,6 @@ import (
 	"github.com/ontimehq/ontime/internal/deliver/broker/mqtt"
 	"github.com/ontimehq/ontime/internal/deliver/broker/natsjs"
 	"github.com/ontimehq/ontime/internal/deliver/broker/redisstream"
-	"github.com/ontimehq/ontime/internal/task"
 )
 
 // newBrokers builds a publisher per configured broker (none connects
@@ -41,15 +40,4 @@ func newBrokers(brokers map[string]string, timeout time.Duration, log *slog.Logg
 		pubs[name] = p
 	}
 	return broker.NewSet(pubs, timeout)
-}
-
-// brokerLaneConcurrency gives broker lanes (mq://…) their own in-flight
-// limit, delivery.broker_concurrency; other lanes keep delivery.concurrency.
-func brokerLaneConcurrency(n int) func(dest string) int {
-	return func(dest string) int {
-		if strings.HasPrefix(dest, task.MQScheme) {
-			return n
-		}
-		return 0
-	}
 }

@@ -64,6 +64,10 @@ type Config struct {
 	// Brokers names the message brokers mq://NAME/ADDRESS targets reach:
 	// NAME → amqp(s)://, nats://, redis(s)://, mqtt(s):// URL.
 	Brokers map[string]string `yaml:"brokers"`
+	// Destinations are webhook destinations with settings of their own
+	// (config_destinations.go): "https://host[:port]" → concurrency,
+	// timeout, batch, rate.
+	Destinations map[string]DestinationConfig `yaml:"destinations"`
 	// Retention: config_retention.go.
 	Retention RetentionConfig `yaml:"retention"`
 }
@@ -438,6 +442,9 @@ func (c *Config) Validate() error {
 		return err
 	}
 	if err := validateBrokers(c.Brokers, d.BrokerConcurrency); err != nil {
+		return err
+	}
+	if err := validateDestinations(c.Destinations); err != nil {
 		return err
 	}
 	return c.validateSchedules()

@@ -201,6 +201,9 @@ func (c *Config) resolveSecrets(getenv func(string) (string, bool)) (*secrets, e
 			return nil, err
 		}
 		e := webhook.KeyEntry{Topics: sc.Topics, Destination: strings.TrimRight(sc.Destination, "/")}
+		if norm, err := deliver.ParseDestination(e.Destination); err == nil {
+			e.Destination = norm // the lane key's form, which the keyring compares with
+		}
 		if cur != "" {
 			e.Secrets = append(e.Secrets, cur)
 		}
@@ -406,4 +409,14 @@ type redactingSink struct {
 
 func (s redactingSink) Deliver(ctx context.Context, d deliver.Delivery) error {
 	return s.r.Error(s.s.Deliver(ctx, d))
+}
+
+// DeliverBatch passes batches through (the dispatcher batches a lane only
+// when its sink is a BatchSink), masking every error.
+func (s redactingSink) DeliverBatch(ctx context.Context, ds []deliver.Delivery) []error {
+	errs := s.s.(deliver.BatchSink).DeliverBatch(ctx, ds)
+	for i, err := range errs {
+		errs[i] = s.r.Error(err)
+	}
+	return errs
 }

@@ -291,7 +291,7 @@ func (n *Node) build(ctx context.Context, resolver Resolver) error {
 	// (at most maxLead) and its delivery, which may last the webhook
 	// timeout; the claim lease is the margin beyond that.
 	maxLead := max(maxFireLead(cfg.Hot.MaxFireLead, window), FireLead)
-	deliveryLease := time.Duration(cfg.Delivery.Timeout) + time.Duration(cfg.Delivery.LeaseTTL)
+	deliveryLease := cfg.deliveryTimeout() + time.Duration(cfg.Delivery.LeaseTTL)
 	comp, err := complete.New(complete.Config{Store: n.store, Logger: n.log, Metrics: m, Lease: maxLead + deliveryLease,
 		Retry: deliver.RetryPolicy{Base: time.Duration(cfg.Delivery.RetryBase), Max: time.Duration(cfg.Delivery.RetryMax)},
 		Hot: &complete.HotRetry{Tier: n.tier, Planner: planner, NodeID: cfg.NodeID, Window: window, LeaseTTL: time.Duration(cfg.Delivery.LeaseTTL),
@@ -300,9 +300,10 @@ func (n *Node) build(ctx context.Context, resolver Resolver) error {
 		return err
 	}
 	n.deliveryLease = deliveryLease
+	dests := cfg.destinations()
 	disp, err := deliver.NewDispatcher(deliver.DispatcherConfig{
 		PerDestConcurrency: cfg.Delivery.Concurrency,
-		LaneConcurrency:    brokerLaneConcurrency(cfg.Delivery.BrokerConcurrency),
+		Lanes:              laneConfig(cfg.Delivery.BrokerConcurrency, dests),
 		Breaker:            deliver.BreakerConfig{FailureThreshold: cfg.Delivery.BreakerFailures, OpenFor: time.Duration(cfg.Delivery.BreakerOpenFor)},
 		ShutdownGrace:      time.Duration(cfg.Delivery.ShutdownGrace),
 		Logger:             n.log,
@@ -315,6 +316,7 @@ func (n *Node) build(ctx context.Context, resolver Resolver) error {
 		return err
 	}
 	wh, err := webhook.New(webhook.Config{Keys: n.sec.keys, Timeout: time.Duration(cfg.Delivery.Timeout),
+		Concurrency: cfg.Delivery.Concurrency, Destinations: dests,
 		Policy: targets, Echo: cfg.echoPolicy(), Redact: n.sec.redactor().String})
 	if err != nil {
 		return fmt.Errorf("delivery: %w", err)

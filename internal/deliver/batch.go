@@ -2,6 +2,7 @@ package deliver
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 )
@@ -19,15 +20,16 @@ type BatchSink interface {
 	DeliverBatch(ctx context.Context, ds []Delivery) []error
 }
 
-// MaxBatch is the most deliveries a lane worker hands a BatchSink at once.
+// MaxBatch is the most deliveries a lane worker hands a BatchSink at once
+// unless the lane's LaneConfig.Batch says otherwise.
 const MaxBatch = 128
 
 // spawnBatchWorkers starts workers for a lane whose sink takes batches:
 // enough that the lane's limit can be in flight, no more than its work
 // needs. Called under p.mu.
 func (p *Dispatcher) spawnBatchWorkers(l *lane, bs BatchSink) {
-	most := (l.limit + MaxBatch - 1) / MaxBatch
-	need := (l.queue.n + l.stats.InFlight + MaxBatch - 1) / MaxBatch
+	most := (l.limit + l.batch - 1) / l.batch
+	need := (l.queue.n + l.stats.InFlight + l.batch - 1) / l.batch
 	for l.workers < most && l.workers < need {
 		l.workers++
 		p.wg.Add(1)
@@ -35,9 +37,11 @@ func (p *Dispatcher) spawnBatchWorkers(l *lane, bs BatchSink) {
 	}
 }
 
-// workBatch is work for a BatchSink: it takes up to MaxBatch jobs at a
-// time (one while the breaker is half-open: a single probe), within the
-// lane's limit, and exits when the lane's queue is empty.
+// workBatch is work for a BatchSink: it takes up to the lane's batch of
+// jobs at a time (one while the breaker is half-open: a single probe),
+// within the lane's limit, and exits when the lane's queue is empty. It
+// takes what is queued and never waits for more: a task is queued when it
+// is due, and a batch must not hold it back to fill up.
 func (p *Dispatcher) workBatch(l *lane, bs BatchSink) {
 	defer p.wg.Done()
 	var last []job
@@ -51,7 +55,7 @@ func (p *Dispatcher) workBatch(l *lane, bs BatchSink) {
 				l.br.success()
 			} else {
 				l.stats.Failures++
-				if !IsPermanent(err) && l.br.failure(time.Now()) {
+				if countsAgainst(err) && l.br.failure(time.Now()) {
 					p.cfg.Logger.Warn("destination circuit opened", "dest", l.dest, "err", err)
 				}
 			}
@@ -68,7 +72,7 @@ func (p *Dispatcher) workBatch(l *lane, bs BatchSink) {
 			next = l.queue.take(1)
 			refused = fmt.Errorf("%s: %w", l.dest, ErrCircuitOpen)
 		} else {
-			k := min(MaxBatch, l.queue.n, l.limit-l.stats.InFlight)
+			k := min(l.batch, l.queue.n, l.limit-l.stats.InFlight)
 			if l.br.state == stateHalfOpen {
 				k = 1
 			}
@@ -87,6 +91,13 @@ func (p *Dispatcher) workBatch(l *lane, bs BatchSink) {
 			next[0].done(refused)
 			continue
 		}
+		if err := l.pace(next[0].ctx); err != nil {
+			last, lastErrs = next, make([]error, len(next))
+			for i := range lastErrs {
+				lastErrs[i] = err
+			}
+			continue
+		}
 		ds := make([]Delivery, len(next))
 		for i, j := range next {
 			ds[i] = j.d
@@ -101,4 +112,11 @@ func (p *Dispatcher) workBatch(l *lane, bs BatchSink) {
 		}
 		last, lastErrs = next, errs
 	}
+}
+
+// countsAgainst reports whether a failed delivery counts towards opening
+// its destination's breaker: not a permanent one (the task, not the
+// destination, is at fault) nor one never attempted because the node stops.
+func countsAgainst(err error) bool {
+	return !IsPermanent(err) && !errors.Is(err, ErrStopped)
 }

@@ -14,6 +14,9 @@ import (
 
 // Delivery is one attempt to deliver one task.
 type Delivery struct {
+	// Dest is the lane key of Target (Destination), set by the Router so
+	// sinks need not parse the target again; "" when not known.
+	Dest    string
 	ID      string
 	Topic   string
 	Key     string

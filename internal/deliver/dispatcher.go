@@ -5,8 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"sync"
 	"time"
+
+	"golang.org/x/time/rate"
 
 	"github.com/ontimehq/ontime/internal/startstop"
 )
@@ -34,15 +37,31 @@ const (
 type DispatcherConfig struct {
 	PerDestConcurrency int // deliveries in flight per destination; default 32
 	PerDestQueue       int // queued deliveries per destination; default 100000
-	// LaneConcurrency, when set, overrides PerDestConcurrency for the
-	// destinations it answers a positive number for (broker addresses,
-	// whose publishes are pipelined on one connection: many in flight).
-	LaneConcurrency func(dest string) int
-	Breaker         BreakerConfig
+	// Lanes, when set, gives destinations their own settings (a zero
+	// field keeps the default): broker addresses, whose publishes are
+	// pipelined on one connection, run many in flight; a webhook
+	// destination of the config's destinations section has its own
+	// concurrency, batch and rate. Asked once per lane, when it is made.
+	Lanes   func(dest string) LaneConfig
+	Breaker BreakerConfig
 	// ShutdownGrace is how long Stop waits for queued and in-flight
 	// deliveries before failing the queued ones with ErrStopped; default 15s.
 	ShutdownGrace time.Duration
 	Logger        *slog.Logger
+}
+
+// LaneConfig is one destination's settings. Zero fields take defaults.
+type LaneConfig struct {
+	// Limit is the deliveries in flight at most; default PerDestConcurrency.
+	Limit int
+	// Batch is the most deliveries one call of a BatchSink carries;
+	// default MaxBatch. 1 makes even a BatchSink deliver one at a time
+	// (Deliver): a webhook destination not configured for batches.
+	Batch int
+	// Rate is the calls per second the lane makes at most (a token bucket
+	// of Burst; a batch is one call); 0: no limit.
+	Rate  float64
+	Burst int // default: a tenth of a second of Rate, at least 1
 }
 
 // BreakerConfig configures each destination's circuit breaker.
@@ -104,6 +123,10 @@ type Dispatcher struct {
 	// cannot hold the node's stop forever.
 	deliveries context.Context
 	abort      context.CancelFunc
+	// limiters outlive their lanes (an idle lane is retired and made
+	// again), so a destination's rate holds across its busy spells. Only
+	// destinations configured with a rate have one: a bounded set.
+	limiters map[string]*rate.Limiter
 }
 
 type job struct {
@@ -115,9 +138,11 @@ type job struct {
 
 type lane struct {
 	dest    string
-	limit   int  // deliveries in flight at most
-	queue   fifo // bounded by PerDestQueue
-	workers int  // goroutines running
+	limit   int           // deliveries in flight at most
+	batch   int           // deliveries per BatchSink call at most
+	rate    *rate.Limiter // nil: no limit on calls per second
+	queue   fifo          // bounded by PerDestQueue
+	workers int           // goroutines running
 	br      breaker
 	stats   LaneStats
 }
@@ -138,7 +163,8 @@ func NewDispatcher(cfg DispatcherConfig) (*Dispatcher, error) {
 	}
 	deliveries, abort := context.WithCancel(context.Background())
 	abort()
-	return &Dispatcher{cfg: cfg, lanes: map[string]*lane{}, stopped: true, deliveries: deliveries, abort: abort}, nil
+	return &Dispatcher{cfg: cfg, lanes: map[string]*lane{}, stopped: true, deliveries: deliveries, abort: abort,
+		limiters: map[string]*rate.Limiter{}}, nil
 }
 
 // Context is what deliveries should run with: it lives from Start until
@@ -222,12 +248,7 @@ func (p *Dispatcher) DispatchAll(ctx context.Context, dest string, sink Sink, jo
 	p.mu.Lock()
 	l := p.lanes[dest]
 	if l == nil && !p.stopped {
-		l = &lane{dest: dest, br: breaker{cfg: p.cfg.Breaker}, limit: p.cfg.PerDestConcurrency}
-		if p.cfg.LaneConcurrency != nil {
-			if n := p.cfg.LaneConcurrency(dest); n > 0 {
-				l.limit = n
-			}
-		}
+		l = p.newLane(dest)
 		p.lanes[dest] = l
 	}
 	switch {
@@ -242,7 +263,7 @@ func (p *Dispatcher) DispatchAll(ctx context.Context, dest string, sink Sink, jo
 			chunk = chunk[:room]
 		}
 		l.queue.push(chunk)
-		if bs, ok := sink.(BatchSink); ok {
+		if bs, ok := sink.(BatchSink); ok && l.batch > 1 {
 			p.spawnBatchWorkers(l, bs)
 			break
 		}
@@ -256,6 +277,47 @@ func (p *Dispatcher) DispatchAll(ctx context.Context, dest string, sink Sink, jo
 	for _, j := range refused {
 		j.Done(why)
 	}
+}
+
+// newLane makes dest's lane with its settings. Called under p.mu.
+func (p *Dispatcher) newLane(dest string) *lane {
+	l := &lane{dest: dest, br: breaker{cfg: p.cfg.Breaker}, limit: p.cfg.PerDestConcurrency, batch: MaxBatch}
+	if p.cfg.Lanes == nil {
+		return l
+	}
+	c := p.cfg.Lanes(dest)
+	if c.Limit > 0 {
+		l.limit = c.Limit
+	}
+	if c.Batch > 0 {
+		l.batch = c.Batch
+	}
+	if c.Rate > 0 {
+		lim := p.limiters[dest]
+		if lim == nil {
+			burst := c.Burst
+			if burst <= 0 {
+				burst = max(1, int(math.Ceil(c.Rate/10)))
+			}
+			lim = rate.NewLimiter(rate.Limit(c.Rate), burst)
+			p.limiters[dest] = lim
+		}
+		l.rate = lim
+	}
+	return l
+}
+
+// pace waits for the lane's rate to allow one more call; an error (the
+// deliveries' context ended: the node is stopping) means the call must
+// not be made.
+func (l *lane) pace(ctx context.Context) error {
+	if l.rate == nil {
+		return nil
+	}
+	if err := l.rate.Wait(ctx); err != nil {
+		return fmt.Errorf("%s: waiting for the destination's rate: %w (%w)", l.dest, ErrStopped, err)
+	}
+	return nil
 }
 
 // work runs jobs of one lane until its queue is empty, then exits: an idle
@@ -275,7 +337,7 @@ func (p *Dispatcher) work(l *lane) {
 				l.br.success()
 			} else {
 				l.stats.Failures++
-				if !IsPermanent(lastErr) && l.br.failure(time.Now()) {
+				if countsAgainst(lastErr) && l.br.failure(time.Now()) {
 					p.cfg.Logger.Warn("destination circuit opened", "dest", l.dest, "err", lastErr)
 				}
 			}
@@ -308,6 +370,10 @@ func (p *Dispatcher) work(l *lane) {
 		}
 		if refused != nil {
 			next.done(refused)
+			continue
+		}
+		if err := l.pace(next.ctx); err != nil {
+			last, lastErr, has = next, err, true
 			continue
 		}
 		last, lastErr, has = next, next.sink.Deliver(next.ctx, next.d), true

@@ -14,16 +14,16 @@ import (
 	"github.com/ontimehq/ontime/internal/stagetest"
 )
 
-// TestLaneConcurrencyOverride: destinations LaneConcurrency answers for
-// run that many deliveries at once; the others keep PerDestConcurrency.
+// TestLaneConcurrencyOverride: destinations Lanes gives a limit run that
+// many deliveries at once; the others keep PerDestConcurrency.
 func TestLaneConcurrencyOverride(t *testing.T) {
 	t.Parallel()
 	disp, err := deliver.NewDispatcher(deliver.DispatcherConfig{PerDestConcurrency: 2, ShutdownGrace: time.Minute,
-		LaneConcurrency: func(dest string) int {
+		Lanes: func(dest string) deliver.LaneConfig {
 			if strings.HasPrefix(dest, "mq://") {
-				return 50
+				return deliver.LaneConfig{Limit: 50}
 			}
-			return 0
+			return deliver.LaneConfig{}
 		}})
 	if err != nil {
 		t.Fatal(err)

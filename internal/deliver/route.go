@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -119,7 +120,7 @@ func (r *Router) Send(tasks []*task.Task) {
 			order = append(order, dest)
 		}
 		l.jobs = append(l.jobs, Job{
-			Delivery: Delivery{ID: t.ID, Topic: t.Topic, Key: t.Key, Target: t.Target, Payload: t.Payload, DueAt: t.DueAt, Attempt: t.Attempts},
+			Delivery: Delivery{Dest: dest, ID: t.ID, Topic: t.Topic, Key: t.Key, Target: t.Target, Payload: t.Payload, DueAt: t.DueAt, Attempt: t.Attempts},
 			Done:     func(err error) { r.cfg.Outcomes.Finish(t, err) },
 		})
 	}
@@ -133,7 +134,9 @@ func (r *Router) Send(tasks []*task.Task) {
 // host, so every path of one endpoint shares one concurrency limit and one
 // breaker; a broker's is the whole mq://NAME/ADDRESS, so each exchange and
 // routing key, subject, stream or MQTT topic has its own, and a queue
-// nobody drains holds back only its own tasks.
+// nobody drains holds back only its own tasks. A webhook's key is in the
+// form ParseDestination gives (lower case, no default port), so the
+// config's destinations name lanes whatever the spelling of the targets.
 func Destination(target string) string {
 	if strings.HasPrefix(target, task.MQScheme) {
 		return target
@@ -142,5 +145,43 @@ func Destination(target string) string {
 	if err != nil {
 		return target
 	}
-	return u.Scheme + "://" + u.Host
+	return destKey(u.Scheme, u.Host)
+}
+
+// destKey is scheme://host[:port] in lower case, without the scheme's
+// default port. strings.ToLower does not allocate for what is lower case
+// already: the common target costs one concatenation, as before.
+func destKey(scheme, host string) string {
+	scheme, host = strings.ToLower(scheme), strings.ToLower(host)
+	switch {
+	case scheme == "http" && strings.HasSuffix(host, ":80"):
+		host = strings.TrimSuffix(host, ":80")
+	case scheme == "https" && strings.HasSuffix(host, ":443"):
+		host = strings.TrimSuffix(host, ":443")
+	}
+	return scheme + "://" + host
+}
+
+// ParseDestination checks a webhook destination as the config names one,
+// http(s)://host[:port] with nothing after the host (a trailing "/" is
+// allowed), and returns its lane key (Destination's form).
+func ParseDestination(s string) (string, error) {
+	u, err := url.Parse(strings.TrimSuffix(s, "/"))
+	if err != nil {
+		return "", errors.New("is not a URL; want http(s)://host[:port]")
+	}
+	switch {
+	case u.Scheme != "http" && u.Scheme != "https" && !strings.EqualFold(u.Scheme, "http") && !strings.EqualFold(u.Scheme, "https"):
+		return "", fmt.Errorf("scheme %q is not http or https", u.Scheme)
+	case u.Host == "" || u.Hostname() == "":
+		return "", errors.New("has no host; want http(s)://host[:port]")
+	case u.User != nil || u.Path != "" || u.RawQuery != "" || u.Fragment != "" || u.Opaque != "":
+		return "", errors.New("has more than scheme://host[:port]")
+	}
+	if p := u.Port(); p != "" {
+		if n, err := strconv.ParseUint(p, 10, 16); err != nil || n == 0 {
+			return "", fmt.Errorf("port %q is not 1..65535", p)
+		}
+	}
+	return destKey(u.Scheme, u.Host), nil
 }

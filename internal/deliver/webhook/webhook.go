@@ -4,7 +4,6 @@ package webhook
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -23,8 +22,16 @@ type Config struct {
 	Secret    string        // signs calls when set (the global secret; Keys overrides it)
 	Keys      *Keyring      // secrets per topic or destination, rotation; nil: Secret alone
 	Timeout   time.Duration // per call; default 10s
-	Client    *http.Client  // nil: a keep-alive client sized for many lanes
+	Client    *http.Client  // nil: keep-alive clients sized for the lanes (one per configured destination)
 	UserAgent string        // default "ontime"
+	// Concurrency is the calls in flight per destination not in
+	// Destinations (delivery.concurrency): the shared pool keeps that
+	// many idle connections per host, at least 256. Default 32.
+	Concurrency int
+	// Destinations are the destinations with settings of their own, by
+	// lane key (deliver.Destination): each has its own connection pool,
+	// sized to its concurrency, and its own timeout.
+	Destinations map[string]Destination
 	// Policy is checked on every address dialled (nil: none). Ignored
 	// when Client is given: that client's dialer is the caller's.
 	Policy *policy.Policy
@@ -38,10 +45,25 @@ type Config struct {
 	Redact func(string) string
 }
 
+// Destination is one destination's settings (the config's destinations
+// section, resolved against the delivery defaults).
+type Destination struct {
+	Concurrency int           // calls in flight at most (the dispatcher's lane enforces it)
+	Timeout     time.Duration // per call; 0: Config.Timeout
+	Batch       int           // tasks per call; > 1: batch calls (DeliverBatch)
+	Rate        float64       // calls per second (the dispatcher's lane enforces it)
+}
+
 // Sink posts deliveries to their target URL.
 type Sink struct {
 	cfg    Config
-	client *http.Client
+	client *http.Client            // destinations without settings of their own
+	dests  map[string]*destination // read-only after New
+}
+
+type destination struct {
+	client  *http.Client
+	timeout time.Duration
 }
 
 // New builds a webhook sink.
@@ -52,39 +74,72 @@ func New(cfg Config) (*Sink, error) {
 	if cfg.Timeout < 0 {
 		return nil, fmt.Errorf("delivery.timeout: %s is negative", cfg.Timeout)
 	}
+	if cfg.Concurrency <= 0 {
+		cfg.Concurrency = deliver.DefaultConcurrency
+	}
 	if cfg.UserAgent == "" {
 		cfg.UserAgent = "ontime"
 	}
 	if cfg.Keys == nil && cfg.Secret != "" {
 		cfg.Keys = &Keyring{Global: []string{cfg.Secret}}
 	}
-	c := cfg.Client
-	if c == nil {
-		tr := http.DefaultTransport.(*http.Transport).Clone()
-		if cfg.Policy != nil {
-			// A proxy would be the address dialled, not the target: the
-			// policy could not judge where the call goes.
-			tr.Proxy = nil
-			tr.DialContext = (&policy.Dialer{Policy: cfg.Policy, Dialer: net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}}).DialContext
-		}
-		tr.MaxIdleConns = 1024
-		tr.MaxIdleConnsPerHost = 256 // ≥ a lane's concurrency: reuse, don't redial
-		tr.IdleConnTimeout = 90 * time.Second
-		c = &http.Client{Transport: tr, CheckRedirect: func(*http.Request, []*http.Request) error {
-			return http.ErrUseLastResponse // a redirect is an answer, not a hop to follow with our signature
-		}}
+	s := &Sink{cfg: cfg, client: cfg.Client, dests: map[string]*destination{}}
+	if s.client == nil {
+		// ≥ a lane's concurrency: reuse, don't redial.
+		s.client = newClient(cfg.Policy, max(256, cfg.Concurrency), 1024)
 	}
-	return &Sink{cfg: cfg, client: c}, nil
+	for dest, d := range cfg.Destinations {
+		if d.Timeout < 0 {
+			return nil, fmt.Errorf("destinations.%q.timeout: %s is negative", dest, d.Timeout)
+		}
+		x := &destination{client: cfg.Client, timeout: cfg.Timeout}
+		if d.Timeout > 0 {
+			x.timeout = d.Timeout
+		}
+		if x.client == nil {
+			// Its own pool, sized to its lane: a busy destination neither
+			// redials for want of idle connections nor contends on the
+			// shared pool's lock with every other lane.
+			n := max(d.Concurrency, 1)
+			x.client = newClient(cfg.Policy, n, n)
+		}
+		s.dests[dest] = x
+	}
+	return s, nil
 }
 
-// body is the JSON a receiver gets.
-type body struct {
-	ID      string          `json:"id"`
-	Topic   string          `json:"topic"`
-	Key     string          `json:"key"`
-	Payload json.RawMessage `json:"payload"`
-	DueAt   string          `json:"due_at"`
-	Attempt int             `json:"attempt"`
+// newClient is a keep-alive client keeping perHost idle connections to a
+// host (total in all). It sets no cap on connections per host: the
+// dispatcher's lane already bounds the calls in flight, and a cap would
+// make a call wait for a connection the server is closing.
+func newClient(pol *policy.Policy, perHost, total int) *http.Client {
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	if pol != nil {
+		// A proxy would be the address dialled, not the target: the
+		// policy could not judge where the call goes.
+		tr.Proxy = nil
+		tr.DialContext = (&policy.Dialer{Policy: pol, Dialer: net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}}).DialContext
+	}
+	tr.MaxIdleConns = max(total, perHost)
+	tr.MaxIdleConnsPerHost = perHost
+	tr.IdleConnTimeout = 90 * time.Second
+	return &http.Client{Transport: tr, CheckRedirect: func(*http.Request, []*http.Request) error {
+		return http.ErrUseLastResponse // a redirect is an answer, not a hop to follow with our signature
+	}}
+}
+
+// route is the client and timeout of d's destination.
+func (s *Sink) route(d *deliver.Delivery) (*http.Client, time.Duration) {
+	if len(s.dests) > 0 {
+		dest := d.Dest
+		if dest == "" {
+			dest = deliver.Destination(d.Target)
+		}
+		if x := s.dests[dest]; x != nil {
+			return x.client, x.timeout
+		}
+	}
+	return s.client, s.cfg.Timeout
 }
 
 // StatusError is a non-2xx answer.
@@ -109,48 +164,70 @@ func (e *StatusError) Error() string {
 // retried except answers that say retrying cannot help: 410 Gone (the
 // receiver removed the endpoint) — those are Permanent.
 func (s *Sink) Deliver(ctx context.Context, d deliver.Delivery) error {
-	payload := d.Payload
-	if len(payload) == 0 {
-		payload = []byte("null")
-	}
-	b, err := json.Marshal(body{ID: d.ID, Topic: d.Topic, Key: d.Key, Payload: payload,
-		DueAt: d.DueAt.UTC().Format(time.RFC3339Nano), Attempt: d.Attempt})
+	b, err := appendBody(make([]byte, 0, bodySize(&d)), &d)
 	if err != nil {
-		return deliver.Permanent(fmt.Errorf("encode webhook body: %w", err))
+		return err
 	}
-	ctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
+	client, timeout := s.route(&d)
+	hdr := make(http.Header, 6)
+	hdr["Ontime-Task-Id"] = []string{d.ID}
+	hdr["Ontime-Attempt"] = []string{strconv.Itoa(d.Attempt)}
+	resp, cancel, err := s.post(ctx, client, timeout, d.Topic, d.Target, b, hdr)
+	if err != nil {
+		return err
+	}
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, d.Target, bytes.NewReader(b))
-	if err != nil {
-		return deliver.Permanent(fmt.Errorf("webhook request: %w", err))
+	defer resp.Body.Close()
+	if resp.StatusCode/100 == 2 {
+		drain(resp.Body)
+		return nil
 	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("User-Agent", s.cfg.UserAgent)
-	req.Header.Set("Ontime-Task-Id", d.ID)
-	req.Header.Set("Ontime-Attempt", strconv.Itoa(d.Attempt))
-	if secrets := s.cfg.Keys.For(d.Topic, d.Target); len(secrets) > 0 {
-		req.Header.Set("Ontime-Signature", Sign(secrets, time.Now(), d.Target, b, s.cfg.Keys.V1))
-	}
-	resp, err := s.client.Do(req)
+	return s.statusError(resp, d.Target)
+}
+
+// post sends body to target with the common headers and hdr, signed for
+// topic and target. The body is never reused: the transport may read it
+// (and retry with it) after Do returns. It returns the answer and the cancel of the call's
+// deadline, to call once the answer is read; an error is the delivery's.
+func (s *Sink) post(ctx context.Context, client *http.Client, timeout time.Duration, topic, target string, body []byte, hdr http.Header) (*http.Response, context.CancelFunc, error) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, target, bytes.NewReader(body))
 	if err != nil {
+		cancel()
+		return nil, nil, deliver.Permanent(fmt.Errorf("webhook request: %w", err))
+	}
+	hdr["Content-Type"] = contentJSON
+	hdr["User-Agent"] = []string{s.cfg.UserAgent}
+	if secrets := s.cfg.Keys.For(topic, target); len(secrets) > 0 {
+		hdr["Ontime-Signature"] = []string{Sign(secrets, time.Now(), target, body, s.cfg.Keys.V1)}
+	}
+	req.Header = hdr
+	resp, err := client.Do(req)
+	if err != nil {
+		cancel()
 		if errors.Is(err, policy.ErrDenied) {
 			// Retrying cannot make a denied address allowed.
-			return deliver.Permanent(err)
+			return nil, nil, deliver.Permanent(err)
 		}
 		var ne net.Error
 		if errors.As(err, &ne) && ne.Timeout() {
-			return fmt.Errorf("webhook timed out after %s: %w", s.cfg.Timeout, err)
+			return nil, nil, fmt.Errorf("webhook timed out after %s: %w", timeout, err)
 		}
-		return fmt.Errorf("webhook: %w", err)
+		return nil, nil, fmt.Errorf("webhook: %w", err)
 	}
-	defer resp.Body.Close()
-	snippet, _ := io.ReadAll(io.LimitReader(resp.Body, 256))
-	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10)) // drain for keep-alive
-	if resp.StatusCode/100 == 2 {
-		return nil
-	}
+	return resp, cancel, nil
+}
+
+var contentJSON = []string{"application/json"}
+
+// statusError is the error of a non-2xx answer; it reads the answer.
+func (s *Sink) statusError(resp *http.Response, target string) error {
+	var snip [256]byte
+	n, _ := io.ReadFull(resp.Body, snip[:])
+	drain(resp.Body)
 	se := &StatusError{Code: resp.StatusCode}
-	if s.cfg.Echo != nil && s.cfg.Echo(d.Target) {
+	if s.cfg.Echo != nil && s.cfg.Echo(target) {
+		snippet := snip[:n]
 		if s.cfg.Redact != nil {
 			snippet = []byte(s.cfg.Redact(string(snippet)))
 		}
@@ -161,6 +238,10 @@ func (s *Sink) Deliver(ctx context.Context, d deliver.Delivery) error {
 	}
 	return se
 }
+
+// drain reads what is left of an answer (up to 64 KiB) so its connection
+// can carry the next call.
+func drain(r io.Reader) { _, _ = io.Copy(io.Discard, io.LimitReader(r, 64<<10)) }
 
 // Excerpt makes a receiver's answer safe to show: printable ASCII only
 // (other bytes become '?'), runs of white space as one space, at most
