@@ -71,11 +71,15 @@ func TestLaneConcurrencyOverride(t *testing.T) {
 type batchSink struct {
 	mu                   sync.Mutex
 	inFlight, peak, most int
+	singles              int // calls of Deliver
 	seen                 map[string]int
 	fail                 error
 }
 
 func (b *batchSink) Deliver(ctx context.Context, d deliver.Delivery) error {
+	b.mu.Lock()
+	b.singles++
+	b.mu.Unlock()
 	return b.DeliverBatch(ctx, []deliver.Delivery{d})[0]
 }
 
@@ -159,5 +163,63 @@ func TestBatchLanes(t *testing.T) {
 	}
 	if s := disp.Stats()["mq://b/dead"]; s.Breaker != "open" {
 		t.Errorf("breaker %q", s.Breaker)
+	}
+}
+
+// TestLaneBatchAndRate: a lane's LaneConfig sets its batch (a BatchSink
+// lane of batch 1 delivers one at a time, by Deliver) and its rate: calls
+// never come faster than the rate allows.
+func TestLaneBatchAndRate(t *testing.T) {
+	t.Parallel()
+	cfgs := map[string]deliver.LaneConfig{
+		"http://batch":  {Limit: 30, Batch: 10},
+		"http://single": {Batch: 1},
+		"http://rated":  {Batch: 5, Rate: 40, Burst: 1},
+	}
+	disp, err := deliver.NewDispatcher(deliver.DispatcherConfig{PerDestConcurrency: 4, ShutdownGrace: time.Minute,
+		Lanes: func(dest string) deliver.LaneConfig { return cfgs[dest] }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := disp.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	defer disp.Stop()
+	run := func(dest string, n int) *batchSink {
+		sink := &batchSink{seen: map[string]int{}}
+		var done atomic.Int64
+		jobs := make([]deliver.Job, n)
+		for i := range jobs {
+			jobs[i] = deliver.Job{Delivery: deliver.Delivery{ID: strconv.Itoa(i), Target: dest}, Done: func(err error) {
+				if err != nil {
+					t.Errorf("%s: %v", dest, err)
+				}
+				done.Add(1)
+			}}
+		}
+		disp.DispatchAll(context.Background(), dest, sink, jobs)
+		stagetest.Eventually(t, dest+" done", func() bool { return done.Load() == int64(n) })
+		for i := range n {
+			if sink.seen[strconv.Itoa(i)] != 1 {
+				t.Fatalf("%s: job %d delivered %d times", dest, i, sink.seen[strconv.Itoa(i)])
+			}
+		}
+		return sink
+	}
+	if b := run("http://batch", 1000); b.most > 10 || b.most < 2 || b.peak > 30 || b.singles > 0 {
+		t.Errorf("batch lane: largest batch %d (2..10), peak in flight %d (≤ 30), %d single calls", b.most, b.peak, b.singles)
+	}
+	if b := run("http://single", 50); b.singles != 50 || b.most != 1 {
+		t.Errorf("batch-1 lane: %d single calls of 50, largest batch %d", b.singles, b.most)
+	}
+	// 100 jobs in batches of 5 are 20 calls or more; at 40/s after a
+	// burst of 1, the last cannot start before 19/40 s.
+	start := time.Now()
+	sink := run("http://rated", 100)
+	if took, least := time.Since(start), 19*time.Second/40; took < least*95/100 {
+		t.Errorf("100 jobs, batches of ≤ 5, 40 calls/s: done in %s; the rate allows no less than %s", took, least)
+	}
+	if sink.most > 5 {
+		t.Errorf("rated lane: batch of %d", sink.most)
 	}
 }
