@@ -48,17 +48,29 @@ func (p *Dispatcher) workBatch(l *lane, bs BatchSink) {
 	var lastErrs []error
 	for {
 		p.mu.Lock()
+		// The breaker counts calls, not deliveries: a batch is one answer
+		// of the destination (a webhook's 503 for 100 tasks is one failure,
+		// not a hundred). Any delivery of it done means the destination
+		// works.
+		var delivered bool
+		var against error
 		for i := range last {
 			l.stats.InFlight--
 			if err := lastErrs[i]; err == nil {
 				l.stats.Successes++
-				l.br.success()
+				delivered = true
 			} else {
 				l.stats.Failures++
-				if countsAgainst(err) && l.br.failure(time.Now()) {
-					p.cfg.Logger.Warn("destination circuit opened", "dest", l.dest, "err", err)
+				if against == nil && countsAgainst(err) {
+					against = err
 				}
 			}
+		}
+		switch {
+		case delivered:
+			l.br.success()
+		case against != nil && l.br.failure(time.Now()):
+			p.cfg.Logger.Warn("destination circuit opened", "dest", l.dest, "err", against)
 		}
 		var next []job
 		var refused error
