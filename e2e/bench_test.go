@@ -61,6 +61,22 @@ func (r *latencyRecorder) record(id string, due time.Time) {
 	}
 }
 
+// batchHandler records the tasks of batch calls ({"tasks": [...]}).
+func (r *latencyRecorder) batchHandler() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		var body struct {
+			Tasks []struct {
+				ID    string    `json:"id"`
+				DueAt time.Time `json:"due_at"`
+			} `json:"tasks"`
+		}
+		_ = decodeJSON(req, &body)
+		for _, t := range body.Tasks {
+			r.record(t.ID, t.DueAt)
+		}
+	})
+}
+
 func parseDue(req *http.Request) time.Time {
 	var body struct {
 		DueAt time.Time `json:"due_at"`
@@ -87,6 +103,11 @@ func benchNode(b *testing.B) *ontime.Node { return benchNodeOn(b, "sqlite") }
 
 // benchNodeOn starts a node on a fresh database of engine.
 func benchNodeOn(b *testing.B, engine string) *ontime.Node {
+	return runBenchNode(b, benchConfig(b, engine), benchOptions()...)
+}
+
+// benchConfig is the config of benchNodeOn.
+func benchConfig(b *testing.B, engine string) ontime.Config {
 	cfg := ontime.DefaultConfig()
 	cfg.DataDir = b.TempDir()
 	if engine != "sqlite" {
@@ -97,11 +118,16 @@ func benchNodeOn(b *testing.B, engine string) *ontime.Node {
 	if v, err := strconv.Atoi(os.Getenv("ONTIME_BENCH_HOT_MAX_ENTRIES")); err == nil && v > 0 {
 		cfg.Hot.MaxEntries = v
 	}
+	return cfg
+}
+
+// benchOptions are the node options of the benchmarks.
+func benchOptions() []ontime.NodeOption {
 	var opts []ontime.NodeOption
 	if lvl := os.Getenv("ONTIME_BENCH_LOG"); lvl != "" { // e.g. warn: the node's log on stderr
 		opts = append(opts, ontime.WithLogger(ontime.NewLogger(os.Stderr, lvl)))
 	}
-	return runBenchNode(b, cfg, opts...)
+	return opts
 }
 
 // runBenchNode starts an in-process node on cfg, stopped at the
@@ -168,17 +194,32 @@ func waitSteady(b *testing.B, rec *latencyRecorder, n int, span, grace time.Dura
 }
 
 // BenchmarkBurst50000: 50,000 tasks due at the same instant, by webhook.
-func BenchmarkBurst50000(b *testing.B) { benchBurst(b, true) }
+func BenchmarkBurst50000(b *testing.B) { benchBurst(b, true, 0) }
+
+// BenchmarkBurst50000WebhookBatch100: the same to a destination configured
+// with batch: 100 ({"tasks": [...]} calls of up to 100 tasks).
+func BenchmarkBurst50000WebhookBatch100(b *testing.B) { benchBurst(b, true, 100) }
 
 // BenchmarkBurst50000GoHandler: the same with a Go handler in-process.
-func BenchmarkBurst50000GoHandler(b *testing.B) { benchBurst(b, false) }
+func BenchmarkBurst50000GoHandler(b *testing.B) { benchBurst(b, false, 0) }
 
-func benchBurst(b *testing.B, webhook bool) {
+func benchBurst(b *testing.B, webhook bool, batch int) {
 	const n = 50000
 	for range b.N {
 		rec := &latencyRecorder{seen: map[string]bool{}}
-		srv := httptest.NewServer(rec.handler())
-		node := benchNode(b)
+		h := rec.handler()
+		if batch > 1 {
+			h = rec.batchHandler()
+		}
+		srv := httptest.NewServer(h)
+		var node *ontime.Node
+		if batch > 1 {
+			cfg := benchConfig(b, "sqlite")
+			cfg.Destinations = map[string]ontime.DestinationConfig{srv.URL: {Batch: batch}}
+			node = runBenchNode(b, cfg, benchOptions()...)
+		} else {
+			node = benchNode(b)
+		}
 		target := srv.URL
 		if !webhook {
 			target = ""
