@@ -108,8 +108,8 @@ func (c *Config) deliveryTimeout() time.Duration {
 // laneConfig gives each lane its settings: broker lanes (mq://…) their own
 // in-flight limit, delivery.broker_concurrency; the destinations section's
 // webhook lanes theirs. A batch destination's lane holds concurrency ×
-// batch deliveries in flight: concurrency calls of batch tasks each. Any
-// other webhook lane delivers one task per call (Batch 1), with the
+// batch deliveries in flight: concurrency calls of batch tasks each (the
+// batch is the webhook sink's BatchSize). Any other webhook lane has the
 // delivery section's limit.
 func laneConfig(brokerConcurrency int, dests map[string]webhook.Destination) func(dest string) deliver.LaneConfig {
 	return func(dest string) deliver.LaneConfig {
@@ -118,8 +118,8 @@ func laneConfig(brokerConcurrency int, dests map[string]webhook.Destination) fun
 		}
 		d, ok := dests[dest]
 		if !ok {
-			return deliver.LaneConfig{Batch: 1}
+			return deliver.LaneConfig{}
 		}
-		return deliver.LaneConfig{Limit: d.Concurrency * d.Batch, Batch: d.Batch, Rate: d.Rate}
+		return deliver.LaneConfig{Limit: d.Concurrency * d.Batch, Rate: d.Rate}
 	}
 }

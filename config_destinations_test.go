@@ -41,11 +41,11 @@ destinations:
 	lanes := laneConfig(1000, dests)
 	// Targets name lanes in any spelling: the lane key is normalised.
 	for _, target := range []string{"https://HOOKS.example.com/a?b=1", "https://hooks.example.com:443/x"} {
-		if got := lanes(deliver.Destination(target)); got != (deliver.LaneConfig{Limit: 400, Batch: 100, Rate: 50}) {
+		if got := lanes(deliver.Destination(target)); got != (deliver.LaneConfig{Limit: 400, Rate: 50}) {
 			t.Errorf("%s: lane %+v", target, got)
 		}
 	}
-	if got := lanes(deliver.Destination("https://other.example.com/")); got != (deliver.LaneConfig{Batch: 1}) {
+	if got := lanes(deliver.Destination("https://other.example.com/")); got != (deliver.LaneConfig{}) {
 		t.Errorf("unconfigured destination: lane %+v; want one task per call", got)
 	}
 	if got := lanes("mq://rabbit/x"); got.Limit != 1000 {

@@ -411,8 +411,11 @@ func (s redactingSink) Deliver(ctx context.Context, d deliver.Delivery) error {
 	return s.r.Error(s.s.Deliver(ctx, d))
 }
 
-// DeliverBatch passes batches through (the dispatcher batches a lane only
-// when its sink is a BatchSink), masking every error.
+// BatchSize is the wrapped sink's (the dispatcher batches a lane only
+// when its sink is a BatchSink).
+func (s redactingSink) BatchSize(dest string) int { return s.s.(deliver.BatchSink).BatchSize(dest) }
+
+// DeliverBatch passes batches through, masking every error.
 func (s redactingSink) DeliverBatch(ctx context.Context, ds []deliver.Delivery) []error {
 	errs := s.s.(deliver.BatchSink).DeliverBatch(ctx, ds)
 	for i, err := range errs {

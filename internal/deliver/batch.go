@@ -18,10 +18,15 @@ type BatchSink interface {
 	// DeliverBatch delivers ds (all of one destination) and returns one
 	// error per delivery, in order; nil is success.
 	DeliverBatch(ctx context.Context, ds []Delivery) []error
+	// BatchSize is the most deliveries to dest one DeliverBatch takes
+	// (MaxBatch for a broker; a webhook destination's configured batch);
+	// 1 or less: dest's lane delivers one at a time, by Deliver. Asked
+	// when the lane is made.
+	BatchSize(dest string) int
 }
 
-// MaxBatch is the most deliveries a lane worker hands a BatchSink at once
-// unless the lane's LaneConfig.Batch says otherwise.
+// MaxBatch is the most deliveries a lane worker hands a broker's BatchSink
+// at once.
 const MaxBatch = 128
 
 // spawnBatchWorkers starts workers for a lane whose sink takes batches:

@@ -41,7 +41,8 @@ type DispatcherConfig struct {
 	// field keeps the default): broker addresses, whose publishes are
 	// pipelined on one connection, run many in flight; a webhook
 	// destination of the config's destinations section has its own
-	// concurrency, batch and rate. Asked once per lane, when it is made.
+	// concurrency and rate (its batch is the sink's: BatchSink.BatchSize).
+	// Asked once per lane, when it is made.
 	Lanes   func(dest string) LaneConfig
 	Breaker BreakerConfig
 	// ShutdownGrace is how long Stop waits for queued and in-flight
@@ -54,10 +55,6 @@ type DispatcherConfig struct {
 type LaneConfig struct {
 	// Limit is the deliveries in flight at most; default PerDestConcurrency.
 	Limit int
-	// Batch is the most deliveries one call of a BatchSink carries;
-	// default MaxBatch. 1 makes even a BatchSink deliver one at a time
-	// (Deliver): a webhook destination not configured for batches.
-	Batch int
 	// Rate is the calls per second the lane makes at most (a token bucket
 	// of Burst; a batch is one call); 0: no limit.
 	Rate  float64
@@ -139,7 +136,7 @@ type job struct {
 type lane struct {
 	dest    string
 	limit   int           // deliveries in flight at most
-	batch   int           // deliveries per BatchSink call at most
+	batch   int           // deliveries per BatchSink call at most; ≤ 1: Deliver, one at a time
 	rate    *rate.Limiter // nil: no limit on calls per second
 	queue   fifo          // bounded by PerDestQueue
 	workers int           // goroutines running
@@ -248,7 +245,7 @@ func (p *Dispatcher) DispatchAll(ctx context.Context, dest string, sink Sink, jo
 	p.mu.Lock()
 	l := p.lanes[dest]
 	if l == nil && !p.stopped {
-		l = p.newLane(dest)
+		l = p.newLane(dest, sink)
 		p.lanes[dest] = l
 	}
 	switch {
@@ -279,18 +276,19 @@ func (p *Dispatcher) DispatchAll(ctx context.Context, dest string, sink Sink, jo
 	}
 }
 
-// newLane makes dest's lane with its settings. Called under p.mu.
-func (p *Dispatcher) newLane(dest string) *lane {
-	l := &lane{dest: dest, br: breaker{cfg: p.cfg.Breaker}, limit: p.cfg.PerDestConcurrency, batch: MaxBatch}
+// newLane makes dest's lane with its settings; sink's BatchSize is its
+// batch. Called under p.mu.
+func (p *Dispatcher) newLane(dest string, sink Sink) *lane {
+	l := &lane{dest: dest, br: breaker{cfg: p.cfg.Breaker}, limit: p.cfg.PerDestConcurrency, batch: 1}
+	if bs, ok := sink.(BatchSink); ok {
+		l.batch = bs.BatchSize(dest)
+	}
 	if p.cfg.Lanes == nil {
 		return l
 	}
 	c := p.cfg.Lanes(dest)
 	if c.Limit > 0 {
 		l.limit = c.Limit
-	}
-	if c.Batch > 0 {
-		l.batch = c.Batch
 	}
 	if c.Rate > 0 {
 		lim := p.limiters[dest]

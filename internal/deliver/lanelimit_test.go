@@ -72,6 +72,7 @@ type batchSink struct {
 	mu                   sync.Mutex
 	inFlight, peak, most int
 	singles              int // calls of Deliver
+	batch                int // BatchSize; 0: deliver.MaxBatch
 	seen                 map[string]int
 	fail                 error
 }
@@ -81,6 +82,13 @@ func (b *batchSink) Deliver(ctx context.Context, d deliver.Delivery) error {
 	b.singles++
 	b.mu.Unlock()
 	return b.DeliverBatch(ctx, []deliver.Delivery{d})[0]
+}
+
+func (b *batchSink) BatchSize(string) int {
+	if b.batch == 0 {
+		return deliver.MaxBatch
+	}
+	return b.batch
 }
 
 func (b *batchSink) DeliverBatch(ctx context.Context, ds []deliver.Delivery) []error {
@@ -166,16 +174,16 @@ func TestBatchLanes(t *testing.T) {
 	}
 }
 
-// TestLaneBatchAndRate: a lane's LaneConfig sets its batch (a BatchSink
-// lane of batch 1 delivers one at a time, by Deliver) and its rate: calls
-// never come faster than the rate allows.
+// TestLaneBatchAndRate: a BatchSink's BatchSize sets its lane's batch (a
+// batch size of 1 delivers one at a time, by Deliver); LaneConfig sets the
+// lane's limit and rate: calls never come faster than the rate allows.
 func TestLaneBatchAndRate(t *testing.T) {
 	t.Parallel()
 	cfgs := map[string]deliver.LaneConfig{
-		"http://batch":  {Limit: 30, Batch: 10},
-		"http://single": {Batch: 1},
-		"http://rated":  {Batch: 5, Rate: 40, Burst: 1},
+		"http://batch": {Limit: 30},
+		"http://rated": {Rate: 40, Burst: 1},
 	}
+	batches := map[string]int{"http://batch": 10, "http://single": 1, "http://rated": 5}
 	disp, err := deliver.NewDispatcher(deliver.DispatcherConfig{PerDestConcurrency: 4, ShutdownGrace: time.Minute,
 		Lanes: func(dest string) deliver.LaneConfig { return cfgs[dest] }})
 	if err != nil {
@@ -186,7 +194,7 @@ func TestLaneBatchAndRate(t *testing.T) {
 	}
 	defer disp.Stop()
 	run := func(dest string, n int) *batchSink {
-		sink := &batchSink{seen: map[string]int{}}
+		sink := &batchSink{seen: map[string]int{}, batch: batches[dest]}
 		var done atomic.Int64
 		jobs := make([]deliver.Job, n)
 		for i := range jobs {

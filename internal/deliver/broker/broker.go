@@ -210,6 +210,10 @@ func (s *Set) publish(ctx context.Context, name, address string, m *Message) err
 // (one target) are published together; those whose connection was lost
 // before the acknowledgement are published again, together, until the
 // attempt's timeout.
+// BatchSize is deliver.MaxBatch: publishes are pipelined on one
+// connection, so a lane's worker writes that many and waits once.
+func (s *Set) BatchSize(string) int { return deliver.MaxBatch }
+
 func (s *Set) DeliverBatch(ctx context.Context, ds []deliver.Delivery) []error {
 	errs := make([]error, len(ds))
 	for i := range ds {

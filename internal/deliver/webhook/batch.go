@@ -51,6 +51,15 @@ const BatchAnswerBytes = 1 << 20
 // in its batch answer's "failed".
 var ErrFailedInBatch = errors.New(`listed in the batch answer's "failed"`)
 
+// BatchSize is dest's configured batch (Config.Destinations); 1, one
+// task per call, for any other destination.
+func (s *Sink) BatchSize(dest string) int {
+	if x := s.dests[dest]; x != nil {
+		return x.batch
+	}
+	return 1
+}
+
 type batchKey struct {
 	target  string
 	secrets *string // identity of the keyring's secrets slice; nil: unsigned

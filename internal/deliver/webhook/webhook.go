@@ -64,6 +64,7 @@ type Sink struct {
 type destination struct {
 	client  *http.Client
 	timeout time.Duration
+	batch   int
 }
 
 // New builds a webhook sink.
@@ -92,7 +93,7 @@ func New(cfg Config) (*Sink, error) {
 		if d.Timeout < 0 {
 			return nil, fmt.Errorf("destinations.%q.timeout: %s is negative", dest, d.Timeout)
 		}
-		x := &destination{client: cfg.Client, timeout: cfg.Timeout}
+		x := &destination{client: cfg.Client, timeout: cfg.Timeout, batch: max(d.Batch, 1)}
 		if d.Timeout > 0 {
 			x.timeout = d.Timeout
 		}
