@@ -127,9 +127,11 @@ func (s *Sink) postBatch(ctx context.Context, ds []deliver.Delivery, idx []int, 
 	b = append(b, "]}"...)
 	first := &ds[sent[0]]
 	client, timeout := s.route(first)
+	vals := make([]string, 3)
+	vals[0] = strconv.Itoa(len(sent))
 	hdr := make(http.Header, 5)
-	hdr["Ontime-Batch"] = []string{strconv.Itoa(len(sent))}
-	resp, cancel, err := s.post(ctx, client, timeout, first.Topic, first.Target, b, hdr)
+	hdr["Ontime-Batch"] = vals[0:1:1]
+	resp, cancel, err := s.post(ctx, client, timeout, first.Topic, first.Target, b, hdr, vals[1:])
 	if err == nil {
 		defer cancel()
 		defer resp.Body.Close()

@@ -263,3 +263,21 @@ func TestBodyMatchesEncodingJSON(t *testing.T) {
 		t.Errorf("invalid payload: %v", err)
 	}
 }
+
+// The pooled signer writes exactly what Sign writes, for one secret, a
+// rotation and v1, again and again (states reused).
+func TestSignerMatchesSign(t *testing.T) {
+	t.Parallel()
+	var sg signer
+	now := time.Now()
+	for i := range 50 {
+		for _, secrets := range [][]string{{"a"}, {"new", "old"}, nil} {
+			body := []byte(fmt.Sprintf(`{"n":%d}`, i))
+			target := fmt.Sprintf("https://h/%d", i)
+			v1 := i%2 == 0
+			if got, want := sg.sign(secrets, now, target, body, v1), Sign(secrets, now, target, body, v1); got != want {
+				t.Fatalf("%v: %s; want %s", secrets, got, want)
+			}
+		}
+	}
+}

@@ -59,6 +59,7 @@ type Sink struct {
 	cfg    Config
 	client *http.Client            // destinations without settings of their own
 	dests  map[string]*destination // read-only after New
+	signer signer
 }
 
 type destination struct {
@@ -170,10 +171,11 @@ func (s *Sink) Deliver(ctx context.Context, d deliver.Delivery) error {
 		return err
 	}
 	client, timeout := s.route(&d)
+	vals := make([]string, 4) // one allocation for the header values
+	vals[0], vals[1] = d.ID, strconv.Itoa(d.Attempt)
 	hdr := make(http.Header, 6)
-	hdr["Ontime-Task-Id"] = []string{d.ID}
-	hdr["Ontime-Attempt"] = []string{strconv.Itoa(d.Attempt)}
-	resp, cancel, err := s.post(ctx, client, timeout, d.Topic, d.Target, b, hdr)
+	hdr["Ontime-Task-Id"], hdr["Ontime-Attempt"] = vals[0:1:1], vals[1:2:2]
+	resp, cancel, err := s.post(ctx, client, timeout, d.Topic, d.Target, b, hdr, vals[2:])
 	if err != nil {
 		return err
 	}
@@ -187,10 +189,11 @@ func (s *Sink) Deliver(ctx context.Context, d deliver.Delivery) error {
 }
 
 // post sends body to target with the common headers and hdr, signed for
-// topic and target. The body is never reused: the transport may read it
+// topic and target; spare (len 2) holds the values of User-Agent and
+// Ontime-Signature. The body is never reused: the transport may read it
 // (and retry with it) after Do returns. It returns the answer and the cancel of the call's
 // deadline, to call once the answer is read; an error is the delivery's.
-func (s *Sink) post(ctx context.Context, client *http.Client, timeout time.Duration, topic, target string, body []byte, hdr http.Header) (*http.Response, context.CancelFunc, error) {
+func (s *Sink) post(ctx context.Context, client *http.Client, timeout time.Duration, topic, target string, body []byte, hdr http.Header, spare []string) (*http.Response, context.CancelFunc, error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, target, bytes.NewReader(body))
 	if err != nil {
@@ -198,9 +201,11 @@ func (s *Sink) post(ctx context.Context, client *http.Client, timeout time.Durat
 		return nil, nil, deliver.Permanent(fmt.Errorf("webhook request: %w", err))
 	}
 	hdr["Content-Type"] = contentJSON
-	hdr["User-Agent"] = []string{s.cfg.UserAgent}
+	spare[0] = s.cfg.UserAgent
+	hdr["User-Agent"] = spare[0:1:1]
 	if secrets := s.cfg.Keys.For(topic, target); len(secrets) > 0 {
-		hdr["Ontime-Signature"] = []string{Sign(secrets, time.Now(), target, body, s.cfg.Keys.V1)}
+		spare[1] = s.signer.sign(secrets, time.Now(), target, body, s.cfg.Keys.V1)
+		hdr["Ontime-Signature"] = spare[1:2:2]
 	}
 	req.Header = hdr
 	resp, err := client.Do(req)
@@ -219,6 +224,8 @@ func (s *Sink) post(ctx context.Context, client *http.Client, timeout time.Durat
 	return resp, cancel, nil
 }
 
+// contentJSON is every call's Content-Type value, shared: neither the
+// transport nor Client.Do modifies a request's header values.
 var contentJSON = []string{"application/json"}
 
 // statusError is the error of a non-2xx answer; it reads the answer.
