@@ -31,10 +31,12 @@ const MaxBatch = 128
 
 // spawnBatchWorkers starts workers for a lane whose sink takes batches:
 // enough that the lane's limit can be in flight, no more than its work
-// needs. Called under p.mu.
+// needs: the calls under way and a call per batch queued. A task queued
+// while every worker is in a call gets a worker of its own if the limit
+// allows, rather than waiting for a call to end. Called under p.mu.
 func (p *Dispatcher) spawnBatchWorkers(l *lane, bs BatchSink) {
 	most := (l.limit + l.batch - 1) / l.batch
-	need := (l.queue.n + l.stats.InFlight + l.batch - 1) / l.batch
+	need := l.calls + (l.queue.n+l.batch-1)/l.batch
 	for l.workers < most && l.workers < need {
 		l.workers++
 		p.wg.Add(1)
@@ -59,6 +61,9 @@ func (p *Dispatcher) workBatch(l *lane, bs BatchSink) {
 		// works.
 		var delivered bool
 		var against error
+		if len(last) > 0 {
+			l.calls--
+		}
 		for i := range last {
 			l.stats.InFlight--
 			if err := lastErrs[i]; err == nil {
@@ -95,6 +100,7 @@ func (p *Dispatcher) workBatch(l *lane, bs BatchSink) {
 			}
 			next = l.queue.take(k)
 			l.stats.InFlight += len(next)
+			l.calls++
 		}
 		p.mu.Unlock()
 		for i, j := range last {

@@ -137,6 +137,7 @@ type lane struct {
 	dest    string
 	limit   int           // deliveries in flight at most
 	batch   int           // deliveries per BatchSink call at most; ≤ 1: Deliver, one at a time
+	calls   int           // BatchSink calls under way
 	rate    *rate.Limiter // nil: no limit on calls per second
 	queue   fifo          // bounded by PerDestQueue
 	workers int           // goroutines running
