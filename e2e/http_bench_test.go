@@ -29,9 +29,22 @@ func BenchmarkHTTPSubmit(b *testing.B) {
 	if engine == "" {
 		engine = "sqlite"
 	}
+	type run struct {
+		name    string
+		clients int
+		opts    []client.Option
+	}
+	var runs []run
 	for _, c := range []int{1, 4, 16} {
-		b.Run("clients="+strconv.Itoa(c), func(b *testing.B) {
-			cl, conns := benchHTTPServer(b, engine)
+		runs = append(runs, run{"clients=" + strconv.Itoa(c), c, nil})
+	}
+	for _, c := range []int{1, 16} {
+		runs = append(runs, run{"h2c/clients=" + strconv.Itoa(c), c, []client.Option{client.WithHTTP2Cleartext()}})
+	}
+	for _, r := range runs {
+		c := r.clients
+		b.Run(r.name, func(b *testing.B) {
+			cl, conns := benchHTTPServer(b, engine, r.opts...)
 			payload := json.RawMessage(`{"order":12345,"note":"a small payload"}`)
 			var next atomic.Int64
 			b.ResetTimer()
@@ -81,7 +94,7 @@ func BenchmarkHTTPSubmit(b *testing.B) {
 
 // benchHTTPServer starts a node on engine behind a loopback http.Server and
 // returns a client of it and the count of connections the server accepted.
-func benchHTTPServer(b *testing.B, engine string) (*client.Client, *atomic.Int64) {
+func benchHTTPServer(b *testing.B, engine string, opts ...client.Option) (*client.Client, *atomic.Int64) {
 	b.Helper()
 	node := benchNodeOn(b, engine)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -90,7 +103,11 @@ func benchHTTPServer(b *testing.B, engine string) (*client.Client, *atomic.Int64
 	}
 	cfg := ontime.DefaultConfig().HTTP
 	conns := new(atomic.Int64)
+	var protocols http.Protocols // as newHTTPServer in cmd/ontime: HTTP/1.1 and h2c
+	protocols.SetHTTP1(true)
+	protocols.SetUnencryptedHTTP2(true)
 	srv := &http.Server{
+		Protocols:         &protocols,
 		Handler:           node.HTTPHandler(),
 		ReadHeaderTimeout: time.Duration(cfg.ReadHeaderTimeout),
 		ReadTimeout:       time.Duration(cfg.ReadTimeout),
@@ -105,7 +122,7 @@ func benchHTTPServer(b *testing.B, engine string) (*client.Client, *atomic.Int64
 	done := make(chan struct{})
 	go func() { defer close(done); _ = srv.Serve(ln) }()
 	b.Cleanup(func() { _ = srv.Close(); <-done })
-	cl, err := client.New("http://" + ln.Addr().String())
+	cl, err := client.New("http://"+ln.Addr().String(), opts...)
 	if err != nil {
 		b.Fatal(err)
 	}

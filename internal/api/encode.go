@@ -7,9 +7,9 @@ import (
 	"strconv"
 	"sync"
 	"time"
-	"unicode/utf8"
 
 	"github.com/ontimehq/ontime/apiv1"
+	"github.com/ontimehq/ontime/internal/jsonw"
 )
 
 // The answers of the hot routes (a task, a batch, a page of tasks, an
@@ -21,16 +21,14 @@ import (
 // any value the appenders do not vouch for (an invalid payload, a year
 // outside 0–9999) is left to encoding/json, so its errors stay its own.
 
-// bufPool holds reply buffers. Buffers that grew past maxPooledBuf (a
+// bufPool holds reply buffers: a cache, not state (any buffer serves any
+// answer), shared by every handler of the process as sync.Pool is meant
+// to be. Buffers that grew past maxPooledBuf (a
 // batch of large payloads) are dropped, so one big answer does not pin its
 // memory for the life of the process.
 var bufPool = sync.Pool{New: func() any { b := make([]byte, 0, 4<<10); return &b }}
 
 const maxPooledBuf = 1 << 20
-
-// jsonCT is the Content-Type of every answer; one shared slice, so setting
-// the header allocates nothing (net/http only reads it).
-var jsonCT = []string{"application/json"}
 
 // writeJSON answers v with code. The body is built in a pooled buffer and
 // sent with its Content-Length: one write, never chunked.
@@ -47,7 +45,7 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 		}
 	}
 	h := w.Header()
-	h["Content-Type"] = jsonCT
+	h["Content-Type"] = []string{"application/json"} // canonical keys: no Set, no canonicalising
 	h["Content-Length"] = []string{strconv.Itoa(len(b))}
 	w.WriteHeader(code)
 	_, _ = w.Write(b)
@@ -125,20 +123,20 @@ func appendPage(b []byte, v *apiv1.ListPage) ([]byte, bool) {
 	}
 	if v.NextCursor != "" {
 		b = append(b, `,"next_cursor":`...)
-		b = appendString(b, v.NextCursor)
+		b = jsonw.AppendString(b, v.NextCursor)
 	}
 	return append(b, '}'), true
 }
 
 func appendErrorDetail(b []byte, d *apiv1.ErrorDetail) []byte {
 	b = append(b, `{"code":`...)
-	b = appendString(b, string(d.Code))
+	b = jsonw.AppendString(b, string(d.Code))
 	if d.Field != "" {
 		b = append(b, `,"field":`...)
-		b = appendString(b, d.Field)
+		b = jsonw.AppendString(b, d.Field)
 	}
 	b = append(b, `,"message":`...)
-	b = appendString(b, d.Message)
+	b = jsonw.AppendString(b, d.Message)
 	return append(b, '}')
 }
 
@@ -146,15 +144,15 @@ func appendErrorDetail(b []byte, d *apiv1.ErrorDetail) []byte {
 func appendTask(b []byte, t *apiv1.Task) ([]byte, bool) {
 	var ok bool
 	b = append(b, `{"id":`...)
-	b = appendString(b, t.ID)
+	b = jsonw.AppendString(b, t.ID)
 	b = append(b, `,"topic":`...)
-	b = appendString(b, t.Topic)
+	b = jsonw.AppendString(b, t.Topic)
 	if t.Key != "" {
 		b = append(b, `,"key":`...)
-		b = appendString(b, t.Key)
+		b = jsonw.AppendString(b, t.Key)
 	}
 	b = append(b, `,"due_at":`...)
-	if b, ok = appendTime(b, t.DueAt); !ok {
+	if b, ok = jsonw.AppendTime(b, t.DueAt); !ok {
 		return b, false
 	}
 	b = append(b, `,"first_due_at":`...)
@@ -162,21 +160,21 @@ func appendTask(b []byte, t *apiv1.Task) ([]byte, bool) {
 		return b, false
 	}
 	b = append(b, `,"payload":`...)
-	if b, ok = appendRaw(b, t.Payload); !ok {
+	if b, ok = jsonw.AppendRaw(b, t.Payload); !ok {
 		return b, false
 	}
 	if t.Target != "" {
 		b = append(b, `,"target":`...)
-		b = appendString(b, t.Target)
+		b = jsonw.AppendString(b, t.Target)
 	}
 	b = append(b, `,"max_attempts":`...)
 	b = strconv.AppendInt(b, int64(t.MaxAttempts), 10)
 	b = append(b, `,"status":`...)
-	b = appendString(b, t.Status)
+	b = jsonw.AppendString(b, t.Status)
 	b = append(b, `,"attempts":`...)
 	b = strconv.AppendInt(b, int64(t.Attempts), 10)
 	b = append(b, `,"created_at":`...)
-	if b, ok = appendTime(b, t.CreatedAt); !ok {
+	if b, ok = jsonw.AppendTime(b, t.CreatedAt); !ok {
 		return b, false
 	}
 	b = append(b, `,"updated_at":`...)
@@ -185,20 +183,9 @@ func appendTask(b []byte, t *apiv1.Task) ([]byte, bool) {
 	}
 	if t.LastError != "" {
 		b = append(b, `,"last_error":`...)
-		b = appendString(b, t.LastError)
+		b = jsonw.AppendString(b, t.LastError)
 	}
 	return append(b, '}'), true
-}
-
-// appendTime is time.Time's MarshalJSON (RFC 3339 with nanoseconds,
-// trailing zeros cut) for UTC times (View's) of the years it accepts.
-func appendTime(b []byte, t time.Time) ([]byte, bool) {
-	if y := t.Year(); y < 0 || y > 9999 || t.Location() != time.UTC {
-		return b, false
-	}
-	b = append(b, '"')
-	b = t.AppendFormat(b, time.RFC3339Nano)
-	return append(b, '"'), true
 }
 
 // appendTimeAgain appends t, copying the text of prev, the value just
@@ -207,96 +194,10 @@ func appendTime(b []byte, t time.Time) ([]byte, bool) {
 // costliest part of a task's answer.
 func appendTimeAgain(b []byte, t, prev time.Time) ([]byte, bool) {
 	if t != prev {
-		return appendTime(b, t)
+		return jsonw.AppendTime(b, t)
 	}
 	// b ends with `"<prev>","name":`; find prev's quoted text.
 	end := bytes.LastIndexByte(b, ',')
 	start := bytes.LastIndexByte(b[:end-1], '"')
 	return append(b, b[start:end]...), true
-}
-
-// appendRaw is json.RawMessage as encoding/json writes it: null when
-// empty, else compacted with <, >, &, U+2028 and U+2029 escaped. A payload
-// with none of those bytes and no white space is already in that form.
-func appendRaw(b []byte, raw json.RawMessage) ([]byte, bool) {
-	if raw == nil {
-		return append(b, "null"...), true
-	}
-	if !json.Valid(raw) {
-		return b, false
-	}
-	if bytes.IndexAny(raw, " \t\r\n<>&\xe2") < 0 {
-		return append(b, raw...), true
-	}
-	var c bytes.Buffer
-	if json.Compact(&c, raw) != nil {
-		return b, false
-	}
-	buf := bytes.NewBuffer(b)
-	json.HTMLEscape(buf, c.Bytes())
-	return buf.Bytes(), true
-}
-
-// htmlSafe marks the ASCII bytes encoding/json writes as they are in a
-// string when it escapes HTML: printable, and not ", \, <, > or &.
-var htmlSafe = func() (s [utf8.RuneSelf]bool) {
-	for c := 0x20; c < utf8.RuneSelf; c++ {
-		s[c] = c != '"' && c != '\\' && c != '<' && c != '>' && c != '&'
-	}
-	return s
-}()
-
-const hexDigits = "0123456789abcdef"
-
-// appendString is encoding/json's string encoding with HTML escaping:
-// invalid UTF-8 becomes U+FFFD, U+2028 and U+2029 are escaped.
-func appendString(b []byte, s string) []byte {
-	b = append(b, '"')
-	start := 0
-	for i := 0; i < len(s); {
-		if c := s[i]; c < utf8.RuneSelf {
-			if htmlSafe[c] {
-				i++
-				continue
-			}
-			b = append(b, s[start:i]...)
-			switch c {
-			case '\\', '"':
-				b = append(b, '\\', c)
-			case '\b':
-				b = append(b, '\\', 'b')
-			case '\f':
-				b = append(b, '\\', 'f')
-			case '\n':
-				b = append(b, '\\', 'n')
-			case '\r':
-				b = append(b, '\\', 'r')
-			case '\t':
-				b = append(b, '\\', 't')
-			default:
-				b = append(b, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xF])
-			}
-			i++
-			start = i
-			continue
-		}
-		r, size := utf8.DecodeRuneInString(s[i:])
-		if r == utf8.RuneError && size == 1 {
-			b = append(b, s[start:i]...)
-			b = append(b, `\ufffd`...)
-			i += size
-			start = i
-			continue
-		}
-		if r == '\u2028' || r == '\u2029' {
-			b = append(b, s[start:i]...)
-			b = append(b, '\\', 'u', '2', '0', '2', hexDigits[r&0xF])
-			i += size
-			start = i
-			continue
-		}
-		i += size
-	}
-	b = append(b, s[start:]...)
-	return append(b, '"')
 }
