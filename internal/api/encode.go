@@ -23,9 +23,8 @@ import (
 
 // bufPool holds reply buffers: a cache, not state (any buffer serves any
 // answer), shared by every handler of the process as sync.Pool is meant
-// to be. Buffers that grew past maxPooledBuf (a
-// batch of large payloads) are dropped, so one big answer does not pin its
-// memory for the life of the process.
+// to be. Buffers that grew past maxPooledBuf (a batch of large payloads)
+// are dropped, so one big answer does not pin its memory.
 var bufPool = sync.Pool{New: func() any { b := make([]byte, 0, 4<<10); return &b }}
 
 const maxPooledBuf = 1 << 20
