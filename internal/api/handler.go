@@ -190,7 +190,9 @@ func readTask(w http.ResponseWriter, r *http.Request, limit int64, v *apiv1.Task
 	body := http.MaxBytesReader(w, r.Body, limit)
 	// As readBatch: the whole body (within limit) for fastDecodeTask, and
 	// the decoder below, over the same bytes, for any body it declines.
-	buf := bytes.NewBuffer(make([]byte, 0, min(max(r.ContentLength+1, 512), limit+1)))
+	// Sized by Content-Length, up to 64 KiB: a length a client claims but
+	// does not send costs no more than that.
+	buf := bytes.NewBuffer(make([]byte, 0, min(max(r.ContentLength+1, 512), 64<<10)))
 	if _, err := buf.ReadFrom(body); err == nil && utf8.Valid(buf.Bytes()) && fastDecodeTask(buf.Bytes(), v) {
 		return nil
 	}
@@ -205,11 +207,13 @@ func readTask(w http.ResponseWriter, r *http.Request, limit int64, v *apiv1.Task
 	return decodeTask(raw, v)
 }
 
-// readBatch reads the body of POST /v1/tasks:batch, {"tasks": [...]},
-// token by token from the stream: a body over limit bytes or with more
-// than MaxBatch tasks is refused when the reader gets there, not after
-// holding all of it. The tasks stay raw, so that one malformed task fails
-// alone.
+// readBatch reads the body of POST /v1/tasks:batch, {"tasks": [...]}. The
+// body is read whole, up to limit bytes: MaxBytesReader refuses the byte
+// past it (413), so the excess is never buffered. A well-formed body is
+// split by fastBatch; any other is read token by token by the decoder,
+// which answers as it always did (more than MaxBatch tasks, malformed
+// JSON, an unknown field). The tasks stay raw, so that one malformed task
+// fails alone.
 func readBatch(w http.ResponseWriter, r *http.Request, limit int64) ([]json.RawMessage, error) {
 	body := http.MaxBytesReader(w, r.Body, limit)
 	// The body is read whole first (within limit: MaxBytesReader stops
