@@ -144,12 +144,13 @@ func endOfBody(dec *json.Decoder, limit int64, field string) error {
 }
 
 // decodeTask decodes one task's raw JSON, rejecting unknown fields and
-// bytes that are not UTF-8; errors name the field where they can.
+// bytes that are not UTF-8; errors name the field where they can. raw is a
+// JSON value as a json.Decoder or fastBatch split it out: valid JSON.
 func decodeTask(raw []byte, v *apiv1.TaskRequest) error {
 	if err := checkUTF8(raw); err != nil {
 		return err
 	}
-	if fastDecodeTask(raw, v) { // decode_fast.go
+	if fastDecodeTask(raw, v, true) { // decode_fast.go; raw is a decoder's or fastBatch's value
 		return nil
 	}
 	dec := json.NewDecoder(bytes.NewReader(raw))
@@ -193,7 +194,7 @@ func readTask(w http.ResponseWriter, r *http.Request, limit int64, v *apiv1.Task
 	// Sized by Content-Length, up to 64 KiB: a length a client claims but
 	// does not send costs no more than that.
 	buf := bytes.NewBuffer(make([]byte, 0, min(max(r.ContentLength+1, 512), 64<<10)))
-	if _, err := buf.ReadFrom(body); err == nil && utf8.Valid(buf.Bytes()) && fastDecodeTask(buf.Bytes(), v) {
+	if _, err := buf.ReadFrom(body); err == nil && utf8.Valid(buf.Bytes()) && fastDecodeTask(buf.Bytes(), v, false) {
 		return nil
 	}
 	dec := json.NewDecoder(io.MultiReader(bytes.NewReader(buf.Bytes()), body))
