@@ -65,8 +65,56 @@ type Client struct {
 // Option adjusts a Client.
 type Option func(*Client)
 
-// WithHTTPClient replaces the default HTTP client (30 s timeout).
+// WithHTTPClient replaces the default HTTP client (30 s timeout, keep-alive
+// connections pooled for concurrent use: see DefaultMaxIdleConns).
 func WithHTTPClient(hc *http.Client) Option { return func(c *Client) { c.hc = hc } }
+
+// DefaultMaxIdleConns is how many idle connections to the node the default
+// transport keeps for reuse. net/http's default keeps 2 per host, so a
+// program calling from more goroutines than that opened and closed a
+// connection on most calls; this covers the concurrency of a busy
+// submitter, and connections past it are still opened when needed.
+const DefaultMaxIdleConns = 64
+
+// WithHTTP2Cleartext speaks HTTP/2 without TLS (h2c, prior knowledge) to an
+// http:// node: every concurrent call shares one connection. The node
+// serves it beside HTTP/1.1 (`ontime serve`); a server that does not speak
+// h2c refuses such calls, so it is not the default. https:// servers
+// negotiate HTTP/2 by TLS with or without this option.
+func WithHTTP2Cleartext() Option {
+	return func(c *Client) {
+		tr := c.transport()
+		p := new(http.Protocols)
+		p.SetHTTP2(true)
+		p.SetUnencryptedHTTP2(true)
+		tr.Protocols = p
+		c.setTransport(tr)
+	}
+}
+
+// transport is a copy of the client's transport to adjust, or a new default
+// one when the HTTP client has another kind of RoundTripper.
+func (c *Client) transport() *http.Transport {
+	if tr, ok := c.hc.Transport.(*http.Transport); ok {
+		return tr.Clone()
+	}
+	return newTransport()
+}
+
+// setTransport replaces the transport on a copy of the HTTP client, so
+// that one given by WithHTTPClient is not changed under its owner.
+func (c *Client) setTransport(tr *http.Transport) {
+	hc := *c.hc
+	hc.Transport = tr
+	c.hc = &hc
+}
+
+func newTransport() *http.Transport {
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.MaxIdleConns = DefaultMaxIdleConns
+	tr.MaxIdleConnsPerHost = DefaultMaxIdleConns
+	return tr
+}
 
 // New returns a client for the node at baseURL ("http://127.0.0.1:7070").
 func New(baseURL string, opts ...Option) (*Client, error) {
@@ -74,7 +122,7 @@ func New(baseURL string, opts ...Option) (*Client, error) {
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return nil, fmt.Errorf("server: %q is not an http(s) URL such as http://127.0.0.1:7070", baseURL)
 	}
-	c := &Client{base: strings.TrimRight(baseURL, "/"), hc: &http.Client{Timeout: 30 * time.Second}}
+	c := &Client{base: strings.TrimRight(baseURL, "/"), hc: &http.Client{Timeout: 30 * time.Second, Transport: newTransport()}}
 	for _, o := range opts {
 		o(c)
 	}
@@ -85,33 +133,53 @@ func New(baseURL string, opts ...Option) (*Client, error) {
 }
 
 func (c *Client) do(ctx context.Context, method, path string, in, out any) (int, error) {
-	var body io.Reader
+	var body []byte
 	if in != nil {
-		b, err := json.Marshal(in)
-		if err != nil {
+		var err error
+		if body, err = marshal(in); err != nil {
 			return 0, err
 		}
-		body = bytes.NewReader(b)
 	}
-	req, err := http.NewRequestWithContext(ctx, method, c.base+path, body)
+	return c.doRaw(ctx, method, path, body, out)
+}
+
+// doRaw makes one call with body as the JSON request body (nil: none) and
+// decodes the answer into out. The answer is read into a pooled buffer:
+// encoding/json copies what it keeps, so the buffer is free once out is
+// filled.
+func (c *Client) doRaw(ctx context.Context, method, path string, body []byte, out any) (int, error) {
+	var rd io.Reader
+	if body != nil {
+		rd = bytes.NewReader(body)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, c.base+path, rd)
 	if err != nil {
 		return 0, err
 	}
-	if in != nil {
-		req.Header.Set("Content-Type", "application/json")
+	if body != nil {
+		req.Header["Content-Type"] = []string{"application/json"}
 	}
 	if c.token != "" {
-		req.Header.Set("Authorization", "Bearer "+c.token)
+		req.Header["Authorization"] = []string{"Bearer " + c.token}
 	}
 	resp, err := c.hc.Do(req)
 	if err != nil {
 		return 0, err
 	}
 	defer resp.Body.Close()
-	raw, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
-	if err != nil {
+	bp := replyPool.Get().(*bytes.Buffer)
+	defer func() {
+		if bp.Cap() <= maxPooledReply {
+			bp.Reset()
+			replyPool.Put(bp)
+		}
+	}()
+	bp.Reset()
+	// Read to the end, so the connection goes back to the pool for reuse.
+	if _, err := bp.ReadFrom(io.LimitReader(resp.Body, 64<<20)); err != nil {
 		return resp.StatusCode, err
 	}
+	raw := bp.Bytes()
 	if resp.StatusCode >= 400 {
 		var eb apiv1.ErrorBody
 		if json.Unmarshal(raw, &eb) == nil && eb.Error.Message != "" {
@@ -139,16 +207,23 @@ func (c *Client) Submit(ctx context.Context, t TaskRequest) (task *Task, created
 
 // SubmitBatch stores up to 1,000 tasks; one answer per task, in order.
 func (c *Client) SubmitBatch(ctx context.Context, ts []TaskRequest) ([]BatchItem, error) {
-	raws := make([]json.RawMessage, len(ts))
-	for i, t := range ts {
-		b, err := json.Marshal(t)
-		if err != nil {
+	// The body is written in one buffer, {"tasks":[…]}: marshalling each
+	// task and then the whole (as apiv1.BatchRequest) would compact every
+	// task's bytes a second time.
+	body := make([]byte, 0, 64+len(ts)*128)
+	body = append(body, `{"tasks":[`...)
+	for i := range ts {
+		if i > 0 {
+			body = append(body, ',')
+		}
+		var err error
+		if body, err = appendTaskRequest(body, &ts[i]); err != nil {
 			return nil, err
 		}
-		raws[i] = b
 	}
+	body = append(body, "]}"...)
 	var out apiv1.BatchResponse
-	if _, err := c.do(ctx, http.MethodPost, "/v1/tasks:batch", apiv1.BatchRequest{Tasks: raws}, &out); err != nil {
+	if _, err := c.doRaw(ctx, http.MethodPost, "/v1/tasks:batch", body, &out); err != nil {
 		return nil, err
 	}
 	return out.Tasks, nil

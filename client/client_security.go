@@ -4,7 +4,6 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"fmt"
-	"net/http"
 	"os"
 )
 
@@ -28,10 +27,8 @@ func WithCAFile(caFile string) Option {
 			c.err = fmt.Errorf("ca file: %s holds no PEM certificate", caFile)
 			return
 		}
-		tr := http.DefaultTransport.(*http.Transport).Clone()
+		tr := c.transport()
 		tr.TLSClientConfig = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
-		hc := *c.hc
-		hc.Transport = tr
-		c.hc = &hc
+		c.setTransport(tr)
 	}
 }

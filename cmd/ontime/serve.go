@@ -111,12 +111,22 @@ func serve(ctx context.Context, g *globals, cfgPath string, stdout, stderr io.Wr
 // exhaust the node's file descriptors. The number of connections is
 // bounded by the listener (netutil.LimitListener): past it, new ones wait
 // in the kernel's backlog instead of costing a goroutine and buffers each.
+//
+// HTTP/1.1 with keep-alive is served, and beside it HTTP/2 cleartext (h2c
+// with prior knowledge) for clients that speak it (client.WithHTTP2Cleartext):
+// their concurrent calls share one connection. An HTTP/1.1 client is
+// unaffected: the server tells the two apart by the HTTP/2 preface.
 func newHTTPServer(h http.Handler, c ontime.HTTPConfig) *http.Server {
+	var p http.Protocols
+	p.SetHTTP1(true)
+	p.SetHTTP2(true)
+	p.SetUnencryptedHTTP2(true)
 	return &http.Server{
 		Handler:           h,
 		ReadHeaderTimeout: time.Duration(c.ReadHeaderTimeout),
 		ReadTimeout:       time.Duration(c.ReadTimeout),
 		WriteTimeout:      time.Duration(c.WriteTimeout),
 		IdleTimeout:       time.Duration(c.IdleTimeout),
+		Protocols:         &p,
 	}
 }

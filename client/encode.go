@@ -1,0 +1,61 @@
+package client
+
+import (
+	"bytes"
+	"encoding/json"
+	"strconv"
+	"sync"
+
+	"github.com/ontimehq/ontime/apiv1"
+	"github.com/ontimehq/ontime/internal/jsonw"
+)
+
+// replyPool holds the buffers answers are read into: a cache, not state
+// (any buffer serves any call), shared by every Client as sync.Pool is
+// meant to be. Buffers that grew past maxPooledReply are dropped.
+var replyPool = sync.Pool{New: func() any { return new(bytes.Buffer) }}
+
+const maxPooledReply = 1 << 20
+
+// marshal is json.Marshal, with the task request (every submit) written by
+// hand: the same bytes, without reflection.
+func marshal(v any) ([]byte, error) {
+	if t, ok := v.(TaskRequest); ok {
+		return appendTaskRequest(make([]byte, 0, 128+len(t.Payload)), &t)
+	}
+	return json.Marshal(v)
+}
+
+// appendTaskRequest appends t as json.Marshal writes it (field order,
+// omitempty, HTML escaping); a payload that is not valid JSON gets
+// json.Marshal's error.
+func appendTaskRequest(b []byte, t *apiv1.TaskRequest) ([]byte, error) {
+	b = append(b, `{"topic":`...)
+	b = jsonw.AppendString(b, t.Topic)
+	str := func(name, v string) {
+		if v != "" {
+			b = append(b, `,"`...)
+			b = append(b, name...)
+			b = append(b, `":`...)
+			b = jsonw.AppendString(b, v)
+		}
+	}
+	str("key", t.Key)
+	str("due_at", t.DueAt)
+	str("delay", t.Delay)
+	if len(t.Payload) > 0 {
+		b = append(b, `,"payload":`...)
+		var ok bool
+		if b, ok = jsonw.AppendRaw(b, t.Payload); !ok {
+			_, err := json.Marshal(t) // its error, in its words
+			return nil, err
+		}
+	}
+	str("target", t.Target)
+	if t.MaxAttempts != 0 {
+		b = append(b, `,"max_attempts":`...)
+		b = strconv.AppendInt(b, int64(t.MaxAttempts), 10)
+	}
+	str("if_exists", t.IfExists)
+	return append(b, '}'), nil
+}

@@ -1,0 +1,130 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"net"
+	"net/http"
+	"os"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/ontimehq/ontime"
+	"github.com/ontimehq/ontime/client"
+)
+
+// BenchmarkHTTPSubmit measures submits over the HTTP API as users make
+// them: a node (SQLite by default; ONTIME_BENCH_ENGINE=postgres for
+// PostgreSQL) serving its handler on a loopback socket through an
+// http.Server set up as `ontime serve` sets it up, and the Go client with
+// keep-alive connections. Tasks are due in an hour, so delivery does not
+// compete. Reports submits/s; b.N is the number of tasks.
+//
+//	go test ./e2e -run '^$' -bench HTTPSubmit -benchtime=5000x -cpuprofile cpu.out
+func BenchmarkHTTPSubmit(b *testing.B) {
+	engine := os.Getenv("ONTIME_BENCH_ENGINE")
+	if engine == "" {
+		engine = "sqlite"
+	}
+	type run struct {
+		name    string
+		clients int
+		opts    []client.Option
+	}
+	var runs []run
+	for _, c := range []int{1, 4, 16} {
+		runs = append(runs, run{"clients=" + strconv.Itoa(c), c, nil})
+	}
+	for _, c := range []int{1, 16} {
+		runs = append(runs, run{"h2c/clients=" + strconv.Itoa(c), c, []client.Option{client.WithHTTP2Cleartext()}})
+	}
+	for _, r := range runs {
+		c := r.clients
+		b.Run(r.name, func(b *testing.B) {
+			cl, conns := benchHTTPServer(b, engine, r.opts...)
+			payload := json.RawMessage(`{"order":12345,"note":"a small payload"}`)
+			var next atomic.Int64
+			b.ResetTimer()
+			start := time.Now()
+			var wg sync.WaitGroup
+			for range c {
+				wg.Go(func() {
+					for next.Add(1) <= int64(b.N) {
+						_, _, err := cl.Submit(context.Background(), client.TaskRequest{Topic: "bench", Delay: "1h", Payload: payload})
+						if err != nil {
+							b.Error(err)
+							return
+						}
+					}
+				})
+			}
+			wg.Wait()
+			b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "submits/s")
+			b.ReportMetric(float64(conns.Load()), "conns")
+		})
+	}
+	b.Run("batch=1000", func(b *testing.B) {
+		cl, conns := benchHTTPServer(b, engine)
+		batch := make([]client.TaskRequest, 1000)
+		for i := range batch {
+			batch[i] = client.TaskRequest{Topic: "bench", Delay: "1h", Payload: json.RawMessage(`{"order":` + strconv.Itoa(i) + `}`)}
+		}
+		b.ResetTimer()
+		start := time.Now()
+		n := 0
+		for n < b.N {
+			items, err := cl.SubmitBatch(context.Background(), batch)
+			if err != nil {
+				b.Fatal(err)
+			}
+			for _, it := range items {
+				if it.Error != nil {
+					b.Fatal(it.Error.Message)
+				}
+			}
+			n += len(batch)
+		}
+		b.ReportMetric(float64(n)/time.Since(start).Seconds(), "submits/s")
+		b.ReportMetric(float64(conns.Load()), "conns")
+	})
+}
+
+// benchHTTPServer starts a node on engine behind a loopback http.Server and
+// returns a client of it and the count of connections the server accepted.
+func benchHTTPServer(b *testing.B, engine string, opts ...client.Option) (*client.Client, *atomic.Int64) {
+	b.Helper()
+	node := benchNodeOn(b, engine)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	cfg := ontime.DefaultConfig().HTTP
+	conns := new(atomic.Int64)
+	var protocols http.Protocols // as newHTTPServer in cmd/ontime: HTTP/1.1 and h2c
+	protocols.SetHTTP1(true)
+	protocols.SetUnencryptedHTTP2(true)
+	srv := &http.Server{
+		Protocols:         &protocols,
+		Handler:           node.HTTPHandler(),
+		ReadHeaderTimeout: time.Duration(cfg.ReadHeaderTimeout),
+		ReadTimeout:       time.Duration(cfg.ReadTimeout),
+		WriteTimeout:      time.Duration(cfg.WriteTimeout),
+		IdleTimeout:       time.Duration(cfg.IdleTimeout),
+		ConnState: func(_ net.Conn, s http.ConnState) {
+			if s == http.StateNew {
+				conns.Add(1)
+			}
+		},
+	}
+	done := make(chan struct{})
+	go func() { defer close(done); _ = srv.Serve(ln) }()
+	b.Cleanup(func() { _ = srv.Close(); <-done })
+	cl, err := client.New("http://"+ln.Addr().String(), opts...)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return cl, conns
+}
