@@ -63,6 +63,10 @@ type Config struct {
 	Limits   task.Limits
 	Logger   *slog.Logger
 	Metrics  *metrics.Metrics // nil: series kept but not registered
+	// GroupMax bounds the tasks of one group commit (groupcommit.go);
+	// 0 is DefaultGroupMax, negative turns group commit off (every submit
+	// commits alone).
+	GroupMax int
 }
 
 // Service is the submit path. It answers ErrNotReady until SetReady(true).
@@ -71,6 +75,9 @@ type Service struct {
 	log   *slog.Logger
 	m     *metrics.Metrics
 	ready atomic.Bool
+	// groups: one committer per database, nil when group commit is off.
+	groups []*committer
+	work   groupWork
 }
 
 // New checks cfg and builds the service.
@@ -95,7 +102,17 @@ func New(cfg Config) (*Service, error) {
 	if cfg.Metrics == nil {
 		cfg.Metrics = metrics.New(nil)
 	}
-	return &Service{cfg: cfg, log: cfg.Logger, m: cfg.Metrics}, nil
+	s := &Service{cfg: cfg, log: cfg.Logger, m: cfg.Metrics}
+	if cfg.GroupMax == 0 {
+		cfg.GroupMax = DefaultGroupMax
+	}
+	if cfg.GroupMax > 0 {
+		for range cfg.Topology.Databases {
+			s.groups = append(s.groups, &committer{max: cfg.GroupMax, sizes: cfg.Metrics.GroupSubmits})
+		}
+	}
+	s.work = groupWork{insert: s.insertGroup, after: s.committed}
+	return s, nil
 }
 
 // SetReady opens (true) or closes (false) the service to submits: the node
@@ -141,14 +158,69 @@ func (s *Service) Submit(ctx context.Context, specs []task.Spec) ([]Result, erro
 	if len(news) == 0 {
 		return results, nil
 	}
-	ins, err := s.cfg.Store.Insert(ctx, news)
+	ins, err := s.insert(ctx, news)
 	if err != nil {
 		return nil, fmt.Errorf("submit: %w", err)
 	}
+	for j, r := range ins {
+		results[pos[j]] = Result{Task: r.Task, Existing: r.Existing}
+	}
+	s.replace(ctx, results, specs, valid)
+	return results, nil
+}
+
+// insert stores news and runs what follows the commit: through the group
+// committer of their database when they are few and all bound for one
+// database, else alone.
+func (s *Service) insert(ctx context.Context, news []store.NewTask) ([]store.Inserted, error) {
+	if c := s.committerOf(news); c != nil {
+		return c.do(ctx, news, s.work)
+	}
+	ins, err := s.cfg.Store.Insert(ctx, news)
+	if err != nil {
+		return nil, err
+	}
+	s.committed(ctx, news, ins)
+	return ins, nil
+}
+
+// committerOf returns the committer news may share a commit in, or nil.
+func (s *Service) committerOf(news []store.NewTask) *committer {
+	if s.groups == nil || len(news) > groupMaxSubmit {
+		return nil
+	}
+	db, _ := s.cfg.Topology.Locate(news[0].ShardHash)
+	for _, nt := range news[1:] {
+		if d, _ := s.cfg.Topology.Locate(nt.ShardHash); d != db {
+			return nil
+		}
+	}
+	return s.groups[db]
+}
+
+// insertGroup writes the tasks of a group commit. The claimed ones share
+// one claim token, as the tasks of one submit do: the store matches a
+// batch's claims by token, and fewer tokens make a shorter predicate.
+func (s *Service) insertGroup(ctx context.Context, tasks []store.NewTask) ([]store.Inserted, error) {
+	token := store.NewToken()
+	for i := range tasks {
+		if c := tasks[i].Claim; c != nil {
+			l := *c
+			l.Token = token
+			tasks[i].Claim = &l
+		}
+	}
+	return s.cfg.Store.Insert(ctx, tasks)
+}
+
+// committed follows the commit of news: counts the results, puts the new
+// tasks due within the window in the hot tier and wakes the scanners of
+// the others.
+func (s *Service) committed(ctx context.Context, news []store.NewTask, ins []store.Inserted) {
+	now := time.Now()
 	var entries []hot.Entry
 	var claimed []store.NewTask
 	for j, r := range ins {
-		results[pos[j]] = Result{Task: r.Task, Existing: r.Existing}
 		if r.Existing {
 			s.m.Submitted.WithLabelValues("existing").Inc()
 			continue
@@ -169,8 +241,6 @@ func (s *Service) Submit(ctx context.Context, specs []task.Spec) ([]Result, erro
 			s.release(ctx, claimed, err)
 		}
 	}
-	s.replace(ctx, results, specs, valid)
-	return results, nil
 }
 
 // release hands back tasks inserted claimed that the tier refused, and
