@@ -30,26 +30,32 @@ const (
 	groupMaxSubmit = 100
 )
 
-// committer gathers the submits bound for one database.
+// committer gathers the submits bound for one database. Up to writers
+// groups are written at once: SQLite has one writer, so one; a server
+// engine commits several transactions in parallel (and syncs them
+// together), so a few leaders keep it busy while the next groups gather.
+// Invariant: the queue holds submits only while all writers are busy.
 type committer struct {
-	max   int                           // tasks per group
-	sizes interface{ Observe(float64) } // submits per group
+	max     int // tasks per group
+	writers int
+	sizes   interface{ Observe(float64) } // submits per group
 
 	mu    sync.Mutex
-	busy  bool      // a leader is writing a group
-	queue []*waiter // submits waiting for the next group, in arrival order
+	busy  int       // leaders writing a group
+	queue []*waiter // submits waiting for a group, in arrival order
 }
 
 // waiter is one submit in a committer.
 type waiter struct {
 	tasks []store.NewTask
 	bytes int
-	wake  chan struct{} // cap 1: signalled once, when lead or done is set
+	wake  chan struct{} // cap 1: signalled once, when it leads or is done
 
 	// Guarded by the committer's mu.
-	taken bool // in a group being written
-	lead  bool // leads the next group
-	done  bool // ins and err are set
+	taken bool      // in a group
+	lead  bool      // leads group, which it heads
+	group []*waiter // the group it leads
+	done  bool      // ins and err are set
 
 	ins []store.Inserted
 	err error
@@ -63,10 +69,11 @@ type groupWork struct {
 	after  func(ctx context.Context, tasks []store.NewTask, ins []store.Inserted)
 }
 
-// do stores tasks in the next group and returns their results. A caller
-// whose ctx ends while it waits returns ctx.Err(): before its group was
-// taken nothing of it is written; once taken, its tasks may be committed
-// (as with any request that timed out).
+// do stores tasks in a group and returns their results. A caller whose
+// ctx ends while it waits returns ctx.Err(): before its group was taken
+// nothing of it is written; once taken, its tasks may be committed (as
+// with any request that timed out). A caller made leader leads even so:
+// the others of its group wait on it.
 func (c *committer) do(ctx context.Context, tasks []store.NewTask, work groupWork) ([]store.Inserted, error) {
 	w := &waiter{tasks: tasks, wake: make(chan struct{}, 1)}
 	for _, t := range tasks {
@@ -74,8 +81,10 @@ func (c *committer) do(ctx context.Context, tasks []store.NewTask, work groupWor
 	}
 	c.mu.Lock()
 	c.queue = append(c.queue, w)
-	if !c.busy {
-		c.busy, w.lead = true, true
+	if c.busy < c.writers {
+		// The queue was empty (invariant): the group is this submit.
+		c.busy++
+		w.group, w.lead = c.take(), true
 	}
 	lead := w.lead
 	c.mu.Unlock()
@@ -84,37 +93,33 @@ func (c *committer) do(ctx context.Context, tasks []store.NewTask, work groupWor
 		case <-w.wake:
 		case <-ctx.Done():
 			c.mu.Lock()
-			if !w.taken && !w.lead {
+			if !w.taken {
 				c.drop(w)
 				c.mu.Unlock()
 				return nil, ctx.Err()
 			}
-			if w.taken && !w.done {
+			if !w.lead {
 				c.mu.Unlock()
 				return nil, ctx.Err()
 			}
 			c.mu.Unlock()
-			<-w.wake // lead or done, signalled already or about to be
+			<-w.wake // made leader: signalled already
 		}
 		c.mu.Lock()
-		lead = w.lead && !w.done
+		lead = w.lead
 		c.mu.Unlock()
 		if !lead {
 			return w.ins, w.err
 		}
 	}
-	c.leadGroup(ctx, work)
+	c.leadGroup(ctx, w.group, work)
 	return w.ins, w.err
 }
 
-// leadGroup writes the next group, which starts with the leader, hands the
-// lead to the first submit queued after it, runs the after-commit work and
-// answers the group.
-func (c *committer) leadGroup(ctx context.Context, work groupWork) {
-	c.mu.Lock()
-	group := c.take()
-	c.mu.Unlock()
-
+// leadGroup writes group, hands the next group to its first submit as
+// leader (or frees the writer), runs the after-commit work and answers
+// the group.
+func (c *committer) leadGroup(ctx context.Context, group []*waiter, work groupWork) {
 	c.sizes.Observe(float64(len(group)))
 	n := 0
 	for _, w := range group {
@@ -131,11 +136,11 @@ func (c *committer) leadGroup(ctx context.Context, work groupWork) {
 
 	c.mu.Lock()
 	if len(c.queue) > 0 {
-		next := c.queue[0]
-		next.lead = true
-		next.wake <- struct{}{}
+		next := c.take()
+		next[0].group, next[0].lead = next, true
+		next[0].wake <- struct{}{}
 	} else {
-		c.busy = false
+		c.busy--
 	}
 	c.mu.Unlock()
 	if err == nil {
@@ -143,7 +148,7 @@ func (c *committer) leadGroup(ctx context.Context, work groupWork) {
 	}
 	c.mu.Lock()
 	off := 0
-	for _, w := range group {
+	for i, w := range group {
 		if err != nil {
 			w.err = err
 		} else {
@@ -151,7 +156,7 @@ func (c *committer) leadGroup(ctx context.Context, work groupWork) {
 		}
 		off += len(w.tasks)
 		w.done = true
-		if !w.lead {
+		if i > 0 {
 			w.wake <- struct{}{}
 		}
 	}

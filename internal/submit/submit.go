@@ -67,6 +67,9 @@ type Config struct {
 	// 0 is DefaultGroupMax, negative turns group commit off (every submit
 	// commits alone).
 	GroupMax int
+	// GroupWriters is how many group commits per database may be written
+	// at once (0: 1, what SQLite's single writer wants).
+	GroupWriters int
 }
 
 // Service is the submit path. It answers ErrNotReady until SetReady(true).
@@ -106,9 +109,12 @@ func New(cfg Config) (*Service, error) {
 	if cfg.GroupMax == 0 {
 		cfg.GroupMax = DefaultGroupMax
 	}
+	if cfg.GroupWriters < 1 {
+		cfg.GroupWriters = 1
+	}
 	if cfg.GroupMax > 0 {
 		for range cfg.Topology.Databases {
-			s.groups = append(s.groups, &committer{max: cfg.GroupMax, sizes: cfg.Metrics.GroupSubmits})
+			s.groups = append(s.groups, &committer{max: cfg.GroupMax, writers: cfg.GroupWriters, sizes: cfg.Metrics.GroupSubmits})
 		}
 	}
 	s.work = groupWork{insert: s.insertGroup, after: s.committed}
