@@ -355,7 +355,11 @@ func (n *Node) build(ctx context.Context, resolver Resolver) error {
 	n.submit, err = submit.New(submit.Config{Store: n.store, Tier: n.tier, Planner: planner, Notifier: n.scan,
 		Topology: router.Topology{Databases: len(cfg.Store.Databases), Tables: cfg.Store.Tables},
 		Segments: cfg.Store.Segments, NodeID: cfg.NodeID, Window: window, LeaseTTL: time.Duration(cfg.Delivery.LeaseTTL),
-		Limits: limits, Logger: n.log, Metrics: m})
+		Limits: limits, Logger: n.log, Metrics: m,
+		// SQLite has one writer: one group per database at a time. A
+		// server engine commits in parallel: groups per table, each one
+		// INSERT, two at a time.
+		GroupByTable: cfg.Store.Driver != "sqlite", GroupWriters: map[bool]int{true: 1, false: 2}[cfg.Store.Driver == "sqlite"]})
 	if err != nil {
 		return err
 	}

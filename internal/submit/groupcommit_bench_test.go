@@ -24,7 +24,8 @@ func BenchmarkConcurrentSubmit(b *testing.B) {
 		for _, mode := range []struct {
 			name         string
 			max, writers int
-		}{{"alone", -1, 0}, {"group1", 0, 1}, {"group4", 0, 4}} {
+			byTable      bool
+		}{{"alone", -1, 0, false}, {"db1", 0, 1, false}, {"db4", 0, 4, false}, {"table1", 0, 1, true}, {"table2", 0, 2, true}} {
 			b.Run(engine+"/"+mode.name, func(b *testing.B) {
 				st, err := sqlstore.Open(context.Background(), sqlstore.Config{Driver: engine, DSNs: testdb.DSNs(b, engine, 1),
 					Tables: topo.Tables, Segments: 2})
@@ -34,7 +35,7 @@ func BenchmarkConcurrentSubmit(b *testing.B) {
 				b.Cleanup(func() { st.Close() })
 				svc, err := submit.New(submit.Config{Store: st, Tier: stagetest.Tier(b), Planner: hot.NewPlanner(20*time.Millisecond, 0),
 					Notifier: &notifier{}, Topology: topo, Segments: 2, NodeID: node,
-					Window: window, LeaseTTL: time.Minute, GroupMax: mode.max, GroupWriters: mode.writers})
+					Window: window, LeaseTTL: time.Minute, GroupMax: mode.max, GroupWriters: mode.writers, GroupByTable: mode.byTable})
 				if err != nil {
 					b.Fatal(err)
 				}

@@ -67,9 +67,15 @@ type Config struct {
 	// 0 is DefaultGroupMax, negative turns group commit off (every submit
 	// commits alone).
 	GroupMax int
-	// GroupWriters is how many group commits per database may be written
-	// at once (0: 1, what SQLite's single writer wants).
+	// GroupWriters is how many group commits per database (per table
+	// with GroupByTable) may be written at once (0: 1, what SQLite's
+	// single writer wants).
 	GroupWriters int
+	// GroupByTable gathers groups per table rather than per database: a
+	// group of one table is one INSERT, which a server engine commits
+	// without BEGIN and COMMIT round trips, and syncs together with the
+	// other tables' concurrent commits by itself.
+	GroupByTable bool
 }
 
 // Service is the submit path. It answers ErrNotReady until SetReady(true).
@@ -78,7 +84,8 @@ type Service struct {
 	log   *slog.Logger
 	m     *metrics.Metrics
 	ready atomic.Bool
-	// groups: one committer per database, nil when group commit is off.
+	// groups: one committer per database (or table: GroupByTable), nil
+	// when group commit is off.
 	groups []*committer
 	work   groupWork
 }
@@ -113,7 +120,11 @@ func New(cfg Config) (*Service, error) {
 		cfg.GroupWriters = 1
 	}
 	if cfg.GroupMax > 0 {
-		for range cfg.Topology.Databases {
+		lanes := cfg.Topology.Databases
+		if cfg.GroupByTable {
+			lanes *= cfg.Topology.Tables
+		}
+		for range lanes {
 			s.groups = append(s.groups, &committer{max: cfg.GroupMax, writers: cfg.GroupWriters, sizes: cfg.Metrics.GroupSubmits})
 		}
 	}
@@ -190,18 +201,27 @@ func (s *Service) insert(ctx context.Context, news []store.NewTask) ([]store.Ins
 	return ins, nil
 }
 
-// committerOf returns the committer news may share a commit in, or nil.
+// committerOf returns the committer news may share a commit in, or nil:
+// that of their database (or table), when they all go to one.
 func (s *Service) committerOf(news []store.NewTask) *committer {
 	if s.groups == nil || len(news) > groupMaxSubmit {
 		return nil
 	}
-	db, _ := s.cfg.Topology.Locate(news[0].ShardHash)
+	lane := s.lane(news[0].ShardHash)
 	for _, nt := range news[1:] {
-		if d, _ := s.cfg.Topology.Locate(nt.ShardHash); d != db {
+		if s.lane(nt.ShardHash) != lane {
 			return nil
 		}
 	}
-	return s.groups[db]
+	return s.groups[lane]
+}
+
+func (s *Service) lane(hash uint32) int {
+	db, table := s.cfg.Topology.Locate(hash)
+	if s.cfg.GroupByTable {
+		return db*s.cfg.Topology.Tables + table
+	}
+	return db
 }
 
 // insertGroup writes the tasks of a group commit. The claimed ones share
