@@ -352,10 +352,17 @@ func (n *Node) build(ctx context.Context, resolver Resolver) error {
 	if err != nil {
 		return err
 	}
+	// Group commit: SQLite has one writer, so one group per database at a
+	// time; a server engine commits in parallel, so groups per table (each
+	// one INSERT), two at a time.
+	serverEngine, groupWriters := cfg.Store.Driver != "sqlite", 1
+	if serverEngine {
+		groupWriters = 2
+	}
 	n.submit, err = submit.New(submit.Config{Store: n.store, Tier: n.tier, Planner: planner, Notifier: n.scan,
 		Topology: router.Topology{Databases: len(cfg.Store.Databases), Tables: cfg.Store.Tables},
 		Segments: cfg.Store.Segments, NodeID: cfg.NodeID, Window: window, LeaseTTL: time.Duration(cfg.Delivery.LeaseTTL),
-		Limits: limits, Logger: n.log, Metrics: m})
+		Limits: limits, Logger: n.log, Metrics: m, GroupByTable: serverEngine, GroupWriters: groupWriters})
 	if err != nil {
 		return err
 	}

@@ -22,6 +22,9 @@ type Metrics struct {
 	// once; reason node_gone (a dead node's items moved here) or tier_lost.
 	LeasesEnded *prometheus.CounterVec
 	Paused      prometheus.Counter // hot entries of paused topics handed back unstarted
+	// GroupSubmits: submits written together by one group commit (a
+	// lone submit is a group of one).
+	GroupSubmits prometheus.Histogram
 }
 
 // New creates the series and registers them on reg (nil: not registered).
@@ -39,9 +42,11 @@ func New(reg prometheus.Registerer) *Metrics {
 		LeasesEnded: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "ontime_leases_ended_total",
 			Help: "Leases ended early so their tasks were claimed again at once, by reason: node_gone, tier_lost."}, []string{"reason"}),
 		Paused: prometheus.NewCounter(prometheus.CounterOpts{Name: "ontime_paused_released_total", Help: "Claimed tasks of paused topics handed back to the store unstarted."}),
+		GroupSubmits: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "ontime_submit_group_submits", Help: "Submits written together by one group commit (one transaction per database).",
+			Buckets: []float64{1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1000}}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.Submitted, m.Claimed, m.Started, m.Outcomes, m.Lateness, m.Extended, m.Scans, m.ScanErrs, m.LeasesEnded, m.Paused)
+		reg.MustRegister(m.Submitted, m.Claimed, m.Started, m.Outcomes, m.Lateness, m.Extended, m.Scans, m.ScanErrs, m.LeasesEnded, m.Paused, m.GroupSubmits)
 	}
 	return m
 }

@@ -63,6 +63,19 @@ type Config struct {
 	Limits   task.Limits
 	Logger   *slog.Logger
 	Metrics  *metrics.Metrics // nil: series kept but not registered
+	// GroupMax bounds the tasks of one group commit (groupcommit.go);
+	// 0 is DefaultGroupMax, negative turns group commit off (every submit
+	// commits alone).
+	GroupMax int
+	// GroupWriters is how many group commits per database (per table
+	// with GroupByTable) may be written at once (0: 1, what SQLite's
+	// single writer wants).
+	GroupWriters int
+	// GroupByTable gathers groups per table rather than per database: a
+	// group of one table is one INSERT, which a server engine commits
+	// without BEGIN and COMMIT round trips, and syncs together with the
+	// other tables' concurrent commits by itself.
+	GroupByTable bool
 }
 
 // Service is the submit path. It answers ErrNotReady until SetReady(true).
@@ -71,6 +84,10 @@ type Service struct {
 	log   *slog.Logger
 	m     *metrics.Metrics
 	ready atomic.Bool
+	// groups: one committer per database (or table: GroupByTable), nil
+	// when group commit is off.
+	groups []*committer
+	work   groupWork
 }
 
 // New checks cfg and builds the service.
@@ -95,7 +112,24 @@ func New(cfg Config) (*Service, error) {
 	if cfg.Metrics == nil {
 		cfg.Metrics = metrics.New(nil)
 	}
-	return &Service{cfg: cfg, log: cfg.Logger, m: cfg.Metrics}, nil
+	s := &Service{cfg: cfg, log: cfg.Logger, m: cfg.Metrics}
+	if cfg.GroupMax == 0 {
+		cfg.GroupMax = DefaultGroupMax
+	}
+	if cfg.GroupWriters < 1 {
+		cfg.GroupWriters = 1
+	}
+	if cfg.GroupMax > 0 {
+		lanes := cfg.Topology.Databases
+		if cfg.GroupByTable {
+			lanes *= cfg.Topology.Tables
+		}
+		for range lanes {
+			s.groups = append(s.groups, &committer{max: cfg.GroupMax, writers: cfg.GroupWriters, sizes: cfg.Metrics.GroupSubmits})
+		}
+	}
+	s.work = groupWork{insert: s.insertGroup, after: s.committed}
+	return s, nil
 }
 
 // SetReady opens (true) or closes (false) the service to submits: the node
@@ -141,14 +175,78 @@ func (s *Service) Submit(ctx context.Context, specs []task.Spec) ([]Result, erro
 	if len(news) == 0 {
 		return results, nil
 	}
-	ins, err := s.cfg.Store.Insert(ctx, news)
+	ins, err := s.insert(ctx, news)
 	if err != nil {
 		return nil, fmt.Errorf("submit: %w", err)
 	}
+	for j, r := range ins {
+		results[pos[j]] = Result{Task: r.Task, Existing: r.Existing}
+	}
+	s.replace(ctx, results, specs, valid)
+	return results, nil
+}
+
+// insert stores news and runs what follows the commit: through the group
+// committer of their database when they are few and all bound for one
+// database, else alone.
+func (s *Service) insert(ctx context.Context, news []store.NewTask) ([]store.Inserted, error) {
+	if c := s.committerOf(news); c != nil {
+		return c.do(ctx, news, s.work)
+	}
+	ins, err := s.cfg.Store.Insert(ctx, news)
+	if err != nil {
+		return nil, err
+	}
+	s.committed(ctx, news, ins)
+	return ins, nil
+}
+
+// committerOf returns the committer news may share a commit in, or nil:
+// that of their database (or table), when they all go to one.
+func (s *Service) committerOf(news []store.NewTask) *committer {
+	if s.groups == nil || len(news) > groupMaxSubmit {
+		return nil
+	}
+	lane := s.lane(news[0].ShardHash)
+	for _, nt := range news[1:] {
+		if s.lane(nt.ShardHash) != lane {
+			return nil
+		}
+	}
+	return s.groups[lane]
+}
+
+func (s *Service) lane(hash uint32) int {
+	db, table := s.cfg.Topology.Locate(hash)
+	if s.cfg.GroupByTable {
+		return db*s.cfg.Topology.Tables + table
+	}
+	return db
+}
+
+// insertGroup writes the tasks of a group commit. The claimed ones share
+// one claim token, as the tasks of one submit do: the store matches a
+// batch's claims by token, and fewer tokens make a shorter predicate.
+func (s *Service) insertGroup(ctx context.Context, tasks []store.NewTask) ([]store.Inserted, error) {
+	token := store.NewToken()
+	for i := range tasks {
+		if c := tasks[i].Claim; c != nil {
+			l := *c
+			l.Token = token
+			tasks[i].Claim = &l
+		}
+	}
+	return s.cfg.Store.Insert(ctx, tasks)
+}
+
+// committed follows the commit of news: counts the results, puts the new
+// tasks due within the window in the hot tier and wakes the scanners of
+// the others.
+func (s *Service) committed(ctx context.Context, news []store.NewTask, ins []store.Inserted) {
+	now := time.Now()
 	var entries []hot.Entry
 	var claimed []store.NewTask
 	for j, r := range ins {
-		results[pos[j]] = Result{Task: r.Task, Existing: r.Existing}
 		if r.Existing {
 			s.m.Submitted.WithLabelValues("existing").Inc()
 			continue
@@ -169,8 +267,6 @@ func (s *Service) Submit(ctx context.Context, specs []task.Spec) ([]Result, erro
 			s.release(ctx, claimed, err)
 		}
 	}
-	s.replace(ctx, results, specs, valid)
-	return results, nil
 }
 
 // release hands back tasks inserted claimed that the tier refused, and

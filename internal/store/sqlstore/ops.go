@@ -17,7 +17,12 @@ import (
 // every engine's limit: 17 × 500).
 const batchLimit = 500
 
-// Insert writes tasks idempotently on (topic, task_key).
+// Insert writes tasks idempotently on (topic, task_key). The rows bound
+// for one database are written in one transaction: one commit (one sync)
+// per database and call, however many tables and chunks they span, and on
+// failure none of them is written. Databases are written in parallel; a
+// call spanning several can fail on one after another committed (each
+// database answers for its own rows).
 func (s *Store) Insert(ctx context.Context, tasks []store.NewTask) (_ []store.Inserted, err error) {
 	defer classify(&err)
 	out := make([]store.Inserted, len(tasks))
@@ -25,7 +30,6 @@ func (s *Store) Insert(ctx context.Context, tasks []store.NewTask) (_ []store.In
 	for i, t := range tasks {
 		ids[i] = t.ID
 	}
-	now := time.Now()
 	groups := s.groupIDs(ids)
 	placed := 0
 	for _, g := range groups {
@@ -34,14 +38,8 @@ func (s *Store) Insert(ctx context.Context, tasks []store.NewTask) (_ []store.In
 	if placed != len(tasks) {
 		return nil, fmt.Errorf("insert: a task has a malformed ID")
 	}
-	err = forEachGroup(groups, func(g group) error {
-		for start := 0; start < len(g.idx); start += batchLimit {
-			idx := g.idx[start:min(start+batchLimit, len(g.idx))]
-			if err := s.insertChunk(ctx, g, idx, tasks, out, now); err != nil {
-				return err
-			}
-		}
-		return nil
+	err = forEachDB(groups, func(gs []group) error {
+		return s.insertTx(ctx, gs, tasks, out)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("insert: %w", err)
@@ -49,34 +47,110 @@ func (s *Store) Insert(ctx context.Context, tasks []store.NewTask) (_ []store.In
 	return out, nil
 }
 
+// insertTx writes the table groups of one database in one transaction,
+// retried as a whole on transient conflicts (a deadlock between two
+// transactions inserting the same keys in different orders, SQLite busy):
+// a statement that failed inside a transaction cannot be retried alone
+// (PostgreSQL aborts the transaction, MariaDB rolls it back on deadlock).
+//
+// MariaDB runs it READ COMMITTED: under its default REPEATABLE READ the
+// read-back of a key that met a row committed meanwhile would see the
+// snapshot of the transaction's first read, miss that row and take the key
+// for freed. PostgreSQL's default is READ COMMITTED already; SQLite has one
+// writer, so nothing commits under a write transaction.
+func (s *Store) insertTx(ctx context.Context, gs []group, tasks []store.NewTask, out []store.Inserted) error {
+	if len(gs) == 1 && len(gs[0].idx) <= batchLimit && !keyed(gs[0].idx, tasks) {
+		// One INSERT of keyless rows and nothing else: the statement is
+		// atomic by itself, and BEGIN and COMMIT would cost two more round
+		// trips (what a lone submit of one task pays on a server engine).
+		return withRetry(ctx, func() error {
+			_, err := s.insertRound(ctx, s.w[gs[0].db], gs[0], gs[0].idx, tasks, out, time.Now())
+			return err
+		})
+	}
+	var opts *sql.TxOptions
+	if s.d.name == "mysql" {
+		opts = &sql.TxOptions{Isolation: sql.LevelReadCommitted}
+	}
+	return withRetry(ctx, func() error {
+		now := time.Now()
+		tx, err := s.w[gs[0].db].BeginTx(ctx, opts)
+		if err != nil {
+			return err
+		}
+		defer tx.Rollback()
+		for _, g := range gs {
+			for start := 0; start < len(g.idx); start += batchLimit {
+				idx := g.idx[start:min(start+batchLimit, len(g.idx))]
+				if err := s.insertChunk(ctx, tx, g, idx, tasks, out, now); err != nil {
+					return err
+				}
+			}
+		}
+		return tx.Commit()
+	})
+}
+
+// keyed reports whether any task of idx has a key.
+func keyed(idx []int, tasks []store.NewTask) bool {
+	for _, i := range idx {
+		if tasks[i].Key != "" {
+			return true
+		}
+	}
+	return false
+}
+
+// forEachDB runs f on the table groups of each database, databases in
+// parallel (up to 8 at a time).
+func forEachDB(groups []group, f func(gs []group) error) error {
+	byDB := map[int][]group{}
+	var dbs []group // the first group of each database, in order
+	for _, g := range groups {
+		if _, ok := byDB[g.db]; !ok {
+			dbs = append(dbs, g)
+		}
+		byDB[g.db] = append(byDB[g.db], g)
+	}
+	return forEachGroup(dbs, func(g group) error { return f(byDB[g.db]) })
+}
+
+// txQuerier is the write transaction of one database an insert runs in
+// (or its pool, for a lone statement).
+type txQuerier interface {
+	querier
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+}
+
 // insertChunk inserts the tasks of idx (one table) and fills out. A
 // keyed task whose key is held by a stored task (keys.go) is not written;
 // a keyed task that loses the race for its key to a concurrent insert
 // finds the winner; one whose key was freed meanwhile (the winner ended,
 // with no key hold) is inserted in the next round.
-func (s *Store) insertChunk(ctx context.Context, g group, idx []int, tasks []store.NewTask, out []store.Inserted, now time.Time) error {
+func (s *Store) insertChunk(ctx context.Context, tx txQuerier, g group, idx []int, tasks []store.NewTask, out []store.Inserted, now time.Time) error {
 	for round := 0; len(idx) > 0; round++ {
 		if round == 3 {
 			return fmt.Errorf("task %s/%q: its key kept changing hands", tasks[idx[0]].Topic, tasks[idx[0]].Key)
 		}
 		var err error
-		if idx, err = s.resolveKeys(ctx, s.w[g.db], s.names[g.table], idx, tasks, out, now); err != nil {
+		if idx, err = s.resolveKeys(ctx, tx, s.names[g.table], idx, tasks, out, now); err != nil {
 			return err
 		}
 		if len(idx) == 0 {
 			return nil
 		}
-		if idx, err = s.insertRound(ctx, g, idx, tasks, out, now); err != nil {
+		if idx, err = s.insertRound(ctx, tx, g, idx, tasks, out, now); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-// insertRound writes one INSERT of idx and returns the keyed tasks it
-// could not place: neither inserted nor finding a task that holds the key.
-func (s *Store) insertRound(ctx context.Context, g group, idx []int, tasks []store.NewTask, out []store.Inserted, now time.Time) ([]int, error) {
-	db, t := s.w[g.db], s.names[g.table]
+// insertRound writes one INSERT of idx in tx and returns the keyed tasks
+// it could not place: neither inserted nor finding a task that holds the
+// key.
+func (s *Store) insertRound(ctx context.Context, tx txQuerier, g group, idx []int, tasks []store.NewTask, out []store.Inserted, now time.Time) ([]int, error) {
+	db, t := tx, s.names[g.table]
 	var b strings.Builder
 	b.WriteString("INSERT INTO " + t + " (" + cols + ") VALUES ")
 	args := make([]any, 0, len(idx)*ncols)
@@ -115,7 +189,8 @@ func (s *Store) insertRound(ctx context.Context, g group, idx []int, tasks []sto
 		b.WriteString(" RETURNING id")
 	}
 	q := s.d.rebind(b.String())
-	err := withRetry(ctx, func() error {
+	// Not retried here: insertTx retries the whole transaction.
+	err := func() error {
 		if !s.d.returning {
 			res, err := db.ExecContext(ctx, q, args...)
 			if err != nil {
@@ -143,7 +218,7 @@ func (s *Store) insertRound(ctx context.Context, g group, idx []int, tasks []sto
 			inserted[id] = true
 		}
 		return rows.Err()
-	})
+	}()
 	if err != nil {
 		return nil, err
 	}
