@@ -244,11 +244,20 @@ func (s *Service) insertGroup(ctx context.Context, tasks []store.NewTask) ([]sto
 // the others.
 func (s *Service) committed(ctx context.Context, news []store.NewTask, ins []store.Inserted) {
 	now := time.Now()
-	var entries []hot.Entry
+	var entries, again []hot.Entry
 	var claimed []store.NewTask
 	for j, r := range ins {
 		if r.Existing {
 			s.m.Submitted.WithLabelValues("existing").Inc()
+			if t := r.Task; t.Status == task.StatusClaimed && t.Owner == s.cfg.NodeID && t.Token != 0 {
+				// Claimed here when it was inserted, and submitted again: the
+				// first submit's answer, and its tier Add, may have been lost
+				// after the commit (the store's connection broke), leaving the
+				// claim to wait out its lease. The entry again, under the
+				// row's token: a tier that holds it already keeps one, and a
+				// stale one is dropped at its start.
+				again = append(again, s.cfg.Planner.Entry(now, t.ID, t.Topic, t.DueAt, t.Token))
+			}
 			continue
 		}
 		s.m.Submitted.WithLabelValues("created").Inc()
@@ -265,6 +274,11 @@ func (s *Service) committed(ctx context.Context, news []store.NewTask, ins []sto
 		// their leases.
 		if err := s.cfg.Tier.Add(ctx, entries...); err != nil {
 			s.release(ctx, claimed, err)
+		}
+	}
+	if len(again) > 0 {
+		if err := s.cfg.Tier.Add(ctx, again...); err != nil {
+			s.log.Debug("hot tier add of resubmitted claims failed; they wait for their leases", "count", len(again), "err", err)
 		}
 	}
 }

@@ -299,3 +299,40 @@ func TestRequeueNotifies(t *testing.T) {
 		t.Fatalf("%d notifies after a refused requeue; want still 1", len(n))
 	}
 }
+
+// A task this node inserted claimed, submitted again by key, goes back to
+// the tier under its row's token: the first submit's commit may have
+// succeeded while its answer, and its tier Add, were lost, and without
+// this the claim would wait out its lease.
+func TestResubmitPutsALostClaimBackInTheTier(t *testing.T) {
+	f := setup(t)
+	spec := task.Spec{Topic: "t", Key: "lost-reply", Delay: delay(time.Second)}
+	first := f.submit(t, spec)[0]
+	if first.Err != nil || first.Task.Status != task.StatusClaimed {
+		t.Fatalf("first submit: %+v", first)
+	}
+	// The tier lost the entry (as if the Add never happened).
+	if lost := f.tier.Drain(); len(lost) != 1 {
+		t.Fatalf("tier held %d entries, want 1", len(lost))
+	}
+	again := f.submit(t, spec)[0]
+	if again.Err != nil || !again.Existing || again.Task.ID != first.Task.ID {
+		t.Fatalf("resubmit: %+v", again)
+	}
+	if n, err := f.tier.Len(f.ctx); err != nil || n != 1 {
+		t.Fatalf("tier holds %d entries (%v) after the resubmit; want the lost claim back", n, err)
+	}
+	got := f.tier.Drain()
+	if len(got) != 1 || got[0].ID != first.Task.ID || got[0].Token != first.Task.Token {
+		t.Fatalf("entry %+v; want task %s under token %d", got, first.Task.ID, first.Task.Token)
+	}
+	// A resubmit of a task the tier still holds keeps one entry.
+	third := f.submit(t, spec)[0]
+	fourth := f.submit(t, spec)[0]
+	if third.Err != nil || fourth.Err != nil {
+		t.Fatal(third.Err, fourth.Err)
+	}
+	if n, _ := f.tier.Len(f.ctx); n != 1 {
+		t.Fatalf("tier holds %d entries after two resubmits; want 1", n)
+	}
+}
