@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/ontimehq/ontime/internal/store"
 	"github.com/ontimehq/ontime/internal/task"
 	"github.com/ontimehq/ontime/internal/testdb"
@@ -17,7 +19,8 @@ import (
 //
 //	go test ./internal/store/sqlstore -run '^$' -bench . -benchtime=20x
 //
-// tasks/s is the figure to read; each op is one batch of 500.
+// tasks/s is the figure to read; each op is one batch of 500 (1,000 in
+// BenchmarkInsertBatch).
 const benchBatch = 500
 
 func benchStore(b *testing.B, engine string) *Store {
@@ -41,33 +44,80 @@ func batch(b *testing.B, n int, due time.Time, keyed bool) []store.NewTask {
 	return out
 }
 
+// insertBatch is the batch of BenchmarkInsertBatch: the size the
+// comparisons with River (InsertMany with COPY) and asynq use.
+const insertBatch = 1000
+
+// BenchmarkInsertBatch: one Insert of 1,000 keyed tasks per op, spread over
+// the 16 tables, with each engine's insert plan (insert_dialect.go) and,
+// for the ratio, the plan before it ("legacy": VALUES lists of 500 rows):
+//
+//	go test ./internal/store/sqlstore -run '^$' -bench InsertBatch -benchtime=3s
 func BenchmarkInsertBatch(b *testing.B) {
 	for _, engine := range testdb.Engines {
-		b.Run(engine, func(b *testing.B) { benchInsert(b, engine, 0) })
+		for _, v := range insertVariants(engine) {
+			b.Run(engine+"/"+v.name, func(b *testing.B) { benchInsert(b, engine, 0, v.plan) })
+		}
 		// With a key hold every keyed batch first reads its keys' rows
 		// (keys.go): the cost of key reuse, against the line above.
-		b.Run(engine+"/key_hold", func(b *testing.B) { benchInsert(b, engine, 10*time.Minute) })
+		b.Run(engine+"/key_hold", func(b *testing.B) { benchInsert(b, engine, 10*time.Minute, nil) })
 	}
 }
 
-func benchInsert(b *testing.B, engine string, hold time.Duration) {
-	{
-		{
-			s := benchStore(b, engine)
-			s.cfg.KeyHold = hold
-			ctx := context.Background()
-			due := time.Now().Add(time.Hour)
-			for b.Loop() {
-				b.StopTimer()
-				tasks := batch(b, benchBatch, due, true)
-				b.StartTimer()
-				if _, err := s.Insert(ctx, tasks); err != nil {
-					b.Fatal(err)
-				}
-			}
-			b.ReportMetric(float64(benchBatch*b.N)/b.Elapsed().Seconds(), "tasks/s")
+type insertVariant struct {
+	name string
+	plan *insertPlan // nil: the engine's own
+}
+
+func insertVariants(engine string) []insertVariant {
+	own := planFor(dialects[engine])
+	out := []insertVariant{{"legacy", &legacyPlan}, {"plan", nil}}
+	if os.Getenv("ONTIME_BENCH_INSERT_VARIANTS") == "" {
+		return out
+	}
+	// The alternatives measured before choosing each plan.
+	switch engine {
+	case "postgres":
+		cached := own
+		cached.mode = pgx.QueryExecModeCacheStatement
+		values := own
+		values.arrays, values.rows = false, 1000
+		out = append(out, insertVariant{"arrays_cached", &cached}, insertVariant{"values1000", &values})
+	default:
+		for _, n := range []int{250, 1000, 2000} {
+			p := own
+			p.rows = n
+			out = append(out, insertVariant{fmt.Sprintf("values%d", n), &p})
 		}
 	}
+	return out
+}
+
+func benchInsert(b *testing.B, engine string, hold time.Duration, plan *insertPlan) {
+	s := benchStore(b, engine)
+	if os.Getenv("ONTIME_BENCH_ONE_TABLE") != "" {
+		var err error
+		s, err = Open(context.Background(), Config{Driver: engine, DSNs: testdb.DSNs(b, engine, 1), Tables: 1, Segments: 4})
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { s.Close() })
+	}
+	s.cfg.KeyHold = hold
+	if plan != nil {
+		s.ins = *plan
+	}
+	ctx := context.Background()
+	due := time.Now().Add(time.Hour)
+	for b.Loop() {
+		b.StopTimer()
+		tasks := batch(b, insertBatch, due, true)
+		b.StartTimer()
+		if _, err := s.Insert(ctx, tasks); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(insertBatch*b.N)/b.Elapsed().Seconds(), "tasks/s")
 }
 
 // BenchmarkClaimStartFinish: claim a batch from each item, start it and

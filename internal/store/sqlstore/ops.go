@@ -59,7 +59,7 @@ func (s *Store) Insert(ctx context.Context, tasks []store.NewTask) (_ []store.In
 // for freed. PostgreSQL's default is READ COMMITTED already; SQLite has one
 // writer, so nothing commits under a write transaction.
 func (s *Store) insertTx(ctx context.Context, gs []group, tasks []store.NewTask, out []store.Inserted) error {
-	if len(gs) == 1 && len(gs[0].idx) <= batchLimit && !keyed(gs[0].idx, tasks) {
+	if len(gs) == 1 && len(s.ins.chunks(gs[0].idx, tasks)) == 1 && !keyed(gs[0].idx, tasks) {
 		// One INSERT of keyless rows and nothing else: the statement is
 		// atomic by itself, and BEGIN and COMMIT would cost two more round
 		// trips (what a lone submit of one task pays on a server engine).
@@ -80,8 +80,7 @@ func (s *Store) insertTx(ctx context.Context, gs []group, tasks []store.NewTask,
 		}
 		defer tx.Rollback()
 		for _, g := range gs {
-			for start := 0; start < len(g.idx); start += batchLimit {
-				idx := g.idx[start:min(start+batchLimit, len(g.idx))]
+			for _, idx := range s.ins.chunks(g.idx, tasks) {
 				if err := s.insertChunk(ctx, tx, g, idx, tasks, out, now); err != nil {
 					return err
 				}
@@ -151,44 +150,12 @@ func (s *Store) insertChunk(ctx context.Context, tx txQuerier, g group, idx []in
 // key.
 func (s *Store) insertRound(ctx context.Context, tx txQuerier, g group, idx []int, tasks []store.NewTask, out []store.Inserted, now time.Time) ([]int, error) {
 	db, t := tx, s.names[g.table]
-	var b strings.Builder
-	b.WriteString("INSERT INTO " + t + " (" + cols + ") VALUES ")
-	args := make([]any, 0, len(idx)*ncols)
-	nowUs := now.UnixMicro()
-	for n, i := range idx {
-		nt := tasks[i]
-		if n > 0 {
-			b.WriteString(", ")
-		}
-		b.WriteString("(" + placeholders(ncols) + ")")
-		var key, owner any
-		if nt.Key != "" {
-			key = nt.Key
-		}
-		status, lease, token := task.StatusPending, int64(0), int64(0)
-		if nt.Claim != nil {
-			status, owner, lease, token = task.StatusClaimed, nt.Claim.Owner, micros(nt.Claim.Until), nt.Claim.Token
-		}
-		args = append(args, nt.ID, nt.Topic, key, int64(nt.ShardHash), nt.Seg, micros(nt.DueAt), nt.Payload, nt.Target,
-			nt.MaxAttempts, 0, int(status), "", nowUs, nowUs, owner, lease, token, micros(nt.DueAt))
-		st := &task.Task{ID: nt.ID, Topic: nt.Topic, Key: nt.Key, ShardHash: nt.ShardHash, Seg: nt.Seg, DueAt: fromMicros(micros(nt.DueAt)),
-			Payload: nt.Payload, Target: nt.Target, MaxAttempts: nt.MaxAttempts, Status: status,
-			CreatedAt: fromMicros(nowUs), UpdatedAt: fromMicros(nowUs), LeaseUntil: fromMicros(lease), Token: token, FirstDueAt: fromMicros(micros(nt.DueAt))}
-		if owner != nil {
-			st.Owner = owner.(string)
-		}
-		out[i] = store.Inserted{Task: st}
-	}
-	b.WriteString(s.d.onConflict)
+	q, args := s.insertStatement(t, idx, tasks, out, now)
 	// Learn which rows went in, so that only keys that met an existing row
 	// are read back: RETURNING where the engine has it; elsewhere (MariaDB,
 	// which counts an untouched duplicate as 0 affected rows) the count
 	// tells whether any row was skipped at all.
 	var inserted map[string]bool
-	if s.d.returning {
-		b.WriteString(" RETURNING id")
-	}
-	q := s.d.rebind(b.String())
 	// Not retried here: insertTx retries the whole transaction.
 	err := func() error {
 		if !s.d.returning {

@@ -73,6 +73,8 @@ type Store struct {
 	// paused is the claim filter (topics.go): topics whose pending tasks
 	// Claim, Scan and NextDue pass over.
 	paused atomic.Pointer[[]string]
+	// ins is how Insert writes (insert_dialect.go).
+	ins insertPlan
 }
 
 var _ store.Store = (*Store)(nil)
@@ -99,7 +101,7 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	s := &Store{cfg: cfg, d: d, topo: topo, log: cfg.Logger}
+	s := &Store{cfg: cfg, d: d, topo: topo, log: cfg.Logger, ins: planFor(d)}
 	for i := range cfg.Tables {
 		s.names = append(s.names, tableName(i))
 	}

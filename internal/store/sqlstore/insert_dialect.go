@@ -1,0 +1,189 @@
+package sqlstore
+
+import (
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/ontimehq/ontime/internal/store"
+	"github.com/ontimehq/ontime/internal/task"
+)
+
+// insertPlan is how Insert writes the rows of one table: how many go in
+// one statement, and the statement's shape. Figures behind each choice:
+// BENCHMARKS.md, "Batch insert per engine".
+type insertPlan struct {
+	// rows bounds the rows of one statement; bytes bounds the variable
+	// bytes (payload, target, key) it carries, so that a batch of large
+	// payloads stays within MariaDB's max_allowed_packet (16 MiB by
+	// default; interpolated parameters are escaped, up to twice their
+	// size). A row larger than bytes goes alone.
+	rows, bytes int
+	// arrays: PostgreSQL's one statement per table whatever the batch
+	// size: each column is one array parameter, unnested into rows.
+	arrays bool
+	// mode is pgx's for the arrays statement: exec (parse, bind and
+	// execute in one round trip) measured no slower than a statement
+	// cache, which would hold a prepared statement per table and
+	// connection.
+	mode pgx.QueryExecMode
+}
+
+func planFor(d *dialect) insertPlan {
+	switch d.name {
+	case "postgres":
+		return insertPlan{rows: 5000, bytes: 32 << 20, arrays: true, mode: pgx.QueryExecModeExec}
+	case "mysql":
+		// 65,535 placeholders per statement would allow 3,640 rows; with
+		// interpolateParams there are none, and the packet is the limit.
+		return insertPlan{rows: 2000, bytes: 4 << 20}
+	default:
+		// SQLite allows 32,766 variables (18 per row: 1,820 rows).
+		return insertPlan{rows: 1000, bytes: 32 << 20}
+	}
+}
+
+// legacyPlan is the plan before the dialect-specific ones: a VALUES list
+// of up to 500 rows on every engine. Benchmarks compare against it.
+var legacyPlan = insertPlan{rows: 500, bytes: 1 << 62}
+
+// chunks splits the positions of one table's tasks into statements.
+func (p insertPlan) chunks(idx []int, tasks []store.NewTask) [][]int {
+	var out [][]int
+	start, size := 0, 0
+	for n, i := range idx {
+		sz := len(tasks[i].Payload) + len(tasks[i].Target) + len(tasks[i].Key)
+		if n > start && (n-start >= p.rows || size+sz > p.bytes) {
+			out = append(out, idx[start:n])
+			start, size = n, 0
+		}
+		size += sz
+	}
+	if start < len(idx) {
+		out = append(out, idx[start:])
+	}
+	return out
+}
+
+// insertRow is one task as the columns store it.
+type insertRow struct {
+	key, owner          any // nil: NULL
+	status              task.Status
+	lease, token, dueUs int64
+}
+
+func newInsertRow(nt store.NewTask) insertRow {
+	r := insertRow{status: task.StatusPending, dueUs: micros(nt.DueAt)}
+	if nt.Key != "" {
+		r.key = nt.Key
+	}
+	if nt.Claim != nil {
+		r.status, r.owner, r.lease, r.token = task.StatusClaimed, nt.Claim.Owner, micros(nt.Claim.Until), nt.Claim.Token
+	}
+	return r
+}
+
+// storedTask is the row as a task, for the caller's answer.
+func storedTask(nt store.NewTask, r insertRow, nowUs int64) *task.Task {
+	st := &task.Task{ID: nt.ID, Topic: nt.Topic, Key: nt.Key, ShardHash: nt.ShardHash, Seg: nt.Seg, DueAt: fromMicros(r.dueUs),
+		Payload: nt.Payload, Target: nt.Target, MaxAttempts: nt.MaxAttempts, Status: r.status,
+		CreatedAt: fromMicros(nowUs), UpdatedAt: fromMicros(nowUs), LeaseUntil: fromMicros(r.lease), Token: r.token, FirstDueAt: fromMicros(r.dueUs)}
+	if r.owner != nil {
+		st.Owner = r.owner.(string)
+	}
+	return st
+}
+
+// insertStatement builds the statement that inserts the tasks of idx into
+// table t, skipping rows whose ID or live key exists (and, when the dialect
+// has RETURNING, naming the rows it inserted), and sets out[i] to each task
+// as it will be stored.
+func (s *Store) insertStatement(t string, idx []int, tasks []store.NewTask, out []store.Inserted, now time.Time) (string, []any) {
+	if s.ins.arrays {
+		return s.insertArrays(t, idx, tasks, out, now)
+	}
+	var b strings.Builder
+	row := "(" + placeholders(ncols) + ")"
+	b.Grow(len(t) + len(cols) + 64 + len(idx)*(len(row)+2))
+	b.WriteString("INSERT INTO " + t + " (" + cols + ") VALUES ")
+	args := make([]any, 0, len(idx)*ncols)
+	nowUs := now.UnixMicro()
+	for n, i := range idx {
+		nt := tasks[i]
+		if n > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(row)
+		r := newInsertRow(nt)
+		args = append(args, nt.ID, nt.Topic, r.key, int64(nt.ShardHash), nt.Seg, r.dueUs, nt.Payload, nt.Target,
+			nt.MaxAttempts, 0, int(r.status), "", nowUs, nowUs, r.owner, r.lease, r.token, r.dueUs)
+		out[i] = store.Inserted{Task: storedTask(nt, r, nowUs)}
+	}
+	b.WriteString(s.d.onConflict)
+	if s.d.returning {
+		b.WriteString(" RETURNING id")
+	}
+	return s.d.rebind(b.String()), args
+}
+
+// arrayInsertQuery is PostgreSQL's insert of any number of rows: one
+// array parameter per column that varies ($first … $first+12; $1 is the
+// time of the insert). ON CONFLICT DO NOTHING skips a row whose ID or live
+// key exists, also one that an earlier row of the same statement inserted.
+func arrayInsertQuery(t string, first int) string {
+	var b strings.Builder
+	b.WriteString(`INSERT INTO ` + t + ` (` + cols + `)
+		SELECT id, topic, task_key, shard_hash, seg, due_at, payload, target, max_attempts, 0, status, '', $1, $1, owner, lease_until, token, due_at
+		FROM unnest(`)
+	for j, typ := range arrayTypes {
+		if j > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString("$" + strconv.Itoa(first+j) + "::" + typ + "[]")
+	}
+	b.WriteString(`) AS r(id, topic, task_key, shard_hash, seg, due_at, payload, target, max_attempts, status, owner, lease_until, token)
+		ON CONFLICT DO NOTHING RETURNING id`)
+	return b.String()
+}
+
+// arrayTypes are the element types of arrayColumns' arrays, in order.
+var arrayTypes = []string{"text", "text", "text", "int8", "int8", "int8", "bytea", "text", "int8", "int8", "text", "int8", "int8"}
+
+func (s *Store) insertArrays(t string, idx []int, tasks []store.NewTask, out []store.Inserted, now time.Time) (string, []any) {
+	nowUs := now.UnixMicro()
+	return arrayInsertQuery(t, 2), append([]any{s.ins.mode, nowUs}, arrayColumns(idx, tasks, out, nowUs)...)
+}
+
+// arrayColumns returns the array parameters of arrayInsertQuery for the
+// tasks of idx and sets out[i] to each task as it will be stored.
+func arrayColumns(idx []int, tasks []store.NewTask, out []store.Inserted, nowUs int64) []any {
+	n := len(idx)
+	var (
+		ids, topics, targets                            = make([]string, n), make([]string, n), make([]string, n)
+		keys, owners                                    = make([]*string, n), make([]*string, n)
+		hashes, segs, dues, maxA, statuses, leases, tok = make([]int64, n), make([]int64, n), make([]int64, n), make([]int64, n), make([]int64, n), make([]int64, n), make([]int64, n)
+		payloads                                        = make([][]byte, n)
+	)
+	for j, i := range idx {
+		nt := tasks[i]
+		r := newInsertRow(nt)
+		ids[j], topics[j], targets[j] = nt.ID, nt.Topic, nt.Target
+		if nt.Key != "" {
+			keys[j] = &tasks[i].Key
+		}
+		if nt.Claim != nil {
+			owners[j] = &tasks[i].Claim.Owner
+		}
+		hashes[j], segs[j], dues[j], maxA[j] = int64(nt.ShardHash), int64(nt.Seg), r.dueUs, int64(nt.MaxAttempts)
+		statuses[j], leases[j], tok[j] = int64(r.status), r.lease, r.token
+		// A nil slice would be a NULL element; the column is NOT NULL.
+		payloads[j] = nt.Payload
+		if payloads[j] == nil {
+			payloads[j] = []byte{}
+		}
+		out[i] = store.Inserted{Task: storedTask(nt, r, nowUs)}
+	}
+	return []any{ids, topics, keys, hashes, segs, dues, payloads, targets, maxA, statuses, owners, leases, tok}
+}
