@@ -1,6 +1,7 @@
 package sqlstore
 
 import (
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -101,6 +102,12 @@ func storedTask(nt store.NewTask, r insertRow, nowUs int64) *task.Task {
 // has RETURNING, naming the rows it inserted), and sets out[i] to each task
 // as it will be stored.
 func (s *Store) insertStatement(t string, idx []int, tasks []store.NewTask, out []store.Inserted, now time.Time) (string, []any) {
+	// Rows in key order: concurrent transactions inserting the same keys
+	// then take them in one order and wait for each other instead of
+	// deadlocking. Stable: of one batch's tasks with the same key, the
+	// first still goes in.
+	idx = slices.Clone(idx)
+	slices.SortStableFunc(idx, func(a, b int) int { return strings.Compare(tasks[a].Key, tasks[b].Key) })
 	if s.ins.arrays {
 		return s.insertArrays(t, idx, tasks, out, now)
 	}

@@ -111,6 +111,11 @@ func forEachDB(groups []group, f func(gs []group) error) error {
 		}
 		byDB[g.db] = append(byDB[g.db], g)
 	}
+	// Tables in one order in every transaction, for the reason rows are
+	// in key order (insertStatement).
+	for _, gs := range byDB {
+		slices.SortFunc(gs, func(a, b group) int { return a.table - b.table })
+	}
 	return forEachGroup(dbs, func(g group) error { return f(byDB[g.db]) })
 }
 
