@@ -37,17 +37,24 @@ func openStore(t *testing.T, engine, dsn string) *sqlstore.Store {
 func startNode(t *testing.T, engine, dsn, id string, items []string, ttl time.Duration) *node {
 	t.Helper()
 	n := &node{Recorder: &clustertest.Recorder{ID: id}, st: openStore(t, engine, dsn)}
-	c, err := New(Config{Store: n.st, NodeID: id, Addr: "127.0.0.1:0", TTL: ttl, Items: items,
-		Logger: slog.New(slog.NewTextHandler(testWriter{t}, nil)), OnAssign: n.OnAssign})
+	n.c = startCoordinator(t, n.st, id, items, ttl, n.OnAssign)
+	return n
+}
+
+// startCoordinator starts a coordinator of node id on st, stopped when
+// the test ends.
+func startCoordinator(t *testing.T, st Store, id string, items []string, ttl time.Duration, onAssign func(int64, []string)) *Coordinator {
+	t.Helper()
+	c, err := New(Config{Store: st, NodeID: id, Addr: "127.0.0.1:0", TTL: ttl, Items: items,
+		Logger: slog.New(slog.NewTextHandler(testWriter{t}, nil)), OnAssign: onAssign})
 	if err != nil {
 		t.Fatal(err)
 	}
-	n.c = c
 	if err := c.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(c.Stop)
-	return n
+	return c
 }
 
 // crash stops a node the way kill -9 does: its connections die, it never

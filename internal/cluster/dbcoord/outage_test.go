@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -146,16 +145,7 @@ func TestOutageDoesNotKillTheOthers(t *testing.T) {
 			start := func(id string) (*history, *cutStore, *Coordinator) {
 				h := &history{Recorder: clustertest.Recorder{ID: id}}
 				st := &cutStore{Store: openStore(t, engine, dsn)}
-				c, err := New(Config{Store: st, NodeID: id, Addr: "127.0.0.1:0", TTL: ttl, Items: items,
-					Logger: slog.New(slog.NewTextHandler(testWriter{t}, nil)), OnAssign: h.OnAssign})
-				if err != nil {
-					t.Fatal(err)
-				}
-				if err := c.Start(context.Background()); err != nil {
-					t.Fatal(err)
-				}
-				t.Cleanup(c.Stop)
-				return h, st, c
+				return h, st, startCoordinator(t, st, id, items, ttl, h.OnAssign)
 			}
 			a, sa, ca := start("a")
 			b, sb, _ := start("b")
