@@ -7,7 +7,6 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -32,8 +31,10 @@ const (
 // Store is what completion needs of the store.
 type Store interface {
 	Finish(ctx context.Context, outcomes []store.Outcome) error
-	// Extend moves the lease end of running tasks held under these refs.
-	Extend(ctx context.Context, refs []store.Ref, until time.Time) error
+	// ExtendHeld moves the lease end of the running tasks held under
+	// these tokens (but the given-up IDs) whose lease ends before soon:
+	// one statement per table, however many tasks the node holds.
+	ExtendHeld(ctx context.Context, status task.Status, tokens []int64, except []string, soon, until time.Time) (int, error)
 	// Ping tells a store that cannot be reached (keep retrying the batch)
 	// from one that refuses a row of it (split the batch to find it).
 	Ping(ctx context.Context) error
@@ -98,7 +99,10 @@ type Tier interface {
 // Finish never blocks: when a burst is delivered faster than the store
 // writes outcomes, the outcomes wait here rather than holding up the
 // deliveries behind them. The queue is bounded by the tasks this node has
-// started.
+// started, and Busy counts a task until its outcome is written, so the
+// fire stage (which starts no more while Busy is at its bound) slows
+// delivery to the pace of the store's writes: running tasks in the store
+// never exceed that bound however slow the writes are.
 type Completer struct {
 	startstop.Base
 	st    Store
@@ -109,8 +113,10 @@ type Completer struct {
 	m     *metrics.Metrics
 
 	// outstanding counts started tasks whose outcome is not in yet
-	// (Expect adds, Finish subtracts).
+	// (Expect adds, Finish subtracts); unwritten those whose outcome is
+	// not written yet (Expect adds, the writer subtracts).
 	outstanding atomic.Int64
+	unwritten   atomic.Int64
 
 	mu    sync.Mutex
 	q     [][]store.Outcome // chunks of batchSize: a burst's outcomes queue without copying
@@ -118,12 +124,12 @@ type Completer struct {
 	wake  chan struct{}     // one pending signal: q is not empty
 
 	heldMu sync.Mutex
-	held   map[string]heldTask // by task ID: started, outcome not written yet
-}
-
-type heldTask struct {
-	ref   store.Ref
-	until time.Time // the running lease's end as last written
+	held   map[string]int64 // task ID → token: started, outcome not written yet
+	tokens map[int64]int    // token → how many of held carry it
+	// gaveUp lists, by token still held, the IDs whose outcome the store
+	// refused: their lease must run out (they are delivered again), so
+	// the heartbeat leaves them out.
+	gaveUp map[int64][]string
 }
 
 // New builds a completer; nothing runs until Start.
@@ -144,7 +150,7 @@ func New(cfg Config) (*Completer, error) {
 		return nil, errors.New("complete: Hot needs a Tier, a Planner, a NodeID and a positive Window and LeaseTTL")
 	}
 	return &Completer{st: cfg.Store, retry: cfg.Retry, lease: cfg.Lease, hot: cfg.Hot, log: cfg.Logger, m: cfg.Metrics,
-		wake: make(chan struct{}, 1), held: map[string]heldTask{}}, nil
+		wake: make(chan struct{}, 1), held: map[string]int64{}, tokens: map[int64]int{}, gaveUp: map[int64][]string{}}, nil
 }
 
 // Start runs the writer.
@@ -191,35 +197,59 @@ func (c *Completer) Stop() {
 	c.Base.Stop()
 }
 
-// Busy is the number of started tasks whose outcome is not in yet.
-func (c *Completer) Busy() int64 { return c.outstanding.Load() }
+// Busy is the number of started tasks whose outcome is not written yet:
+// being delivered, or delivered with the outcome queued for the store.
+func (c *Completer) Busy() int64 { return c.unwritten.Load() }
+
+// Queued is the number of outcomes waiting to be written.
+func (c *Completer) Queued() int64 { return c.unwritten.Load() - c.outstanding.Load() }
 
 // Expect announces started tasks, running until leaseUntil: each gets
 // exactly one Finish, and this node holds it until its outcome is written.
 func (c *Completer) Expect(tasks []*task.Task, leaseUntil time.Time) {
 	c.outstanding.Add(int64(len(tasks)))
+	c.unwritten.Add(int64(len(tasks)))
+	c.m.OutcomesPending.Add(float64(len(tasks)))
 	if c.lease <= 0 {
 		return
 	}
 	c.heldMu.Lock()
 	for _, t := range tasks {
-		c.held[t.ID] = heldTask{ref: store.Ref{ID: t.ID, Token: t.Token, DueAt: t.DueAt, Topic: t.Topic}, until: leaseUntil}
+		if _, ok := c.held[t.ID]; ok {
+			continue
+		}
+		c.held[t.ID] = t.Token
+		c.tokens[t.Token]++
 	}
 	c.heldMu.Unlock()
 }
 
-// written ends the hold of outcomes the store has taken (or given up).
-func (c *Completer) written(batch []store.Outcome) {
+// written ends the hold of outcomes the store has taken or given up (those
+// in lost: their leases are left to run out).
+func (c *Completer) written(batch []store.Outcome, lost []store.Ref) {
+	c.unwritten.Add(-int64(len(batch)))
+	c.m.OutcomesPending.Sub(float64(len(batch)))
 	if c.lease <= 0 {
 		return
 	}
 	c.heldMu.Lock()
+	defer c.heldMu.Unlock()
 	for _, o := range batch {
-		if h, ok := c.held[o.Ref.ID]; ok && h.ref.Token == o.Ref.Token {
-			delete(c.held, o.Ref.ID)
+		tok, ok := c.held[o.Ref.ID]
+		if !ok || tok != o.Ref.Token {
+			continue
+		}
+		delete(c.held, o.Ref.ID)
+		if c.tokens[tok]--; c.tokens[tok] <= 0 {
+			delete(c.tokens, tok)
+			delete(c.gaveUp, tok)
 		}
 	}
-	c.heldMu.Unlock()
+	for _, r := range lost {
+		if c.tokens[r.Token] > 0 {
+			c.gaveUp[r.Token] = append(c.gaveUp[r.Token], r.ID)
+		}
+	}
 }
 
 // Finish records the result of delivering t (nil: delivered) as its
@@ -338,6 +368,12 @@ func errText(err error) string { return store.ErrorText(err.Error()) }
 // written within their lease there is nothing to extend; when a burst
 // outruns the lanes or the store, this is what keeps the backlog from
 // expiring into redeliveries (which would add to the backlog).
+//
+// One ExtendHeld covers every task held, by the claim tokens they were
+// started under (a few hundred for a backlog of 100,000): one statement
+// per table, and only the rows near the end of their lease are written,
+// so the heartbeat never competes with the outcome writes for the store
+// the way per-ID updates of the whole backlog did.
 func (c *Completer) heartbeat(ctx context.Context) {
 	t := time.NewTicker(c.lease / 4)
 	defer t.Stop()
@@ -347,56 +383,44 @@ func (c *Completer) heartbeat(ctx context.Context) {
 			return
 		case <-t.C:
 		}
-		c.extend(ctx, c.expiring(time.Now()))
+		c.extend(ctx, time.Now())
 	}
 }
 
-// extendChunk bounds one Extend: a store that is slow under the load that
-// made the backlog still finishes each chunk, earliest lease first.
-const extendChunk = 2000
-
-func (c *Completer) extend(ctx context.Context, refs []heldTask) {
-	slices.SortFunc(refs, func(a, b heldTask) int { return a.until.Compare(b.until) })
-	deadline := time.Now().Add(c.lease / 4)
-	for len(refs) > 0 && time.Now().Before(deadline) {
-		chunk := refs[:min(extendChunk, len(refs))]
-		refs = refs[len(chunk):]
-		until := time.Now().Add(c.lease)
-		batch := make([]store.Ref, len(chunk))
-		for i, h := range chunk {
-			batch[i] = h.ref
-		}
-		wctx, cancel := context.WithDeadline(ctx, deadline)
-		err := c.st.Extend(wctx, batch, until)
-		cancel()
-		if err != nil {
-			c.log.Warn("extending the leases of tasks this node holds failed", "count", len(batch), "err", err)
-			return
-		}
-		c.heldMu.Lock()
-		for _, r := range batch {
-			if h, ok := c.held[r.ID]; ok && h.ref.Token == r.Token {
-				h.until = until
-				c.held[r.ID] = h
-			}
-		}
-		c.heldMu.Unlock()
-		c.m.Extended.Add(float64(len(batch)))
+// extend moves to now+lease the running leases held that end before
+// now+lease/2.
+func (c *Completer) extend(ctx context.Context, now time.Time) {
+	tokens, except := c.heldTokens()
+	if len(tokens) == 0 {
+		return
 	}
+	// Past lease/2 the leases this call was for may have ended anyway.
+	wctx, cancel := context.WithTimeout(ctx, c.lease/2)
+	defer cancel()
+	t0 := time.Now()
+	n, err := c.st.ExtendHeld(wctx, task.StatusRunning, tokens, except, now.Add(c.lease/2), now.Add(c.lease))
+	c.m.ExtendSeconds.Observe(time.Since(t0).Seconds())
+	if err != nil {
+		c.log.Warn("extending the leases of tasks this node holds failed", "tokens", len(tokens), "err", err)
+		return
+	}
+	c.m.Extended.Add(float64(n))
 }
 
-// expiring returns the held tasks whose lease ends within lease/2.
-func (c *Completer) expiring(now time.Time) []heldTask {
+// heldTokens returns the tokens of held tasks and the IDs under them
+// whose outcome was given up.
+func (c *Completer) heldTokens() ([]int64, []string) {
 	c.heldMu.Lock()
 	defer c.heldMu.Unlock()
-	var out []heldTask
-	soon := now.Add(c.lease / 2)
-	for _, h := range c.held {
-		if h.until.Before(soon) {
-			out = append(out, h)
-		}
+	tokens := make([]int64, 0, len(c.tokens))
+	for tok := range c.tokens {
+		tokens = append(tokens, tok)
 	}
-	return out
+	var except []string
+	for _, ids := range c.gaveUp {
+		except = append(except, ids...)
+	}
+	return tokens, except
 }
 
 func (c *Completer) reachable(ctx context.Context) bool {
@@ -449,8 +473,11 @@ func (c *Completer) flushAll(ctx context.Context, quit <-chan struct{}, tries in
 		}
 		for _, batch := range q {
 			entries := c.claimRetries(batch)
-			ok := c.flush(ctx, quit, batch, tries)
-			c.written(batch)
+			var lost []store.Ref
+			t0 := time.Now()
+			ok := c.flush(ctx, quit, batch, tries, &lost)
+			c.m.FinishSeconds.Observe(time.Since(t0).Seconds())
+			c.written(batch, lost)
 			if ok && len(entries) > 0 {
 				// The rows are committed claimed under these tokens; if the
 				// Add fails the retries are late, not lost: their claims
@@ -514,8 +541,9 @@ func (c *Completer) hold(quit <-chan struct{}) {
 // the others): the batch is split in halves, each written on its own, down
 // to the single outcome, which is given up after refusedTries.
 //
-// It reports whether every outcome of batch was written.
-func (c *Completer) flush(ctx context.Context, quit <-chan struct{}, batch []store.Outcome, tries int) bool {
+// It reports whether every outcome of batch was written; those not
+// written are appended to lost.
+func (c *Completer) flush(ctx context.Context, quit <-chan struct{}, batch []store.Outcome, tries int, lost *[]store.Ref) bool {
 	backoff := 50 * time.Millisecond
 	for i := 0; tries < 0 || i < tries; i++ {
 		wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
@@ -528,13 +556,14 @@ func (c *Completer) flush(ctx context.Context, quit <-chan struct{}, batch []sto
 			if len(batch) > 1 {
 				c.log.Warn("the store refused a batch of outcomes; writing its halves apart", "count", len(batch), "err", err)
 				mid := len(batch) / 2
-				a := c.flush(ctx, quit, batch[:mid], tries)
-				b := c.flush(ctx, quit, batch[mid:], tries)
+				a := c.flush(ctx, quit, batch[:mid], tries, lost)
+				b := c.flush(ctx, quit, batch[mid:], tries, lost)
 				return a && b
 			}
 			if i+1 >= refusedTries {
 				c.log.Error("the store refuses this outcome; its task will be delivered again after its lease",
 					"id", batch[0].Ref.ID, "err", err)
+				*lost = append(*lost, batch[0].Ref)
 				return false
 			}
 		}
@@ -551,5 +580,8 @@ func (c *Completer) flush(ctx context.Context, quit <-chan struct{}, batch []sto
 		backoff = min(backoff*2, 5*time.Second)
 	}
 	c.log.Error("delivery outcomes not written; tasks will be delivered again after their lease", "count", len(batch))
+	for _, o := range batch {
+		*lost = append(*lost, o.Ref)
+	}
 	return false
 }

@@ -66,3 +66,13 @@ type Tier interface {
 	// Close wakes blocked Pops and releases resources. Idempotent.
 	Close() error
 }
+
+// TokenLister is a tier that can tell which claims its entries are held
+// under. The scanner then extends those claims while the entries wait, so
+// a backlog held back by the fire stage's bound (or a slow store) keeps
+// its claims instead of expiring into claims again, new tokens and stale
+// entries. A tier without it (redis, shared by the cluster) lets claims
+// run out as before: the tokens fence off every stale entry.
+type TokenLister interface {
+	Tokens(ctx context.Context) ([]int64, error)
+}

@@ -25,6 +25,15 @@ type Metrics struct {
 	// GroupSubmits: submits written together by one group commit (a
 	// lone submit is a group of one).
 	GroupSubmits prometheus.Histogram
+	// OutcomesPending: started tasks whose outcome is not written yet
+	// (delivering, or queued for the store); the fire stage starts no more
+	// past its bound.
+	OutcomesPending prometheus.Gauge
+	// ClaimsExtended: claims of tasks waiting in the hot tier extended by
+	// the scanner's heartbeat.
+	ClaimsExtended prometheus.Counter
+	FinishSeconds  prometheus.Histogram // one batch of outcomes written
+	ExtendSeconds  prometheus.Histogram // one heartbeat (all held leases)
 }
 
 // New creates the series and registers them on reg (nil: not registered).
@@ -44,9 +53,17 @@ func New(reg prometheus.Registerer) *Metrics {
 		Paused: prometheus.NewCounter(prometheus.CounterOpts{Name: "ontime_paused_released_total", Help: "Claimed tasks of paused topics handed back to the store unstarted."}),
 		GroupSubmits: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "ontime_submit_group_submits", Help: "Submits written together by one group commit (one transaction per database).",
 			Buckets: []float64{1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1000}}),
+		OutcomesPending: prometheus.NewGauge(prometheus.GaugeOpts{Name: "ontime_tasks_held",
+			Help: "Started tasks whose outcome is not written yet (being delivered, or queued for the store)."}),
+		ClaimsExtended: prometheus.NewCounter(prometheus.CounterOpts{Name: "ontime_claims_extended_total", Help: "Claims of tasks waiting in the hot tier extended by the scanner's heartbeat."}),
+		FinishSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "ontime_outcome_write_seconds", Help: "Time to write one batch of delivery outcomes.",
+			Buckets: []float64{.001, .005, .01, .05, .1, .5, 1, 5, 30}}),
+		ExtendSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "ontime_lease_heartbeat_seconds", Help: "Time to extend the leases a node holds (one heartbeat).",
+			Buckets: []float64{.001, .005, .01, .05, .1, .5, 1, 5, 30}}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.Submitted, m.Claimed, m.Started, m.Outcomes, m.Lateness, m.Extended, m.Scans, m.ScanErrs, m.LeasesEnded, m.Paused, m.GroupSubmits)
+		reg.MustRegister(m.Submitted, m.Claimed, m.Started, m.Outcomes, m.Lateness, m.Extended, m.Scans, m.ScanErrs, m.LeasesEnded, m.Paused, m.GroupSubmits,
+			m.OutcomesPending, m.ClaimsExtended, m.FinishSeconds, m.ExtendSeconds)
 	}
 	return m
 }

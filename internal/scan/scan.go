@@ -16,6 +16,7 @@ import (
 	"github.com/ontimehq/ontime/internal/metrics"
 	"github.com/ontimehq/ontime/internal/startstop"
 	"github.com/ontimehq/ontime/internal/store"
+	"github.com/ontimehq/ontime/internal/task"
 )
 
 // Defaults for Config.
@@ -38,6 +39,9 @@ type Store interface {
 	EndLeases(ctx context.Context, item store.Item, now time.Time, h store.Holders) (int, error)
 	// Release hands claimed tasks back (pending).
 	Release(ctx context.Context, refs []store.Ref) error
+	// ExtendHeld moves the lease end of the claimed tasks held under these
+	// tokens whose lease ends before soon.
+	ExtendHeld(ctx context.Context, status task.Status, tokens []int64, except []string, soon, until time.Time) (int, error)
 }
 
 // Tier is the feeding side of the hot tier.
@@ -179,6 +183,13 @@ func (s *Scanner) Start(ctx context.Context) error {
 	s.startedAt = time.Now()
 	s.ctx = ctx
 	s.applyLocked()
+	if tl, ok := s.cfg.Tier.(hot.TokenLister); ok {
+		s.wg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			s.heartbeat(ctx, tl)
+		}()
+	}
 	s.mu.Unlock()
 	started()
 	if s.cfg.Live != nil {
@@ -573,4 +584,42 @@ func (s *Scanner) Owned() []store.Item {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return append([]store.Item(nil), s.want...)
+}
+
+// heartbeat extends, every LeaseTTL/4, the claims of the tasks waiting in
+// the tier that would end within LeaseTTL/2. A burst larger than the fire
+// stage's bound waits there, claimed, for as long as delivery and the
+// store take to work through it; without this its claims ran out, the
+// scanner claimed the same tasks again (the expired first, in big
+// batches), and the store's one writer spent its time on claims and
+// starts of stale entries instead of outcomes. One statement per table
+// covers every entry, by claim token.
+func (s *Scanner) heartbeat(ctx context.Context, tl hot.TokenLister) {
+	every := s.cfg.LeaseTTL / 4
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if err := s.extendClaims(ctx, tl, time.Now()); err != nil && ctx.Err() == nil {
+			s.log.Warn("extending the claims of tasks in the hot tier failed; they may be claimed again", "err", err)
+		}
+	}
+}
+
+// extendClaims moves to now+LeaseTTL the claims of the tier's entries that
+// end before now+LeaseTTL/2.
+func (s *Scanner) extendClaims(ctx context.Context, tl hot.TokenLister, now time.Time) error {
+	tokens, err := tl.Tokens(ctx)
+	if err != nil || len(tokens) == 0 {
+		return err
+	}
+	wctx, cancel := context.WithTimeout(ctx, s.cfg.LeaseTTL/2)
+	defer cancel()
+	n, err := s.cfg.Store.ExtendHeld(wctx, task.StatusClaimed, tokens, nil, now.Add(s.cfg.LeaseTTL/2), now.Add(s.cfg.LeaseTTL))
+	s.m.ClaimsExtended.Add(float64(n))
+	return err
 }

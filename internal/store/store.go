@@ -195,6 +195,14 @@ type Store interface {
 	// these refs to until.
 	Extend(ctx context.Context, refs []Ref, until time.Time) error
 
+	// ExtendHeld moves to until the lease end of the tasks in status
+	// (claimed or running) held under any of tokens whose lease ends
+	// before soon, except the IDs in except (given up by their holder).
+	// It costs one statement per table whatever the number of tasks: a
+	// node's heartbeat for everything it holds. It returns how many
+	// leases it moved.
+	ExtendHeld(ctx context.Context, status task.Status, tokens []int64, except []string, soon, until time.Time) (int, error)
+
 	// EndLeases ends at now the claim (and, unless h.ClaimedOnly, running)
 	// leases in item held by the owners h selects, so the scanner claims
 	// those tasks again at once instead of when their leases run out: the

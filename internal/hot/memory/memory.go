@@ -44,7 +44,10 @@ type entry struct {
 	index int
 }
 
-var _ hot.Tier = (*Tier)(nil)
+var (
+	_ hot.Tier        = (*Tier)(nil)
+	_ hot.TokenLister = (*Tier)(nil)
+)
 
 // New builds an empty tier.
 func New(cfg Config) (*Tier, error) {
@@ -243,6 +246,26 @@ func (t *Tier) Len(context.Context) (int, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return len(t.waiting) + len(t.flight), nil
+}
+
+// Tokens returns the claim tokens of the entries the tier holds, waiting
+// or in flight (hot.TokenLister): the scanner keeps those claims alive.
+// One pass over the entries under the lock: a few milliseconds for a
+// million entries, every few seconds.
+func (t *Tier) Tokens(context.Context) ([]int64, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	seen := map[int64]struct{}{}
+	for _, h := range [2]entryHeap{t.waiting, t.flight} {
+		for _, e := range h {
+			seen[e.Token] = struct{}{}
+		}
+	}
+	out := make([]int64, 0, len(seen))
+	for tok := range seen {
+		out = append(out, tok)
+	}
+	return out, nil
 }
 
 // Drain removes and returns every waiting entry: at shutdown the engine

@@ -64,3 +64,63 @@ func (s *Store) EndLeases(ctx context.Context, it store.Item, now time.Time, h s
 	}
 	return int(n), nil
 }
+
+// ExtendHeld implements store.Store: one UPDATE per table (per
+// heldChunk tokens), whatever the number of tasks, found through the
+// (status, id) index. Rows another holder took since carry another token
+// and are not touched; rows whose lease is not near its end are not
+// written at all, so a heartbeat costs the store little when nothing is
+// behind.
+func (s *Store) ExtendHeld(ctx context.Context, status task.Status, tokens []int64, except []string, soon, until time.Time) (_ int, err error) {
+	defer classify(&err)
+	if status != task.StatusClaimed && status != task.StatusRunning {
+		return 0, fmt.Errorf("extend held: status %v is neither claimed nor running", status)
+	}
+	if len(tokens) == 0 {
+		return 0, nil
+	}
+	skip := map[[2]int][]any{} // (db, table) → IDs given up there
+	for _, id := range except {
+		db, t, err := s.locate(id)
+		if err != nil {
+			continue
+		}
+		k := [2]int{db, t}
+		skip[k] = append(skip[k], id)
+	}
+	var total int64
+	now := time.Now().UnixMicro()
+	for start := 0; start < len(tokens); start += heldChunk {
+		part := tokens[start:min(start+heldChunk, len(tokens))]
+		for db := range s.w {
+			for t, name := range s.names {
+				q := `UPDATE ` + name + ` SET lease_until = ?, updated_at = ? WHERE status = ? AND lease_until < ? AND token IN (` + placeholders(len(part)) + `)`
+				args := make([]any, 0, 4+len(part))
+				args = append(args, micros(until), now, int(status), micros(soon))
+				for _, tok := range part {
+					args = append(args, tok)
+				}
+				if ids := skip[[2]int{db, t}]; len(ids) > 0 {
+					q += ` AND id NOT IN (` + placeholders(len(ids)) + `)`
+					args = append(args, ids...)
+				}
+				err := withRetry(ctx, func() error {
+					res, err := s.w[db].ExecContext(ctx, s.d.rebind(q), args...)
+					if err != nil {
+						return err
+					}
+					n, err := res.RowsAffected()
+					total += n
+					return err
+				})
+				if err != nil {
+					return int(total), fmt.Errorf("extend held %s: %w", name, err)
+				}
+			}
+		}
+	}
+	return int(total), nil
+}
+
+// heldChunk bounds the tokens of one ExtendHeld statement.
+const heldChunk = 500
