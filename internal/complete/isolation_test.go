@@ -41,13 +41,20 @@ func (r *refusing) Finish(ctx context.Context, outs []store.Outcome) error {
 // under a lease that ends lease from now.
 func startedTasks(t *testing.T, st *sqlstore.Store, n int, lease time.Duration) []*task.Task {
 	t.Helper()
+	return startedKeyed(t, st, "k", n, lease)
+}
+
+// startedKeyed is startedTasks with keys prefix0…prefix(n-1), under one
+// claim token of its own.
+func startedKeyed(t *testing.T, st *sqlstore.Store, prefix string, n int, lease time.Duration) []*task.Task {
+	t.Helper()
 	ctx := context.Background()
 	now := time.Now()
 	claim := store.Lease{Owner: "n1", Until: now.Add(lease), Token: store.NewToken()}
 	news := make([]store.NewTask, n)
 	refs := make([]store.Ref, n)
 	for i := range news {
-		key := fmt.Sprint("k", i)
+		key := fmt.Sprint(prefix, i)
 		v, err := task.Validate(task.Spec{Topic: "t", Key: key, DueAt: &now}, task.Limits{}, now)
 		if err != nil {
 			t.Fatal(err)

@@ -99,6 +99,7 @@ func Run(t *testing.T, open Opener) {
 	t.Run("StateMachine", func(t *testing.T) { testStateMachine(t, open) })
 	t.Run("LeaseExpiry", func(t *testing.T) { testLeaseExpiry(t, open) })
 	t.Run("EndLeases", func(t *testing.T) { testEndLeases(t, open) })
+	t.Run("ExtendHeld", func(t *testing.T) { testExtendHeld(t, open) })
 	t.Run("ConcurrentClaimsDisjoint", func(t *testing.T) { testConcurrentClaims(t, open) })
 	t.Run("CancelRacesStart", func(t *testing.T) { testCancelRace(t, open) })
 	t.Run("KeysetScanWithInserts", func(t *testing.T) { testKeysetScan(t, open) })

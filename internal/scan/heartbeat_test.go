@@ -1,0 +1,75 @@
+package scan_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/ontimehq/ontime/internal/hot"
+	"github.com/ontimehq/ontime/internal/scan"
+	"github.com/ontimehq/ontime/internal/stagetest"
+	"github.com/ontimehq/ontime/internal/store"
+	"github.com/ontimehq/ontime/internal/task"
+)
+
+// Tasks claimed into the (memory) tier keep their claims while they wait
+// there, however long nothing pops them (the fire stage held back by its
+// bound): after several claim leases no other node can claim them, and
+// each is still claimed under the token of its tier entry, so the scanner
+// did not claim it again either. Entries that leave the tier (popped and
+// acked) are no longer extended: their claims run out.
+func TestClaimsInTheTierAreKept(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	st := stagetest.Store(t)
+	tier := stagetest.Tier(t)
+	const ttl = 800 * time.Millisecond
+	sc, err := scan.New(scan.Config{Store: st, Tier: tier, Planner: hot.NewPlanner(20*time.Millisecond, 0),
+		NodeID: node, Window: 100 * time.Millisecond, LeaseTTL: ttl})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var tasks []*task.Task
+	for _, it := range st.Items() {
+		for i := range 5 {
+			tasks = append(tasks, stagetest.Insert(t, st, stagetest.NewTaskIn(t, it, "scan", fmt.Sprintf("hb-%d.%d.%d-%d", it.DB, it.Table, it.Segment, i), time.Now()))...)
+		}
+	}
+	sc.SetItems(st.Items())
+	if err := sc.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(sc.Stop)
+	deadline := time.Now().Add(30 * time.Second)
+	for stagetest.Count(t, st, task.StatusClaimed) < int64(len(tasks)) && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	tokens := map[string]int64{}
+	for _, tk := range tasks {
+		got := stagetest.Get(t, st, tk.ID)
+		if got.Status != task.StatusClaimed {
+			t.Fatalf("task %s: %s, want claimed", tk.ID, got.Status)
+		}
+		tokens[tk.ID] = got.Token
+	}
+	time.Sleep(4 * ttl)
+	other := store.Lease{Owner: "node-2", Until: time.Now().Add(time.Minute), Token: store.NewToken()}
+	for _, it := range st.Items() {
+		refs, err := st.Claim(ctx, it, time.Now(), time.Now(), other, 1000)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(refs) > 0 {
+			t.Fatalf("another node claimed %d tasks waiting in this node's tier", len(refs))
+		}
+	}
+	for _, tk := range tasks {
+		if got := stagetest.Get(t, st, tk.ID); got.Status != task.StatusClaimed || got.Token != tokens[tk.ID] {
+			t.Fatalf("task %s: %s under token %d, want claimed under %d (claimed again)", tk.ID, got.Status, got.Token, tokens[tk.ID])
+		}
+	}
+	if n, _ := tier.Len(ctx); n != len(tasks) {
+		t.Fatalf("tier holds %d entries, want %d", n, len(tasks))
+	}
+}
