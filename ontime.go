@@ -336,7 +336,7 @@ func (n *Node) build(ctx context.Context, resolver Resolver) error {
 		return err
 	}
 	n.scan, err = scan.New(scan.Config{Store: n.store, Tier: n.tier, Planner: planner, NodeID: cfg.NodeID, MaxEntries: cfg.Hot.MaxEntries,
-		Window: window, LeaseTTL: time.Duration(cfg.Delivery.LeaseTTL), Logger: n.log, Metrics: m, Live: n.liveNodes})
+		Window: window, LeaseTTL: time.Duration(cfg.Delivery.LeaseTTL), Logger: n.log, Metrics: m, Live: n.liveNodes, Wait: comp.Wait})
 	if err != nil {
 		return err
 	}

@@ -123,13 +123,21 @@ type Completer struct {
 	since time.Time         // when the oldest queued outcome was added
 	wake  chan struct{}     // one pending signal: q is not empty
 
+	pace pace // outcomes written per second
+
 	heldMu sync.Mutex
 	held   map[string]int64 // task ID → token: started, outcome not written yet
-	tokens map[int64]int    // token → how many of held carry it
+	tokens map[int64]*hold  // by the tokens of held
 	// gaveUp lists, by token still held, the IDs whose outcome the store
 	// refused: their lease must run out (they are delivered again), so
 	// the heartbeat leaves them out.
 	gaveUp map[int64][]string
+}
+
+// hold is what the completer holds under one claim token.
+type hold struct {
+	n     int       // held tasks
+	until time.Time // the earliest of their running leases as last written
 }
 
 // New builds a completer; nothing runs until Start.
@@ -150,7 +158,7 @@ func New(cfg Config) (*Completer, error) {
 		return nil, errors.New("complete: Hot needs a Tier, a Planner, a NodeID and a positive Window and LeaseTTL")
 	}
 	return &Completer{st: cfg.Store, retry: cfg.Retry, lease: cfg.Lease, hot: cfg.Hot, log: cfg.Logger, m: cfg.Metrics,
-		wake: make(chan struct{}, 1), held: map[string]int64{}, tokens: map[int64]int{}, gaveUp: map[int64][]string{}}, nil
+		wake: make(chan struct{}, 1), held: map[string]int64{}, tokens: map[int64]*hold{}, gaveUp: map[int64][]string{}}, nil
 }
 
 // Start runs the writer.
@@ -219,7 +227,15 @@ func (c *Completer) Expect(tasks []*task.Task, leaseUntil time.Time) {
 			continue
 		}
 		c.held[t.ID] = t.Token
-		c.tokens[t.Token]++
+		h := c.tokens[t.Token]
+		if h == nil {
+			h = &hold{until: leaseUntil}
+			c.tokens[t.Token] = h
+		}
+		h.n++
+		if leaseUntil.Before(h.until) {
+			h.until = leaseUntil
+		}
 	}
 	c.heldMu.Unlock()
 }
@@ -229,6 +245,7 @@ func (c *Completer) Expect(tasks []*task.Task, leaseUntil time.Time) {
 func (c *Completer) written(batch []store.Outcome, lost []store.Ref) {
 	c.unwritten.Add(-int64(len(batch)))
 	c.m.OutcomesPending.Sub(float64(len(batch)))
+	c.pace.add(time.Now(), len(batch))
 	if c.lease <= 0 {
 		return
 	}
@@ -240,13 +257,15 @@ func (c *Completer) written(batch []store.Outcome, lost []store.Ref) {
 			continue
 		}
 		delete(c.held, o.Ref.ID)
-		if c.tokens[tok]--; c.tokens[tok] <= 0 {
-			delete(c.tokens, tok)
-			delete(c.gaveUp, tok)
+		if h := c.tokens[tok]; h != nil {
+			if h.n--; h.n <= 0 {
+				delete(c.tokens, tok)
+				delete(c.gaveUp, tok)
+			}
 		}
 	}
 	for _, r := range lost {
-		if c.tokens[r.Token] > 0 {
+		if c.tokens[r.Token] != nil {
 			c.gaveUp[r.Token] = append(c.gaveUp[r.Token], r.ID)
 		}
 	}
@@ -387,40 +406,109 @@ func (c *Completer) heartbeat(ctx context.Context) {
 	}
 }
 
-// extend moves to now+lease the running leases held that end before
-// now+lease/2.
+// extend moves to now+lease (or further, by the outcomes queued ahead:
+// Wait) the running leases held under the tokens whose earliest lease
+// ends before now+lease/2. Leases are sized to the backlog when tasks
+// start, so this is rarely needed and rarely writes.
 func (c *Completer) extend(ctx context.Context, now time.Time) {
-	tokens, except := c.heldTokens()
+	until := now.Add(c.lease + c.Wait(0))
+	tokens, except := c.heldTokens(now.Add(c.lease / 2))
 	if len(tokens) == 0 {
 		return
 	}
-	// Past lease/2 the leases this call was for may have ended anyway.
-	wctx, cancel := context.WithTimeout(ctx, c.lease/2)
+	// A heartbeat held up behind a busy writer is still worth finishing:
+	// it extends whatever has not been claimed away meanwhile (the tokens
+	// fence off the rest).
+	wctx, cancel := context.WithTimeout(ctx, c.lease)
 	defer cancel()
 	t0 := time.Now()
-	n, err := c.st.ExtendHeld(wctx, task.StatusRunning, tokens, except, now.Add(c.lease/2), now.Add(c.lease))
+	// Every lease of these tokens that ends before until moves to until,
+	// so until is then the earliest of them.
+	n, err := c.st.ExtendHeld(wctx, task.StatusRunning, tokens, except, until, until)
 	c.m.ExtendSeconds.Observe(time.Since(t0).Seconds())
 	if err != nil {
 		c.log.Warn("extending the leases of tasks this node holds failed", "tokens", len(tokens), "err", err)
 		return
 	}
 	c.m.Extended.Add(float64(n))
+	c.heldMu.Lock()
+	for _, tok := range tokens {
+		if h := c.tokens[tok]; h != nil && h.until.Before(until) {
+			h.until = until
+		}
+	}
+	c.heldMu.Unlock()
 }
 
-// heldTokens returns the tokens of held tasks and the IDs under them
-// whose outcome was given up.
-func (c *Completer) heldTokens() ([]int64, []string) {
+// heldTokens returns the tokens of held tasks whose earliest lease ends
+// before soon, and the IDs under them whose outcome was given up.
+func (c *Completer) heldTokens(soon time.Time) ([]int64, []string) {
 	c.heldMu.Lock()
 	defer c.heldMu.Unlock()
-	tokens := make([]int64, 0, len(c.tokens))
-	for tok := range c.tokens {
-		tokens = append(tokens, tok)
-	}
+	var tokens []int64
 	var except []string
-	for _, ids := range c.gaveUp {
-		except = append(except, ids...)
+	for tok, h := range c.tokens {
+		if h.until.Before(soon) {
+			tokens = append(tokens, tok)
+			except = append(except, c.gaveUp[tok]...)
+		}
 	}
 	return tokens, except
+}
+
+// Wait is how long the outcomes of n more started tasks would wait to be
+// written behind those not written yet, at the pace the store has been
+// writing them (at least minPace a second while it is not known): the
+// fire stage adds it to a started task's running lease, the scanner to a
+// claim's, so a backlog is covered when it is made instead of by
+// heartbeats of every held row while the store is busiest.
+func (c *Completer) Wait(n int) time.Duration {
+	q := c.unwritten.Load() + int64(n)
+	if q <= 0 {
+		return 0
+	}
+	r := max(c.pace.rate(), minPace)
+	return min(time.Duration(float64(q)/r*float64(time.Second)), maxWait)
+}
+
+const (
+	minPace = 200.0 // outcomes a second assumed of a store not measured yet
+	maxWait = time.Hour
+)
+
+// pace measures outcomes written per second, over windows of paceWindow,
+// smoothed.
+type pace struct {
+	mu    sync.Mutex
+	start time.Time
+	n     int
+	r     float64
+}
+
+const paceWindow = 2 * time.Second
+
+func (p *pace) add(now time.Time, n int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.start.IsZero() {
+		p.start = now
+	}
+	p.n += n
+	if d := now.Sub(p.start); d >= paceWindow {
+		r := float64(p.n) / d.Seconds()
+		if p.r == 0 {
+			p.r = r
+		} else {
+			p.r = (p.r + r) / 2
+		}
+		p.start, p.n = now, 0
+	}
+}
+
+func (p *pace) rate() float64 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.r
 }
 
 func (c *Completer) reachable(ctx context.Context) bool {

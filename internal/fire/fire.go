@@ -61,6 +61,12 @@ type Expecter interface {
 	Busy() int64
 }
 
+// waiter is an Expecter that knows how long the outcomes of n more
+// started tasks would wait behind those not written yet (the completer).
+type waiter interface {
+	Wait(n int) time.Duration
+}
+
 // Pauser says whether a topic is paused (the topics watcher).
 type Pauser interface {
 	Paused(topic string) bool
@@ -192,11 +198,16 @@ func (f *Firer) loop(ctx context.Context) {
 		if entries = f.holdPaused(wctx, entries); len(entries) == 0 {
 			continue
 		}
-		// The lease covers the wait until the due time (at most MaxLead)
-		// and the delivery.
+		// The lease covers the wait until the due time (at most MaxLead),
+		// the wait behind the outcomes not written yet (a burst's
+		// backlog) and the delivery: sized now, so the backlog does not
+		// need its leases rewritten while the store is busiest.
 		t0 := time.Now()
 		f.cfg.Planner.StartBegin(t0)
 		leaseUntil := t0.Add(f.cfg.MaxLead + f.cfg.DeliveryLease)
+		if w, ok := f.cfg.Outcomes.(waiter); ok {
+			leaseUntil = leaseUntil.Add(w.Wait(len(entries)))
+		}
 		started, err := f.cfg.Store.Start(wctx, Refs(entries), leaseUntil)
 		f.cfg.Planner.StartEnd(time.Now(), len(entries), time.Since(t0))
 		if err != nil {

@@ -81,7 +81,12 @@ type Config struct {
 	// taken at once rather than when their leases run out (a dead node
 	// fenced itself before its items moved). Every item, not only those
 	// that move: a node's submit path claims tasks into any item.
-	Live    func(ctx context.Context) ([]Node, error)
+	Live func(ctx context.Context) ([]Node, error)
+	// Wait, when set, says how long n more tasks would wait behind the
+	// node's backlog before their outcome is written (the completer's
+	// Wait): a claim's lease covers it, so a burst larger than the fire
+	// stage's bound keeps its claims while it waits in the tier.
+	Wait    func(n int) time.Duration
 	Logger  *slog.Logger
 	Metrics *metrics.Metrics // nil: series kept but not registered
 }
@@ -117,6 +122,9 @@ type Scanner struct {
 	reserved int       // slots handed to claims under way
 
 	startedAt time.Time // rows this node ID wrote before are a previous process's
+
+	claimsMu sync.Mutex
+	claims   map[int64]time.Time // token → claim lease end, for tokens added to the tier
 
 	liveMu sync.Mutex
 	live   []Node // cached Live answer, this node included
@@ -170,7 +178,7 @@ func New(cfg Config) (*Scanner, error) {
 	if cfg.Metrics == nil {
 		cfg.Metrics = metrics.New(nil)
 	}
-	return &Scanner{cfg: cfg, log: cfg.Logger, m: cfg.Metrics, items: map[store.Item]*item{}}, nil
+	return &Scanner{cfg: cfg, log: cfg.Logger, m: cfg.Metrics, items: map[store.Item]*item{}, claims: map[int64]time.Time{}}, nil
 }
 
 // Start scans the items set so far and those set later.
@@ -476,7 +484,7 @@ func (s *Scanner) reclaim(ctx context.Context, it store.Item, log *slog.Logger) 
 func (s *Scanner) claim(ctx context.Context, it store.Item, limit int) ([]store.Ref, error) {
 	now := time.Now()
 	horizon := now.Add(s.cfg.Window)
-	lease := store.Lease{Owner: s.cfg.NodeID, Until: horizon.Add(s.cfg.LeaseTTL), Token: store.NewToken()}
+	lease := store.Lease{Owner: s.cfg.NodeID, Until: horizon.Add(s.cfg.LeaseTTL + s.backlog(limit)), Token: store.NewToken()}
 	refs, err := s.cfg.Store.Claim(ctx, it, horizon, now, lease, limit)
 	if err != nil {
 		s.unreserve(limit, 0)
@@ -500,7 +508,24 @@ func (s *Scanner) claim(ctx context.Context, it store.Item, limit int) ([]store.
 		}
 		return nil, err
 	}
+	if _, ok := s.cfg.Tier.(hot.TokenLister); ok {
+		s.claimsMu.Lock()
+		s.claims[lease.Token] = lease.Until
+		s.claimsMu.Unlock()
+	}
 	return refs, nil
+}
+
+// backlog is how long n more claims would wait behind what the tier holds
+// and the node has started (Wait), 0 without Wait.
+func (s *Scanner) backlog(n int) time.Duration {
+	if s.cfg.Wait == nil {
+		return 0
+	}
+	s.lenMu.Lock()
+	n += s.tierN
+	s.lenMu.Unlock()
+	return s.cfg.Wait(n)
 }
 
 // room reserves how many tasks a claim may take: ClaimBatch, less when
@@ -610,16 +635,49 @@ func (s *Scanner) heartbeat(ctx context.Context, tl hot.TokenLister) {
 	}
 }
 
-// extendClaims moves to now+LeaseTTL the claims of the tier's entries that
-// end before now+LeaseTTL/2.
+// extendClaims moves the claims of the tier's entries that end before
+// now+LeaseTTL/2 to now+LeaseTTL, plus the backlog ahead of them. Claims
+// are sized to the backlog when made, so this is rarely needed; tokens
+// that left the tier are forgotten.
 func (s *Scanner) extendClaims(ctx context.Context, tl hot.TokenLister, now time.Time) error {
-	tokens, err := tl.Tokens(ctx)
-	if err != nil || len(tokens) == 0 {
+	inTier, err := tl.Tokens(ctx)
+	if err != nil {
 		return err
 	}
-	wctx, cancel := context.WithTimeout(ctx, s.cfg.LeaseTTL/2)
+	held := make(map[int64]bool, len(inTier))
+	for _, tok := range inTier {
+		held[tok] = true
+	}
+	soon := now.Add(s.cfg.LeaseTTL / 2)
+	var tokens []int64
+	s.claimsMu.Lock()
+	for tok, until := range s.claims {
+		switch {
+		case !held[tok]:
+			delete(s.claims, tok)
+		case until.Before(soon):
+			tokens = append(tokens, tok)
+		}
+	}
+	s.claimsMu.Unlock()
+	if len(tokens) == 0 {
+		return nil
+	}
+	until := now.Add(s.cfg.LeaseTTL + s.backlog(0))
+	wctx, cancel := context.WithTimeout(ctx, s.cfg.LeaseTTL)
 	defer cancel()
-	n, err := s.cfg.Store.ExtendHeld(wctx, task.StatusClaimed, tokens, nil, now.Add(s.cfg.LeaseTTL/2), now.Add(s.cfg.LeaseTTL))
+	// Every claim of these tokens that ends before until moves to until.
+	n, err := s.cfg.Store.ExtendHeld(wctx, task.StatusClaimed, tokens, nil, until, until)
 	s.m.ClaimsExtended.Add(float64(n))
-	return err
+	if err != nil {
+		return err
+	}
+	s.claimsMu.Lock()
+	for _, tok := range tokens {
+		if _, ok := s.claims[tok]; ok {
+			s.claims[tok] = until
+		}
+	}
+	s.claimsMu.Unlock()
+	return nil
 }

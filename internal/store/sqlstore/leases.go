@@ -6,6 +6,7 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/ontimehq/ontime/internal/store"
@@ -67,10 +68,11 @@ func (s *Store) EndLeases(ctx context.Context, it store.Item, now time.Time, h s
 
 // ExtendHeld implements store.Store: one UPDATE per table (per
 // heldChunk tokens), whatever the number of tasks, found through the
-// (status, id) index. Rows another holder took since carry another token
-// and are not touched; rows whose lease is not near its end are not
-// written at all, so a heartbeat costs the store little when nothing is
-// behind.
+// (status, id) index, and one transaction per database, so a heartbeat
+// waits once for a busy writer (SQLite has one) rather than once per
+// table. Rows another holder took since carry another token and are not
+// touched; rows whose lease is not near its end are not written at all,
+// so a heartbeat costs the store little when nothing is behind.
 func (s *Store) ExtendHeld(ctx context.Context, status task.Status, tokens []int64, except []string, soon, until time.Time) (_ int, err error) {
 	defer classify(&err)
 	if status != task.StatusClaimed && status != task.StatusRunning {
@@ -88,36 +90,56 @@ func (s *Store) ExtendHeld(ctx context.Context, status task.Status, tokens []int
 		k := [2]int{db, t}
 		skip[k] = append(skip[k], id)
 	}
-	var total int64
 	now := time.Now().UnixMicro()
-	for start := 0; start < len(tokens); start += heldChunk {
-		part := tokens[start:min(start+heldChunk, len(tokens))]
-		for db := range s.w {
-			for t, name := range s.names {
-				q := `UPDATE ` + name + ` SET lease_until = ?, updated_at = ? WHERE status = ? AND lease_until < ? AND token IN (` + placeholders(len(part)) + `)`
-				args := make([]any, 0, 4+len(part))
-				args = append(args, micros(until), now, int(status), micros(soon))
-				for _, tok := range part {
-					args = append(args, tok)
-				}
-				if ids := skip[[2]int{db, t}]; len(ids) > 0 {
-					q += ` AND id NOT IN (` + placeholders(len(ids)) + `)`
-					args = append(args, ids...)
-				}
-				err := withRetry(ctx, func() error {
-					res, err := s.w[db].ExecContext(ctx, s.d.rebind(q), args...)
+	perDB := make([]group, len(s.w))
+	for db := range perDB {
+		perDB[db] = group{db: db}
+	}
+	var mu sync.Mutex
+	var total int64
+	err = forEachGroup(perDB, func(g group) error {
+		return withRetry(ctx, func() error {
+			tx, err := s.w[g.db].BeginTx(ctx, nil)
+			if err != nil {
+				return err
+			}
+			defer tx.Rollback()
+			var n int64
+			for start := 0; start < len(tokens); start += heldChunk {
+				part := tokens[start:min(start+heldChunk, len(tokens))]
+				for t, name := range s.names {
+					q := `UPDATE ` + name + ` SET lease_until = ?, updated_at = ? WHERE status = ? AND lease_until < ? AND token IN (` + placeholders(len(part)) + `)`
+					args := make([]any, 0, 4+len(part))
+					args = append(args, micros(until), now, int(status), micros(soon))
+					for _, tok := range part {
+						args = append(args, tok)
+					}
+					if ids := skip[[2]int{g.db, t}]; len(ids) > 0 {
+						q += ` AND id NOT IN (` + placeholders(len(ids)) + `)`
+						args = append(args, ids...)
+					}
+					res, err := tx.ExecContext(ctx, s.d.rebind(q), args...)
 					if err != nil {
 						return err
 					}
-					n, err := res.RowsAffected()
-					total += n
-					return err
-				})
-				if err != nil {
-					return int(total), fmt.Errorf("extend held %s: %w", name, err)
+					k, err := res.RowsAffected()
+					if err != nil {
+						return err
+					}
+					n += k
 				}
 			}
-		}
+			if err := tx.Commit(); err != nil {
+				return err
+			}
+			mu.Lock()
+			total += n
+			mu.Unlock()
+			return nil
+		})
+	})
+	if err != nil {
+		return int(total), fmt.Errorf("extend held: %w", err)
 	}
 	return int(total), nil
 }
