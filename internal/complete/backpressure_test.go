@@ -38,6 +38,10 @@ func TestBusyUntilWritten(t *testing.T) {
 	if b, q := c.Busy(), c.Queued(); b != int64(len(tasks)) || q != int64(len(tasks)) {
 		t.Fatalf("delivered, nothing written: Busy %d Queued %d, want %d and %d", b, q, len(tasks), len(tasks))
 	}
+	// The backlog's wait, which started tasks' leases cover, grows with it.
+	if w0, w := c.Wait(0), c.Wait(1000); w0 <= 0 || w <= w0 {
+		t.Fatalf("Wait with %d outcomes queued: %s, with 1000 more %s; want positive and growing", len(tasks), w0, w)
+	}
 	close(g.gate)
 	deadline := time.Now().Add(30 * time.Second)
 	for c.Busy() != 0 && time.Now().Before(deadline) {
@@ -45,6 +49,9 @@ func TestBusyUntilWritten(t *testing.T) {
 	}
 	if b, q := c.Busy(), c.Queued(); b != 0 || q != 0 {
 		t.Fatalf("written: Busy %d Queued %d, want 0", b, q)
+	}
+	if w := c.Wait(0); w != 0 {
+		t.Fatalf("Wait with nothing held: %s, want 0", w)
 	}
 	c.Stop()
 	if n := stagetest.Count(t, st, task.StatusDone); n != int64(len(tasks)) {
