@@ -24,7 +24,7 @@ func TestClaimsInTheTierAreKept(t *testing.T) {
 	ctx := context.Background()
 	st := stagetest.Store(t)
 	tier := stagetest.Tier(t)
-	const ttl = 800 * time.Millisecond
+	const ttl = 3 * time.Second
 	sc, err := scan.New(scan.Config{Store: st, Tier: tier, Planner: hot.NewPlanner(20*time.Millisecond, 0),
 		NodeID: node, Window: 100 * time.Millisecond, LeaseTTL: ttl})
 	if err != nil {
@@ -53,7 +53,7 @@ func TestClaimsInTheTierAreKept(t *testing.T) {
 		}
 		tokens[tk.ID] = got.Token
 	}
-	time.Sleep(4 * ttl)
+	time.Sleep(5 * ttl / 2)
 	other := store.Lease{Owner: "node-2", Until: time.Now().Add(time.Minute), Token: store.NewToken()}
 	for _, it := range st.Items() {
 		refs, err := st.Claim(ctx, it, time.Now(), time.Now(), other, 1000)
@@ -71,5 +71,51 @@ func TestClaimsInTheTierAreKept(t *testing.T) {
 	}
 	if n, _ := tier.Len(ctx); n != len(tasks) {
 		t.Fatalf("tier holds %d entries, want %d", n, len(tasks))
+	}
+}
+
+// The scanner claims no more than the node can work through within a
+// claim's lease (Wait, the completer's estimate, over Window+LeaseTTL):
+// the rest of a burst stays pending, unwritten, until there is room.
+func TestClaimsBoundedByTheBacklog(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	st := stagetest.Store(t)
+	tier := stagetest.Tier(t)
+	const fits = 400 // tasks the node works through within a lease
+	wait := func(n int) time.Duration {
+		if n > fits {
+			return time.Hour
+		}
+		return 0
+	}
+	sc, err := scan.New(scan.Config{Store: st, Tier: tier, Planner: hot.NewPlanner(20*time.Millisecond, 0),
+		NodeID: node, Window: time.Minute, LeaseTTL: time.Minute, ClaimBatch: 100, Wait: wait})
+	if err != nil {
+		t.Fatal(err)
+	}
+	total := 0
+	for _, it := range st.Items() {
+		var news []store.NewTask
+		for i := range 300 {
+			news = append(news, stagetest.NewTaskIn(t, it, "scan", fmt.Sprintf("b-%d.%d.%d-%d", it.DB, it.Table, it.Segment, i), time.Now()))
+		}
+		total += len(stagetest.Insert(t, st, news...))
+	}
+	if total <= 2*fits {
+		t.Fatalf("setup: %d tasks, want well over %d", total, fits)
+	}
+	sc.SetItems(st.Items())
+	if err := sc.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(sc.Stop)
+	stagetest.Eventually(t, "claims up to the bound", func() bool { return stagetest.Count(t, st, task.StatusClaimed) >= fits })
+	time.Sleep(500 * time.Millisecond) // scanners keep looking meanwhile
+	if n := stagetest.Count(t, st, task.StatusClaimed); n > fits {
+		t.Fatalf("%d tasks claimed, want at most %d (what the node works through within a lease)", n, fits)
+	}
+	if n := stagetest.Count(t, st, task.StatusPending); n != int64(total-fits) {
+		t.Fatalf("%d tasks pending, want %d", n, total-fits)
 	}
 }

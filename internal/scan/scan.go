@@ -533,7 +533,7 @@ func (s *Scanner) backlog(n int) time.Duration {
 // once, so what one is handed counts against the others until unreserve
 // returns what its claim did not take.
 func (s *Scanner) room(ctx context.Context) (int, error) {
-	if s.cfg.MaxEntries <= 0 {
+	if s.cfg.MaxEntries <= 0 && s.cfg.Wait == nil {
 		return s.cfg.ClaimBatch, nil
 	}
 	s.lenMu.Lock()
@@ -545,7 +545,19 @@ func (s *Scanner) room(ctx context.Context) (int, error) {
 		}
 		s.tierN, s.lenAt = n+s.reserved, time.Now()
 	}
-	r := max(0, min(s.cfg.ClaimBatch, s.cfg.MaxEntries-s.tierN))
+	r := s.cfg.ClaimBatch
+	if s.cfg.MaxEntries > 0 {
+		r = max(0, min(r, s.cfg.MaxEntries-s.tierN))
+	}
+	// Claim no more than the node can work through within a claim's
+	// lease at the pace its store writes outcomes: the rest of a burst
+	// stays pending (no write at all) until there is room, rather than
+	// being claimed ahead, in claims that compete with the outcome writes
+	// for the store (SQLite has one writer; 16 item scanners claiming
+	// against one completer starved it) and then wait out their leases.
+	if s.cfg.Wait != nil && r > 0 && s.cfg.Wait(s.tierN+r) > s.cfg.Window+s.cfg.LeaseTTL {
+		r = 0
+	}
 	s.tierN += r
 	s.reserved += r
 	return r, nil
@@ -554,7 +566,7 @@ func (s *Scanner) room(ctx context.Context) (int, error) {
 // unreserve ends a reservation of limit slots of which a claim used used:
 // the rest are free again; the used ones are in the tier, counted by Len.
 func (s *Scanner) unreserve(limit, used int) {
-	if s.cfg.MaxEntries <= 0 {
+	if s.cfg.MaxEntries <= 0 && s.cfg.Wait == nil {
 		return
 	}
 	s.lenMu.Lock()
