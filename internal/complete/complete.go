@@ -223,8 +223,11 @@ func (c *Completer) Expect(tasks []*task.Task, leaseUntil time.Time) {
 	}
 	c.heldMu.Lock()
 	for _, t := range tasks {
-		if _, ok := c.held[t.ID]; ok {
-			continue
+		if old, ok := c.held[t.ID]; ok {
+			if old == t.Token {
+				continue
+			}
+			c.release(old) // started again under a new claim: the old one is spent
 		}
 		c.held[t.ID] = t.Token
 		h := c.tokens[t.Token]
@@ -238,6 +241,16 @@ func (c *Completer) Expect(tasks []*task.Task, leaseUntil time.Time) {
 		}
 	}
 	c.heldMu.Unlock()
+}
+
+// release drops one held task from its token's count; heldMu is held.
+func (c *Completer) release(tok int64) {
+	if h := c.tokens[tok]; h != nil {
+		if h.n--; h.n <= 0 {
+			delete(c.tokens, tok)
+			delete(c.gaveUp, tok)
+		}
+	}
 }
 
 // written ends the hold of outcomes the store has taken or given up (those
@@ -257,12 +270,7 @@ func (c *Completer) written(batch []store.Outcome, lost []store.Ref) {
 			continue
 		}
 		delete(c.held, o.Ref.ID)
-		if h := c.tokens[tok]; h != nil {
-			if h.n--; h.n <= 0 {
-				delete(c.tokens, tok)
-				delete(c.gaveUp, tok)
-			}
-		}
+		c.release(tok)
 	}
 	for _, r := range lost {
 		if c.tokens[r.Token] != nil {
