@@ -191,10 +191,6 @@ type Store interface {
 	// counting an attempt: a node shutting down gives back what it holds.
 	Release(ctx context.Context, refs []Ref) error
 
-	// Extend moves the lease end of claimed or running tasks held under
-	// these refs to until.
-	Extend(ctx context.Context, refs []Ref, until time.Time) error
-
 	// ExtendHeld moves to until the lease end of the tasks in status
 	// (claimed or running) held under any of tokens whose lease ends
 	// before soon, except the IDs in except (given up by their holder).

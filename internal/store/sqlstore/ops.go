@@ -710,13 +710,6 @@ func (s *Store) Release(ctx context.Context, refs []store.Ref) (err error) {
 		[]any{int(task.StatusPending), time.Now().UnixMicro()}, `status = ?`, []any{int(task.StatusClaimed)})
 }
 
-// Extend moves the lease end of held tasks.
-func (s *Store) Extend(ctx context.Context, refs []store.Ref, until time.Time) (err error) {
-	defer classify(&err)
-	return s.updateRefs(ctx, "extend", refs, `lease_until = ?, updated_at = ?`, []any{micros(until), time.Now().UnixMicro()},
-		`status IN (?, ?)`, []any{int(task.StatusClaimed), int(task.StatusRunning)})
-}
-
 func (s *Store) updateRefs(ctx context.Context, op string, refs []store.Ref, set string, setArgs []any, cond string, condArgs []any) error {
 	err := forEachGroup(s.refGroups(refs), func(g group) error {
 		for start := 0; start < len(g.idx); start += batchLimit {
