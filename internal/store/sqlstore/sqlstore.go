@@ -186,9 +186,7 @@ func (s *Store) connect(dsn string) (w, r *sql.DB, err error) {
 			return nil, nil, fmt.Errorf("malformed MySQL DSN: %w", err)
 		}
 		db := sql.OpenDB(conn)
-		db.SetMaxOpenConns(32)
-		db.SetMaxIdleConns(32)
-		db.SetConnMaxLifetime(time.Hour)
+		poolLimits(db)
 		return db, db, nil
 	default:
 		pc, err := pgx.ParseConfig(dsn)
@@ -202,9 +200,7 @@ func (s *Store) connect(dsn string) (w, r *sql.DB, err error) {
 			pc.DefaultQueryExecMode = pgx.QueryExecModeExec
 		}
 		db := stdlib.OpenDB(*pc)
-		db.SetMaxOpenConns(32)
-		db.SetMaxIdleConns(32)
-		db.SetConnMaxLifetime(time.Hour)
+		poolLimits(db)
 		return db, db, nil
 	}
 }
@@ -597,3 +593,18 @@ func refMatch(refs []store.Ref) (string, []any) {
 	b.WriteString("))")
 	return b.String(), args
 }
+
+// poolLimits sizes a server engine's pool: up to 32 connections while
+// they are used (group commit writes several tables at once), closed after
+// idleConnTTL unused, so a burst's connections do not stay held against
+// the server's max_connections (PostgreSQL's default is 100, shared by
+// every node and client).
+func poolLimits(db *sql.DB) {
+	db.SetMaxOpenConns(32)
+	db.SetMaxIdleConns(32)
+	db.SetConnMaxIdleTime(idleConnTTL)
+	db.SetConnMaxLifetime(time.Hour)
+}
+
+// idleConnTTL is how long an unused pooled connection is kept.
+const idleConnTTL = 30 * time.Second
