@@ -102,6 +102,11 @@ type HotConfig struct {
 	// tier the cluster shares): past it, scanners leave due tasks in the
 	// store until there is room. Default 1,000,000.
 	MaxEntries int `yaml:"max_entries"`
+	// MaxBytes bounds the payload bytes of the tasks this node has started
+	// and not delivered yet, which it holds in memory: past it, the fire
+	// stage starts no more until deliveries finish (a start batch may pass
+	// it by one batch). Default 256 MiB.
+	MaxBytes int64 `yaml:"max_bytes"`
 	// RedisPasswordFile holds the Redis password (beside any in a
 	// redis:// URL of redis_addrs, which it overrides).
 	RedisPasswordFile string `yaml:"redis_password_file"`
@@ -182,6 +187,9 @@ const (
 	MinWindow, MaxWindow     = 100 * time.Millisecond, 24 * time.Hour
 	DefaultMaxFireLead       = 5 * time.Second
 	DefaultMaxEntries        = 1000000
+	DefaultHotMaxBytes       = 256 << 20
+	MinHotMaxBytes           = 1 << 20
+	MaxHotMaxBytes           = 1 << 40
 	MaxMaxEntries            = 100000000
 	MaxMaxFireLead           = time.Minute
 	DefaultSlots             = hot.DefaultSlots
@@ -219,7 +227,7 @@ func DefaultConfig() Config {
 		Store:     StoreConfig{Driver: "sqlite", Tables: DefaultTables, Segments: DefaultSegments},
 		Hot: HotConfig{
 			Tier: "memory", Window: Duration(DefaultWindow), Slots: DefaultSlots, RedisPrefix: DefaultRedisPrefix,
-			MaxFireLead: Duration(DefaultMaxFireLead), MaxEntries: DefaultMaxEntries,
+			MaxFireLead: Duration(DefaultMaxFireLead), MaxEntries: DefaultMaxEntries, MaxBytes: DefaultHotMaxBytes,
 		},
 		Cluster: ClusterConfig{Coordinator: "none", LeaseTTL: Duration(DefaultClusterLeaseTTL)},
 		Delivery: DeliveryConfig{
@@ -372,6 +380,9 @@ func (c *Config) Validate() error {
 	}
 	if c.Hot.MaxEntries < 1 || c.Hot.MaxEntries > MaxMaxEntries {
 		return fmt.Errorf("hot.max_entries: %d is out of range 1..%d", c.Hot.MaxEntries, MaxMaxEntries)
+	}
+	if c.Hot.MaxBytes < MinHotMaxBytes || c.Hot.MaxBytes > MaxHotMaxBytes {
+		return fmt.Errorf("hot.max_bytes: %d is out of range %d..%d", c.Hot.MaxBytes, MinHotMaxBytes, MaxHotMaxBytes)
 	}
 	if c.Hot.Slots < 1 || c.Hot.Slots > MaxSlots {
 		return fmt.Errorf("hot.slots: %d is out of range 1..%d", c.Hot.Slots, MaxSlots)

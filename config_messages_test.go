@@ -39,6 +39,8 @@ func TestConfigMessagesNameTheKey(t *testing.T) {
 		"env unknown":           {env: []string{"ONTIME_STORE_DRIVR=mongo"}, want: "ONTIME_STORE_DRIVR: unknown variable: no config key is called that (did you mean ONTIME_STORE_DRIVER?)"},
 		"env unknown, far":      {env: []string{"ONTIME_COLOUR=blue"}, want: "ONTIME_COLOUR: unknown variable"},
 		"value out of range":    {yaml: "hot: {window: 1ms}", want: "hot.window: 1ms is out of range"},
+		"byte budget too small": {yaml: "hot: {max_bytes: 1000}", want: "hot.max_bytes: 1000 is out of range 1048576..1099511627776"},
+		"env byte budget":       {env: []string{"ONTIME_HOT_MAX_BYTES=1000"}, want: "hot.max_bytes: 1000 is out of range"},
 		"env value validated":   {env: []string{"ONTIME_STORE_DRIVER=mongo"}, want: `store.driver: "mongo" is not one of sqlite, mysql, postgres`},
 	} {
 		path := ""

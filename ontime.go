@@ -348,7 +348,7 @@ func (n *Node) build(ctx context.Context, resolver Resolver) error {
 		return err
 	}
 	firer, err := fire.New(fire.Config{Store: n.store, Tier: n.tier, Planner: planner, Sender: n.router, Outcomes: comp,
-		MaxLead: maxLead, DeliveryLease: deliveryLease, Paused: n.topics, Logger: n.log, Metrics: m})
+		MaxLead: maxLead, DeliveryLease: deliveryLease, MaxBytes: cfg.Hot.MaxBytes, Paused: n.topics, Logger: n.log, Metrics: m})
 	if err != nil {
 		return err
 	}

@@ -117,6 +117,9 @@ type Completer struct {
 	// not written yet (Expect adds, the writer subtracts).
 	outstanding atomic.Int64
 	unwritten   atomic.Int64
+	// heldBytes adds up the payloads of the outstanding tasks: they are
+	// in memory until delivered (the fire stage bounds it).
+	heldBytes atomic.Int64
 
 	mu    sync.Mutex
 	q     [][]store.Outcome // chunks of batchSize: a burst's outcomes queue without copying
@@ -215,6 +218,11 @@ func (c *Completer) Queued() int64 { return c.unwritten.Load() - c.outstanding.L
 // Expect announces started tasks, running until leaseUntil: each gets
 // exactly one Finish, and this node holds it until its outcome is written.
 func (c *Completer) Expect(tasks []*task.Task, leaseUntil time.Time) {
+	var bytes int64
+	for _, t := range tasks {
+		bytes += int64(len(t.Payload))
+	}
+	c.heldBytes.Add(bytes)
 	c.outstanding.Add(int64(len(tasks)))
 	c.unwritten.Add(int64(len(tasks)))
 	c.m.OutcomesPending.Add(float64(len(tasks)))
@@ -283,8 +291,12 @@ func (c *Completer) written(batch []store.Outcome, lost []store.Ref) {
 // outcome and queues it for the store.
 func (c *Completer) Finish(t *task.Task, err error) {
 	c.add(c.outcome(t, err))
+	c.heldBytes.Add(-int64(len(t.Payload)))
 	c.outstanding.Add(-1)
 }
+
+// HeldBytes is the payload bytes of the started tasks not delivered yet.
+func (c *Completer) HeldBytes() int64 { return c.heldBytes.Load() }
 
 // outcome maps a delivery's result to what becomes of its task:
 //

@@ -202,3 +202,32 @@ func TestStopWaitsForOutstanding(t *testing.T) {
 		}
 	}
 }
+
+// HeldBytes adds up the payloads of the started tasks not delivered yet:
+// Expect adds them, Finish (delivered or not) takes each off.
+func TestHeldBytes(t *testing.T) {
+	x := setup(t)
+	tasks := x.running(t, "bytes", 4, 3)
+	var want int64
+	for _, tk := range tasks {
+		want += int64(len(tk.Payload))
+	}
+	if want == 0 {
+		t.Fatal("the fixture's tasks have no payload")
+	}
+	x.c.Expect(tasks, time.Now().Add(time.Minute))
+	if got := x.c.HeldBytes(); got != want {
+		t.Fatalf("HeldBytes = %d after Expect; want %d", got, want)
+	}
+	x.c.Finish(tasks[0], nil)
+	x.c.Finish(tasks[1], errors.New("receiver down"))
+	want -= int64(len(tasks[0].Payload) + len(tasks[1].Payload))
+	if got := x.c.HeldBytes(); got != want {
+		t.Fatalf("HeldBytes = %d after two Finish; want %d", got, want)
+	}
+	x.c.Finish(tasks[2], nil)
+	x.c.Finish(tasks[3], nil)
+	if got := x.c.HeldBytes(); got != 0 {
+		t.Fatalf("HeldBytes = %d with nothing outstanding", got)
+	}
+}

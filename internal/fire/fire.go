@@ -61,6 +61,13 @@ type Expecter interface {
 	Busy() int64
 }
 
+// byteHolder is an Expecter that counts the payload bytes of the started
+// tasks not delivered yet (the completer): they are in this process's
+// memory, and MaxBytes bounds them.
+type byteHolder interface {
+	HeldBytes() int64
+}
+
 // waiter is an Expecter that knows how long the outcomes of n more
 // started tasks would wait behind those not written yet (the completer).
 type waiter interface {
@@ -93,6 +100,10 @@ type Config struct {
 	// MaxOutstanding: firing pauses while this many started tasks have
 	// not reported their outcome. Default DefaultMaxOutstanding.
 	MaxOutstanding int
+	// MaxBytes: firing also pauses while the payloads of the started tasks
+	// not delivered yet add up to this many bytes (0: no bound), when
+	// Outcomes counts them. A start batch may pass it by one batch.
+	MaxBytes int64
 	// MaxLead is the furthest ahead of its due time a task may leave the
 	// tier (the planner's max, at least its base): the running lease
 	// covers that wait as well as the delivery.
@@ -181,7 +192,7 @@ func (f *Firer) loop(ctx context.Context) {
 	for {
 		// Backpressure: start no more than delivery and the store keep up
 		// with; what waits meanwhile stays claimed in the tier.
-		for f.cfg.Outcomes.Busy() >= int64(f.cfg.MaxOutstanding) {
+		for f.full() {
 			if sleepCtx(ctx, 5*time.Millisecond); ctx.Err() != nil {
 				return
 			}
@@ -229,6 +240,16 @@ func (f *Firer) loop(ctx context.Context) {
 			go f.release(started)
 		}
 	}
+}
+
+// full says whether the started tasks not done with are at a bound: their
+// count, or their payloads' bytes.
+func (f *Firer) full() bool {
+	if f.cfg.Outcomes.Busy() >= int64(f.cfg.MaxOutstanding) {
+		return true
+	}
+	h, ok := f.cfg.Outcomes.(byteHolder)
+	return ok && f.cfg.MaxBytes > 0 && h.HeldBytes() >= f.cfg.MaxBytes
 }
 
 // holdPaused hands the entries of paused topics back to the store and

@@ -55,10 +55,11 @@ func (s *sender) times(id string) int {
 
 // expecter adds up what the firer announces to the completion stage; busy
 // is what it answers Busy (backpressure).
-type expecter struct{ n, busy atomic.Int64 }
+type expecter struct{ n, busy, bytes atomic.Int64 }
 
 func (e *expecter) Expect(tasks []*task.Task, _ time.Time) { e.n.Add(int64(len(tasks))) }
 func (e *expecter) Busy() int64                            { return e.busy.Load() }
+func (e *expecter) HeldBytes() int64                       { return e.bytes.Load() }
 
 type fixture struct {
 	st      *sqlstore.Store
@@ -70,8 +71,12 @@ type fixture struct {
 	ctx     context.Context
 }
 
-// maxOutstanding is the backpressure bound of the fixture's firer.
-const maxOutstanding = 1000
+// maxOutstanding and maxBytes are the backpressure bounds of the
+// fixture's firer.
+const (
+	maxOutstanding = 1000
+	maxBytes       = 1 << 20
+)
 
 // setup builds a firer whose tasks leave the tier lead before due.
 func setup(t *testing.T, lead time.Duration) *fixture {
@@ -80,7 +85,7 @@ func setup(t *testing.T, lead time.Duration) *fixture {
 	x := &fixture{st: stagetest.Store(t), tier: stagetest.Tier(t), planner: hot.NewPlanner(lead, 0),
 		send: &sender{byID: map[string]int{}}, exp: &expecter{}, ctx: context.Background()}
 	f, err := fire.New(fire.Config{Store: x.st, Tier: x.tier, Planner: x.planner, Sender: x.send, Outcomes: x.exp,
-		Workers: 2, MaxLead: lead, DeliveryLease: time.Minute, MaxOutstanding: maxOutstanding})
+		Workers: 2, MaxLead: lead, DeliveryLease: time.Minute, MaxOutstanding: maxOutstanding, MaxBytes: maxBytes})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -265,4 +270,24 @@ func TestBackpressureHoldsFiring(t *testing.T) {
 	}
 	x.exp.busy.Store(maxOutstanding - 1)
 	stagetest.Eventually(t, "tasks sent once outcomes came in", func() bool { return len(x.send.sent()) == len(tasks) })
+}
+
+// The payloads held in memory bound firing too: while the started tasks
+// not delivered yet hold MaxBytes of payload, nothing more is started.
+func TestByteBudgetHoldsFiring(t *testing.T) {
+	x := setup(t, 20*time.Millisecond)
+	x.exp.bytes.Store(maxBytes)
+	tasks := x.hold(t, "bytes", time.Now().Add(50*time.Millisecond), time.Now().Add(60*time.Millisecond))
+	x.start(t)
+	time.Sleep(500 * time.Millisecond) // well past their due times
+	if got := len(x.send.sent()); got != 0 {
+		t.Fatalf("%d tasks sent while the byte budget was spent", got)
+	}
+	for _, tk := range tasks {
+		if got := stagetest.Get(t, x.st, tk.ID).Status; got != task.StatusClaimed {
+			t.Fatalf("task %s is %s while firing is held back; want claimed", tk.ID, got)
+		}
+	}
+	x.exp.bytes.Store(maxBytes - 1)
+	stagetest.Eventually(t, "tasks sent once payloads were delivered", func() bool { return len(x.send.sent()) == len(tasks) })
 }
