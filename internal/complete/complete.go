@@ -220,7 +220,9 @@ func (c *Completer) Queued() int64 { return c.unwritten.Load() - c.outstanding.L
 func (c *Completer) Expect(tasks []*task.Task, leaseUntil time.Time) {
 	var bytes int64
 	for _, t := range tasks {
-		bytes += int64(len(t.Payload))
+		if t != nil {
+			bytes += int64(len(t.Payload))
+		}
 	}
 	c.heldBytes.Add(bytes)
 	c.outstanding.Add(int64(len(tasks)))
@@ -266,7 +268,6 @@ func (c *Completer) release(tok int64) {
 func (c *Completer) written(batch []store.Outcome, lost []store.Ref) {
 	c.unwritten.Add(-int64(len(batch)))
 	c.m.OutcomesPending.Sub(float64(len(batch)))
-	c.pace.add(time.Now(), len(batch))
 	if c.lease <= 0 {
 		return
 	}
@@ -496,32 +497,33 @@ const (
 	maxWait = time.Hour
 )
 
-// pace measures outcomes written per second, over windows of paceWindow,
-// smoothed.
+// pace measures how many outcomes the store writes per second of writing:
+// its capacity, not the rate outcomes happen to arrive at. (Outcomes per
+// wall second would read a quiet node's trickle as a slow store, and the
+// scanner, which bounds its claims by Wait, would stop claiming.) It is
+// re-read every paceSample of write time, smoothed.
 type pace struct {
-	mu    sync.Mutex
-	start time.Time
-	n     int
-	r     float64
+	mu   sync.Mutex
+	busy time.Duration
+	n    int
+	r    float64
 }
 
-const paceWindow = 2 * time.Second
+const paceSample = 200 * time.Millisecond
 
-func (p *pace) add(now time.Time, n int) {
+func (p *pace) add(took time.Duration, n int) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.start.IsZero() {
-		p.start = now
-	}
+	p.busy += took
 	p.n += n
-	if d := now.Sub(p.start); d >= paceWindow {
-		r := float64(p.n) / d.Seconds()
+	if p.busy >= paceSample {
+		r := float64(p.n) / p.busy.Seconds()
 		if p.r == 0 {
 			p.r = r
 		} else {
 			p.r = (p.r + r) / 2
 		}
-		p.start, p.n = now, 0
+		p.busy, p.n = 0, 0
 	}
 }
 
@@ -584,7 +586,11 @@ func (c *Completer) flushAll(ctx context.Context, quit <-chan struct{}, tries in
 			var lost []store.Ref
 			t0 := time.Now()
 			ok := c.flush(ctx, quit, batch, tries, &lost)
-			c.m.FinishSeconds.Observe(time.Since(t0).Seconds())
+			took := time.Since(t0)
+			c.m.FinishSeconds.Observe(took.Seconds())
+			if ok {
+				c.pace.add(took, len(batch))
+			}
 			c.written(batch, lost)
 			if ok && len(entries) > 0 {
 				// The rows are committed claimed under these tokens; if the

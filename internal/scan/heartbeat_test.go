@@ -119,3 +119,37 @@ func TestClaimsBoundedByTheBacklog(t *testing.T) {
 		t.Fatalf("%d tasks pending, want %d", n, total-fits)
 	}
 }
+
+// A ClaimBatch larger than what fits within a lease is cut down, not
+// refused: with a short window and lease even an idle node's whole batch
+// may not fit, and refusing it left every due task pending for good.
+func TestClaimSmallerThanTheBatchWhenOnlyThatFits(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	st := stagetest.Store(t)
+	tier := stagetest.Tier(t)
+	const fits = 100
+	wait := func(n int) time.Duration {
+		if n > fits {
+			return time.Hour
+		}
+		return 0
+	}
+	sc, err := scan.New(scan.Config{Store: st, Tier: tier, Planner: hot.NewPlanner(20*time.Millisecond, 0),
+		NodeID: node, Window: time.Second, LeaseTTL: time.Second, ClaimBatch: 500, Wait: wait})
+	if err != nil {
+		t.Fatal(err)
+	}
+	it := st.Items()[0]
+	var news []store.NewTask
+	for i := range 50 {
+		news = append(news, stagetest.NewTaskIn(t, it, "scan", fmt.Sprintf("small-%d", i), time.Now()))
+	}
+	stagetest.Insert(t, st, news...)
+	sc.SetItems([]store.Item{it})
+	if err := sc.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(sc.Stop)
+	stagetest.Eventually(t, "every task claimed", func() bool { return stagetest.Count(t, st, task.StatusClaimed) == 50 })
+}

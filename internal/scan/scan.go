@@ -555,8 +555,13 @@ func (s *Scanner) room(ctx context.Context) (int, error) {
 	// being claimed ahead, in claims that compete with the outcome writes
 	// for the store (SQLite has one writer; 16 item scanners claiming
 	// against one completer starved it) and then wait out their leases.
-	if s.cfg.Wait != nil && r > 0 && s.cfg.Wait(s.tierN+r) > s.cfg.Window+s.cfg.LeaseTTL {
-		r = 0
+	// A claim that would not fit is made smaller, not dropped: with a
+	// short window and lease a whole ClaimBatch may never fit, even on an
+	// idle node.
+	if s.cfg.Wait != nil {
+		for r > 0 && s.cfg.Wait(s.tierN+r) > s.cfg.Window+s.cfg.LeaseTTL {
+			r /= 2
+		}
 	}
 	s.tierN += r
 	s.reserved += r
