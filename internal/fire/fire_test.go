@@ -252,42 +252,31 @@ func TestStopReleasesHeldEntries(t *testing.T) {
 }
 
 // Backpressure: while as many started tasks as MaxOutstanding await their
-// outcome, nothing more is started (the due tasks stay claimed in the
-// tier); once outcomes come in, they are started and sent.
+// outcome, or their payloads not delivered yet add up to MaxBytes, nothing
+// more is started (the due tasks stay claimed in the tier); once outcomes
+// come in, they are started and sent.
 func TestBackpressureHoldsFiring(t *testing.T) {
-	x := setup(t, 20*time.Millisecond)
-	x.exp.busy.Store(maxOutstanding)
-	tasks := x.hold(t, "bp", time.Now().Add(50*time.Millisecond), time.Now().Add(60*time.Millisecond))
-	x.start(t)
-	time.Sleep(500 * time.Millisecond) // well past their due times
-	if got := len(x.send.sent()); got != 0 {
-		t.Fatalf("%d tasks sent while the completion stage was full", got)
+	for name, full := range map[string]int64{"tasks": maxOutstanding, "bytes": maxBytes} {
+		t.Run(name, func(t *testing.T) {
+			x := setup(t, 20*time.Millisecond)
+			v := &x.exp.busy // what the expecter answers Busy, or HeldBytes
+			if name == "bytes" {
+				v = &x.exp.bytes
+			}
+			v.Store(full)
+			tasks := x.hold(t, "bp", time.Now().Add(50*time.Millisecond), time.Now().Add(60*time.Millisecond))
+			x.start(t)
+			time.Sleep(500 * time.Millisecond) // well past their due times
+			if got := len(x.send.sent()); got != 0 {
+				t.Fatalf("%d tasks sent while the completion stage was full", got)
+			}
+			for _, tk := range tasks {
+				if got := stagetest.Get(t, x.st, tk.ID).Status; got != task.StatusClaimed {
+					t.Fatalf("task %s is %s while firing is held back; want claimed", tk.ID, got)
+				}
+			}
+			v.Store(full - 1)
+			stagetest.Eventually(t, "tasks sent once outcomes came in", func() bool { return len(x.send.sent()) == len(tasks) })
+		})
 	}
-	for _, tk := range tasks {
-		if got := stagetest.Get(t, x.st, tk.ID).Status; got != task.StatusClaimed {
-			t.Fatalf("task %s is %s while firing is held back; want claimed", tk.ID, got)
-		}
-	}
-	x.exp.busy.Store(maxOutstanding - 1)
-	stagetest.Eventually(t, "tasks sent once outcomes came in", func() bool { return len(x.send.sent()) == len(tasks) })
-}
-
-// The payloads held in memory bound firing too: while the started tasks
-// not delivered yet hold MaxBytes of payload, nothing more is started.
-func TestByteBudgetHoldsFiring(t *testing.T) {
-	x := setup(t, 20*time.Millisecond)
-	x.exp.bytes.Store(maxBytes)
-	tasks := x.hold(t, "bytes", time.Now().Add(50*time.Millisecond), time.Now().Add(60*time.Millisecond))
-	x.start(t)
-	time.Sleep(500 * time.Millisecond) // well past their due times
-	if got := len(x.send.sent()); got != 0 {
-		t.Fatalf("%d tasks sent while the byte budget was spent", got)
-	}
-	for _, tk := range tasks {
-		if got := stagetest.Get(t, x.st, tk.ID).Status; got != task.StatusClaimed {
-			t.Fatalf("task %s is %s while firing is held back; want claimed", tk.ID, got)
-		}
-	}
-	x.exp.bytes.Store(maxBytes - 1)
-	stagetest.Eventually(t, "tasks sent once payloads were delivered", func() bool { return len(x.send.sent()) == len(tasks) })
 }
