@@ -79,6 +79,10 @@ func (n *Node) newCoordinator(ctx context.Context, st *sqlstore.Store) error {
 		n.sched.SetOwned(items)
 		n.jobs.SetOwned(items) // the scan jobs' items among them
 	}
+	// Task tables' items only: their claims are atomic, so a brief overlap
+	// of old and new owner costs nothing, and a TTL of nobody scanning
+	// them would make tasks late after every join.
+	atOnce := func(k string) bool { _, ok := parseItemKey(k); return ok }
 	ttl := time.Duration(n.cfg.Cluster.LeaseTTL)
 	var c coordinator
 	switch n.cfg.Cluster.Coordinator {
@@ -89,7 +93,7 @@ func (n *Node) newCoordinator(ctx context.Context, st *sqlstore.Store) error {
 		}
 		ec, err := etcdcoord.New(ctx, etcdcoord.Config{Endpoints: n.cfg.Cluster.EtcdEndpoints, NodeID: n.cfg.NodeID, Addr: addr,
 			Username: n.cfg.Cluster.EtcdUsername, Password: n.sec.etcdPassword, TLS: etcdTLS,
-			TTL: ttl, Items: keys, Logger: n.log, OnAssign: onAssign})
+			TTL: ttl, Items: keys, Logger: n.log, OnAssign: onAssign, HandOverAtOnce: atOnce})
 		if err != nil {
 			return err
 		}
@@ -97,7 +101,7 @@ func (n *Node) newCoordinator(ctx context.Context, st *sqlstore.Store) error {
 	default:
 		// The store made the coordinator's tables when it migrated.
 		dc, err := dbcoord.New(dbcoord.Config{Store: st, NodeID: n.cfg.NodeID, Addr: addr,
-			TTL: ttl, Items: keys, Logger: n.log, OnAssign: onAssign})
+			TTL: ttl, Items: keys, Logger: n.log, OnAssign: onAssign, HandOverAtOnce: atOnce})
 		if err != nil {
 			return err
 		}

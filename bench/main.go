@@ -1,7 +1,7 @@
 // Command bench runs the same delayed-task workloads against ontime, asynq
 // and River in one run and writes BENCHMARKS-style results with plots.
 //
-//	go run . [-quick] [-out out] [-benchmarks ../BENCHMARKS.md] [-only substring] [-server-src dir]
+//	go run . [-quick] [-out out] [-benchmarks ../BENCHMARKS.md] [-only substring] [-workloads list] [-steady-for d] [-server-src dir]
 package main
 
 import (
@@ -412,6 +412,8 @@ func main() {
 	out := flag.String("out", "out", "directory for results.md and the plots")
 	page := flag.String("benchmarks", "../BENCHMARKS.md", "page whose <!-- bench:begin/end --> section is replaced with the results (empty: none)")
 	only := flag.String("only", "", "run only the systems whose name contains this, or one of these comma-separated (case-insensitive): \"service\" for ontime's service path")
+	only2 := flag.String("workloads", "", "run only these comma-separated workloads (case-insensitive, spaces and \"/s\" ignored): enqueue, burst, steady1000, steady5000 (-quick: steady500, steady2000); the enqueue pass runs when enqueue or burst is asked for (the burst is planned on its batch rate)")
+	steadyDur := flag.Duration("steady-for", 0, "length of each steady run (default 30s, -quick 4s)")
 	serverSrc := flag.String("server-src", "", "build `ontime serve` for the service path from this checkout (default: the module go.mod replaces, ..)")
 	flag.Parse()
 	outSet := false
@@ -425,7 +427,23 @@ func main() {
 			*out = "out-quick"
 		}
 	}
-	if *only != "" {
+	if *steadyDur > 0 {
+		steadyFor = *steadyDur
+	}
+	// wanted says whether workload w is one -workloads asks for.
+	wanted := func(w string) bool {
+		if *only2 == "" {
+			return true
+		}
+		norm := strings.NewReplacer(" ", "", "/s", "").Replace
+		for _, x := range strings.Split(*only2, ",") {
+			if strings.EqualFold(norm(x), norm(w)) {
+				return true
+			}
+		}
+		return false
+	}
+	if *only != "" || *only2 != "" || *steadyDur > 0 {
 		*page = "" // a partial run does not replace the page's section
 	}
 	ctx := context.Background()
@@ -473,6 +491,9 @@ func main() {
 	// The enqueue pass (and the batch rate that plans the burst).
 	enq := map[string]enqRates{}
 	for _, sys := range systems() {
+		if !wanted("enqueue") && !wanted("burst") {
+			break
+		}
 		log.Printf("%s: %d single enqueues by 1, 4 and 16 clients", sys.name(), singleN)
 		e, err := enqueueRates(ctx, sys, singleN, calib)
 		if r, ok := skip(sys, "enqueue", err); ok {
@@ -490,6 +511,9 @@ func main() {
 		workloads = append(workloads, fmt.Sprintf("steady %d/s", st.rate))
 	}
 	for i, w := range workloads {
+		if !wanted(w) {
+			continue
+		}
 		for _, sys := range systems() {
 			if _, ok := skipped[sys.name()]; ok {
 				continue
@@ -522,16 +546,21 @@ func main() {
 	}
 	var plots []string
 	for _, w := range workloads {
+		if !wanted(w) {
+			continue
+		}
 		name := "lateness_cdf_" + strings.NewReplacer(" ", "", "/s", "").Replace(w) + ".png"
 		if err := plotCDF(filepath.Join(*out, name), w, results); err != nil {
 			log.Fatal(err)
 		}
 		plots = append(plots, name)
 	}
-	if err := plotDrain(filepath.Join(*out, "drain.png"), results); err != nil {
-		log.Fatal(err)
+	if wanted("burst") {
+		if err := plotDrain(filepath.Join(*out, "drain.png"), results); err != nil {
+			log.Fatal(err)
+		}
+		plots = append(plots, "drain.png")
 	}
-	plots = append(plots, "drain.png")
 	if err := plotAccepted(filepath.Join(*out, "accepted.png"), results); err != nil {
 		log.Fatal(err)
 	}

@@ -264,6 +264,14 @@ func (s *serviceSys) stop() {
 			<-s.exited
 		}
 	}
+	if s.cmd != nil && s.cmd.ProcessState != nil {
+		// The server's CPU time over its life (start, the run, the drain):
+		// on a machine shared with other work, CPU per task compares runs
+		// better than rates do.
+		ps := s.cmd.ProcessState
+		log.Printf("%s: server CPU %s (user %s, system %s)", s.label, (ps.UserTime() + ps.SystemTime()).Round(time.Millisecond),
+			ps.UserTime().Round(time.Millisecond), ps.SystemTime().Round(time.Millisecond))
+	}
 	if s.logPath != "" {
 		// The server logs at warn: anything there (failed webhook calls,
 		// a slow store) bears on the figures, so it is shown.

@@ -6,7 +6,6 @@ package client
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -182,13 +181,13 @@ func (c *Client) doRaw(ctx context.Context, method, path string, body []byte, ou
 	raw := bp.Bytes()
 	if resp.StatusCode >= 400 {
 		var eb apiv1.ErrorBody
-		if json.Unmarshal(raw, &eb) == nil && eb.Error.Message != "" {
+		if unmarshal(raw, &eb) == nil && eb.Error.Message != "" {
 			return resp.StatusCode, &APIError{Status: resp.StatusCode, Code: eb.Error.Code, Field: eb.Error.Field, Message: eb.Error.Message}
 		}
 		return resp.StatusCode, &APIError{Status: resp.StatusCode, Message: strings.TrimSpace(string(raw))}
 	}
 	if out != nil {
-		if err := json.Unmarshal(raw, out); err != nil {
+		if err := unmarshal(raw, out); err != nil {
 			return resp.StatusCode, fmt.Errorf("decoding the answer: %w", err)
 		}
 	}

@@ -43,6 +43,27 @@ func Owned(grants map[string]Grant, node string, now time.Time) (int64, []string
 	return term, mine
 }
 
+// LetGo returns the items of before (what node owned until now) that the
+// grants give to another node from a later time: handovers that wait for
+// node to let go. The wait covers a node that has not yet read the change;
+// one that has, and stopped acting on the items, may end the wait by
+// moving those grants' Since to the present, so the new owner starts at
+// its next read instead of a lease TTL later (until then nobody scans the
+// items, and their tasks coming due would be late).
+// Only items eager accepts count (nil: none).
+func LetGo(before []string, grants map[string]Grant, node string, now time.Time, eager func(string) bool) []string {
+	if eager == nil {
+		return nil
+	}
+	var out []string
+	for _, it := range before {
+		if g, ok := grants[it]; ok && g.Node != node && g.Since.After(now) && eager(it) {
+			out = append(out, it)
+		}
+	}
+	return out
+}
+
 // Tracker tells a node when the set of items it owns changes.
 type Tracker struct {
 	mu       sync.Mutex
@@ -53,6 +74,13 @@ type Tracker struct {
 // NewTracker calls onAssign (may be nil) on every change.
 func NewTracker(onAssign func(term int64, items []string)) *Tracker {
 	return &Tracker{onAssign: onAssign}
+}
+
+// Items returns the items of the last Set.
+func (t *Tracker) Items() []string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return slices.Clone(t.owned)
 }
 
 // Set records the node's items; the callback runs when they differ from

@@ -97,6 +97,10 @@ type Config struct {
 	Batch int
 	// Workers pop and start concurrently.
 	Workers int
+	// StartGap is the least time between two pops that start tasks (one
+	// worker pops at a time): entries due meanwhile wait and are started
+	// together. 0 is DefaultStartGap; negative, no gap.
+	StartGap time.Duration
 	// MaxOutstanding: firing pauses while this many started tasks have
 	// not reported their outcome. Default DefaultMaxOutstanding.
 	MaxOutstanding int
@@ -125,11 +129,13 @@ type Config struct {
 // what still waits in it back to the store.
 type Firer struct {
 	startstop.Base
-	cfg Config
-	log *slog.Logger
-	m   *metrics.Metrics
+	cfg  Config
+	log  *slog.Logger
+	m    *metrics.Metrics
+	gate *gate
 
-	waiting sync.WaitGroup // started tasks waiting for their due time
+	waiting   sync.WaitGroup // started tasks waiting for their due time
+	restoring sync.WaitGroup // restore of live claims whose entry lost (restore.go)
 }
 
 // New checks cfg and builds a Firer; nothing runs until Start.
@@ -155,7 +161,10 @@ func New(cfg Config) (*Firer, error) {
 	if cfg.Metrics == nil {
 		cfg.Metrics = metrics.New(nil)
 	}
-	return &Firer{cfg: cfg, log: cfg.Logger, m: cfg.Metrics}, nil
+	if cfg.StartGap == 0 {
+		cfg.StartGap = DefaultStartGap
+	}
+	return &Firer{cfg: cfg, log: cfg.Logger, m: cfg.Metrics, gate: newGate(cfg.StartGap)}, nil
 }
 
 // Start launches the fire loops.
@@ -175,7 +184,8 @@ func (f *Firer) Start(ctx context.Context) error {
 	go func() {
 		defer stopped()
 		loops.Wait()
-		f.waiting.Wait() // at most MaxLead: started tasks reach their lanes
+		f.restoring.Wait() // before drain: what it puts back is drained too
+		f.waiting.Wait()   // at most MaxLead: started tasks reach their lanes
 		f.drain(context.WithoutCancel(ctx))
 	}()
 	started()
@@ -197,7 +207,9 @@ func (f *Firer) loop(ctx context.Context) {
 				return
 			}
 		}
-		entries, err := f.cfg.Tier.Pop(ctx, f.cfg.Batch)
+		entries, err := f.gate.pop(ctx, func(ctx context.Context) ([]hot.Entry, error) {
+			return f.cfg.Tier.Pop(ctx, f.cfg.Batch)
+		})
 		if err != nil {
 			if ctx.Err() != nil || errors.Is(err, hot.ErrClosed) {
 				return
@@ -234,6 +246,9 @@ func (f *Firer) loop(ctx context.Context) {
 			f.log.Warn("hot tier ack failed", "err", err)
 		}
 		f.m.Started.Add(float64(len(started)))
+		if len(started) < len(entries) {
+			f.restoreLost(ctx, entries, started)
+		}
 		if len(started) > 0 {
 			f.cfg.Outcomes.Expect(started, leaseUntil)
 			f.waiting.Add(1)

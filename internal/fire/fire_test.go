@@ -175,9 +175,11 @@ func TestSendsAtDueTimeNeverEarly(t *testing.T) {
 	}
 }
 
-// A task cancelled after it entered the tier, and one whose claim was
-// superseded (another token), lose their Start: neither is sent nor
-// expected, and their rows are left as they were.
+// A task cancelled after it entered the tier loses its Start: it is not
+// sent nor expected, and its row is left as it was. An entry under a token
+// its row no longer has loses its Start too, and is not sent under it; the
+// row's live claim, whose entry it replaced (a late Add), gets its entry
+// back and is started once, under the row's token.
 func TestLosersOfStartAreNotSent(t *testing.T) {
 	x := setup(t, 20*time.Millisecond)
 	now := time.Now()
@@ -195,22 +197,28 @@ func TestLosersOfStartAreNotSent(t *testing.T) {
 	}
 	x.start(t)
 	stagetest.Eventually(t, "control task sent", func() bool { return x.send.times(control.ID) == 1 })
+	stagetest.Eventually(t, "live claim of the stale entry's task sent", func() bool { return x.send.times(stale.ID) == 1 })
 	stagetest.Eventually(t, "tier empty (every entry popped and acked)", func() bool { return x.tierEmpty(t) })
 	x.f.Stop()
 	if n := x.send.times(cancelled.ID); n != 0 {
 		t.Fatalf("cancelled task sent %d times", n)
 	}
-	if n := x.send.times(stale.ID); n != 0 {
-		t.Fatalf("task with a superseded claim sent %d times", n)
+	if n := x.send.times(stale.ID); n != 1 {
+		t.Fatalf("task of the stale entry sent %d times; want once", n)
+	}
+	for _, s := range x.send.sent() {
+		if s.task.ID == stale.ID && s.task.Token != stale.Token {
+			t.Fatalf("task of the stale entry sent under token %d; want the row's %d", s.task.Token, stale.Token)
+		}
 	}
 	if row := stagetest.Get(t, x.st, cancelled.ID); row.Status != task.StatusCancelled || row.Attempts != 0 {
 		t.Fatalf("cancelled row is %s with %d attempts", row.Status, row.Attempts)
 	}
-	if row := stagetest.Get(t, x.st, stale.ID); row.Status != task.StatusClaimed || row.Token != stale.Token || row.Attempts != 0 {
-		t.Fatalf("row of the stale entry is %s, token %d, %d attempts; want untouched", row.Status, row.Token, row.Attempts)
+	if row := stagetest.Get(t, x.st, stale.ID); row.Status != task.StatusRunning || row.Token != stale.Token || row.Attempts != 1 {
+		t.Fatalf("row of the stale entry is %s, token %d, %d attempts; want running under its claim's token, attempt 1", row.Status, row.Token, row.Attempts)
 	}
-	if n := x.exp.n.Load(); n != 1 {
-		t.Fatalf("expected %d outcomes; want 1 (only the control task started)", n)
+	if n := x.exp.n.Load(); n != 2 {
+		t.Fatalf("expected %d outcomes; want 2 (the control task and the live claim)", n)
 	}
 }
 

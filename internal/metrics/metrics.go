@@ -18,6 +18,11 @@ type Metrics struct {
 	Extended  prometheus.Counter     // running leases extended while the outcome waited
 	Scans     prometheus.Counter
 	ScanErrs  prometheus.Counter
+	// ItemsScanned: the sharding items this node scans now. An item moved
+	// here from a live node counts only once the handover is done (the
+	// old owner has surely let go), so a rebalance shows here, not in the
+	// cluster view's owners, as the time nobody scans the moved items.
+	ItemsScanned prometheus.Gauge
 	// LeasesEnded: leases ended early so their tasks are claimed again at
 	// once; reason node_gone (a dead node's items moved here) or tier_lost.
 	LeasesEnded *prometheus.CounterVec
@@ -32,8 +37,12 @@ type Metrics struct {
 	// ClaimsExtended: claims of tasks waiting in the hot tier extended by
 	// the scanner's heartbeat.
 	ClaimsExtended prometheus.Counter
-	FinishSeconds  prometheus.Histogram // one batch of outcomes written
-	ExtendSeconds  prometheus.Histogram // one heartbeat (all held leases)
+	// EntriesRestored: hot entries put back for a task still claimed under
+	// a live lease after a stale entry of it lost its start (restore.go of
+	// the fire stage).
+	EntriesRestored prometheus.Counter
+	FinishSeconds   prometheus.Histogram // one batch of outcomes written
+	ExtendSeconds   prometheus.Histogram // one heartbeat (all held leases)
 }
 
 // New creates the series and registers them on reg (nil: not registered).
@@ -48,6 +57,8 @@ func New(reg prometheus.Registerer) *Metrics {
 		Extended: prometheus.NewCounter(prometheus.CounterOpts{Name: "ontime_leases_extended_total", Help: "Running leases extended because the task's outcome was not written yet."}),
 		Scans:    prometheus.NewCounter(prometheus.CounterOpts{Name: "ontime_scans_total", Help: "Item scans (claim rounds) run."}),
 		ScanErrs: prometheus.NewCounter(prometheus.CounterOpts{Name: "ontime_scan_errors_total", Help: "Item scans that failed."}),
+		ItemsScanned: prometheus.NewGauge(prometheus.GaugeOpts{Name: "ontime_items_scanned",
+			Help: "Sharding items this node scans now (an item handed over from a live node counts once the handover is done)."}),
 		LeasesEnded: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "ontime_leases_ended_total",
 			Help: "Leases ended early so their tasks were claimed again at once, by reason: node_gone, tier_lost."}, []string{"reason"}),
 		Paused: prometheus.NewCounter(prometheus.CounterOpts{Name: "ontime_paused_released_total", Help: "Claimed tasks of paused topics handed back to the store unstarted."}),
@@ -56,14 +67,16 @@ func New(reg prometheus.Registerer) *Metrics {
 		OutcomesPending: prometheus.NewGauge(prometheus.GaugeOpts{Name: "ontime_tasks_held",
 			Help: "Started tasks whose outcome is not written yet (being delivered, or queued for the store)."}),
 		ClaimsExtended: prometheus.NewCounter(prometheus.CounterOpts{Name: "ontime_claims_extended_total", Help: "Claims of tasks waiting in the hot tier extended by the scanner's heartbeat."}),
+		EntriesRestored: prometheus.NewCounter(prometheus.CounterOpts{Name: "ontime_entries_restored_total",
+			Help: "Hot entries put back for tasks still claimed after a stale entry of theirs lost its start."}),
 		FinishSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "ontime_outcome_write_seconds", Help: "Time to write one batch of delivery outcomes.",
 			Buckets: []float64{.001, .005, .01, .05, .1, .5, 1, 5, 30}}),
 		ExtendSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "ontime_lease_heartbeat_seconds", Help: "Time to extend the leases a node holds (one heartbeat).",
 			Buckets: []float64{.001, .005, .01, .05, .1, .5, 1, 5, 30}}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.Submitted, m.Claimed, m.Started, m.Outcomes, m.Lateness, m.Extended, m.Scans, m.ScanErrs, m.LeasesEnded, m.Paused, m.GroupSubmits,
-			m.OutcomesPending, m.ClaimsExtended, m.FinishSeconds, m.ExtendSeconds)
+		reg.MustRegister(m.Submitted, m.Claimed, m.Started, m.Outcomes, m.Lateness, m.Extended, m.Scans, m.ScanErrs, m.ItemsScanned, m.LeasesEnded, m.Paused, m.GroupSubmits,
+			m.OutcomesPending, m.ClaimsExtended, m.EntriesRestored, m.FinishSeconds, m.ExtendSeconds)
 	}
 	return m
 }

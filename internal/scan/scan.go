@@ -216,6 +216,7 @@ func (s *Scanner) Start(ctx context.Context) error {
 			is.cancel()
 			delete(s.items, it)
 		}
+		s.m.ItemsScanned.Set(0)
 		s.mu.Unlock()
 		s.wg.Wait()
 	}()
@@ -255,6 +256,7 @@ func (s *Scanner) applyLocked() {
 			delete(s.items, it)
 		}
 	}
+	s.m.ItemsScanned.Set(float64(len(s.items)))
 }
 
 // Notify tells the item's scanner that a task enters the window at at; it

@@ -8,6 +8,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/ontimehq/ontime/internal/cluster"
 )
 
 // Recorder keeps the latest assignment a node received.
@@ -70,5 +72,40 @@ func KeptOnJoin(t *testing.T, before map[string][]string, nodes []*Recorder) {
 				t.Errorf("node %s gained item %s on a join", n.ID, it)
 			}
 		}
+	}
+}
+
+// WaitHandedOver waits until the assignment (read by grants) gives node to
+// some items and every such grant has started, and old no longer owns any
+// of them; it fails once deadline passes first. The handover tests use it:
+// node joined, and only old, the owner, can end the wait.
+func WaitHandedOver(t *testing.T, grants func() (map[string]cluster.Grant, error), node string, old *Recorder, joined, deadline time.Time) {
+	t.Helper()
+	for {
+		all, err := grants()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var toNode, waiting []string
+		for it, g := range all {
+			if g.Node == node {
+				toNode = append(toNode, it)
+				if g.Since.After(time.Now()) {
+					waiting = append(waiting, it)
+				}
+			}
+		}
+		if len(toNode) > 0 && len(waiting) == 0 {
+			for _, it := range old.Owned() {
+				if slices.Contains(toNode, it) {
+					t.Fatalf("%s still owns %s, granted to %s", old.ID, it, node)
+				}
+			}
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s after %s joined: items granted to it %v, still waiting for their handover %v", time.Since(joined).Round(time.Millisecond), node, toNode, waiting)
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 }

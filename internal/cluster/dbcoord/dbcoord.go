@@ -64,6 +64,10 @@ type Store interface {
 	// Resign expires node's lease under term now.
 	Resign(ctx context.Context, node string, term int64) error
 
+	// HandOver moves to now the Since of each item's grant that gives it
+	// to a node other than from and is still in the future: from has let
+	// the items go, so their new owners need not wait.
+	HandOver(ctx context.Context, from string, items []string, now time.Time) error
 	// Assignment reads every item's grant.
 	Assignment(ctx context.Context) (map[string]cluster.Grant, error)
 	// WriteAssignment writes grants and deletes the items in drop in one
@@ -83,6 +87,13 @@ type Config struct {
 	// OnAssign is called from the coordinator's goroutine whenever the set
 	// of items this node owns changes (nil: none owned).
 	OnAssign func(term int64, items []string)
+	// HandOverAtOnce says which items this node, once it has read that
+	// they moved away and stopped on them, hands over at once instead of
+	// letting the new owner wait a TTL (nil: none). Only items that two
+	// nodes may briefly both act on belong here: task tables, whose
+	// claims are atomic; not schedules or scan jobs, whose wait is what
+	// keeps a run from overlapping the next owner's.
+	HandOverAtOnce func(item string) bool
 }
 
 // Coordinator runs the protocol for one node. Its Stop (startstop.Base)
@@ -304,7 +315,16 @@ func (c *Coordinator) readOwn(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	c.owned.Set(cluster.Owned(all, c.cfg.NodeID, time.Now()))
+	now := time.Now()
+	before := c.owned.Items()
+	c.owned.Set(cluster.Owned(all, c.cfg.NodeID, now))
+	// Set has told the node's stages to stop on what it lost: end the
+	// handover wait of those items (see cluster.LetGo).
+	if gone := cluster.LetGo(before, all, c.cfg.NodeID, now, c.cfg.HandOverAtOnce); len(gone) > 0 {
+		if err := c.st.HandOver(ctx, c.cfg.NodeID, gone, time.Now()); err != nil {
+			return fmt.Errorf("hand over: %w", err)
+		}
+	}
 	return nil
 }
 

@@ -46,7 +46,8 @@ func startNode(t *testing.T, engine, dsn, id string, items []string, ttl time.Du
 func startCoordinator(t *testing.T, st Store, id string, items []string, ttl time.Duration, onAssign func(int64, []string)) *Coordinator {
 	t.Helper()
 	c, err := New(Config{Store: st, NodeID: id, Addr: "127.0.0.1:0", TTL: ttl, Items: items,
-		Logger: slog.New(slog.NewTextHandler(testWriter{t}, nil)), OnAssign: onAssign})
+		Logger: slog.New(slog.NewTextHandler(testWriter{t}, nil)), OnAssign: onAssign,
+		HandOverAtOnce: func(string) bool { return true }}) // items like the task tables
 	if err != nil {
 		t.Fatal(err)
 	}

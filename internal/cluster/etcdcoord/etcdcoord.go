@@ -51,6 +51,13 @@ type Config struct {
 	Items    []string
 	Logger   *slog.Logger
 	OnAssign func(term int64, items []string)
+	// HandOverAtOnce says which items this node, once it has read that
+	// they moved away and stopped on them, hands over at once instead of
+	// letting the new owner wait a TTL (nil: none). Only items that two
+	// nodes may briefly both act on belong here: task tables, whose
+	// claims are atomic; not schedules or scan jobs, whose wait is what
+	// keeps a run from overlapping the next owner's.
+	HandOverAtOnce func(item string) bool
 }
 
 // Coordinator runs the protocol for one node.
@@ -279,7 +286,7 @@ func (c *Coordinator) rebalance(ctx context.Context, e *concurrency.Election, te
 		if _, ok := live[prev[it]]; ok {
 			since = now.Add(c.cfg.TTL) // the old owner reads the change within TTL/3
 		}
-		ops = append(ops, clientv3.OpPut(c.cfg.Prefix+"/assign/"+it, next[it]+"|"+strconv.FormatInt(since.UnixMicro(), 10)+"|"+strconv.FormatInt(term, 10)))
+		ops = append(ops, clientv3.OpPut(c.cfg.Prefix+"/assign/"+it, grantValue(next[it], since, term)))
 	}
 	if len(ops) == 0 {
 		return nil
@@ -300,8 +307,28 @@ func (c *Coordinator) readOwn(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	c.owned.Set(cluster.Owned(all, c.cfg.NodeID, time.Now()))
+	now := time.Now()
+	before := c.owned.Items()
+	c.owned.Set(cluster.Owned(all, c.cfg.NodeID, now))
+	// Set has told the node's stages to stop on what it lost: end the
+	// handover wait of those items (see cluster.LetGo), each only if its
+	// grant is still the one read.
+	for _, it := range cluster.LetGo(before, all, c.cfg.NodeID, now, c.cfg.HandOverAtOnce) {
+		g := all[it]
+		key := c.cfg.Prefix + "/assign/" + it
+		at := time.Now()
+		if _, err := c.cli.Txn(ctx).
+			If(clientv3.Compare(clientv3.Value(key), "=", grantValue(g.Node, g.Since, g.Term))).
+			Then(clientv3.OpPut(key, grantValue(g.Node, at, g.Term))).Commit(); err != nil {
+			return fmt.Errorf("hand over %s: %w", it, err)
+		}
+	}
 	return nil
+}
+
+// grantValue is an item's grant as kept under its assign key.
+func grantValue(node string, since time.Time, term int64) string {
+	return node + "|" + strconv.FormatInt(since.UnixMicro(), 10) + "|" + strconv.FormatInt(term, 10)
 }
 
 func (c *Coordinator) setOwned(term int64, items []string) { c.owned.Set(term, items) }

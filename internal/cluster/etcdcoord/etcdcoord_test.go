@@ -18,9 +18,14 @@ type node struct {
 
 func startNode(t *testing.T, endpoint, prefix, id string, items []string) *node {
 	t.Helper()
+	return startNodeTTL(t, endpoint, prefix, id, items, 2*time.Second)
+}
+
+func startNodeTTL(t *testing.T, endpoint, prefix, id string, items []string, ttl time.Duration) *node {
+	t.Helper()
 	rec := &clustertest.Recorder{ID: id}
 	c, err := New(context.Background(), Config{Endpoints: []string{endpoint}, Prefix: prefix, NodeID: id, Addr: id + ":7070",
-		TTL: 2 * time.Second, Items: items, OnAssign: rec.OnAssign})
+		TTL: ttl, Items: items, OnAssign: rec.OnAssign, HandOverAtOnce: func(string) bool { return true }})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -56,11 +56,20 @@ const insertBatch = 1000
 func BenchmarkInsertBatch(b *testing.B) {
 	for _, engine := range testdb.Engines {
 		for _, v := range insertVariants(engine) {
-			b.Run(engine+"/"+v.name, func(b *testing.B) { benchInsert(b, engine, 0, v.plan) })
+			b.Run(engine+"/"+v.name, func(b *testing.B) { benchInsert(b, engine, 0, v.plan, true) })
 		}
 		// With a key hold every keyed batch first reads its keys' rows
 		// (keys.go): the cost of key reuse, against the line above.
-		b.Run(engine+"/key_hold", func(b *testing.B) { benchInsert(b, engine, 10*time.Minute, nil) })
+		b.Run(engine+"/key_hold", func(b *testing.B) { benchInsert(b, engine, 10*time.Minute, nil, true) })
+		// Tasks without keys, what bench/ and the e2e benchmarks submit:
+		// on PostgreSQL they go by COPY (insert_postgres.go); "statements"
+		// is the plan without it.
+		b.Run(engine+"/nokey", func(b *testing.B) { benchInsert(b, engine, 0, nil, false) })
+		if engine == "postgres" {
+			stmts := planFor(dialects[engine])
+			stmts.copy = false
+			b.Run(engine+"/nokey_statements", func(b *testing.B) { benchInsert(b, engine, 0, &stmts, false) })
+		}
 	}
 }
 
@@ -72,6 +81,11 @@ type insertVariant struct {
 func insertVariants(engine string) []insertVariant {
 	own := planFor(dialects[engine])
 	out := []insertVariant{{"legacy", &legacyPlan}, {"plan", nil}}
+	if engine == "sqlite" {
+		// The plan's VALUES lists built and parsed per call, against the
+		// prepared statements (insert_sqlite.go) that "plan" uses.
+		out = append(out, insertVariant{"text", &own})
+	}
 	if os.Getenv("ONTIME_BENCH_INSERT_VARIANTS") == "" {
 		return out
 	}
@@ -93,7 +107,7 @@ func insertVariants(engine string) []insertVariant {
 	return out
 }
 
-func benchInsert(b *testing.B, engine string, hold time.Duration, plan *insertPlan) {
+func benchInsert(b *testing.B, engine string, hold time.Duration, plan *insertPlan, keyed bool) {
 	s := benchStore(b, engine)
 	if os.Getenv("ONTIME_BENCH_ONE_TABLE") != "" {
 		var err error
@@ -106,12 +120,13 @@ func benchInsert(b *testing.B, engine string, hold time.Duration, plan *insertPl
 	s.cfg.KeyHold = hold
 	if plan != nil {
 		s.ins = *plan
+		s.lite = nil // SQLite: the text statements of the plan
 	}
 	ctx := context.Background()
 	due := time.Now().Add(time.Hour)
 	for b.Loop() {
 		b.StopTimer()
-		tasks := batch(b, insertBatch, due, true)
+		tasks := batch(b, insertBatch, due, keyed)
 		b.StartTimer()
 		if _, err := s.Insert(ctx, tasks); err != nil {
 			b.Fatal(err)
@@ -206,5 +221,44 @@ func BenchmarkIdleScanWithFarFutureRows(b *testing.B) {
 			b.ReportMetric(float64(rows), "rows")
 			_ = task.StatusPending
 		})
+	}
+}
+
+// BenchmarkInsertSmall: one Insert of n keyless tasks per op, the sizes
+// group commit hands the store under concurrent single submits (1: a lone
+// submitter), on SQLite with the prepared statements ("plan") and with
+// the text statements built per call ("text"):
+//
+//	go test ./internal/store/sqlstore -run '^$' -bench InsertSmall -benchtime=2000x
+func BenchmarkInsertSmall(b *testing.B) {
+	for _, engine := range testdb.Engines {
+		for _, n := range []int{1, 16, 100} {
+			for _, text := range []bool{false, true} {
+				if text && engine != "sqlite" {
+					continue
+				}
+				name := fmt.Sprintf("%s/n=%d/plan", engine, n)
+				if text {
+					name = fmt.Sprintf("%s/n=%d/text", engine, n)
+				}
+				b.Run(name, func(b *testing.B) {
+					s := benchStore(b, engine)
+					if text {
+						s.lite = nil
+					}
+					ctx := context.Background()
+					due := time.Now().Add(time.Hour)
+					for b.Loop() {
+						b.StopTimer()
+						tasks := batch(b, n, due, false)
+						b.StartTimer()
+						if _, err := s.Insert(ctx, tasks); err != nil {
+							b.Fatal(err)
+						}
+					}
+					b.ReportMetric(float64(n*b.N)/b.Elapsed().Seconds(), "tasks/s")
+				})
+			}
+		}
 	}
 }

@@ -197,6 +197,29 @@ func (s *Store) Assignment(ctx context.Context) (_ map[string]cluster.Grant, err
 	return out, nil
 }
 
+// HandOver moves to now the Since of the grants of items held by a node
+// other than from whose Since is still to come (dbcoord.Store), in one
+// transaction.
+func (s *Store) HandOver(ctx context.Context, from string, items []string, now time.Time) (err error) {
+	defer classify(&err)
+	tx, err := s.coordDB().BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("hand over: %w", err)
+	}
+	defer tx.Rollback()
+	q := s.d.rebind(`UPDATE ontime_assignment SET since = ? WHERE item = ? AND node_id <> ? AND since > ?`)
+	at := now.UnixMicro()
+	for _, it := range items {
+		if _, err := tx.ExecContext(ctx, q, at, it, from, at); err != nil {
+			return fmt.Errorf("hand over %s: %w", it, err)
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("hand over: %w", err)
+	}
+	return nil
+}
+
 // WriteAssignment writes grants and deletes the items in drop, in one
 // transaction fenced by the leader lease l: inside it, the lease is
 // renewed to l.Until under l.Term first, and if that matches nothing (the

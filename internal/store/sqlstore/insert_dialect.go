@@ -30,16 +30,22 @@ type insertPlan struct {
 	// cache, which would hold a prepared statement per table and
 	// connection.
 	mode pgx.QueryExecMode
+	// copy: PostgreSQL's batches without keys go by COPY
+	// (insert_postgres.go).
+	copy bool
+	// multi: MariaDB's batches without keys go in one multi-statement
+	// query (insert_mysql.go).
+	multi bool
 }
 
 func planFor(d *dialect) insertPlan {
 	switch d.name {
 	case "postgres":
-		return insertPlan{rows: 5000, bytes: 32 << 20, arrays: true, mode: pgx.QueryExecModeExec}
+		return insertPlan{rows: 5000, bytes: 32 << 20, arrays: true, mode: pgx.QueryExecModeExec, copy: true}
 	case "mysql":
 		// 65,535 placeholders per statement would allow 3,640 rows; with
 		// interpolateParams there are none, and the packet is the limit.
-		return insertPlan{rows: 2000, bytes: 4 << 20}
+		return insertPlan{rows: 2000, bytes: 4 << 20, multi: true}
 	default:
 		// SQLite allows 32,766 variables (18 per row: 1,820 rows).
 		return insertPlan{rows: 1000, bytes: 32 << 20}

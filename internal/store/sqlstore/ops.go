@@ -3,6 +3,7 @@ package sqlstore
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -59,12 +60,33 @@ func (s *Store) Insert(ctx context.Context, tasks []store.NewTask) (_ []store.In
 // for freed. PostgreSQL's default is READ COMMITTED already; SQLite has one
 // writer, so nothing commits under a write transaction.
 func (s *Store) insertTx(ctx context.Context, gs []group, tasks []store.NewTask, out []store.Inserted) error {
+	if s.lite != nil {
+		return s.insertTxLite(ctx, gs, tasks, out)
+	}
+	if s.copyable(gs, tasks) {
+		err := withRetry(ctx, func() error { return s.copyInsert(ctx, gs, tasks, out, time.Now()) })
+		if err == nil || !uniqueViolation(err) {
+			return err
+		}
+		// An ID exists: the statements below skip it.
+	}
 	if len(gs) == 1 && len(s.ins.chunks(gs[0].idx, tasks)) == 1 && !keyed(gs[0].idx, tasks) {
 		// One INSERT of keyless rows and nothing else: the statement is
 		// atomic by itself, and BEGIN and COMMIT would cost two more round
 		// trips (what a lone submit of one task pays on a server engine).
 		return withRetry(ctx, func() error {
 			_, err := s.insertRound(ctx, s.w[gs[0].db], gs[0], gs[0].idx, tasks, out, time.Now())
+			return err
+		})
+	}
+	if s.multiable(gs, tasks) {
+		return withRetry(ctx, func() error {
+			var err error
+			for range 3 {
+				if err = s.multiInsert(ctx, gs, tasks, out, time.Now()); !errors.As(err, new(errRetryConn)) {
+					return err
+				}
+			}
 			return err
 		})
 	}
@@ -419,7 +441,7 @@ func (s *Store) claimWhere(ctx context.Context, db int, t, where string, args []
 			return s.collectRefs(ctx, s.w[db], q, append(append(append([]any{}, args...), limit), setArgs...), lease.Token, &refs, true)
 		case "sqlite":
 			q := `UPDATE ` + t + ` SET ` + set + ` WHERE id IN (` + sel + `) RETURNING id, topic, due_at`
-			return s.collectRefs(ctx, s.w[db], q, append(append(append([]any{}, setArgs...), args...), limit), lease.Token, &refs, false)
+			return s.collectRefsLite(ctx, db, q, append(append(append([]any{}, setArgs...), args...), limit), lease.Token, &refs)
 		default:
 			tx, err := s.w[db].BeginTx(ctx, nil)
 			if err != nil {
@@ -526,6 +548,9 @@ func pick(refs []store.Ref, idx []int) []store.Ref {
 // transaction per database, one statement per table.
 func (s *Store) Start(ctx context.Context, refs []store.Ref, leaseUntil time.Time) (_ []*task.Task, err error) {
 	defer classify(&err)
+	if s.liteOps != nil {
+		return s.startLite(ctx, refs, leaseUntil)
+	}
 	var mu sync.Mutex
 	var out []*task.Task
 	err = s.perDBTx(ctx, s.refGroups(refs), func(tx *sql.Tx, groups []group) error {
@@ -610,6 +635,9 @@ func (s *Store) startChunk(ctx context.Context, tx *sql.Tx, t string, refs []sto
 // database; done rows in one statement per table.
 func (s *Store) Finish(ctx context.Context, outcomes []store.Outcome) (err error) {
 	defer classify(&err)
+	if s.liteOps != nil {
+		return s.finishLite(ctx, outcomes)
+	}
 	refs := make([]store.Ref, len(outcomes))
 	for i, o := range outcomes {
 		refs[i] = o.Ref

@@ -75,6 +75,12 @@ type Store struct {
 	paused atomic.Pointer[[]string]
 	// ins is how Insert writes (insert_dialect.go).
 	ins insertPlan
+	// lite holds SQLite's prepared inserts (insert_sqlite.go); nil on
+	// the other engines.
+	lite *liteStmts
+	// liteOps holds SQLite's prepared Start and Finish statements
+	// (start_sqlite.go); nil on the other engines.
+	liteOps *liteOpStmts
 }
 
 var _ store.Store = (*Store)(nil)
@@ -102,6 +108,10 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	s := &Store{cfg: cfg, d: d, topo: topo, log: cfg.Logger, ins: planFor(d)}
+	if d.name == "sqlite" {
+		s.lite = newLiteStmts()
+		s.liteOps = newLiteOpStmts()
+	}
 	for i := range cfg.Tables {
 		s.names = append(s.names, tableName(i))
 	}
@@ -149,7 +159,7 @@ func (s *Store) connect(dsn string) (w, r *sql.DB, err error) {
 		opts := "_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)"
 		// The writer never checkpoints (wal_autocheckpoint 0): the
 		// checkpointer does, on a connection and a core of its own.
-		w, err = sql.Open("sqlite", base+sep+opts+"&_txlock=immediate&_pragma=wal_autocheckpoint(0)&_pragma=journal_size_limit(67108864)")
+		w, err = sql.Open("sqlite", base+sep+opts+"&_txlock=immediate&_pragma=wal_autocheckpoint(0)&_pragma=journal_size_limit(67108864)"+liteWriterPragmas)
 		if err != nil {
 			return nil, nil, fmt.Errorf("malformed DSN: %w", err)
 		}
@@ -180,6 +190,10 @@ func (s *Store) connect(dsn string) (w, r *sql.DB, err error) {
 		}
 		mc.ParseTime = false
 		mc.InterpolateParams = true // one round trip per statement
+		// Batch inserts send a transaction in one query (insert_mysql.go).
+		// Every statement's SQL is built here, never from input, and
+		// interpolated values are escaped.
+		mc.MultiStatements = true
 		mc.Timeout = 10 * time.Second
 		conn, err := mysql.NewConnector(mc)
 		if err != nil {
@@ -364,6 +378,12 @@ func (s *Store) migrate(ctx context.Context, db *sql.DB) error {
 // Close closes every pool.
 func (s *Store) Close() error {
 	var errs []error
+	if s.lite != nil {
+		errs = append(errs, s.lite.close())
+	}
+	if s.liteOps != nil {
+		errs = append(errs, s.liteOps.close())
+	}
 	for _, c := range s.ckpt {
 		errs = append(errs, c.close())
 	}
