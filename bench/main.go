@@ -317,6 +317,30 @@ func enqueueRates(ctx context.Context, sys system, n, batches int) (enqRates, er
 	}
 	defer sys.stop()
 	due := time.Now().Add(time.Hour)
+	if err := singles(ctx, sys, n, due, &out); err != nil {
+		return out, err
+	}
+	names := ids("calib", batches*batch)
+	t0 := time.Now()
+	for i := 0; i < len(names); i += batch {
+		b := make([]job, 0, batch)
+		for _, id := range names[i : i+batch] {
+			b = append(b, job{ID: id, Due: due})
+		}
+		if err := sys.enqueue(ctx, b); err != nil {
+			return out, fmt.Errorf("%s enqueue: %w", sys.name(), err)
+		}
+	}
+	out.Batch = float64(len(names)) / time.Since(t0).Seconds()
+	if got, _ := rec.state(); got > 0 {
+		return out, fmt.Errorf("%s: %d tasks due in an hour were delivered", sys.name(), got)
+	}
+	return out, nil
+}
+
+// singles makes n single enqueue calls by 1, then 4, then 16 concurrent
+// clients, each task due after due, and fills in their rates.
+func singles(ctx context.Context, sys system, n int, due time.Time, out *enqRates) error {
 	for _, c := range []struct {
 		clients int
 		rate    *float64
@@ -339,26 +363,11 @@ func enqueueRates(ctx context.Context, sys system, n, batches int) (enqRates, er
 		}
 		wg.Wait()
 		if err := errors.Join(errs...); err != nil {
-			return out, fmt.Errorf("%s enqueue one (%d clients): %w", sys.name(), c.clients, err)
+			return fmt.Errorf("%s enqueue one (%d clients): %w", sys.name(), c.clients, err)
 		}
 		*c.rate = float64(n) / time.Since(t0).Seconds()
 	}
-	names := ids("calib", batches*batch)
-	t0 := time.Now()
-	for i := 0; i < len(names); i += batch {
-		b := make([]job, 0, batch)
-		for _, id := range names[i : i+batch] {
-			b = append(b, job{ID: id, Due: due})
-		}
-		if err := sys.enqueue(ctx, b); err != nil {
-			return out, fmt.Errorf("%s enqueue: %w", sys.name(), err)
-		}
-	}
-	out.Batch = float64(len(names)) / time.Since(t0).Seconds()
-	if got, _ := rec.state(); got > 0 {
-		return out, fmt.Errorf("%s: %d tasks due in an hour were delivered", sys.name(), got)
-	}
-	return out, nil
+	return nil
 }
 
 // burstLead is the least time between the planned end of the burst's
@@ -407,11 +416,14 @@ type steadySpec struct {
 }
 
 func main() {
+	if len(os.Args) > 1 && os.Args[1] == floorChildArg {
+		os.Exit(floorChild())
+	}
 	began := time.Now()
 	quick := flag.Bool("quick", false, "a short smoke run with small workloads (default -out out-quick)")
 	out := flag.String("out", "out", "directory for results.md and the plots")
 	page := flag.String("benchmarks", "../BENCHMARKS.md", "page whose <!-- bench:begin/end --> section is replaced with the results (empty: none)")
-	only := flag.String("only", "", "run only the systems whose name contains this, or one of these comma-separated (case-insensitive): \"service\" for ontime's service path")
+	only := flag.String("only", "", "run only the systems whose name contains this, or one of these comma-separated (case-insensitive): \"service\" for ontime's service path, \"floor\" for the net/http floor")
 	only2 := flag.String("workloads", "", "run only these comma-separated workloads (case-insensitive, spaces and \"/s\" ignored): enqueue, burst, steady1000, steady5000 (-quick: steady500, steady2000); the enqueue pass runs when enqueue or burst is asked for (the burst is planned on its batch rate)")
 	steadyDur := flag.Duration("steady-for", 0, "length of each steady run (default 30s, -quick 4s)")
 	serverSrc := flag.String("server-src", "", "build `ontime serve` for the service path from this checkout (default: the module go.mod replaces, ..)")
@@ -448,19 +460,25 @@ func main() {
 	}
 	ctx := context.Background()
 	var bin *serverBinary
+	chosen := func(name string) bool {
+		for _, sub := range strings.Split(*only, ",") {
+			if strings.Contains(strings.ToLower(name), strings.ToLower(sub)) {
+				return true
+			}
+		}
+		return false
+	}
 	systems := func() []system {
 		var out []system
 		for _, s := range allSystems(bin) {
-			for _, sub := range strings.Split(*only, ",") {
-				if strings.Contains(strings.ToLower(s.name()), strings.ToLower(sub)) {
-					out = append(out, s)
-					break
-				}
+			if chosen(s.name()) {
+				out = append(out, s)
 			}
 		}
 		return out
 	}
-	if len(systems()) == 0 {
+	floorOn := chosen(floorName)
+	if len(systems()) == 0 && !floorOn {
 		log.Fatalf("-only %q matches no system", *only)
 	}
 	if slices.ContainsFunc(systems(), func(s system) bool { _, ok := s.(*serviceSys); return ok }) {
@@ -506,6 +524,16 @@ func main() {
 		enq[sys.name()] = e
 		log.Printf("%s: 1-by-1 %s, 4 clients %s, 16 clients %s, batches %s", sys.name(), rate(e.Single), rate(e.Single4), rate(e.Single16), rate(e.Batch))
 	}
+	var floor *floorFigures
+	if floorOn && wanted("enqueue") {
+		log.Printf("%s: %d single submits by 1, 4 and 16 clients", floorName, singleN)
+		e, err := floorSubmits(ctx, singleN)
+		if err != nil {
+			log.Fatal(err)
+		}
+		floor = &floorFigures{Enq: e}
+		log.Printf("%s: 1-by-1 %s, 4 clients %s, 16 clients %s", floorName, rate(e.Single), rate(e.Single4), rate(e.Single16))
+	}
 	workloads := []string{"burst"}
 	for _, st := range steadies {
 		workloads = append(workloads, fmt.Sprintf("steady %d/s", st.rate))
@@ -540,32 +568,46 @@ func main() {
 			log.Printf("%s: %s: p50 %s p99 %s max %s lost %d dup %d early %d drain %s", r.System, r.Workload, ms(r.P50), ms(r.P99), ms(r.Mx), r.Lost, r.Dup, r.Early, rate(r.DrainPerSec))
 			results = append(results, r)
 		}
+		if i == 0 && floorOn {
+			// Right after the systems' bursts, on the machine as they had it.
+			log.Printf("%s: %d webhook calls", floorName, burstN)
+			if floor == nil {
+				floor = &floorFigures{}
+			}
+			if err := floorWebhooks(ctx, burstN, floor); err != nil {
+				log.Fatal(err)
+			}
+			r := floor.Hook
+			log.Printf("%s: webhook: p50 %s p99 %s max %s lost %d dup %d drain %s", floorName, ms(r.P50), ms(r.P99), ms(r.Mx), r.Lost, r.Dup, rate(r.DrainPerSec))
+		}
 	}
 	if err := os.MkdirAll(*out, 0o755); err != nil {
 		log.Fatal(err)
 	}
 	var plots []string
-	for _, w := range workloads {
-		if !wanted(w) {
-			continue
+	if len(results) > 0 { // the floor alone has nothing to plot
+		for _, w := range workloads {
+			if !wanted(w) {
+				continue
+			}
+			name := "lateness_cdf_" + strings.NewReplacer(" ", "", "/s", "").Replace(w) + ".png"
+			if err := plotCDF(filepath.Join(*out, name), w, results); err != nil {
+				log.Fatal(err)
+			}
+			plots = append(plots, name)
 		}
-		name := "lateness_cdf_" + strings.NewReplacer(" ", "", "/s", "").Replace(w) + ".png"
-		if err := plotCDF(filepath.Join(*out, name), w, results); err != nil {
+		if wanted("burst") {
+			if err := plotDrain(filepath.Join(*out, "drain.png"), results); err != nil {
+				log.Fatal(err)
+			}
+			plots = append(plots, "drain.png")
+		}
+		if err := plotAccepted(filepath.Join(*out, "accepted.png"), results); err != nil {
 			log.Fatal(err)
 		}
-		plots = append(plots, name)
+		plots = append(plots, "accepted.png")
 	}
-	if wanted("burst") {
-		if err := plotDrain(filepath.Join(*out, "drain.png"), results); err != nil {
-			log.Fatal(err)
-		}
-		plots = append(plots, "drain.png")
-	}
-	if err := plotAccepted(filepath.Join(*out, "accepted.png"), results); err != nil {
-		log.Fatal(err)
-	}
-	plots = append(plots, "accepted.png")
-	rep := reportInfo{results: results, systems: systems(), skipped: skipped, quick: *quick, machine: m, wall: time.Since(began), plots: plots,
+	rep := reportInfo{results: results, systems: systems(), floor: floor, skipped: skipped, quick: *quick, machine: m, wall: time.Since(began), plots: plots,
 		sizes: sizes{single: singleN, burst: burstN, steadies: steadies, steadyFor: steadyFor}}
 	md := rep.render("")
 	if err := os.WriteFile(filepath.Join(*out, "results.md"), []byte(md), 0o644); err != nil {

@@ -42,6 +42,7 @@ type sizes struct {
 type reportInfo struct {
 	results []result
 	systems []system
+	floor   *floorFigures // nil: the floor did not run
 	skipped map[string]string
 	quick   bool
 	machine string
@@ -76,6 +77,10 @@ func (ri reportInfo) render(plotDir string) string {
 	b.WriteString("| system | path | knobs |\n|---|---|---|\n")
 	for _, s := range ri.systems {
 		fmt.Fprintf(&b, "| %s | %s | %s |\n", s.name(), s.path(), s.knobs())
+	}
+	if ri.floor != nil {
+		f := &floorSys{}
+		fmt.Fprintf(&b, "| %s | %s | %s |\n", f.name(), f.path(), f.knobs())
 	}
 	for _, s := range ri.systems {
 		if why, ok := ri.skipped[s.name()]; ok {
@@ -128,6 +133,7 @@ func (ri reportInfo) render(plotDir string) string {
 	}
 	b.WriteString("\nRatios per workload, the best ontime configuration vs. the best other system in this run, among those that lost nothing and fired nothing early, each figure picked on its own (p99: other/ontime; rates: ontime/other; above 1 favours ontime):\n\n")
 	b.WriteString(ri.ratios())
+	b.WriteString(ri.floorSection())
 	b.WriteString("\n")
 	for _, p := range ri.plots {
 		alt := strings.TrimSuffix(strings.ReplaceAll(p, "_", " "), ".png")

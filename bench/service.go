@@ -195,14 +195,22 @@ func (s *serviceSys) start(ctx context.Context, rec func(string, time.Time)) err
 	case <-ctx.Done():
 		return ctx.Err()
 	}
+	s.hc, s.api, err = submitClient(addr)
+	return err
+}
+
+// submitClient is the Go client every HTTP submitter of the bench uses
+// (the service path and the net/http floor), so both pay the same client
+// side cost.
+func submitClient(addr string) (*http.Client, *client.Client, error) {
 	// Keep-alive for every submitter: the default transport keeps only 2
 	// idle connections per host, so 16 concurrent clients would dial anew
 	// on most calls.
-	s.hc = &http.Client{Timeout: time.Minute, Transport: &http.Transport{
+	hc := &http.Client{Timeout: time.Minute, Transport: &http.Transport{
 		MaxIdleConns: 256, MaxIdleConnsPerHost: 256, IdleConnTimeout: time.Minute, DisableCompression: true,
 	}}
-	s.api, err = client.New(addr, client.WithHTTPClient(s.hc))
-	return err
+	api, err := client.New(addr, client.WithHTTPClient(hc))
+	return hc, api, err
 }
 
 // startFailure reads why the server exited: a config key it does not know
@@ -227,9 +235,12 @@ func (s *serviceSys) perCall() float64 {
 	return s.hook.perCall()
 }
 
-func (s *serviceSys) request(j job) client.TaskRequest {
+func (s *serviceSys) request(j job) client.TaskRequest { return taskRequest(j, s.hook.url()) }
+
+// taskRequest is the submit body of j delivered to target.
+func taskRequest(j job, target string) client.TaskRequest {
 	p, _ := json.Marshal(j)
-	return client.TaskRequest{Topic: "bench", DueAt: j.Due.UTC().Format(time.RFC3339Nano), Payload: p, Target: s.hook.url()}
+	return client.TaskRequest{Topic: "bench", DueAt: j.Due.UTC().Format(time.RFC3339Nano), Payload: p, Target: target}
 }
 
 func (s *serviceSys) enqueue(ctx context.Context, jobs []job) error {
