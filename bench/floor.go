@@ -273,11 +273,11 @@ func (f *floorSys) knobs() string {
 	answer, _ := cannedTask()
 	return fmt.Sprintf("the bench binary re-executed as a process of its own (as `ontime serve` is), a net/http server with `ontime serve`'s defaults "+
 		"(HTTP/1.1 keep-alive beside h2c, http.* timeouts, LimitListener): `POST /v1/tasks` reads the body without decoding it and answers 201 with a canned task "+
-		"(%d bytes, the shape ontime answers), no store; submitted to by the service path's code (`client.Submit`, the same transport, the same calls by 1, 4 and 16 clients). "+
+		"(%d bytes, the shape ontime answers), no store; submitted to by the service path's code (`client.Submit`, the same transport, the same calls by 1, 4 and 16 clients; the best of %d rounds, a ceiling). "+
 		"Webhooks: the same process posts one call per task (ontime's body and headers, unsigned) to the bench's receiver, %d in flight, "+
 		"with a client like ontime's webhook deliverer (net/http default transport clone, 256 idle connections per host, 1,024 in all, %s per call), "+
 		"every call due at one instant and sent from it: drain and lateness are computed as the burst's",
-		len(answer), d.Concurrency, time.Duration(d.Timeout))
+		len(answer), floorRounds, d.Concurrency, time.Duration(d.Timeout))
 }
 
 func (f *floorSys) start(ctx context.Context, rec func(string, time.Time)) error {
@@ -402,9 +402,21 @@ func floorSubmits(ctx context.Context, n int) (enqRates, error) {
 		return out, err
 	}
 	defer f.stop()
-	err := singles(ctx, f, n, time.Now().Add(time.Hour), &out)
-	return out, err
+	// A ceiling: the best of a few rounds, since one round of n calls is
+	// a fraction of a second and a shared machine swings it 3×.
+	for range floorRounds {
+		var r enqRates
+		if err := singles(ctx, f, n, time.Now().Add(time.Hour), &r); err != nil {
+			return out, err
+		}
+		out.Single, out.Single4, out.Single16 = max(out.Single, r.Single), max(out.Single4, r.Single4), max(out.Single16, r.Single16)
+	}
+	return out, nil
 }
+
+// floorRounds is how many times the submit floor repeats the enqueue
+// pass's single submits; it reports the best of them.
+const floorRounds = 3
 
 // floorWebhooks runs n webhook calls from the floor's process, all due
 // at one instant, collects them as a burst and fills in fig.

@@ -66,7 +66,9 @@ type serviceSys struct {
 	driver string // sqlite | mysql | postgres
 	redis  bool   // hot.tier redis
 	batch  int    // destinations."http://127.0.0.1:PORT".batch; 0: one task per call
-	bin    *serverBinary
+	// burstOnly: runs the enqueue pass and the burst, not the steady runs.
+	burstOnly bool
+	bin       *serverBinary
 
 	cmd     *exec.Cmd
 	exited  chan struct{}
