@@ -32,15 +32,17 @@ func TestSlowReceiverBacklogIsNotRedelivered(t *testing.T) {
 			}))
 			t.Cleanup(srv.Close)
 			_, node := startNode(t, engine, func(cfg *ontime.Config) {
-				// Running lease: 20ms lead + 1s timeout + 1s: about 2s. One
-				// call at a time at ~100/s, 600 tasks take ~6s to deliver.
+				// Running lease: 20ms lead + 1s timeout + 2s: about 3s, so a
+				// heartbeat late by a second on a loaded CI machine (race
+				// build) is still in time. One call at a time at ≤ 100/s,
+				// 1,000 tasks take ≥ 10s to deliver: three leases and more.
 				cfg.Delivery.Timeout = ontime.Duration(time.Second)
-				cfg.Delivery.LeaseTTL = ontime.Duration(time.Second)
+				cfg.Delivery.LeaseTTL = ontime.Duration(2 * time.Second)
 				cfg.Delivery.Concurrency = 1
 				cfg.Hot.MaxFireLead = 0
 			})
 			ctx := context.Background()
-			const n = 600
+			const n = 1000
 			specs := make([]ontime.TaskSpec, n)
 			due := time.Now().Add(1500 * time.Millisecond)
 			for i := range specs {
@@ -67,7 +69,7 @@ func TestSlowReceiverBacklogIsNotRedelivered(t *testing.T) {
 					return err == nil && tk.Status == "done"
 				})
 			}
-			time.Sleep(3 * time.Second) // a lease past the last outcome: a redelivery would show
+			time.Sleep(4 * time.Second) // a lease past the last outcome: a redelivery would show
 			mu.Lock()
 			defer mu.Unlock()
 			dups := 0
