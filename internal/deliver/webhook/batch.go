@@ -159,7 +159,7 @@ func (s *Sink) postBatch(ctx context.Context, ds []deliver.Delivery, idx []int, 
 func readFailed(resp *http.Response) (map[string]bool, error) {
 	mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
 	if mt != "application/json" && !strings.HasSuffix(mt, "+json") {
-		drain(resp.Body)
+		drain(resp)
 		return nil, nil
 	}
 	body, err := io.ReadAll(io.LimitReader(resp.Body, BatchAnswerBytes+1))
