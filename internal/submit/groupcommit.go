@@ -2,19 +2,24 @@ package submit
 
 import (
 	"context"
+	"runtime"
 	"sync"
+	"sync/atomic"
+	"time"
 
 	"github.com/ontimehq/ontime/internal/store"
 )
 
 // Group commit: concurrent small submits bound for one database share one
 // Store.Insert, so one transaction and one sync. There is no background
-// goroutine and no linger: the first submit to find no write in flight
-// leads and writes at once, alone if it is alone; submits arriving while a
-// group is being written queue up, and when the write returns the first of
-// them leads the next group with everything queued by then. A lone
-// sequential submitter pays nothing; under load a group is as large as
-// what arrived during one commit.
+// goroutine: the first submit to find no write in flight leads, alone if
+// it is alone; submits arriving while a group is being written queue up,
+// and when the write returns the first of them leads the next group with
+// everything queued by the time it runs. A lone sequential submitter
+// pays nothing. A leader in a crowd first lets the crowd's submits reach
+// the queue (gather: it yields the processor, and with one writer waits
+// briefly for a group as large as the last), so under load a group is
+// larger than what arrived during one commit.
 //
 // Every submit of a group is answered only after the group's commit (and
 // the hot-tier add that follows it): acknowledged means committed. A
@@ -22,6 +27,9 @@ import (
 const (
 	// DefaultGroupMax bounds the tasks of one group.
 	DefaultGroupMax = 1000
+	// DefaultGroupLinger bounds the wait of a crowd's leader for its
+	// group (gather); the last insert's duration bounds it too.
+	DefaultGroupLinger = 500 * time.Microsecond
 	// groupMaxBytes bounds the payload bytes of one group, so a few large
 	// payloads do not make one huge transaction.
 	groupMaxBytes = 8 << 20
@@ -34,15 +42,30 @@ const (
 // groups are written at once: SQLite has one writer, so one; a server
 // engine commits several transactions in parallel (and syncs them
 // together), so a few leaders keep it busy while the next groups gather.
-// Invariant: the queue holds submits only while all writers are busy.
+// Invariant: the queue holds submits only while all writers are busy (a
+// leader is busy from when it is made leader, before it takes its group).
 type committer struct {
 	max     int // tasks per group
 	writers int
 	sizes   interface{ Observe(float64) } // submits per group
+	// linger bounds how long a single writer's leader waits for the
+	// submits of a crowd to queue (gather); 0: it only yields.
+	linger time.Duration
+
+	inside atomic.Int32  // submits inside do
+	queued atomic.Int32  // len(queue), read without mu by a yielding leader
+	full   chan struct{} // cap 1: the lingering leader's queue holds want
+	// gathers counts the leaders that yielded or lingered (tests).
+	gathers atomic.Int64
 
 	mu    sync.Mutex
-	busy  int       // leaders writing a group
-	queue []*waiter // submits waiting for a group, in arrival order
+	busy  int           // leaders, from when they are made leader until their write returns
+	queue []*waiter     // submits waiting for a leader to take them, in arrival order
+	last  int           // submits of the last group taken
+	wrote time.Duration // how long the last group's insert took
+	// A leader lingers until want submits queued (gather).
+	lingering bool
+	want      int
 }
 
 // waiter is one submit in a committer.
@@ -52,10 +75,10 @@ type waiter struct {
 	wake  chan struct{} // cap 1: signalled once, when it leads or is done
 
 	// Guarded by the committer's mu.
-	taken bool      // in a group
-	lead  bool      // leads group, which it heads
-	group []*waiter // the group it leads
-	done  bool      // ins and err are set
+	taken  bool // out of the queue: in a group, or made leader
+	lead   bool // leads a group
+	waited bool // queued behind a write before it was made leader
+	done   bool // ins and err are set
 
 	ins []store.Inserted
 	err error
@@ -73,18 +96,28 @@ type groupWork struct {
 // ctx ends while it waits returns ctx.Err(): before its group was taken
 // nothing of it is written; once taken, its tasks may be committed (as
 // with any request that timed out). A caller made leader leads even so:
-// the others of its group wait on it.
+// the others queued behind it wait on it.
 func (c *committer) do(ctx context.Context, tasks []store.NewTask, work groupWork) ([]store.Inserted, error) {
+	c.inside.Add(1)
+	defer c.inside.Add(-1)
 	w := &waiter{tasks: tasks, wake: make(chan struct{}, 1)}
 	for _, t := range tasks {
 		w.bytes += len(t.Payload) + len(t.Target)
 	}
 	c.mu.Lock()
-	c.queue = append(c.queue, w)
 	if c.busy < c.writers {
-		// The queue was empty (invariant): the group is this submit.
+		// The queue is empty (invariant): nobody to wait for.
 		c.busy++
-		w.group, w.lead = c.take(), true
+		w.taken, w.lead = true, true
+	} else {
+		c.queue = append(c.queue, w)
+		c.queued.Store(int32(len(c.queue)))
+		if c.lingering && len(c.queue) >= c.want {
+			select {
+			case c.full <- struct{}{}:
+			default:
+			}
+		}
 	}
 	lead := w.lead
 	c.mu.Unlock()
@@ -112,14 +145,18 @@ func (c *committer) do(ctx context.Context, tasks []store.NewTask, work groupWor
 			return w.ins, w.err
 		}
 	}
-	c.leadGroup(ctx, w.group, work)
+	c.leadGroup(ctx, w, work)
 	return w.ins, w.err
 }
 
-// leadGroup writes group, hands the next group to its first submit as
-// leader (or frees the writer), runs the after-commit work and answers
-// the group.
-func (c *committer) leadGroup(ctx context.Context, group []*waiter, work groupWork) {
+// leadGroup gathers the group of leader, writes it, makes the first
+// submit queued meanwhile leader of the next group (or frees the writer),
+// runs the after-commit work and answers the group.
+func (c *committer) leadGroup(ctx context.Context, leader *waiter, work groupWork) {
+	c.gather(leader)
+	c.mu.Lock()
+	group := c.take(leader)
+	c.mu.Unlock()
 	c.sizes.Observe(float64(len(group)))
 	n := 0
 	for _, w := range group {
@@ -132,13 +169,22 @@ func (c *committer) leadGroup(ctx context.Context, group []*waiter, work groupWo
 	// The group's write is everyone's: the leader's caller going away
 	// must not cancel it.
 	ctx = context.WithoutCancel(ctx)
+	start := time.Now()
 	ins, err := work.insert(ctx, tasks)
+	took := time.Since(start)
 
 	c.mu.Lock()
+	c.wrote = took
 	if len(c.queue) > 0 {
-		next := c.take()
-		next[0].group, next[0].lead = next, true
-		next[0].wake <- struct{}{}
+		// The next leader takes its group when it runs, not now: what
+		// arrives until then joins it.
+		next := c.queue[0]
+		m := copy(c.queue, c.queue[1:])
+		c.queue[m] = nil
+		c.queue = c.queue[:m]
+		c.queued.Store(int32(m))
+		next.taken, next.lead, next.waited = true, true, true
+		next.wake <- struct{}{}
 	} else {
 		c.busy--
 	}
@@ -163,12 +209,78 @@ func (c *committer) leadGroup(ctx context.Context, group []*waiter, work groupWo
 	c.mu.Unlock()
 }
 
-// take removes the next group from the queue: at least its first submit,
-// then more while the group stays within its bounds. Called with mu held.
-func (c *committer) take() []*waiter {
-	n, tasks, bytes := 0, 0, 0
+// gatherYields bounds the yields of a leader while the queue grows.
+const gatherYields = 4
+
+// lingerFrom: a leader lingers only after a group of at least this many
+// submits; two submits overlap by chance at a light load.
+const lingerFrom = 3
+
+// gather lets the submits of a crowd join leader's group before it is
+// taken. A leader is in a crowd when it waited behind a write, the last
+// group was not alone, or other submits are inside the committer; a lone
+// sequential submitter is none of these and goes on at once.
+//
+// On a busy machine (2 cores: HTTP handling competes with the writer) the
+// submits about to queue are goroutines waiting for a processor, so the
+// leader first yields it (runtime.Gosched), again while the queue grows:
+// free when nothing else is runnable. After a group of lingerFrom or
+// more, a single writer's leader then waits until its group is as large
+// as the last one, for at most linger and never longer than the last
+// insert took, so a crowd that has gone costs one short wait. It waits
+// parked, not yielding in a loop: a spinning leader keeps its processor
+// from polling the network, where the crowd's requests come from. Larger
+// groups pay fewer commits, most of a lone row's insert cost.
+func (c *committer) gather(leader *waiter) {
+	c.mu.Lock()
+	crowded := leader.waited || c.last > 1 || c.inside.Load() > 1
+	c.mu.Unlock()
+	if !crowded {
+		return
+	}
+	c.gathers.Add(1)
+	queued := c.queued.Load()
+	for range gatherYields {
+		runtime.Gosched()
+		q := c.queued.Load()
+		if q == queued {
+			break
+		}
+		queued = q
+	}
+	if c.writers > 1 || c.linger <= 0 {
+		return
+	}
+	c.mu.Lock()
+	want, linger := c.last-1, min(c.linger, c.wrote)
+	if c.last < lingerFrom || linger <= 0 || len(c.queue) >= want || len(c.queue)+len(leader.tasks) >= c.max {
+		c.mu.Unlock()
+		return
+	}
+	c.lingering, c.want = true, want
+	select {
+	case <-c.full: // left by a linger that ended on its timer
+	default:
+	}
+	c.mu.Unlock()
+	t := time.NewTimer(linger)
+	select {
+	case <-c.full:
+	case <-t.C:
+	}
+	t.Stop()
+	c.mu.Lock()
+	c.lingering = false
+	c.mu.Unlock()
+}
+
+// take removes leader's group from the queue: leader, then the queued
+// submits while the group stays within its bounds. Called with mu held.
+func (c *committer) take(leader *waiter) []*waiter {
+	tasks, bytes := len(leader.tasks), leader.bytes
+	n := 0
 	for _, w := range c.queue {
-		if n > 0 && (tasks+len(w.tasks) > c.max || bytes+w.bytes > groupMaxBytes) {
+		if tasks+len(w.tasks) > c.max || bytes+w.bytes > groupMaxBytes {
 			break
 		}
 		tasks += len(w.tasks)
@@ -176,8 +288,13 @@ func (c *committer) take() []*waiter {
 		w.taken = true
 		n++
 	}
-	group := c.queue[:n:n]
-	c.queue = append([]*waiter(nil), c.queue[n:]...)
+	group := make([]*waiter, 0, n+1)
+	group = append(append(group, leader), c.queue[:n]...)
+	m := copy(c.queue, c.queue[n:])
+	clear(c.queue[m:])
+	c.queue = c.queue[:m]
+	c.queued.Store(int32(m))
+	c.last = len(group)
 	return group
 }
 
@@ -187,6 +304,7 @@ func (c *committer) drop(w *waiter) {
 	for i, q := range c.queue {
 		if q == w {
 			c.queue = append(c.queue[:i:i], c.queue[i+1:]...)
+			c.queued.Store(int32(len(c.queue)))
 			return
 		}
 	}

@@ -76,6 +76,11 @@ type Config struct {
 	// without BEGIN and COMMIT round trips, and syncs together with the
 	// other tables' concurrent commits by itself.
 	GroupByTable bool
+	// GroupLinger bounds how long the leader of a group commit with one
+	// writer waits for the submits of a crowd to join its group (gather
+	// in groupcommit.go): 0 is DefaultGroupLinger, negative only yields.
+	// A lone sequential submitter never waits.
+	GroupLinger time.Duration
 }
 
 // Service is the submit path. It answers ErrNotReady until SetReady(true).
@@ -116,6 +121,12 @@ func New(cfg Config) (*Service, error) {
 	if cfg.GroupMax == 0 {
 		cfg.GroupMax = DefaultGroupMax
 	}
+	switch {
+	case cfg.GroupLinger == 0:
+		cfg.GroupLinger = DefaultGroupLinger
+	case cfg.GroupLinger < 0:
+		cfg.GroupLinger = 0
+	}
 	if cfg.GroupWriters < 1 {
 		cfg.GroupWriters = 1
 	}
@@ -125,7 +136,7 @@ func New(cfg Config) (*Service, error) {
 			lanes *= cfg.Topology.Tables
 		}
 		for range lanes {
-			s.groups = append(s.groups, &committer{max: cfg.GroupMax, writers: cfg.GroupWriters, sizes: cfg.Metrics.GroupSubmits})
+			s.groups = append(s.groups, &committer{max: cfg.GroupMax, writers: cfg.GroupWriters, sizes: cfg.Metrics.GroupSubmits, linger: cfg.GroupLinger, full: make(chan struct{}, 1)})
 		}
 	}
 	s.work = groupWork{insert: s.insertGroup, after: s.committed}
