@@ -210,7 +210,13 @@ func TestGatherCrowdGoneWaitsOnce(t *testing.T) {
 // Many concurrent submits through yields and lingers: every one answered
 // with its own task, each in exactly one written group.
 func TestGatherConcurrentAllAnswered(t *testing.T) {
-	c := newCommitter(DefaultGroupLinger)
+	for _, linger := range []time.Duration{0, 500 * time.Microsecond} {
+		t.Run(linger.String(), func(t *testing.T) { concurrentAllAnswered(t, linger) })
+	}
+}
+
+func concurrentAllAnswered(t *testing.T, linger time.Duration) {
+	c := newCommitter(linger)
 	f := &fakeWrites{}
 	const n = 2000
 	var wg sync.WaitGroup

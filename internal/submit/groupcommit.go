@@ -17,9 +17,9 @@ import (
 // and when the write returns the first of them leads the next group with
 // everything queued by the time it runs. A lone sequential submitter
 // pays nothing. A leader in a crowd first lets the crowd's submits reach
-// the queue (gather: it yields the processor, and with one writer waits
-// briefly for a group as large as the last), so under load a group is
-// larger than what arrived during one commit.
+// the queue (gather: it yields the processor, and with one writer and
+// Config.GroupLinger may wait briefly for a group as large as the last),
+// so under load a group is larger than what arrived during one commit.
 //
 // Every submit of a group is answered only after the group's commit (and
 // the hot-tier add that follows it): acknowledged means committed. A
@@ -27,9 +27,6 @@ import (
 const (
 	// DefaultGroupMax bounds the tasks of one group.
 	DefaultGroupMax = 1000
-	// DefaultGroupLinger bounds the wait of a crowd's leader for its
-	// group (gather); the last insert's duration bounds it too.
-	DefaultGroupLinger = 500 * time.Microsecond
 	// groupMaxBytes bounds the payload bytes of one group, so a few large
 	// payloads do not make one huge transaction.
 	groupMaxBytes = 8 << 20

@@ -76,10 +76,13 @@ type Config struct {
 	// without BEGIN and COMMIT round trips, and syncs together with the
 	// other tables' concurrent commits by itself.
 	GroupByTable bool
-	// GroupLinger bounds how long the leader of a group commit with one
-	// writer waits for the submits of a crowd to join its group (gather
-	// in groupcommit.go): 0 is DefaultGroupLinger, negative only yields.
-	// A lone sequential submitter never waits.
+	// GroupLinger, when positive, lets the leader of a group commit with
+	// one writer wait up to this long for the submits of a crowd to join
+	// its group (gather in groupcommit.go); 0: leaders only yield. A
+	// lone sequential submitter never waits. Off by default: over HTTP on
+	// SQLite, 500us made groups 2-3x larger but submits/s from 16 clients
+	// moved between -11% and +11% against yielding alone, with the machine's
+	// load.
 	GroupLinger time.Duration
 }
 
@@ -121,12 +124,7 @@ func New(cfg Config) (*Service, error) {
 	if cfg.GroupMax == 0 {
 		cfg.GroupMax = DefaultGroupMax
 	}
-	switch {
-	case cfg.GroupLinger == 0:
-		cfg.GroupLinger = DefaultGroupLinger
-	case cfg.GroupLinger < 0:
-		cfg.GroupLinger = 0
-	}
+	cfg.GroupLinger = max(cfg.GroupLinger, 0)
 	if cfg.GroupWriters < 1 {
 		cfg.GroupWriters = 1
 	}
