@@ -221,8 +221,9 @@ const lingerFrom = 3
 // On a busy machine (2 cores: HTTP handling competes with the writer) the
 // submits about to queue are goroutines waiting for a processor, so the
 // leader first yields it (runtime.Gosched), again while the queue grows:
-// free when nothing else is runnable. After a group of lingerFrom or
-// more, a single writer's leader then waits until its group is as large
+// free when nothing else is runnable. With a linger (Config.GroupLinger)
+// and after a group of lingerFrom or more, a single writer's leader then
+// waits until its group is as large
 // as the last one, for at most linger and never longer than the last
 // insert took, so a crowd that has gone costs one short wait (on an
 // otherwise idle process about 1 ms: the runtime's poller sleeps in
