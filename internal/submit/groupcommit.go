@@ -223,14 +223,13 @@ const lingerFrom = 3
 // leader first yields it (runtime.Gosched), again while the queue grows:
 // free when nothing else is runnable. With a linger (Config.GroupLinger)
 // and after a group of lingerFrom or more, a single writer's leader then
-// waits until its group is as large
-// as the last one, for at most linger and never longer than the last
-// insert took, so a crowd that has gone costs one short wait (on an
-// otherwise idle process about 1 ms: the runtime's poller sleeps in
-// milliseconds). It waits parked, not yielding in a loop: a spinning
-// leader keeps its processor from polling the network, where the crowd's
-// requests come from (measured: groups of ~3 instead of ~6 over HTTP).
-// Larger groups pay fewer commits, most of a lone row's insert cost.
+// waits until its group is as large as the last one, for at most linger
+// and never longer than the last insert took, so a crowd that has gone
+// costs one short wait (on an otherwise idle process about 1 ms: the
+// runtime's poller sleeps in milliseconds). It waits parked, not yielding
+// in a loop: a spinning leader keeps its processor from polling the
+// network, where the crowd's requests come from (measured: groups of ~3
+// instead of ~6 over HTTP). Larger groups pay fewer commits.
 func (c *committer) gather(leader *waiter) {
 	c.mu.Lock()
 	crowded := leader.waited || c.last > 1 || c.inside.Load() > 1
