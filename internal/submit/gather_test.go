@@ -2,7 +2,6 @@ package submit
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"sync"
@@ -57,8 +56,8 @@ type nopObserver struct{}
 
 func (nopObserver) Observe(float64) {}
 
-func newCommitter(linger time.Duration) *committer {
-	return &committer{max: DefaultGroupMax, writers: 1, sizes: nopObserver{}, linger: linger, full: make(chan struct{}, 1)}
+func newCommitter() *committer {
+	return &committer{max: DefaultGroupMax, writers: 1, sizes: nopObserver{}}
 }
 
 func one(id string) []store.NewTask { return []store.NewTask{{ID: id}} }
@@ -81,10 +80,10 @@ func waitFor(t *testing.T, c *committer, what string, cond func() bool) {
 	}
 }
 
-// A lone sequential submitter never yields nor lingers: each submit is a
+// A lone sequential submitter never yields: each submit is a
 // group of its own, written at once.
 func TestGatherLoneSubmitterNeverWaits(t *testing.T) {
-	c := newCommitter(time.Hour)
+	c := newCommitter()
 	f := &fakeWrites{}
 	for i := range 50 {
 		ins, err := c.do(context.Background(), one(fmt.Sprint(i)), f.work())
@@ -100,123 +99,10 @@ func TestGatherLoneSubmitterNeverWaits(t *testing.T) {
 	}
 }
 
-// After a crowd, a leader lingers until as many submits queued as the
-// last group had, and then writes them all in one group, each answered
-// with its own task after the commit. The linger (an hour) can only end
-// on the count, so the test passing shows it did.
-func TestGatherLingerEndsWhenGroupIsFull(t *testing.T) {
-	c := newCommitter(time.Hour)
-	c.last, c.wrote = 5, time.Hour // a crowd wrote groups of 5
-	f := &fakeWrites{}
-	type answer struct {
-		id  string
-		ins []store.Inserted
-		err error
-	}
-	out := make(chan answer, 5)
-	submit := func(id string) {
-		go func() {
-			ins, err := c.do(context.Background(), one(id), f.work())
-			out <- answer{id, ins, err}
-		}()
-	}
-	submit("lead")
-	waitFor(t, c, "the leader lingers", func() bool { return c.lingering })
-	for i := range 4 {
-		submit(fmt.Sprint(i))
-	}
-	for range 5 {
-		a := <-out
-		if a.err != nil || len(a.ins) != 1 || a.ins[0].Task.ID != a.id {
-			t.Fatalf("submit %s answered %v, %v", a.id, a.ins, a.err)
-		}
-		if len(f.written()) != 1 {
-			t.Fatalf("submit %s answered before its group was written", a.id)
-		}
-	}
-	if g := f.written(); len(g) != 1 || len(g[0]) != 5 || g[0][0] != "lead" {
-		t.Fatalf("groups %v; want one of 5, the leader first", g)
-	}
-	if c.busy != 0 || len(c.queue) != 0 || c.lingering {
-		t.Fatalf("committer left busy %d, queue %d, lingering %v", c.busy, len(c.queue), c.lingering)
-	}
-}
-
-// A group that lingered and then failed to commit answers the error to
-// every submit in it, and runs no after-commit work; a submit that gave
-// up while queued is not in the group.
-func TestGatherLingerFailureAnswersAll(t *testing.T) {
-	c := newCommitter(time.Hour)
-	c.last, c.wrote = 4, time.Hour
-	boom := errors.New("disk full")
-	f := &fakeWrites{fail: boom}
-	errs := make(chan error, 4)
-	go func() {
-		_, err := c.do(context.Background(), one("lead"), f.work())
-		errs <- err
-	}()
-	waitFor(t, c, "the leader lingers", func() bool { return c.lingering })
-	ctx, cancel := context.WithCancel(context.Background())
-	gone := make(chan error, 1)
-	go func() {
-		_, err := c.do(ctx, one("gone"), f.work())
-		gone <- err
-	}()
-	waitFor(t, c, "the first follower queues", func() bool { return len(c.queue) == 1 })
-	cancel()
-	if err := <-gone; !errors.Is(err, context.Canceled) {
-		t.Fatalf("the submit that gave up answered %v; want context.Canceled", err)
-	}
-	for i := range 3 {
-		go func() {
-			_, err := c.do(context.Background(), one(fmt.Sprint(i)), f.work())
-			errs <- err
-		}()
-	}
-	for range 4 {
-		if err := <-errs; !errors.Is(err, boom) {
-			t.Fatalf("a submit of the failed group answered %v; want %v", err, boom)
-		}
-	}
-	g := f.written()
-	if len(g) != 1 || len(g[0]) != 4 || slices.Contains(g[0], "gone") {
-		t.Fatalf("groups %v; want one of 4 without the submit that gave up", g)
-	}
-	if f.after != 0 {
-		t.Fatalf("after-commit work ran %d times for a failed commit", f.after)
-	}
-}
-
-// A crowd that has gone costs one short wait: the first lone submit after
-// it lingers at most as long as the last insert took, and the next ones
-// do not wait at all.
-func TestGatherCrowdGoneWaitsOnce(t *testing.T) {
-	c := newCommitter(time.Hour)
-	c.last, c.wrote = 8, time.Millisecond
-	f := &fakeWrites{}
-	for i := range 10 {
-		if _, err := c.do(context.Background(), one(fmt.Sprint(i)), f.work()); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if g := c.gathers.Load(); g != 1 {
-		t.Fatalf("%d gathers after the crowd went; want 1", g)
-	}
-	if n := len(f.written()); n != 10 {
-		t.Fatalf("%d inserts; want 10", n)
-	}
-}
-
-// Many concurrent submits through yields and lingers: every one answered
-// with its own task, each in exactly one written group.
+// Many concurrent submits through yields: every one answered with its
+// own task, each in exactly one written group.
 func TestGatherConcurrentAllAnswered(t *testing.T) {
-	for _, linger := range []time.Duration{0, 500 * time.Microsecond} {
-		t.Run(linger.String(), func(t *testing.T) { concurrentAllAnswered(t, linger) })
-	}
-}
-
-func concurrentAllAnswered(t *testing.T, linger time.Duration) {
-	c := newCommitter(linger)
+	c := newCommitter()
 	f := &fakeWrites{}
 	const n = 2000
 	var wg sync.WaitGroup
@@ -249,5 +135,35 @@ func concurrentAllAnswered(t *testing.T, linger time.Duration) {
 	}
 	if len(seen) != n {
 		t.Fatalf("%d tasks written; want %d", len(seen), n)
+	}
+}
+
+// Concurrent submits whose groups all fail to commit (leaders yielding in
+// a crowd): every one is answered the error and no after-commit work runs.
+func TestGatherConcurrentFailureAnswersAll(t *testing.T) {
+	c := newCommitter()
+	boom := fmt.Errorf("disk full")
+	f := &fakeWrites{fail: boom}
+	const n = 500
+	var wg sync.WaitGroup
+	errs := make(chan error, n)
+	for i := range n {
+		wg.Go(func() {
+			ins, err := c.do(context.Background(), one(fmt.Sprint(i)), f.work())
+			if err != boom || ins != nil {
+				errs <- fmt.Errorf("submit %d answered %v, %v; want only %v", i, ins, err, boom)
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	if f.after != 0 {
+		t.Fatalf("after-commit work ran %d times for failed commits", f.after)
+	}
+	if c.busy != 0 || len(c.queue) != 0 {
+		t.Fatalf("committer left busy %d, queue %d", c.busy, len(c.queue))
 	}
 }

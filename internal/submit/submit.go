@@ -76,14 +76,6 @@ type Config struct {
 	// without BEGIN and COMMIT round trips, and syncs together with the
 	// other tables' concurrent commits by itself.
 	GroupByTable bool
-	// GroupLinger, when positive, lets the leader of a group commit with
-	// one writer wait up to this long for the submits of a crowd to join
-	// its group (gather in groupcommit.go); 0: leaders only yield. A
-	// lone sequential submitter never waits. Off by default: over HTTP on
-	// SQLite, 500us made groups 2-3x larger but submits/s from 16 clients
-	// moved between -11% and +11% against yielding alone, with the machine's
-	// load.
-	GroupLinger time.Duration
 }
 
 // Service is the submit path. It answers ErrNotReady until SetReady(true).
@@ -124,7 +116,6 @@ func New(cfg Config) (*Service, error) {
 	if cfg.GroupMax == 0 {
 		cfg.GroupMax = DefaultGroupMax
 	}
-	cfg.GroupLinger = max(cfg.GroupLinger, 0)
 	if cfg.GroupWriters < 1 {
 		cfg.GroupWriters = 1
 	}
@@ -134,7 +125,7 @@ func New(cfg Config) (*Service, error) {
 			lanes *= cfg.Topology.Tables
 		}
 		for range lanes {
-			s.groups = append(s.groups, &committer{max: cfg.GroupMax, writers: cfg.GroupWriters, sizes: cfg.Metrics.GroupSubmits, linger: cfg.GroupLinger, full: make(chan struct{}, 1)})
+			s.groups = append(s.groups, &committer{max: cfg.GroupMax, writers: cfg.GroupWriters, sizes: cfg.Metrics.GroupSubmits})
 		}
 	}
 	s.work = groupWork{insert: s.insertGroup, after: s.committed}
