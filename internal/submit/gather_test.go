@@ -2,6 +2,7 @@ package submit
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"sync"
@@ -150,7 +151,7 @@ func TestGatherConcurrentFailureAnswersAll(t *testing.T) {
 	for i := range n {
 		wg.Go(func() {
 			ins, err := c.do(context.Background(), one(fmt.Sprint(i)), f.work())
-			if err != boom || ins != nil {
+			if !errors.Is(err, boom) || ins != nil {
 				errs <- fmt.Errorf("submit %d answered %v, %v; want only %v", i, ins, err, boom)
 			}
 		})
