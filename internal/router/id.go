@@ -114,3 +114,20 @@ func truncate(s string) string {
 	}
 	return s
 }
+
+// WithShardHash returns ID s routed by hash instead: the same time and
+// random bits, another shard hash. For IDs this node has just made and
+// not yet given out (see submit's group commit).
+func WithShardHash(s string, hash uint32) (string, error) {
+	id, err := ParseID(s)
+	if err != nil {
+		return "", err
+	}
+	var b [16]byte
+	ms := uint64(id.Time.UnixMilli())
+	b[0], b[1], b[2], b[3], b[4], b[5] = byte(ms>>40), byte(ms>>32), byte(ms>>24), byte(ms>>16), byte(ms>>8), byte(ms)
+	binary.BigEndian.PutUint32(b[6:10], hash)
+	b[10], b[11] = byte(id.Random>>40), byte(id.Random>>32)
+	binary.BigEndian.PutUint32(b[12:16], uint32(id.Random))
+	return encode(b), nil
+}

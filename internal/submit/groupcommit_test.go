@@ -180,6 +180,27 @@ func TestGroupCommitConcurrentSubmits(t *testing.T) {
 			if c := f.g.calls.Load(); c != 2 {
 				t.Fatalf("%d Inserts for %d submits; want 2 (the leader, then one group)", c, len(valid)+1)
 			}
+			// The group's keyless tasks went to one table (its first's); keyed
+			// ones kept their key's route; segments stayed spread.
+			tables, segs := map[int]bool{}, map[int]bool{}
+			for _, r := range res {
+				id, err := router.ParseID(r.Task.ID)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if r.Task.Key != "" {
+					if id.ShardHash != router.HashKey(r.Task.Key) {
+						t.Fatalf("keyed task %s routed by %d; want its key's %d", r.Task.ID, id.ShardHash, router.HashKey(r.Task.Key))
+					}
+					continue
+				}
+				_, table := gcTopo.Locate(id.ShardHash)
+				tables[table] = true
+				segs[id.Segment(stagetest.Segments)] = true
+			}
+			if len(tables) != 1 || len(segs) < 2 {
+				t.Fatalf("a group's keyless tasks went to tables %v, segments %v; want one table, segments spread", tables, segs)
+			}
 			// The claimed ones are in the hot tier, like any submit's.
 			claimed := 0
 			for _, sp := range valid {
