@@ -21,7 +21,8 @@ import (
 // PostgreSQL) serving its handler on a loopback socket through an
 // http.Server set up as `ontime serve` sets it up, and the Go client with
 // keep-alive connections. Tasks are due in an hour, so delivery does not
-// compete. Reports submits/s; b.N is the number of tasks.
+// compete. Reports submits/s, CPU per submit and submits per group
+// commit; b.N is the number of tasks.
 //
 //	go test ./e2e -run '^$' -bench HTTPSubmit -benchtime=5000x -cpuprofile cpu.out
 func BenchmarkHTTPSubmit(b *testing.B) {
@@ -44,10 +45,12 @@ func BenchmarkHTTPSubmit(b *testing.B) {
 	for _, r := range runs {
 		c := r.clients
 		b.Run(r.name, func(b *testing.B) {
-			cl, conns := benchHTTPServer(b, engine, r.opts...)
+			cl, conns, base := benchHTTPServer(b, engine, r.opts...)
 			payload := json.RawMessage(`{"order":12345,"note":"a small payload"}`)
 			var next atomic.Int64
+			before := scrape(b, base)
 			b.ResetTimer()
+			cpu0 := cpuTime()
 			start := time.Now()
 			var wg sync.WaitGroup
 			for range c {
@@ -62,12 +65,22 @@ func BenchmarkHTTPSubmit(b *testing.B) {
 				})
 			}
 			wg.Wait()
-			b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "submits/s")
+			elapsed, cpu := time.Since(start), cpuTime()-cpu0
+			b.StopTimer()
+			b.ReportMetric(float64(b.N)/elapsed.Seconds(), "submits/s")
 			b.ReportMetric(float64(conns.Load()), "conns")
+			// CPU of the process (node and clients) per submit: what other
+			// load on the machine changes least. Submits per group commit
+			// decide the commits paid per submit.
+			b.ReportMetric(float64(cpu.Microseconds())/float64(b.N), "cpu_us/submit")
+			after := scrape(b, base)
+			if n := after["ontime_submit_group_submits_count"] - before["ontime_submit_group_submits_count"]; n > 0 {
+				b.ReportMetric((after["ontime_submit_group_submits_sum"]-before["ontime_submit_group_submits_sum"])/n, "subs/group")
+			}
 		})
 	}
 	b.Run("batch=1000", func(b *testing.B) {
-		cl, conns := benchHTTPServer(b, engine)
+		cl, conns, _ := benchHTTPServer(b, engine)
 		batch := make([]client.TaskRequest, 1000)
 		for i := range batch {
 			batch[i] = client.TaskRequest{Topic: "bench", Delay: "1h", Payload: json.RawMessage(`{"order":` + strconv.Itoa(i) + `}`)}
@@ -93,8 +106,9 @@ func BenchmarkHTTPSubmit(b *testing.B) {
 }
 
 // benchHTTPServer starts a node on engine behind a loopback http.Server and
-// returns a client of it and the count of connections the server accepted.
-func benchHTTPServer(b *testing.B, engine string, opts ...client.Option) (*client.Client, *atomic.Int64) {
+// returns a client of it, the count of connections the server accepted
+// and its base URL.
+func benchHTTPServer(b *testing.B, engine string, opts ...client.Option) (*client.Client, *atomic.Int64, string) {
 	b.Helper()
 	node := benchNodeOn(b, engine)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -122,9 +136,10 @@ func benchHTTPServer(b *testing.B, engine string, opts ...client.Option) (*clien
 	done := make(chan struct{})
 	go func() { defer close(done); _ = srv.Serve(ln) }()
 	b.Cleanup(func() { _ = srv.Close(); <-done })
-	cl, err := client.New("http://"+ln.Addr().String(), opts...)
+	base := "http://" + ln.Addr().String()
+	cl, err := client.New(base, opts...)
 	if err != nil {
 		b.Fatal(err)
 	}
-	return cl, conns
+	return cl, conns, base
 }
