@@ -229,7 +229,8 @@ func (s *Store) connect(dsn string) (w, r *sql.DB, err error) {
 //	6  the scan jobs' state: flags, items, runs (jobs.go)
 //	7  first_due_at on the task tables: the due time a task was submitted
 //	   with, kept when retries move due_at
-const SchemaVersion = 7
+//	8  SQLite, PostgreSQL: the key indexes hold keyed rows only (schema8.go)
+const SchemaVersion = 8
 
 // migrateTo runs the step that brings a database from version v-1 to v.
 // Every statement is idempotent (IF NOT EXISTS, insert-if-absent), so a
@@ -265,6 +266,8 @@ func (s *Store) migrateTo(ctx context.Context, c *sql.Conn, v int) error {
 			// one is the best there is.
 			stmts = append(stmts, `UPDATE `+t+` SET first_due_at = due_at WHERE first_due_at = 0`)
 		}
+	case 8:
+		return s.migrateKeyed(ctx, c)
 	default:
 		return fmt.Errorf("no migration to schema version %d", v)
 	}
@@ -301,6 +304,12 @@ func (s *Store) addColumn(ctx context.Context, c *sql.Conn, table, column, def s
 // migrate brings one database to SchemaVersion under an engine lock so that
 // nodes starting together migrate once.
 func (s *Store) migrate(ctx context.Context, db *sql.DB) error {
+	return s.migrateUpTo(ctx, db, SchemaVersion)
+}
+
+// migrateUpTo brings one database to version target; tests make the
+// databases of earlier versions with it, by the steps that made them.
+func (s *Store) migrateUpTo(ctx context.Context, db *sql.DB, target int) error {
 	c, err := db.Conn(ctx)
 	if err != nil {
 		return fmt.Errorf("migrate: %w", err)
@@ -361,7 +370,7 @@ func (s *Store) migrate(ctx context.Context, db *sql.DB) error {
 			return err
 		}
 	}
-	for v := from + 1; v <= SchemaVersion; v++ {
+	for v := from + 1; v <= target; v++ {
 		if err := s.migrateTo(ctx, c, v); err != nil {
 			return fmt.Errorf("migrate to version %d: %w", v, err)
 		}
@@ -369,8 +378,8 @@ func (s *Store) migrate(ctx context.Context, db *sql.DB) error {
 			return err
 		}
 	}
-	if from < SchemaVersion {
-		s.log.Info("store migrated", "driver", s.cfg.Driver, "from", from, "version", SchemaVersion, "tables", s.cfg.Tables)
+	if from < target {
+		s.log.Info("store migrated", "driver", s.cfg.Driver, "from", from, "version", target, "tables", s.cfg.Tables)
 	}
 	return nil
 }
