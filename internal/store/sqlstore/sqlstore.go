@@ -10,7 +10,8 @@
 //
 //	PRIMARY KEY (id)                   Get, and every update by ID
 //	(topic, task_key), UNIQUE (topic,  by key, idempotent submit, key hold;
-//	task_key) of live rows             see keys.go (schema version 3)
+//	task_key) of live rows             see keys.go (schema version 3); keyed
+//	                                   rows only (SQLite, PostgreSQL: schema8.go)
 //	(seg, status, ended) of final rows retention (keys.go, retention.go)
 //	(seg, status, due_at, id)          the claim and the keyset scan: an index
 //	                                   range per (segment, status) in due order;
