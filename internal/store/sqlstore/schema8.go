@@ -7,11 +7,12 @@ import (
 )
 
 // Schema version 8: on SQLite and PostgreSQL the two key indexes hold
-// keyed rows only.
+// keyed rows only, and the status index rows not done.
 //
 //	(topic, task_key) of keyed rows          <table>_keyed (was _key)
 //	UNIQUE (topic, task_key) of live keyed   <table>_live_keyed (was
 //	rows                                     _live_key)
+//	(status, id) of rows not done            <table>_open (was _status)
 //
 // Most tasks have no key (task_key NULL: inserts never store an empty key), and
 // every row was in both indexes. A status change rewrites the live-key
@@ -22,6 +23,15 @@ import (
 // partial indexes serve them (TestKeyQueriesUseIndexes). Queries by topic
 // alone (TopicStats, RequeueTopic, List by topic) no longer have an index:
 // they are an operator's, and read the table or another index.
+//
+// The status index serves lease extensions (claimed and running rows by
+// token), requeues of dead rows and List by status; none asks for done
+// rows but List, which then walks the primary key (done rows are most
+// rows). Done rows, most of the table at steady state, are no longer in
+// it: an outcome only removes its entry. Its users repeat the index's
+// WHERE term (notDone): SQLite takes a partial index only then. SQLite's
+// Start and Finish, whose WHERE names status and IDs, now seek the rows by
+// primary key instead of through (status, id) and then the table.
 //
 // MariaDB has no partial indexes and stores NULLs in its indexes; its
 // schema stays as version 3 made it (a keyless row's entries never change
@@ -41,12 +51,20 @@ func (s *Store) migrateKeyed(ctx context.Context, c *sql.Conn) error {
 			`DROP INDEX IF EXISTS `+t+`_live_key`,
 			`CREATE INDEX IF NOT EXISTS `+t+`_keyed ON `+t+` (topic, task_key) WHERE task_key IS NOT NULL`,
 			`DROP INDEX IF EXISTS `+t+`_key`,
+			`CREATE INDEX IF NOT EXISTS `+t+`_open ON `+t+` (status, id) WHERE status <> 3`,
+			`DROP INDEX IF EXISTS `+t+`_status`,
 		); err != nil {
 			return fmt.Errorf("%s: %w", t, err)
 		}
 	}
 	return nil
 }
+
+// notDone is the term a query by status adds, when the status it asks
+// for is not done, so that both planners may use the (status, id) index of
+// rows not done (schema version 8): SQLite takes a partial index only for
+// a query that repeats its WHERE term, whatever the bound status.
+const notDone = ` AND status <> 3`
 
 // inTx runs stmts in one transaction on c.
 func (s *Store) inTx(ctx context.Context, c *sql.Conn, stmts ...string) error {

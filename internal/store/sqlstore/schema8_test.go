@@ -96,7 +96,7 @@ func TestMigrateKeyedFromVersion7(t *testing.T) {
 				for db := range s.w {
 					for _, tn := range s.names {
 						ix := indexes(t, s, db, tn)
-						for _, gone := range []string{tn + "_key", tn + "_live_key", tn + "_topic_key"} {
+						for _, gone := range []string{tn + "_key", tn + "_live_key", tn + "_topic_key", tn + "_status"} {
 							if _, ok := ix[gone]; ok {
 								t.Errorf("%s still has %s", tn, gone)
 							}
@@ -105,6 +105,9 @@ func TestMigrateKeyedFromVersion7(t *testing.T) {
 							if !strings.Contains(ix[name], "task_key IS NOT NULL") {
 								t.Errorf("%s: %s is %q, want it partial on keyed rows", tn, name, ix[name])
 							}
+						}
+						if !strings.Contains(ix[tn+"_open"], "status <> 3") {
+							t.Errorf("%s: %s_open is %q, want it partial on rows not done", tn, tn, ix[tn+"_open"])
 						}
 					}
 				}
@@ -179,4 +182,59 @@ func indexes(t *testing.T, s *Store, db int, tn string) map[string]string {
 		t.Fatal(err)
 	}
 	return out
+}
+
+// TestStatusQueriesUseOpenIndex: the queries by a status other than done
+// go through the (status, id) index of rows not done on every engine, with
+// most rows done; Start and Finish on SQLite seek their rows by ID.
+func TestStatusQueriesUseOpenIndex(t *testing.T) {
+	for _, engine := range testdb.Engines {
+		t.Run(engine, func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			s := openT(t, engine, testdb.DSNs(t, engine, 1), 1, 4)
+			var tasks []store.NewTask
+			now := time.Now()
+			for i := range 20000 {
+				tasks = append(tasks, newTask(t, "", now.Add(time.Duration(i)*time.Second), 4))
+			}
+			if _, err := s.Insert(ctx, tasks); err != nil {
+				t.Fatal(err)
+			}
+			tn, db := s.names[0], s.w[0]
+			if _, err := db.ExecContext(ctx, s.d.rebind(`UPDATE `+tn+` SET status = ? WHERE due_at < ?`), int(task.StatusDone), now.Add(19000*time.Second).UnixMicro()); err != nil {
+				t.Fatal(err)
+			}
+			analyze := map[string]string{"sqlite": "ANALYZE", "mysql": "ANALYZE TABLE " + tn, "postgres": "ANALYZE " + tn}[engine]
+			if _, err := db.ExecContext(ctx, analyze); err != nil {
+				t.Fatal(err)
+			}
+			open := []string{tn + "_open ", "key=status_id ", "key=ended "}
+			for name, q := range map[string]struct {
+				q     string
+				args  []any
+				index []string
+			}{
+				"extend leases":  {extendQuery(tn, 2), []any{0, 0, 2, 0, 1, 2}, open},
+				"list dead":      {`SELECT id FROM ` + tn + ` WHERE id > ? AND status = ?` + notDone + ` ORDER BY id LIMIT ?`, []any{"", 4, 100}, open},
+				"start (SQLite)": {liteOpQuery(liteOpKey{op: liteOpStart, class: 4}, tn), []any{2, 0, 0, "a", "b", "c", "d", 1, 1}, []string{"PRIMARY KEY (id=?)"}},
+			} {
+				if name == "start (SQLite)" && engine != "sqlite" {
+					continue
+				}
+				plan := explain(t, engine, db, s.d.rebind(q.q), q.args)
+				if fullScan(engine, plan) {
+					t.Errorf("%s: plan reads the whole table:\n%s", name, plan)
+				}
+				found := false
+				for _, ix := range q.index {
+					found = found || strings.Contains(plan, ix)
+				}
+				if !found {
+					t.Errorf("%s: plan does not use %v:\n%s", name, q.index, plan)
+				}
+				t.Logf("%s plan:\n%s", name, plan)
+			}
+		})
+	}
 }

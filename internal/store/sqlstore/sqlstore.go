@@ -18,7 +18,8 @@
 //	                                   it also serves expired-lease claims and
 //	                                   NextDue, since claimed rows are few (only
 //	                                   those within the preheat window)
-//	(status, id)                       List by status in ID order
+//	(status, id); SQLite, PostgreSQL:  lease extensions, requeues of dead rows,
+//	of rows not done (schema8.go)      List by status in ID order
 //
 // No index for topic-only listing: it is an operator's query, and every
 // index costs every insert.
