@@ -45,8 +45,15 @@ func TestKeyQueriesUseIndexes(t *testing.T) {
 				args  []any
 				index []string // any of these names in the plan
 			}{
-				"by key":         {keyRowsQuery(tn, s.keyIndexHint(), 1), []any{"t", "key-7"}, []string{tn + "_key ", tn + "_key(", "key=task_key "}},
-				"by keys":        {keyRowsQuery(tn, s.keyIndexHint(), 3), []any{"t", "key-7", "key-8", "key-9"}, []string{tn + "_key ", tn + "_key(", "key=task_key "}},
+				"by key":  {keyRowsQuery(tn, s.keyIndexHint(), 1), []any{"t", "key-7"}, []string{tn + "_keyed ", "key=task_key "}},
+				"by keys": {keyRowsQuery(tn, s.keyIndexHint(), 3), []any{"t", "key-7", "key-8", "key-9"}, []string{tn + "_keyed ", "key=task_key "}},
+				// A key range: the partial indexes serve it too.
+				"key range": {`SELECT id FROM ` + tn + ` WHERE topic = ? AND task_key >= ? AND task_key < ?`, []any{"t", "key-7", "key-8"}, []string{tn + "_keyed ", "key=task_key "}},
+				// Withdrawing schedules' fire keys: a key range of live rows,
+				// or the live rows when the statistics find them fewer.
+				"withdraw fires": {withdrawQuery(tn), []any{"t", "key-7", "key-8", 0, 1, 0}, []string{tn + "_keyed ", tn + "_live_keyed ", tn + "_open ", tn + "_scan ", "key=task_key ", "key=live_key "}},
+				// Not a key query, but it had the key index: now the dead rows.
+				"requeue topic":  {requeueTopicQuery(tn), []any{0, 0, 0, "t", 4}, []string{tn + "_open ", "key=task_key ", "key=status_id ", "key=ended "}},
 				"delete expired": {del, []any{1, 3, now.UnixMicro(), 500}, []string{tn + "_ended", "key=ended "}},
 			} {
 				plan := explain(t, engine, db, s.d.rebind(q.q), q.args)

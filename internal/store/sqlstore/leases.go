@@ -108,7 +108,7 @@ func (s *Store) ExtendHeld(ctx context.Context, status task.Status, tokens []int
 			for start := 0; start < len(tokens); start += heldChunk {
 				part := tokens[start:min(start+heldChunk, len(tokens))]
 				for t, name := range s.names {
-					q := `UPDATE ` + name + ` SET lease_until = ?, updated_at = ? WHERE status = ? AND lease_until < ? AND token IN (` + placeholders(len(part)) + `)`
+					q := extendQuery(name, len(part))
 					args := make([]any, 0, 4+len(part))
 					args = append(args, micros(until), now, int(status), micros(soon))
 					for _, tok := range part {
@@ -146,3 +146,9 @@ func (s *Store) ExtendHeld(ctx context.Context, status task.Status, tokens []int
 
 // heldChunk bounds the tokens of one ExtendHeld statement.
 const heldChunk = 500
+
+// extendQuery extends the leases of n tokens' rows of one status in table
+// t that end before a time.
+func extendQuery(t string, n int) string {
+	return `UPDATE ` + t + ` SET lease_until = ?, updated_at = ? WHERE status = ?` + notDone + ` AND lease_until < ? AND token IN (` + placeholders(n) + `)`
+}

@@ -209,6 +209,10 @@ func (s *Store) AdvanceSchedule(ctx context.Context, name string, version int64,
 	return n == 1, nil
 }
 
+func withdrawQuery(t string) string {
+	return `DELETE FROM ` + t + ` WHERE topic = ? AND task_key >= ? AND task_key < ? AND status IN (?, ?) AND due_at > ?`
+}
+
 // WithdrawFires deletes the pending and claimed tasks of topic keyed as
 // fire times of name and due after after, in every task table: a range on
 // the (topic, task_key) index per table. Rows a node holds in its hot
@@ -219,8 +223,7 @@ func (s *Store) WithdrawFires(ctx context.Context, topic, name string, after tim
 	var total int64
 	for db := range s.w {
 		for _, t := range s.names {
-			res, err := s.w[db].ExecContext(ctx, s.d.rebind(`DELETE FROM `+t+` WHERE topic = ? AND task_key >= ? AND task_key < ?
-				AND status IN (?, ?) AND due_at > ?`), topic, lo, hi, int(task.StatusPending), int(task.StatusClaimed), after.UnixMicro())
+			res, err := s.w[db].ExecContext(ctx, s.d.rebind(withdrawQuery(t)), topic, lo, hi, int(task.StatusPending), int(task.StatusClaimed), after.UnixMicro())
 			if err != nil {
 				return total, fmt.Errorf("withdraw fires of %s: %w", name, err)
 			}

@@ -10,14 +10,16 @@
 //
 //	PRIMARY KEY (id)                   Get, and every update by ID
 //	(topic, task_key), UNIQUE (topic,  by key, idempotent submit, key hold;
-//	task_key) of live rows             see keys.go (schema version 3)
+//	task_key) of live rows             see keys.go (schema version 3); keyed
+//	                                   rows only (SQLite, PostgreSQL: schema8.go)
 //	(seg, status, ended) of final rows retention (keys.go, retention.go)
 //	(seg, status, due_at, id)          the claim and the keyset scan: an index
 //	                                   range per (segment, status) in due order;
 //	                                   it also serves expired-lease claims and
 //	                                   NextDue, since claimed rows are few (only
 //	                                   those within the preheat window)
-//	(status, id)                       List by status in ID order
+//	(status, id); SQLite, PostgreSQL:  lease extensions, requeues of dead rows,
+//	of rows not done (schema8.go)      List by status in ID order
 //
 // No index for topic-only listing: it is an operator's query, and every
 // index costs every insert.
@@ -229,7 +231,8 @@ func (s *Store) connect(dsn string) (w, r *sql.DB, err error) {
 //	6  the scan jobs' state: flags, items, runs (jobs.go)
 //	7  first_due_at on the task tables: the due time a task was submitted
 //	   with, kept when retries move due_at
-const SchemaVersion = 7
+//	8  SQLite, PostgreSQL: the key indexes hold keyed rows only (schema8.go)
+const SchemaVersion = 8
 
 // migrateTo runs the step that brings a database from version v-1 to v.
 // Every statement is idempotent (IF NOT EXISTS, insert-if-absent), so a
@@ -265,6 +268,8 @@ func (s *Store) migrateTo(ctx context.Context, c *sql.Conn, v int) error {
 			// one is the best there is.
 			stmts = append(stmts, `UPDATE `+t+` SET first_due_at = due_at WHERE first_due_at = 0`)
 		}
+	case 8:
+		return s.migrateKeyed(ctx, c)
 	default:
 		return fmt.Errorf("no migration to schema version %d", v)
 	}
@@ -301,6 +306,12 @@ func (s *Store) addColumn(ctx context.Context, c *sql.Conn, table, column, def s
 // migrate brings one database to SchemaVersion under an engine lock so that
 // nodes starting together migrate once.
 func (s *Store) migrate(ctx context.Context, db *sql.DB) error {
+	return s.migrateUpTo(ctx, db, SchemaVersion)
+}
+
+// migrateUpTo brings one database to version target; tests make the
+// databases of earlier versions with it, by the steps that made them.
+func (s *Store) migrateUpTo(ctx context.Context, db *sql.DB, target int) error {
 	c, err := db.Conn(ctx)
 	if err != nil {
 		return fmt.Errorf("migrate: %w", err)
@@ -361,7 +372,7 @@ func (s *Store) migrate(ctx context.Context, db *sql.DB) error {
 			return err
 		}
 	}
-	for v := from + 1; v <= SchemaVersion; v++ {
+	for v := from + 1; v <= target; v++ {
 		if err := s.migrateTo(ctx, c, v); err != nil {
 			return fmt.Errorf("migrate to version %d: %w", v, err)
 		}
@@ -369,8 +380,8 @@ func (s *Store) migrate(ctx context.Context, db *sql.DB) error {
 			return err
 		}
 	}
-	if from < SchemaVersion {
-		s.log.Info("store migrated", "driver", s.cfg.Driver, "from", from, "version", SchemaVersion, "tables", s.cfg.Tables)
+	if from < target {
+		s.log.Info("store migrated", "driver", s.cfg.Driver, "from", from, "version", target, "tables", s.cfg.Tables)
 	}
 	return nil
 }

@@ -134,7 +134,9 @@ func (s *Store) TopicStats(ctx context.Context, topic string) (_ []store.TopicSt
 	}
 	q, args := `SELECT topic, status, COUNT(*), MIN(due_at) FROM %s GROUP BY topic, status`, []any(nil)
 	if topic != "" {
-		// The (topic, task_key) index serves this: one topic's rows only.
+		// On MariaDB the (topic, task_key) index serves this; on SQLite and
+		// PostgreSQL it holds keyed rows only (schema8.go) and the table is
+		// read, like the query without a topic.
 		q, args = `SELECT topic, status, COUNT(*), MIN(due_at) FROM %s WHERE topic = ? GROUP BY topic, status`, []any{topic}
 		get(topic)
 	}
@@ -185,8 +187,13 @@ func (s *Store) topicCounts(ctx context.Context, db *sql.DB, q string, args []an
 	return rows.Err()
 }
 
+func requeueTopicQuery(t string) string {
+	return `UPDATE ` + t + ` SET status = ?, attempts = 0, due_at = ?, owner = NULL, lease_until = 0, token = 0, updated_at = ?
+		WHERE topic = ? AND status = ?` + notDone
+}
+
 // RequeueTopic requeues every dead task of topic, one statement per table
-// (each reads the topic's rows through the (topic, task_key) index).
+// (each finds the dead rows through an index that leads with status).
 func (s *Store) RequeueTopic(ctx context.Context, topic string, dueAt time.Time) (_ int64, err error) {
 	defer classify(&err)
 	if err := task.ValidateTopic(topic); err != nil {
@@ -196,8 +203,7 @@ func (s *Store) RequeueTopic(ctx context.Context, topic string, dueAt time.Time)
 	now := time.Now().UnixMicro()
 	for db := range s.w {
 		for _, t := range s.names {
-			q := s.d.rebind(`UPDATE ` + t + ` SET status = ?, attempts = 0, due_at = ?, owner = NULL, lease_until = 0, token = 0, updated_at = ?
-				WHERE topic = ? AND status = ?`)
+			q := s.d.rebind(requeueTopicQuery(t))
 			var n int64
 			err := withRetry(ctx, func() error {
 				res, err := s.w[db].ExecContext(ctx, q, int(task.StatusPending), micros(dueAt), now, topic, int(task.StatusDead))
