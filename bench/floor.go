@@ -276,8 +276,8 @@ func (f *floorSys) knobs() string {
 		"(%d bytes, the shape ontime answers), no store; submitted to by the service path's code (`client.Submit`, the same transport, the same calls by 1, 4 and 16 clients; the best of %d rounds, a ceiling). "+
 		"Webhooks: the same process posts one call per task (ontime's body and headers, unsigned) to the bench's receiver, %d in flight, "+
 		"with a client like ontime's webhook deliverer (net/http default transport clone, 256 idle connections per host, 1,024 in all, %s per call), "+
-		"every call due at one instant and sent from it: drain and lateness are computed as the burst's",
-		len(answer), floorRounds, d.Concurrency, time.Duration(d.Timeout))
+		"every call due at one instant and sent from it: drain and lateness are computed as the burst's (the best of %d rounds, run before the systems' bursts)",
+		len(answer), floorRounds, d.Concurrency, time.Duration(d.Timeout), floorRounds)
 }
 
 func (f *floorSys) start(ctx context.Context, rec func(string, time.Time)) error {
