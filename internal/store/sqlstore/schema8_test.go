@@ -191,24 +191,8 @@ func TestStatusQueriesUseOpenIndex(t *testing.T) {
 	for _, engine := range testdb.Engines {
 		t.Run(engine, func(t *testing.T) {
 			t.Parallel()
-			ctx := context.Background()
-			s := openT(t, engine, testdb.DSNs(t, engine, 1), 1, 4)
-			var tasks []store.NewTask
-			now := time.Now()
-			for i := range 20000 {
-				tasks = append(tasks, newTask(t, "", now.Add(time.Duration(i)*time.Second), 4))
-			}
-			if _, err := s.Insert(ctx, tasks); err != nil {
-				t.Fatal(err)
-			}
+			s, _, _ := planRows(t, engine)
 			tn, db := s.names[0], s.w[0]
-			if _, err := db.ExecContext(ctx, s.d.rebind(`UPDATE `+tn+` SET status = ? WHERE due_at < ?`), int(task.StatusDone), now.Add(19000*time.Second).UnixMicro()); err != nil {
-				t.Fatal(err)
-			}
-			analyze := map[string]string{"sqlite": "ANALYZE", "mysql": "ANALYZE TABLE " + tn, "postgres": "ANALYZE " + tn}[engine]
-			if _, err := db.ExecContext(ctx, analyze); err != nil {
-				t.Fatal(err)
-			}
 			open := []string{tn + "_open ", "key=status_id ", "key=ended "}
 			for name, q := range map[string]struct {
 				q     string

@@ -205,25 +205,8 @@ func TestQueriesUseScanIndex(t *testing.T) {
 	for _, engine := range testdb.Engines {
 		t.Run(engine, func(t *testing.T) {
 			t.Parallel()
-			ctx := context.Background()
-			s := openT(t, engine, testdb.DSNs(t, engine, 1), 1, 4)
-			var tasks []store.NewTask
-			now := time.Now()
-			for i := range 20000 {
-				tasks = append(tasks, newTask(t, "", now.Add(time.Duration(i)*time.Second), 4))
-			}
-			if _, err := s.Insert(ctx, tasks); err != nil {
-				t.Fatal(err)
-			}
-			tn := s.names[0]
-			db := s.w[0]
-			if _, err := db.ExecContext(ctx, s.d.rebind(`UPDATE `+tn+` SET status = ? WHERE due_at < ?`), int(task.StatusDone), now.Add(19000*time.Second).UnixMicro()); err != nil {
-				t.Fatal(err)
-			}
-			analyze := map[string]string{"sqlite": "ANALYZE", "mysql": "ANALYZE TABLE " + tn, "postgres": "ANALYZE " + tn}[engine]
-			if _, err := db.ExecContext(ctx, analyze); err != nil {
-				t.Fatal(err)
-			}
+			s, tasks, now := planRows(t, engine)
+			tn, db := s.names[0], s.w[0]
 			h := now.Add(time.Hour).UnixMicro()
 			refs := []store.Ref{{ID: tasks[0].ID, Token: 1}, {ID: tasks[1].ID, Token: 2}, {ID: tasks[2].ID, Token: 2}}
 			match, margs := refMatch(refs)
@@ -318,4 +301,30 @@ func explain(t *testing.T, engine string, db *sql.DB, q string, args []any) stri
 		t.Fatal(err)
 	}
 	return b.String()
+}
+
+// planRows opens a store of one table on engine holding 20,000 tasks due
+// a second apart from now, the first 19,000 done, with the engine's
+// statistics gathered: what query plans are checked on.
+func planRows(t *testing.T, engine string) (*Store, []store.NewTask, time.Time) {
+	t.Helper()
+	ctx := context.Background()
+	s := openT(t, engine, testdb.DSNs(t, engine, 1), 1, 4)
+	var tasks []store.NewTask
+	now := time.Now()
+	for i := range 20000 {
+		tasks = append(tasks, newTask(t, "", now.Add(time.Duration(i)*time.Second), 4))
+	}
+	if _, err := s.Insert(ctx, tasks); err != nil {
+		t.Fatal(err)
+	}
+	tn, db := s.names[0], s.w[0]
+	if _, err := db.ExecContext(ctx, s.d.rebind(`UPDATE `+tn+` SET status = ? WHERE due_at < ?`), int(task.StatusDone), now.Add(19000*time.Second).UnixMicro()); err != nil {
+		t.Fatal(err)
+	}
+	analyze := map[string]string{"sqlite": "ANALYZE", "mysql": "ANALYZE TABLE " + tn, "postgres": "ANALYZE " + tn}[engine]
+	if _, err := db.ExecContext(ctx, analyze); err != nil {
+		t.Fatal(err)
+	}
+	return s, tasks, now
 }
