@@ -239,12 +239,16 @@ func TestBrokerRestartLosesNothing(t *testing.T) {
 				c.Delivery.Timeout = ontime.Duration(3 * time.Second)
 				c.Delivery.BreakerOpenFor = ontime.Duration(200 * time.Millisecond)
 			})
+			// Due over 12 s from 2 s on, so the broker is stopped mid-run
+			// even when a loaded CI machine (race build) is slow to submit
+			// and poll (due over 3 s from 1 s on, one run saw every task
+			// done before it looked).
 			const n = 300
 			ids := make([]string, 0, n)
-			start := time.Now().Add(time.Second)
+			start := time.Now().Add(2 * time.Second)
 			specs := make([]ontime.TaskSpec, n)
 			for i := range specs {
-				specs[i] = ontime.TaskSpec{Topic: "e2e.mq", Key: "r-" + strconv.Itoa(i), DueAt: start.Add(time.Duration(i) * 10 * time.Millisecond),
+				specs[i] = ontime.TaskSpec{Topic: "e2e.mq", Key: "r-" + strconv.Itoa(i), DueAt: start.Add(time.Duration(i) * 40 * time.Millisecond),
 					Payload: payload(t, i), Target: "mq://mq/" + addr}
 			}
 			res, err := node.SubmitBatch(context.Background(), specs)
