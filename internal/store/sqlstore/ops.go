@@ -677,15 +677,7 @@ func (s *Store) finishGroup(ctx context.Context, tx *sql.Tx, g group, outcomes [
 				return err
 			}
 		default:
-			k := retryKey{status: task.StatusPending, due: micros(o.RetryAt), err: truncate(o.Error)}
-			if o.NotAttempted {
-				k.undo = 1
-			}
-			// A retry due within the window goes back claimed under the
-			// caller's new lease (it puts it in the hot tier); others pending.
-			if o.Claim != nil {
-				k.status, k.owner, k.lease, k.token = task.StatusClaimed, o.Claim.Owner, micros(o.Claim.Until), o.Claim.Token
-			}
+			k := retryKeyOf(o)
 			if _, ok := retries[k]; !ok {
 				keys = append(keys, k)
 			}
@@ -727,6 +719,20 @@ type retryKey struct {
 	undo         int
 	owner        string
 	lease, token int64
+}
+
+// retryKeyOf is the new state of a retried outcome: pending at its retry
+// time, or, due within the window, claimed under the caller's new lease
+// (it puts it in the hot tier).
+func retryKeyOf(o store.Outcome) retryKey {
+	k := retryKey{status: task.StatusPending, due: micros(o.RetryAt), err: truncate(o.Error)}
+	if o.NotAttempted {
+		k.undo = 1
+	}
+	if o.Claim != nil {
+		k.status, k.owner, k.lease, k.token = task.StatusClaimed, o.Claim.Owner, micros(o.Claim.Until), o.Claim.Token
+	}
+	return k
 }
 
 func truncate(s string) string { return store.ErrorText(s) }

@@ -262,15 +262,7 @@ func (s *Store) finishRuns(runs []liteRun, g group, outcomes []store.Outcome) []
 			}
 			runs = liteRuns(runs, liteOpFail, g.db, g.table, []any{int64(final), truncate(o.Error)}, []store.Ref{o.Ref})
 		default:
-			k := retryKey{status: task.StatusPending, due: micros(o.RetryAt), err: truncate(o.Error)}
-			if o.NotAttempted {
-				k.undo = 1
-			}
-			// A retry due within the window goes back claimed under the
-			// caller's new lease (it puts it in the hot tier); others pending.
-			if o.Claim != nil {
-				k.status, k.owner, k.lease, k.token = task.StatusClaimed, o.Claim.Owner, micros(o.Claim.Until), o.Claim.Token
-			}
+			k := retryKeyOf(o)
 			if _, ok := retries[k]; !ok {
 				keys = append(keys, k)
 			}
