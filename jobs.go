@@ -6,8 +6,8 @@ import (
 	"fmt"
 	"strconv"
 
-	"github.com/ontimehq/ontime/apiv1"
 	"github.com/ontimehq/ontime/internal/scanjob"
+	"github.com/ontimehq/ontime/internal/store"
 )
 
 // Job is a scan job written in Go, ElasticJob style: every fire time of
@@ -130,14 +130,14 @@ func (n *Node) RegisterJob(j Job) error {
 // /v1/jobs/{name} shows each item's owner from the coordinator.
 type jobsAPI struct{ n *Node }
 
-func (a jobsAPI) List() []apiv1.JobView { return a.n.jobs.List() }
+func (a jobsAPI) List() []scanjob.Info { return a.n.jobs.List() }
 
-func (a jobsAPI) Get(ctx context.Context, name string) (apiv1.JobView, error) {
+func (a jobsAPI) Get(ctx context.Context, name string) (scanjob.Info, error) {
 	var owner func(string) string
 	if a.n.cluster != nil {
 		st, err := a.n.cluster.coord.Status(ctx)
 		if err != nil {
-			return apiv1.JobView{}, err
+			return scanjob.Info{}, err
 		}
 		owner = func(k string) string { return st.Assignment[k] }
 	} else {
@@ -146,14 +146,14 @@ func (a jobsAPI) Get(ctx context.Context, name string) (apiv1.JobView, error) {
 	return a.n.jobs.Get(ctx, name, owner)
 }
 
-func (a jobsAPI) Runs(ctx context.Context, name, item string, limit int) ([]apiv1.JobRun, error) {
+func (a jobsAPI) Runs(ctx context.Context, name, item string, limit int) ([]store.JobRun, error) {
 	return a.n.jobs.Runs(ctx, name, item, limit)
 }
 
-func (a jobsAPI) Trigger(ctx context.Context, name string) (apiv1.JobView, error) {
+func (a jobsAPI) Trigger(ctx context.Context, name string) (scanjob.Info, error) {
 	return a.n.jobs.Trigger(ctx, name)
 }
 
-func (a jobsAPI) SetPaused(ctx context.Context, name string, paused bool) (apiv1.JobView, error) {
+func (a jobsAPI) SetPaused(ctx context.Context, name string, paused bool) (scanjob.Info, error) {
 	return a.n.jobs.SetPaused(ctx, name, paused)
 }

@@ -12,20 +12,21 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/ontimehq/ontime/internal/schedule"
+	"github.com/ontimehq/ontime/internal/store"
 	"github.com/ontimehq/ontime/internal/task"
 )
 
 // Errors of the schedule operations; match with errors.Is.
 var (
-	ErrScheduleNotFound = schedule.ErrNotFound // no schedule has this name
-	ErrScheduleExists   = schedule.ErrExists   // CreateSchedule of a name in use
+	ErrScheduleNotFound = store.ErrScheduleNotFound // no schedule has this name
+	ErrScheduleExists   = store.ErrScheduleExists   // CreateSchedule of a name in use
 )
 
 // Misfire policies: what a schedule does about fire times missed while no
 // node was up (see Schedule.Misfire).
 const (
-	MisfireSkip     = string(schedule.MisfireSkip)
-	MisfireFireOnce = string(schedule.MisfireFireOnce)
+	MisfireSkip     = string(store.MisfireSkip)
+	MisfireFireOnce = string(store.MisfireFireOnce)
 )
 
 // Schedule is a periodic task: each fire time of Cron, in TimeZone,
@@ -111,9 +112,9 @@ func (t ScheduleTask) MarshalYAML() (any, error) {
 	}{t.Topic, p, t.Target, t.MaxAttempts}, nil
 }
 
-func (s Schedule) definition() schedule.Definition {
-	return schedule.Definition{Name: s.Name, Cron: s.Cron, TimeZone: s.TimeZone, Misfire: schedule.Misfire(s.Misfire), Paused: s.Paused,
-		Task: schedule.Template{Topic: s.Task.Topic, Payload: s.Task.Payload, Target: s.Task.Target, MaxAttempts: s.Task.MaxAttempts}}
+func (s Schedule) definition() store.ScheduleDef {
+	return store.ScheduleDef{Name: s.Name, Cron: s.Cron, TimeZone: s.TimeZone, Misfire: store.Misfire(s.Misfire), Paused: s.Paused,
+		Task: store.ScheduleTask{Topic: s.Task.Topic, Payload: s.Task.Payload, Target: s.Task.Target, MaxAttempts: s.Task.MaxAttempts}}
 }
 
 // ScheduleInfo is a stored schedule.
@@ -129,7 +130,7 @@ type ScheduleInfo struct {
 	UpdatedAt      time.Time
 }
 
-func (n *Node) scheduleInfo(r schedule.Record) *ScheduleInfo {
+func (n *Node) scheduleInfo(r store.Schedule) *ScheduleInfo {
 	return &ScheduleInfo{
 		Schedule: Schedule{Name: r.Name, Cron: r.Cron, TimeZone: r.TimeZone, Misfire: string(r.Misfire), Paused: r.Paused,
 			Task: ScheduleTask{Topic: r.Task.Topic, Payload: r.Task.Payload, Target: r.Task.Target, MaxAttempts: r.Task.MaxAttempts}},

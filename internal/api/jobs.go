@@ -10,15 +10,16 @@ import (
 
 	"github.com/ontimehq/ontime/apiv1"
 	"github.com/ontimehq/ontime/internal/scanjob"
+	"github.com/ontimehq/ontime/internal/store"
 )
 
 // JobService is what the scan-job routes need of the node.
 type JobService interface {
-	List() []apiv1.JobView
-	Get(ctx context.Context, name string) (apiv1.JobView, error)
-	Runs(ctx context.Context, name, item string, limit int) ([]apiv1.JobRun, error)
-	Trigger(ctx context.Context, name string) (apiv1.JobView, error)
-	SetPaused(ctx context.Context, name string, paused bool) (apiv1.JobView, error)
+	List() []scanjob.Info
+	Get(ctx context.Context, name string) (scanjob.Info, error)
+	Runs(ctx context.Context, name, item string, limit int) ([]store.JobRun, error)
+	Trigger(ctx context.Context, name string) (scanjob.Info, error)
+	SetPaused(ctx context.Context, name string, paused bool) (scanjob.Info, error)
 }
 
 // JobRoutes serves GET /v1/jobs, GET /v1/jobs/{name}, GET
@@ -35,7 +36,7 @@ func JobRoutes(svc JobService, log *slog.Logger) map[string]http.Handler {
 				fail(w, r, err)
 				return
 			}
-			writeJSON(w, http.StatusOK, apiv1.JobList{Jobs: svc.List()})
+			writeJSON(w, http.StatusOK, apiv1.JobList{Jobs: jobViews(svc.List())})
 		}),
 		"GET /v1/jobs/{name}": http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			if err := noQuery(r); err != nil {
@@ -47,7 +48,7 @@ func JobRoutes(svc JobService, log *slog.Logger) map[string]http.Handler {
 				fail(w, r, err)
 				return
 			}
-			writeJSON(w, http.StatusOK, v)
+			writeJSON(w, http.StatusOK, jobView(v))
 		}),
 		"GET /v1/jobs/{name}/runs": http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			q, err := parseQuery(r.URL.RawQuery)
@@ -82,16 +83,13 @@ func JobRoutes(svc JobService, log *slog.Logger) map[string]http.Handler {
 				fail(w, r, err)
 				return
 			}
-			if runs == nil {
-				runs = []apiv1.JobRun{}
-			}
-			writeJSON(w, http.StatusOK, apiv1.JobRunList{Runs: runs})
+			writeJSON(w, http.StatusOK, apiv1.JobRunList{Runs: jobRunViews(runs)})
 		}),
 		// A wildcard cannot share its segment with a literal: "{name}:op"
 		// is one segment split on the colon, as for tasks.
 		"POST /v1/jobs/{nameop}": http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			name, op, _ := strings.Cut(r.PathValue("nameop"), ":")
-			var v apiv1.JobView
+			var v scanjob.Info
 			var err error
 			switch op {
 			case "trigger":
@@ -107,7 +105,7 @@ func JobRoutes(svc JobService, log *slog.Logger) map[string]http.Handler {
 				fail(w, r, err)
 				return
 			}
-			writeJSON(w, http.StatusOK, v)
+			writeJSON(w, http.StatusOK, jobView(v))
 		}),
 	}
 }

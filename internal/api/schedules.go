@@ -13,20 +13,21 @@ import (
 
 	"github.com/ontimehq/ontime/apiv1"
 	"github.com/ontimehq/ontime/internal/schedule"
+	"github.com/ontimehq/ontime/internal/store"
 	"github.com/ontimehq/ontime/internal/task"
 )
 
 // ScheduleService is what the schedule routes need (*schedule.Service).
 type ScheduleService interface {
-	Create(ctx context.Context, d schedule.Definition) (schedule.Record, error)
-	Put(ctx context.Context, d schedule.Definition) (schedule.Record, bool, error)
-	Get(ctx context.Context, name string) (schedule.Record, error)
-	List(ctx context.Context) ([]schedule.Record, error)
-	Delete(ctx context.Context, name string) (schedule.Record, error)
-	Pause(ctx context.Context, name string) (schedule.Record, error)
-	Resume(ctx context.Context, name string) (schedule.Record, error)
+	Create(ctx context.Context, d store.ScheduleDef) (store.Schedule, error)
+	Put(ctx context.Context, d store.ScheduleDef) (store.Schedule, bool, error)
+	Get(ctx context.Context, name string) (store.Schedule, error)
+	List(ctx context.Context) ([]store.Schedule, error)
+	Delete(ctx context.Context, name string) (store.Schedule, error)
+	Pause(ctx context.Context, name string) (store.Schedule, error)
+	Resume(ctx context.Context, name string) (store.Schedule, error)
 	Trigger(ctx context.Context, name string) (*task.Task, bool, error)
-	NextFire(r schedule.Record) time.Time
+	NextFire(r store.Schedule) time.Time
 }
 
 // ScheduleRoutes serves /v1/schedules… over svc, by ServeMux pattern, for
@@ -56,7 +57,7 @@ type scheduleHandler struct {
 }
 
 // ScheduleView converts a stored schedule to its JSON view.
-func ScheduleView(r schedule.Record, next time.Time) apiv1.Schedule {
+func ScheduleView(r store.Schedule, next time.Time) apiv1.Schedule {
 	v := apiv1.Schedule{Name: r.Name, Cron: r.Cron, TimeZone: r.TimeZone, Misfire: string(r.Misfire), Paused: r.Paused,
 		Task: apiv1.ScheduleTask{Topic: r.Task.Topic, Payload: json.RawMessage(r.Task.Payload), Target: r.Task.Target,
 			MaxAttempts: r.Task.MaxAttempts},
@@ -68,7 +69,7 @@ func ScheduleView(r schedule.Record, next time.Time) apiv1.Schedule {
 	return v
 }
 
-func (s *scheduleHandler) view(r schedule.Record) apiv1.Schedule {
+func (s *scheduleHandler) view(r store.Schedule) apiv1.Schedule {
 	return ScheduleView(r, s.svc.NextFire(r))
 }
 
@@ -76,9 +77,9 @@ func (s *scheduleHandler) view(r schedule.Record) apiv1.Schedule {
 // the shared classification speaks of tasks.
 func (s *scheduleHandler) fail(w http.ResponseWriter, r *http.Request, err error) {
 	switch {
-	case errors.Is(err, schedule.ErrNotFound):
+	case errors.Is(err, store.ErrScheduleNotFound):
 		err = &httpError{status: http.StatusNotFound, code: apiv1.CodeNotFound, field: "name", message: "no schedule has this name"}
-	case errors.Is(err, schedule.ErrExists):
+	case errors.Is(err, store.ErrScheduleExists):
 		err = &httpError{status: http.StatusConflict, code: apiv1.CodeConflict, field: "name",
 			message: "a schedule with this name exists; PUT /v1/schedules/{name} replaces it"}
 	}
@@ -123,15 +124,15 @@ func strictDecode(raw []byte, v any, prefix string) error {
 
 // readSchedule reads a schedule body: one JSON object under the single
 // task's byte limit, nothing after it, UTF-8 throughout.
-func (s *scheduleHandler) readSchedule(w http.ResponseWriter, r *http.Request) (schedule.Definition, error) {
+func (s *scheduleHandler) readSchedule(w http.ResponseWriter, r *http.Request) (store.ScheduleDef, error) {
 	limit := s.h.taskLimit()
 	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, limit))
 	var raw json.RawMessage
 	if err := dec.Decode(&raw); err != nil {
-		return schedule.Definition{}, bodyError(err, limit, "task.payload")
+		return store.ScheduleDef{}, bodyError(err, limit, "task.payload")
 	}
 	if err := endOfBody(dec, limit, "task.payload"); err != nil {
-		return schedule.Definition{}, err
+		return store.ScheduleDef{}, err
 	}
 	if err := checkUTF8(raw); err != nil {
 		// Name the field inside the task when the bad bytes are there.
@@ -140,23 +141,23 @@ func (s *scheduleHandler) readSchedule(w http.ResponseWriter, r *http.Request) (
 			var he *httpError
 			if inner := checkUTF8(top["task"]); errors.As(inner, &he) && he.field != "" {
 				he.field = "task." + he.field
-				return schedule.Definition{}, he
+				return store.ScheduleDef{}, he
 			}
 		}
-		return schedule.Definition{}, err
+		return store.ScheduleDef{}, err
 	}
 	var b scheduleBody
 	if err := strictDecode(raw, &b, ""); err != nil {
-		return schedule.Definition{}, err
+		return store.ScheduleDef{}, err
 	}
 	var t apiv1.ScheduleTask
 	if len(b.Task) > 0 && !bytes.Equal(b.Task, []byte("null")) {
 		if err := strictDecode(b.Task, &t, "task."); err != nil {
-			return schedule.Definition{}, err
+			return store.ScheduleDef{}, err
 		}
 	}
-	return schedule.Definition{Name: b.Name, Cron: b.Cron, TimeZone: b.TimeZone, Misfire: schedule.Misfire(b.Misfire), Paused: b.Paused,
-		Task: schedule.Template{Topic: t.Topic, Payload: t.Payload, Target: t.Target, MaxAttempts: t.MaxAttempts}}, nil
+	return store.ScheduleDef{Name: b.Name, Cron: b.Cron, TimeZone: b.TimeZone, Misfire: store.Misfire(b.Misfire), Paused: b.Paused,
+		Task: store.ScheduleTask{Topic: t.Topic, Payload: t.Payload, Target: t.Target, MaxAttempts: t.MaxAttempts}}, nil
 }
 
 func (s *scheduleHandler) create(w http.ResponseWriter, r *http.Request) {
@@ -245,7 +246,7 @@ func (s *scheduleHandler) delete(w http.ResponseWriter, r *http.Request) {
 
 func (s *scheduleHandler) op(w http.ResponseWriter, r *http.Request) {
 	name, op, ok := strings.Cut(r.PathValue("nameop"), ":")
-	var rec schedule.Record
+	var rec store.Schedule
 	var err error
 	switch {
 	case !ok:

@@ -4,27 +4,16 @@ package cluster
 import (
 	"cmp"
 	"slices"
-	"time"
+
+	"github.com/ontimehq/ontime/internal/store"
 )
 
 // Status is a coordinator's view of the cluster, for GET /v1/cluster.
 type Status struct {
 	Leader     string
 	Term       int64
-	Nodes      []NodeStatus
+	Nodes      []store.NodeStatus
 	Assignment map[string]string // item → owner
-}
-
-// NodeStatus is one registered node.
-type NodeStatus struct {
-	ID        string
-	Addr      string
-	Heartbeat time.Time
-	// Started is when the node's process started (zero: the coordinator
-	// does not know): a change means it was restarted under the same ID.
-	Started time.Time
-	Live    bool
-	Items   int
 }
 
 // Assign hands items to nodes: balanced (node counts differ by at most one)

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"testing"
 	"time"
+
+	"github.com/ontimehq/ontime/internal/store"
 )
 
 func nodesN(n int) []string {
@@ -128,7 +130,7 @@ func BenchmarkAssign(b *testing.B) {
 
 func TestOwnedAndTracker(t *testing.T) {
 	now := time.Now()
-	grants := map[string]Grant{
+	grants := map[string]store.Grant{
 		"b": {Node: "n1", Since: now.Add(-time.Second), Term: 3},
 		"a": {Node: "n1", Since: now.Add(-time.Second), Term: 4},
 		"c": {Node: "n1", Since: now.Add(time.Second), Term: 4}, // handed over later

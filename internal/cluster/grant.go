@@ -4,33 +4,17 @@ import (
 	"slices"
 	"sync"
 	"time"
+
+	"github.com/ontimehq/ontime/internal/store"
 )
 
 // DefaultLeaseTTL is how long a silent node keeps its items (cluster.lease_ttl):
 // both coordinators and the config default to it.
 const DefaultLeaseTTL = 10 * time.Second
 
-// Grant is one item's assignment as a coordinator stores it: the owner,
-// from when it may act on the item (a handover from a live node waits for
-// the old owner to let go), and the leader term that wrote it.
-type Grant struct {
-	Node  string
-	Since time.Time
-	Term  int64
-}
-
-// Lease is the leader lease as a coordinator stores it: the node holding
-// it, its term (the fencing token: it grows each time the lease changes
-// hands) and when it expires unless renewed.
-type Lease struct {
-	Node  string
-	Term  int64
-	Until time.Time
-}
-
 // Owned returns the highest term among the grants and, sorted, the items
 // node may act on at now (in Tracker.Set's order).
-func Owned(grants map[string]Grant, node string, now time.Time) (int64, []string) {
+func Owned(grants map[string]store.Grant, node string, now time.Time) (int64, []string) {
 	var mine []string
 	var term int64
 	for it, g := range grants {
@@ -51,7 +35,7 @@ func Owned(grants map[string]Grant, node string, now time.Time) (int64, []string
 // its next read instead of a lease TTL later (until then nobody scans the
 // items, and their tasks coming due would be late).
 // Only items eager accepts count (nil: none).
-func LetGo(before []string, grants map[string]Grant, node string, now time.Time, eager func(string) bool) []string {
+func LetGo(before []string, grants map[string]store.Grant, node string, now time.Time, eager func(string) bool) []string {
 	if eager == nil {
 		return nil
 	}

@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/ontimehq/ontime/internal/store"
 )
 
 // LetGo names only what node owned, that another node now holds from a
@@ -12,7 +14,7 @@ import (
 func TestLetGo(t *testing.T) {
 	now := time.Unix(1000, 0)
 	later, earlier := now.Add(10*time.Second), now.Add(-time.Second)
-	grants := map[string]Grant{
+	grants := map[string]store.Grant{
 		"0.0.0": {Node: "b", Since: later}, // moved to b, waiting: let go
 		"0.1.0": {Node: "b", Since: now},   // b already owns it
 		"0.2.0": {Node: "a", Since: later}, // still a's (a later grant to a itself)

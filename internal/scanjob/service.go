@@ -16,6 +16,7 @@ import (
 	"github.com/ontimehq/ontime/internal/cronspec"
 	"github.com/ontimehq/ontime/internal/metrics"
 	"github.com/ontimehq/ontime/internal/startstop"
+	"github.com/ontimehq/ontime/internal/store"
 )
 
 // ItemPrefix starts the coordinator's key of a job item:
@@ -97,7 +98,7 @@ type Service struct {
 	mu        sync.Mutex
 	owned     map[string]map[string]bool // job → items
 	running   map[string]*ItemRun        // job:item → its run
-	flags     map[string]Flags
+	flags     map[string]store.JobFlags
 	caughtUp  map[string]time.Time // job:item → when a run last found nothing left
 	wg        sync.WaitGroup
 	ctx       context.Context // the service's, set by Start
@@ -127,7 +128,7 @@ func New(cfg Config) (*Service, error) {
 		cfg.Poll = time.Second
 	}
 	return &Service{cfg: cfg, log: cfg.Logger, m: cfg.Metrics, jobs: map[string]*job{},
-		owned: map[string]map[string]bool{}, running: map[string]*ItemRun{}, flags: map[string]Flags{},
+		owned: map[string]map[string]bool{}, running: map[string]*ItemRun{}, flags: map[string]store.JobFlags{},
 		caughtUp: map[string]time.Time{}, kick: make(chan struct{}, 1)}, nil
 }
 
@@ -275,7 +276,7 @@ func (s *Service) SetOwned(keys []string) {
 			if !next[jn][it] {
 				delete(s.caughtUp, jn+":"+it)
 				if r := s.running[jn+":"+it]; r != nil {
-					r.stop(StatusMoved, s.cfg.Handover)
+					r.stop(store.RunMoved, s.cfg.Handover)
 				}
 			}
 		}
@@ -325,7 +326,7 @@ func (s *Service) Start(ctx context.Context) error {
 func (s *Service) Stop() {
 	s.mu.Lock()
 	for _, r := range s.running {
-		r.stop(StatusMoved, s.cfg.Handover)
+		r.stop(store.RunMoved, s.cfg.Handover)
 	}
 	s.mu.Unlock()
 	s.Base.Stop()
@@ -442,7 +443,7 @@ func (s *Service) pollFlags(ctx context.Context) error {
 			s.mu.Lock()
 			for key, r := range s.running {
 				if strings.HasPrefix(key, name+":") {
-					r.stop(StatusPaused, s.cfg.Handover)
+					r.stop(store.RunPaused, s.cfg.Handover)
 				}
 			}
 			s.mu.Unlock()
@@ -542,7 +543,7 @@ type ItemRun struct {
 	job   *job
 	item  string
 	token int64
-	run   Run
+	run   store.JobRun
 
 	// looking: an "acquire" look that has not decided yet; a trigger
 	// arriving meanwhile is kept in upgrade (under the service's mu).
@@ -682,8 +683,8 @@ func (r *ItemRun) execute(parent context.Context, trig string, fireAt time.Time)
 	if s.paused(j.name) {
 		return
 	}
-	r.run = Run{ID: newRunID(), Job: j.name, Item: r.item, Node: s.cfg.NodeID, Trigger: trig, FireAt: fireAt,
-		StartedAt: now, Cursor: cursor, Status: StatusRunning}
+	r.run = store.JobRun{ID: newRunID(), Job: j.name, Item: r.item, Node: s.cfg.NodeID, Trigger: trig, FireAt: fireAt,
+		StartedAt: now, Cursor: cursor, Status: store.RunRunning}
 	held, err := s.cfg.State.StartRun(ctx, &r.run, r.token)
 	if err != nil || !held {
 		if err != nil {
@@ -710,7 +711,7 @@ func (r *ItemRun) finish(runErr error, caughtUp bool) {
 	finished := true
 	switch {
 	case errors.Is(runErr, ErrLost):
-		r.run.Status = StatusMoved
+		r.run.Status = store.RunMoved
 		r.run.Error = runErr.Error()
 		s.log.Warn("job item taken by another node mid-run", "job", j.name, "item", r.item, "run", r.run.ID)
 		// Not ours to write: the new holder owns the item's row.
@@ -718,7 +719,7 @@ func (r *ItemRun) finish(runErr error, caughtUp bool) {
 		s.m.Duration.WithLabelValues(j.name).Observe(end.Sub(r.run.StartedAt).Seconds())
 		return
 	case runErr != nil && r.stoppedAs() == "":
-		r.run.Status, r.run.Error = StatusFailed, runErr.Error()
+		r.run.Status, r.run.Error = store.RunFailed, runErr.Error()
 		s.log.Warn("job item run failed", "job", j.name, "item", r.item, "run", r.run.ID, "err", runErr)
 	case r.stoppedAs() != "" && !caughtUp:
 		r.run.Status, finished = r.stoppedAs(), false
@@ -726,7 +727,7 @@ func (r *ItemRun) finish(runErr error, caughtUp bool) {
 			r.run.Error = runErr.Error()
 		}
 	default:
-		r.run.Status = StatusDone
+		r.run.Status = store.RunDone
 	}
 	if caughtUp {
 		s.mu.Lock()

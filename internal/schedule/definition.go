@@ -1,33 +1,13 @@
 package schedule
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"time"
 
 	"github.com/ontimehq/ontime/internal/cronspec"
+	"github.com/ontimehq/ontime/internal/store"
 	"github.com/ontimehq/ontime/internal/task"
-)
-
-var (
-	// ErrNotFound: no schedule has this name.
-	ErrNotFound = errors.New("schedule not found")
-	// ErrExists: a schedule with this name exists (create only).
-	ErrExists = errors.New("schedule exists")
-)
-
-// Misfire is what happens to fire times that passed while no node made
-// their tasks (every node down for longer than the misfire threshold).
-type Misfire string
-
-const (
-	// MisfireSkip drops the missed fire times: the schedule goes on with the
-	// next future one.
-	MisfireSkip Misfire = "skip"
-	// MisfireFireOnce makes one task, due at once, for all the missed fire
-	// times together (keyed by the last of them), then goes on.
-	MisfireFireOnce Misfire = "fire_once"
 )
 
 // Bounds of a definition's fields.
@@ -36,31 +16,6 @@ const (
 	MaxCronLen     = 255
 	MaxTimeZoneLen = 64
 )
-
-// Definition is a schedule as users write it (API body, config entry).
-type Definition struct {
-	Name     string
-	Cron     string // 5 fields, 6 with seconds first, @every D, @hourly …
-	TimeZone string // IANA name; "" means UTC (Validate writes "UTC")
-	Task     Template
-	Misfire  Misfire // "" means skip (Validate writes it)
-	Paused   bool
-}
-
-// Template is the task each fire time becomes.
-type Template struct {
-	Topic       string
-	Payload     []byte // a JSON value; empty means null (Validate writes it)
-	Target      string // webhook URL, or "" for the topic's Go handler
-	MaxAttempts int    // 0: the configured default when the task is made
-}
-
-// Equal reports whether d and o define the same schedule.
-func (d Definition) Equal(o Definition) bool {
-	return d.Name == o.Name && d.Cron == o.Cron && d.TimeZone == o.TimeZone && d.Misfire == o.Misfire && d.Paused == o.Paused &&
-		d.Task.Topic == o.Task.Topic && bytes.Equal(d.Task.Payload, o.Task.Payload) && d.Task.Target == o.Task.Target &&
-		d.Task.MaxAttempts == o.Task.MaxAttempts
-}
 
 // Key is the task key of the fire time at: NAME@<RFC 3339 fire time in
 // UTC>. '@' is not allowed in names, so one schedule's keys never begin
@@ -99,7 +54,7 @@ func ValidateName(name string) error {
 // defaults (time zone UTC, misfire skip, payload null) and returns the
 // parsed cron expression. Errors are *task.FieldError naming the field as
 // the API spells it ("task.topic").
-func Validate(d *Definition, l task.Limits, now time.Time) (cronspec.Spec, error) {
+func Validate(d *store.ScheduleDef, l task.Limits, now time.Time) (cronspec.Spec, error) {
 	if err := ValidateName(d.Name); err != nil {
 		return cronspec.Spec{}, err
 	}
@@ -127,8 +82,8 @@ func Validate(d *Definition, l task.Limits, now time.Time) (cronspec.Spec, error
 	}
 	switch d.Misfire {
 	case "":
-		d.Misfire = MisfireSkip
-	case MisfireSkip, MisfireFireOnce:
+		d.Misfire = store.MisfireSkip
+	case store.MisfireSkip, store.MisfireFireOnce:
 	default:
 		return cronspec.Spec{}, fieldErr("misfire", "%q is not one of skip, fire_once", d.Misfire)
 	}
@@ -146,32 +101,4 @@ func Validate(d *Definition, l task.Limits, now time.Time) (cronspec.Spec, error
 	}
 	d.Task.Payload = v.Payload
 	return spec, nil
-}
-
-// Progress is how far a schedule's fire times have been turned into tasks.
-type Progress struct {
-	// Cursor: every fire time up to this instant has been made into a
-	// task or passed over by the misfire policy; the next round starts
-	// strictly after it. Only a compare-and-set moves it, so two nodes
-	// never both make the same fire times.
-	Cursor time.Time
-	// Applied is the Version the tasks after the cursor's start were made
-	// under. When it differs from the record's Version, the definition
-	// changed (or was paused) since: the owner withdraws the tasks not yet
-	// due before it makes more.
-	Applied int64
-	// MadeTopic is the topic those tasks carry, so they can be found after
-	// the definition's topic changed.
-	MadeTopic string
-}
-
-// Record is a stored schedule.
-type Record struct {
-	Definition
-	// Version changes (a fresh random token, never reused) on every change
-	// of the definition or of its paused state.
-	Version int64
-	Progress
-	CreatedAt time.Time
-	UpdatedAt time.Time
 }

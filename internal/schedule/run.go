@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/ontimehq/ontime/internal/cronspec"
+	"github.com/ontimehq/ontime/internal/store"
 	"github.com/ontimehq/ontime/internal/submit"
 	"github.com/ontimehq/ontime/internal/task"
 )
@@ -81,7 +82,7 @@ func (s *Service) Round(ctx context.Context) time.Time {
 
 // process brings one schedule up to now + Lookahead and returns when it
 // needs the next look.
-func (s *Service) process(ctx context.Context, r Record) time.Time {
+func (s *Service) process(ctx context.Context, r store.Schedule) time.Time {
 	now := s.now()
 	if r.Applied != r.Version {
 		if !s.withdraw(ctx, &r, now) {
@@ -102,17 +103,17 @@ func (s *Service) process(ctx context.Context, r Record) time.Time {
 	if limit := now.Add(-s.cfg.MisfireAfter); start.Before(limit) {
 		if last := lastFire(spec, start, limit); !last.IsZero() {
 			missed = true
-			if r.Misfire == MisfireFireOnce {
-				specs = append(specs, r.taskSpec(last, true))
+			if r.Misfire == store.MisfireFireOnce {
+				specs = append(specs, taskSpec(r, last, true))
 			}
 			start = last
 		}
 	}
 	times := spec.Between(start, now.Add(s.cfg.Lookahead), maxPerRound)
 	for _, t := range times {
-		specs = append(specs, r.taskSpec(t, false))
+		specs = append(specs, taskSpec(r, t, false))
 	}
-	to := r.Progress
+	to := r.ScheduleProgress
 	to.Cursor = start
 	if len(times) > 0 {
 		to.Cursor = times[len(times)-1]
@@ -141,7 +142,7 @@ func (s *Service) process(ctx context.Context, r Record) time.Time {
 			}
 		}
 	}
-	ok, err := s.st.AdvanceSchedule(ctx, r.Name, r.Version, r.Progress, to)
+	ok, err := s.st.AdvanceSchedule(ctx, r.Name, r.Version, r.ScheduleProgress, to)
 	if err != nil {
 		// The tasks stay; the next round finds them by key.
 		if ctx.Err() == nil {
@@ -190,9 +191,10 @@ const roundPhase = 500 * time.Millisecond
 // one and not yet due are deleted, and the cursor comes back to now so the
 // new definition makes its own. r's progress is updated; false when the
 // row changed meanwhile (the next round reads it again).
-func (s *Service) withdraw(ctx context.Context, r *Record, now time.Time) bool {
+func (s *Service) withdraw(ctx context.Context, r *store.Schedule, now time.Time) bool {
 	if r.MadeTopic != "" {
-		n, err := s.st.WithdrawFires(ctx, r.MadeTopic, r.Name, now)
+		lo, hi := KeyRange(r.Name)
+		n, err := s.st.WithdrawFires(ctx, r.MadeTopic, lo, hi, now)
 		if err != nil {
 			if ctx.Err() == nil {
 				s.log.Warn("schedule: withdrawing tasks failed", "schedule", r.Name, "err", err)
@@ -204,11 +206,11 @@ func (s *Service) withdraw(ctx context.Context, r *Record, now time.Time) bool {
 			s.log.Info("schedule: tasks of the previous definition withdrawn", "schedule", r.Name, "tasks", n)
 		}
 	}
-	to := Progress{Cursor: r.Cursor, Applied: r.Version, MadeTopic: r.Task.Topic}
+	to := store.ScheduleProgress{Cursor: r.Cursor, Applied: r.Version, MadeTopic: r.Task.Topic}
 	if to.Cursor.After(now) {
 		to.Cursor = now.Truncate(time.Microsecond)
 	}
-	ok, err := s.st.AdvanceSchedule(ctx, r.Name, r.Version, r.Progress, to)
+	ok, err := s.st.AdvanceSchedule(ctx, r.Name, r.Version, r.ScheduleProgress, to)
 	if err != nil || !ok {
 		if err != nil && ctx.Err() == nil {
 			s.log.Warn("schedule: moving the cursor failed", "schedule", r.Name, "err", err)
@@ -218,15 +220,15 @@ func (s *Service) withdraw(ctx context.Context, r *Record, now time.Time) bool {
 		}
 		return false
 	}
-	r.Progress = to
+	r.ScheduleProgress = to
 	return true
 }
 
 // lost handles a compare-and-set that matched nothing: the row changed
 // under this node. If it is gone (deleted), the tasks this node may have
 // made just now are withdrawn; otherwise the next round reads it again.
-func (s *Service) lost(ctx context.Context, r Record) {
-	if _, err := s.st.Schedule(ctx, r.Name); errors.Is(err, ErrNotFound) {
+func (s *Service) lost(ctx context.Context, r store.Schedule) {
+	if _, err := s.st.Schedule(ctx, r.Name); errors.Is(err, store.ErrScheduleNotFound) {
 		s.withdrawAll(ctx, r, s.now())
 	}
 }

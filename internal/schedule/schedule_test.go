@@ -27,6 +27,10 @@ import (
 // The tests move a clock of their own and call Round, so every answer is
 // exact; the store, the submit path and the hot tier are the real ones.
 
+// The SQL store keeps schedules; it cannot say so itself (storage does not
+// import the stages it serves).
+var _ schedule.Store = (*sqlstore.Store)(nil)
+
 const (
 	lookahead = 10 * time.Second
 	misfire   = 20 * time.Second
@@ -102,9 +106,9 @@ func (f *fixture) service(node string, mod func(*schedule.Config)) *schedule.Ser
 	return svc
 }
 
-func every(name, d string) schedule.Definition {
-	return schedule.Definition{Name: name, Cron: "@every " + d,
-		Task: schedule.Template{Topic: topic, Payload: []byte(`{"v":1}`), Target: "http://127.0.0.1:9/hook", MaxAttempts: 3}}
+func every(name, d string) store.ScheduleDef {
+	return store.ScheduleDef{Name: name, Cron: "@every " + d,
+		Task: store.ScheduleTask{Topic: topic, Payload: []byte(`{"v":1}`), Target: "http://127.0.0.1:9/hook", MaxAttempts: 3}}
 }
 
 // tasks returns the tasks of topic by key.
@@ -201,7 +205,7 @@ func TestFireTimesMadeAheadOnce(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if r.TimeZone != "UTC" || r.Misfire != schedule.MisfireSkip || !r.Cursor.Equal(t0) {
+		if r.TimeZone != "UTC" || r.Misfire != store.MisfireSkip || !r.Cursor.Equal(t0) {
 			t.Fatalf("created %+v", r)
 		}
 		// The next round: when fire time T0+11s is half a lookahead away, off the whole second.
@@ -234,7 +238,7 @@ func TestFireTimesMadeAheadOnce(t *testing.T) {
 // times younger than the misfire threshold; fire_once also makes one task,
 // due at once, keyed by the last missed fire time.
 func TestMisfire(t *testing.T) {
-	for _, policy := range []schedule.Misfire{schedule.MisfireSkip, schedule.MisfireFireOnce} {
+	for _, policy := range []store.Misfire{store.MisfireSkip, store.MisfireFireOnce} {
 		t.Run(string(policy), func(t *testing.T) {
 			forEngines(t, func(t *testing.T, engine string) {
 				f := setup(t, engine)
@@ -252,11 +256,11 @@ func TestMisfire(t *testing.T) {
 				svc.Round(f.ctx)
 				keys := fireKeys("m", now.Add(-misfire), now.Add(lookahead), time.Second)
 				lastMissed := schedule.Key("m", now.Add(-misfire))
-				if policy == schedule.MisfireFireOnce {
+				if policy == store.MisfireFireOnce {
 					keys = append(keys, lastMissed)
 				}
 				got := f.wantKeys("after an hour down", keys)
-				if policy == schedule.MisfireFireOnce {
+				if policy == store.MisfireFireOnce {
 					// Due at once: the submit path's now, before the (future) test clock.
 					if tk := got[lastMissed]; tk.DueAt.Before(before.Truncate(time.Microsecond)) || !tk.DueAt.Before(t0) {
 						t.Fatalf("catch-up task due %s, want now (%s)", tk.DueAt, before)
@@ -296,7 +300,8 @@ func TestPassedFireTimesNotMadeAgain(t *testing.T) {
 		}
 		a.Round(f.ctx)
 		f.wantKeys("made", fireKeys("once", t0, t0.Add(lookahead), 2*time.Second))
-		if n, err := f.st.WithdrawFires(f.ctx, topic, "once", t0.Add(-time.Hour)); err != nil || n != 5 {
+		lo, hi := schedule.KeyRange("once")
+		if n, err := f.st.WithdrawFires(f.ctx, topic, lo, hi, t0.Add(-time.Hour)); err != nil || n != 5 {
 			t.Fatalf("deleting the rows: %d, %v", n, err)
 		}
 		a.Round(f.ctx)
@@ -447,10 +452,10 @@ func TestDeleteWithdraws(t *testing.T) {
 				t.Fatalf("task %s left after delete", k)
 			}
 		}
-		if _, err := svc.Get(f.ctx, "del"); !errors.Is(err, schedule.ErrNotFound) {
+		if _, err := svc.Get(f.ctx, "del"); !errors.Is(err, store.ErrScheduleNotFound) {
 			t.Fatalf("get after delete: %v", err)
 		}
-		if _, err := svc.Delete(f.ctx, "del"); !errors.Is(err, schedule.ErrNotFound) {
+		if _, err := svc.Delete(f.ctx, "del"); !errors.Is(err, store.ErrScheduleNotFound) {
 			t.Fatalf("second delete: %v", err)
 		}
 	})
@@ -498,8 +503,8 @@ func TestDaylightSaving(t *testing.T) {
 	forEngines(t, func(t *testing.T, engine string) {
 		f := setup(t, engine)
 		svc := f.service("n1", func(c *schedule.Config) { c.Lookahead = 72 * time.Hour })
-		spring := schedule.Definition{Name: "spring", Cron: "30 2 * * *", TimeZone: "America/New_York", Task: schedule.Template{Topic: topic}}
-		fall := schedule.Definition{Name: "fall", Cron: "30 1 * * *", TimeZone: "America/New_York", Task: schedule.Template{Topic: topic}}
+		spring := store.ScheduleDef{Name: "spring", Cron: "30 2 * * *", TimeZone: "America/New_York", Task: store.ScheduleTask{Topic: topic}}
+		fall := store.ScheduleDef{Name: "fall", Cron: "30 1 * * *", TimeZone: "America/New_York", Task: store.ScheduleTask{Topic: topic}}
 		f.clock.t = time.Date(2027, 3, 13, 0, 0, 0, 0, time.UTC)
 		if _, err := svc.Create(f.ctx, spring); err != nil {
 			t.Fatal(err)
@@ -526,27 +531,27 @@ func TestValidation(t *testing.T) {
 	ok := every("ok", "1s")
 	for _, c := range []struct {
 		field string
-		mod   func(d *schedule.Definition)
+		mod   func(d *store.ScheduleDef)
 	}{
-		{"name", func(d *schedule.Definition) { d.Name = "" }},
-		{"name", func(d *schedule.Definition) { d.Name = "a@b" }},
-		{"name", func(d *schedule.Definition) { d.Name = "a:pause" }},
-		{"name", func(d *schedule.Definition) { d.Name = strings.Repeat("n", 65) }},
-		{"cron", func(d *schedule.Definition) { d.Cron = "" }},
-		{"cron", func(d *schedule.Definition) { d.Cron = "* * *" }},
-		{"cron", func(d *schedule.Definition) { d.Cron = "@every 500ms" }},
-		{"cron", func(d *schedule.Definition) { d.Cron = "0 0 30 2 *" }},
-		{"cron", func(d *schedule.Definition) { d.Cron = strings.Repeat("*", 300) }},
-		{"time_zone", func(d *schedule.Definition) { d.TimeZone = "Mars/Olympus" }},
-		{"time_zone", func(d *schedule.Definition) { d.TimeZone = "Local" }},
-		{"misfire", func(d *schedule.Definition) { d.Misfire = "twice" }},
-		{"task.topic", func(d *schedule.Definition) { d.Task.Topic = "" }},
-		{"task.topic", func(d *schedule.Definition) { d.Task.Topic = "a b" }},
-		{"task.payload", func(d *schedule.Definition) { d.Task.Payload = []byte(`{`) }},
-		{"task.payload", func(d *schedule.Definition) { d.Task.Payload = []byte(`"` + strings.Repeat("x", 100) + `"`) }},
-		{"task.target", func(d *schedule.Definition) { d.Task.Target = "ftp://x" }},
-		{"task.max_attempts", func(d *schedule.Definition) { d.Task.MaxAttempts = -1 }},
-		{"task.max_attempts", func(d *schedule.Definition) { d.Task.MaxAttempts = 1001 }},
+		{"name", func(d *store.ScheduleDef) { d.Name = "" }},
+		{"name", func(d *store.ScheduleDef) { d.Name = "a@b" }},
+		{"name", func(d *store.ScheduleDef) { d.Name = "a:pause" }},
+		{"name", func(d *store.ScheduleDef) { d.Name = strings.Repeat("n", 65) }},
+		{"cron", func(d *store.ScheduleDef) { d.Cron = "" }},
+		{"cron", func(d *store.ScheduleDef) { d.Cron = "* * *" }},
+		{"cron", func(d *store.ScheduleDef) { d.Cron = "@every 500ms" }},
+		{"cron", func(d *store.ScheduleDef) { d.Cron = "0 0 30 2 *" }},
+		{"cron", func(d *store.ScheduleDef) { d.Cron = strings.Repeat("*", 300) }},
+		{"time_zone", func(d *store.ScheduleDef) { d.TimeZone = "Mars/Olympus" }},
+		{"time_zone", func(d *store.ScheduleDef) { d.TimeZone = "Local" }},
+		{"misfire", func(d *store.ScheduleDef) { d.Misfire = "twice" }},
+		{"task.topic", func(d *store.ScheduleDef) { d.Task.Topic = "" }},
+		{"task.topic", func(d *store.ScheduleDef) { d.Task.Topic = "a b" }},
+		{"task.payload", func(d *store.ScheduleDef) { d.Task.Payload = []byte(`{`) }},
+		{"task.payload", func(d *store.ScheduleDef) { d.Task.Payload = []byte(`"` + strings.Repeat("x", 100) + `"`) }},
+		{"task.target", func(d *store.ScheduleDef) { d.Task.Target = "ftp://x" }},
+		{"task.max_attempts", func(d *store.ScheduleDef) { d.Task.MaxAttempts = -1 }},
+		{"task.max_attempts", func(d *store.ScheduleDef) { d.Task.MaxAttempts = 1001 }},
 	} {
 		d := ok
 		c.mod(&d)
@@ -565,15 +570,15 @@ func TestValidation(t *testing.T) {
 	if _, err := svc.Create(f.ctx, ok); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := svc.Create(f.ctx, ok); !errors.Is(err, schedule.ErrExists) {
+	if _, err := svc.Create(f.ctx, ok); !errors.Is(err, store.ErrScheduleExists) {
 		t.Fatalf("second create: %v", err)
 	}
-	for _, op := range []func(context.Context, string) (schedule.Record, error){svc.Get, svc.Pause, svc.Resume, svc.Delete} {
-		if _, err := op(f.ctx, "missing"); !errors.Is(err, schedule.ErrNotFound) {
+	for _, op := range []func(context.Context, string) (store.Schedule, error){svc.Get, svc.Pause, svc.Resume, svc.Delete} {
+		if _, err := op(f.ctx, "missing"); !errors.Is(err, store.ErrScheduleNotFound) {
 			t.Fatalf("op on a missing schedule: %v", err)
 		}
 	}
-	if _, _, err := svc.Trigger(f.ctx, "missing"); !errors.Is(err, schedule.ErrNotFound) {
+	if _, _, err := svc.Trigger(f.ctx, "missing"); !errors.Is(err, store.ErrScheduleNotFound) {
 		t.Fatalf("trigger of a missing schedule: %v", err)
 	}
 }
@@ -611,18 +616,18 @@ func TestStoreCompareAndSet(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		to := r.Progress
+		to := r.ScheduleProgress
 		to.Cursor = r.Cursor.Add(time.Second)
-		if ok, err := f.st.AdvanceSchedule(f.ctx, "cas", r.Version+1, r.Progress, to); err != nil || ok {
+		if ok, err := f.st.AdvanceSchedule(f.ctx, "cas", r.Version+1, r.ScheduleProgress, to); err != nil || ok {
 			t.Fatalf("advance under a wrong version: %v, %v", ok, err)
 		}
 		if ok, err := f.st.AdvanceSchedule(f.ctx, "cas", r.Version, to, to); err != nil || ok {
 			t.Fatalf("advance from a wrong cursor: %v, %v", ok, err)
 		}
-		if ok, err := f.st.AdvanceSchedule(f.ctx, "cas", r.Version, r.Progress, to); err != nil || !ok {
+		if ok, err := f.st.AdvanceSchedule(f.ctx, "cas", r.Version, r.ScheduleProgress, to); err != nil || !ok {
 			t.Fatalf("advance: %v, %v", ok, err)
 		}
-		if ok, err := f.st.AdvanceSchedule(f.ctx, "cas", r.Version, r.Progress, to); err != nil || ok {
+		if ok, err := f.st.AdvanceSchedule(f.ctx, "cas", r.Version, r.ScheduleProgress, to); err != nil || ok {
 			t.Fatalf("the same advance twice: %v, %v", ok, err)
 		}
 		next := r

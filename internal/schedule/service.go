@@ -1,8 +1,9 @@
 // Package schedule turns cron schedules into ordinary tasks.
 //
-// A schedule is a row in the store's first database: its definition (cron
-// expression, time zone, the task to make, misfire policy, paused) and its
-// Progress — the cursor up to which fire times have been made into tasks.
+// A schedule is a row in the store's first database (store.Schedule): its
+// definition (cron expression, time zone, the task to make, misfire policy,
+// paused) and its progress — the cursor up to which fire times have been
+// made into tasks.
 // Each fire time becomes one task with key NAME@<RFC 3339 fire time>, made
 // ahead of time (Lookahead: at least one preheat window) so that the
 // pipeline delivers it with its own precision, never early.
@@ -60,23 +61,24 @@ import (
 // methods answer false, and change nothing, when the row is not as given.
 type Store interface {
 	// Schedules lists every schedule by name.
-	Schedules(ctx context.Context) ([]Record, error)
-	// Schedule returns one schedule or ErrNotFound.
-	Schedule(ctx context.Context, name string) (Record, error)
-	// CreateSchedule inserts r, or answers ErrExists.
-	CreateSchedule(ctx context.Context, r Record) error
+	Schedules(ctx context.Context) ([]store.Schedule, error)
+	// Schedule returns one schedule or store.ErrScheduleNotFound.
+	Schedule(ctx context.Context, name string) (store.Schedule, error)
+	// CreateSchedule inserts r, or answers store.ErrScheduleExists.
+	CreateSchedule(ctx context.Context, r store.Schedule) error
 	// UpdateSchedule writes r's definition, Version and UpdatedAt where
 	// the row's version is version, and raises its cursor to r.Cursor
 	// when that is later.
-	UpdateSchedule(ctx context.Context, r Record, version int64) (bool, error)
+	UpdateSchedule(ctx context.Context, r store.Schedule, version int64) (bool, error)
 	// DeleteSchedule deletes the schedule; false when there was none.
 	DeleteSchedule(ctx context.Context, name string) (bool, error)
 	// AdvanceSchedule sets the progress to to where the row has this
 	// version and progress from.
-	AdvanceSchedule(ctx context.Context, name string, version int64, from, to Progress) (bool, error)
+	AdvanceSchedule(ctx context.Context, name string, version int64, from, to store.ScheduleProgress) (bool, error)
 	// WithdrawFires deletes the pending and claimed tasks of topic whose
-	// keys are fire times of name, due after after; it answers how many.
-	WithdrawFires(ctx context.Context, topic, name string, after time.Time) (int64, error)
+	// keys are in [lo, hi) (one schedule's fire times: KeyRange), due
+	// after after; it answers how many.
+	WithdrawFires(ctx context.Context, topic, lo, hi string, after time.Time) (int64, error)
 }
 
 // Submitter makes tasks: the node's submit path.
@@ -200,15 +202,16 @@ func (s *Service) Wake() {
 	}
 }
 
-// Create stores a new schedule; ErrExists when the name is taken.
-func (s *Service) Create(ctx context.Context, d Definition) (Record, error) {
+// Create stores a new schedule; store.ErrScheduleExists when the name is
+// taken.
+func (s *Service) Create(ctx context.Context, d store.ScheduleDef) (store.Schedule, error) {
 	now := s.now()
 	if _, err := Validate(&d, s.cfg.Limits, now); err != nil {
-		return Record{}, err
+		return store.Schedule{}, err
 	}
 	r := newRecord(d, now)
 	if err := s.st.CreateSchedule(ctx, r); err != nil {
-		return Record{}, fmt.Errorf("create schedule %s: %w", d.Name, err)
+		return store.Schedule{}, fmt.Errorf("create schedule %s: %w", d.Name, err)
 	}
 	s.Wake()
 	return r, nil
@@ -216,56 +219,56 @@ func (s *Service) Create(ctx context.Context, d Definition) (Record, error) {
 
 // newRecord is a schedule created at now: its first fire time is the
 // first after now.
-func newRecord(d Definition, now time.Time) Record {
+func newRecord(d store.ScheduleDef, now time.Time) store.Schedule {
 	now = now.Truncate(time.Microsecond) // what the store keeps
 	v := store.NewToken()
-	return Record{Definition: d, Version: v, Progress: Progress{Cursor: now, Applied: v, MadeTopic: d.Task.Topic},
+	return store.Schedule{ScheduleDef: d, Version: v, ScheduleProgress: store.ScheduleProgress{Cursor: now, Applied: v, MadeTopic: d.Task.Topic},
 		CreatedAt: now, UpdatedAt: now}
 }
 
 // Put creates the schedule or replaces its definition; created says which.
 // Replacing with an identical definition writes nothing. A replaced
 // schedule keeps its cursor: fire times already passed are not made again.
-func (s *Service) Put(ctx context.Context, d Definition) (r Record, created bool, err error) {
+func (s *Service) Put(ctx context.Context, d store.ScheduleDef) (r store.Schedule, created bool, err error) {
 	now := s.now()
 	if _, err := Validate(&d, s.cfg.Limits, now); err != nil {
-		return Record{}, false, err
+		return store.Schedule{}, false, err
 	}
 	for range 10 {
 		cur, err := s.st.Schedule(ctx, d.Name)
 		switch {
-		case errors.Is(err, ErrNotFound):
+		case errors.Is(err, store.ErrScheduleNotFound):
 			r := newRecord(d, now)
 			err := s.st.CreateSchedule(ctx, r)
-			if errors.Is(err, ErrExists) {
+			if errors.Is(err, store.ErrScheduleExists) {
 				continue // created meanwhile: replace it
 			}
 			if err != nil {
-				return Record{}, false, fmt.Errorf("put schedule %s: %w", d.Name, err)
+				return store.Schedule{}, false, fmt.Errorf("put schedule %s: %w", d.Name, err)
 			}
 			s.Wake()
 			return r, true, nil
 		case err != nil:
-			return Record{}, false, fmt.Errorf("put schedule %s: %w", d.Name, err)
+			return store.Schedule{}, false, fmt.Errorf("put schedule %s: %w", d.Name, err)
 		}
-		if cur.Definition.Equal(d) {
+		if cur.ScheduleDef.Equal(d) {
 			return cur, false, nil
 		}
 		next := cur
-		next.Definition, next.Version, next.UpdatedAt = d, store.NewToken(), now.Truncate(time.Microsecond)
+		next.ScheduleDef, next.Version, next.UpdatedAt = d, store.NewToken(), now.Truncate(time.Microsecond)
 		if cur.Paused && !d.Paused {
 			next.Cursor = laterOf(cur.Cursor, now) // resumed: the paused time is not owed
 		}
 		ok, err := s.st.UpdateSchedule(ctx, next, cur.Version)
 		if err != nil {
-			return Record{}, false, fmt.Errorf("put schedule %s: %w", d.Name, err)
+			return store.Schedule{}, false, fmt.Errorf("put schedule %s: %w", d.Name, err)
 		}
 		if ok {
 			s.Wake()
 			return s.reread(ctx, next)
 		}
 	}
-	return Record{}, false, fmt.Errorf("put schedule %s: %w", d.Name, errBusy)
+	return store.Schedule{}, false, fmt.Errorf("put schedule %s: %w", d.Name, errBusy)
 }
 
 // errBusy: the row kept changing under a read-modify-write.
@@ -273,7 +276,7 @@ var errBusy = errors.New("schedule changed concurrently; retry")
 
 // reread returns the stored row after a write (its cursor may have been
 // raised), or want when it cannot be read.
-func (s *Service) reread(ctx context.Context, want Record) (Record, bool, error) {
+func (s *Service) reread(ctx context.Context, want store.Schedule) (store.Schedule, bool, error) {
 	r, err := s.st.Schedule(ctx, want.Name)
 	if err != nil || r.Version != want.Version {
 		return want, false, nil
@@ -282,29 +285,29 @@ func (s *Service) reread(ctx context.Context, want Record) (Record, bool, error)
 }
 
 // Get returns a schedule.
-func (s *Service) Get(ctx context.Context, name string) (Record, error) {
+func (s *Service) Get(ctx context.Context, name string) (store.Schedule, error) {
 	if err := ValidateName(name); err != nil {
-		return Record{}, err
+		return store.Schedule{}, err
 	}
 	return s.st.Schedule(ctx, name)
 }
 
 // List returns every schedule by name.
-func (s *Service) List(ctx context.Context) ([]Record, error) { return s.st.Schedules(ctx) }
+func (s *Service) List(ctx context.Context) ([]store.Schedule, error) { return s.st.Schedules(ctx) }
 
 // Delete removes a schedule and withdraws its tasks not yet started; it
 // returns the schedule as it was.
-func (s *Service) Delete(ctx context.Context, name string) (Record, error) {
+func (s *Service) Delete(ctx context.Context, name string) (store.Schedule, error) {
 	r, err := s.Get(ctx, name)
 	if err != nil {
-		return Record{}, err
+		return store.Schedule{}, err
 	}
 	ok, err := s.st.DeleteSchedule(ctx, name)
 	if err != nil {
-		return Record{}, fmt.Errorf("delete schedule %s: %w", name, err)
+		return store.Schedule{}, fmt.Errorf("delete schedule %s: %w", name, err)
 	}
 	if !ok {
-		return Record{}, ErrNotFound
+		return store.Schedule{}, store.ErrScheduleNotFound
 	}
 	// An owner making tasks at this moment finds the row gone when it
 	// moves the cursor, and withdraws what it made itself (lost).
@@ -313,13 +316,14 @@ func (s *Service) Delete(ctx context.Context, name string) (Record, error) {
 }
 
 // withdrawAll withdraws the tasks of r under its made and current topics.
-func (s *Service) withdrawAll(ctx context.Context, r Record, now time.Time) {
+func (s *Service) withdrawAll(ctx context.Context, r store.Schedule, now time.Time) {
 	topics := []string{r.MadeTopic}
 	if r.Task.Topic != r.MadeTopic {
 		topics = append(topics, r.Task.Topic)
 	}
+	lo, hi := KeyRange(r.Name)
 	for _, tp := range topics {
-		if n, err := s.st.WithdrawFires(ctx, tp, r.Name, now); err != nil {
+		if n, err := s.st.WithdrawFires(ctx, tp, lo, hi, now); err != nil {
 			s.log.Warn("schedule: withdrawing tasks of a deleted schedule failed; they will fire", "schedule", r.Name, "err", err)
 		} else if n > 0 {
 			s.m.withdrawn.Add(float64(n))
@@ -331,31 +335,31 @@ func (s *Service) withdrawAll(ctx context.Context, r Record, now time.Time) {
 // Pause stops making tasks for the schedule; the tasks already made and
 // not yet started are withdrawn by the owner. Pausing a paused schedule
 // changes nothing.
-func (s *Service) Pause(ctx context.Context, name string) (Record, error) {
+func (s *Service) Pause(ctx context.Context, name string) (store.Schedule, error) {
 	return s.setPaused(ctx, name, true)
 }
 
 // Resume makes tasks again from the next fire time after now: the fire
 // times of the paused period are not owed. Resuming a running schedule
 // changes nothing.
-func (s *Service) Resume(ctx context.Context, name string) (Record, error) {
+func (s *Service) Resume(ctx context.Context, name string) (store.Schedule, error) {
 	return s.setPaused(ctx, name, false)
 }
 
-func (s *Service) setPaused(ctx context.Context, name string, paused bool) (Record, error) {
+func (s *Service) setPaused(ctx context.Context, name string, paused bool) (store.Schedule, error) {
 	if err := ValidateName(name); err != nil {
-		return Record{}, err
+		return store.Schedule{}, err
 	}
-	d := Definition{}
+	d := store.ScheduleDef{}
 	for range 10 {
 		cur, err := s.st.Schedule(ctx, name)
 		if err != nil {
-			return Record{}, err
+			return store.Schedule{}, err
 		}
 		if cur.Paused == paused {
 			return cur, nil
 		}
-		d = cur.Definition
+		d = cur.ScheduleDef
 		d.Paused = paused
 		r, _, err := s.Put(ctx, d)
 		if errors.Is(err, errBusy) {
@@ -363,7 +367,7 @@ func (s *Service) setPaused(ctx context.Context, name string, paused bool) (Reco
 		}
 		return r, err
 	}
-	return Record{}, fmt.Errorf("schedule %s: %w", name, errBusy)
+	return store.Schedule{}, fmt.Errorf("schedule %s: %w", name, errBusy)
 }
 
 // Trigger makes one task of the schedule now, outside its cron, keyed by
@@ -374,7 +378,7 @@ func (s *Service) Trigger(ctx context.Context, name string) (t *task.Task, creat
 	if err != nil {
 		return nil, false, err
 	}
-	res, err := s.sub.Submit(ctx, []task.Spec{r.taskSpec(s.now().Truncate(time.Microsecond), false)})
+	res, err := s.sub.Submit(ctx, []task.Spec{taskSpec(r, s.now().Truncate(time.Microsecond), false)})
 	if err != nil {
 		return nil, false, fmt.Errorf("trigger schedule %s: %w", name, err)
 	}
@@ -389,7 +393,7 @@ func (s *Service) Trigger(ctx context.Context, name string) (t *task.Task, creat
 
 // NextFire is the schedule's first fire time after now; zero when it is
 // paused or never fires again.
-func (s *Service) NextFire(r Record) time.Time {
+func (s *Service) NextFire(r store.Schedule) time.Time {
 	if r.Paused {
 		return time.Time{}
 	}
@@ -401,7 +405,7 @@ func (s *Service) NextFire(r Record) time.Time {
 }
 
 // spec parses r's expression, once per expression and zone.
-func (s *Service) spec(r Record) (cronspec.Spec, error) {
+func (s *Service) spec(r store.Schedule) (cronspec.Spec, error) {
 	k := r.Cron + "\x00" + r.TimeZone
 	s.mu.Lock()
 	sp, ok := s.specs[k]
@@ -423,7 +427,7 @@ func (s *Service) spec(r Record) (cronspec.Spec, error) {
 }
 
 // taskSpec is the task of fire time at; due at at, or now when dueNow.
-func (r Record) taskSpec(at time.Time, dueNow bool) task.Spec {
+func taskSpec(r store.Schedule, at time.Time, dueNow bool) task.Spec {
 	sp := task.Spec{Topic: r.Task.Topic, Key: Key(r.Name, at), Payload: r.Task.Payload, Target: r.Task.Target,
 		MaxAttempts: r.Task.MaxAttempts}
 	if !dueNow {

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ontimehq/ontime/internal/cluster"
+	"github.com/ontimehq/ontime/internal/store"
 )
 
 // Recorder keeps the latest assignment a node received.
@@ -79,7 +79,7 @@ func KeptOnJoin(t *testing.T, before map[string][]string, nodes []*Recorder) {
 // some items and every such grant has started, and old no longer owns any
 // of them; it fails once deadline passes first. The handover tests use it:
 // node joined, and only old, the owner, can end the wait.
-func WaitHandedOver(t *testing.T, grants func() (map[string]cluster.Grant, error), node string, old *Recorder, joined, deadline time.Time) {
+func WaitHandedOver(t *testing.T, grants func() (map[string]store.Grant, error), node string, old *Recorder, joined, deadline time.Time) {
 	t.Helper()
 	for {
 		all, err := grants()

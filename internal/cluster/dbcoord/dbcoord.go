@@ -35,6 +35,7 @@ import (
 
 	"github.com/ontimehq/ontime/internal/cluster"
 	"github.com/ontimehq/ontime/internal/startstop"
+	"github.com/ontimehq/ontime/internal/store"
 )
 
 // Store is the coordination state the protocol reads and writes, kept in
@@ -50,17 +51,17 @@ type Store interface {
 	// LiveNodes lists the nodes heard of at or after since.
 	LiveNodes(ctx context.Context, since time.Time) ([]string, error)
 	// Nodes lists every registration (ID, Addr, Heartbeat) by ID.
-	Nodes(ctx context.Context) ([]cluster.NodeStatus, error)
+	Nodes(ctx context.Context) ([]store.NodeStatus, error)
 
 	// Leader reads the leader lease.
-	Leader(ctx context.Context) (cluster.Lease, error)
+	Leader(ctx context.Context) (store.LeaderLease, error)
 	// TryLead takes the lease for node until until, with a term one
 	// higher, if it is vacant or expired at now; it returns the term
 	// taken, 0 when another node holds it.
 	TryLead(ctx context.Context, node string, now, until time.Time) (term int64, err error)
 	// RenewLead extends the lease l.Node holds under l.Term to l.Until;
 	// held is false once it changed hands.
-	RenewLead(ctx context.Context, l cluster.Lease) (held bool, err error)
+	RenewLead(ctx context.Context, l store.LeaderLease) (held bool, err error)
 	// Resign expires node's lease under term now.
 	Resign(ctx context.Context, node string, term int64) error
 
@@ -69,11 +70,11 @@ type Store interface {
 	// the items go, so their new owners need not wait.
 	HandOver(ctx context.Context, from string, items []string, now time.Time) error
 	// Assignment reads every item's grant.
-	Assignment(ctx context.Context) (map[string]cluster.Grant, error)
+	Assignment(ctx context.Context) (map[string]store.Grant, error)
 	// WriteAssignment writes grants and deletes the items in drop in one
 	// transaction that first renews the lease l (the fence); held is
 	// false, and nothing written, once the lease changed hands.
-	WriteAssignment(ctx context.Context, l cluster.Lease, grants map[string]cluster.Grant, drop []string) (held bool, err error)
+	WriteAssignment(ctx context.Context, l store.LeaderLease, grants map[string]store.Grant, drop []string) (held bool, err error)
 }
 
 // Config configures a coordinator.
@@ -228,7 +229,7 @@ func (c *Coordinator) lead(ctx context.Context, now time.Time) (int64, error) {
 	term := c.term
 	c.mu.Unlock()
 	if term > 0 {
-		held, err := c.st.RenewLead(ctx, cluster.Lease{Node: c.cfg.NodeID, Term: term, Until: until})
+		held, err := c.st.RenewLead(ctx, store.LeaderLease{Node: c.cfg.NodeID, Term: term, Until: until})
 		if err != nil {
 			return 0, err
 		}
@@ -277,7 +278,7 @@ func (c *Coordinator) rebalance(ctx context.Context, now time.Time, term int64) 
 	for _, n := range nodes {
 		live[n] = true
 	}
-	grants := map[string]cluster.Grant{}
+	grants := map[string]store.Grant{}
 	for _, it := range c.cfg.Items {
 		if prev[it] == next[it] {
 			continue
@@ -289,7 +290,7 @@ func (c *Coordinator) rebalance(ctx context.Context, now time.Time, term int64) 
 		if live[prev[it]] {
 			since = now.Add(c.cfg.TTL)
 		}
-		grants[it] = cluster.Grant{Node: next[it], Since: since, Term: term}
+		grants[it] = store.Grant{Node: next[it], Since: since, Term: term}
 	}
 	var drop []string
 	for it := range prev {
@@ -299,7 +300,7 @@ func (c *Coordinator) rebalance(ctx context.Context, now time.Time, term int64) 
 	}
 	slices.Sort(drop)
 	// Fence: still the leader under this term, inside the transaction.
-	held, err := c.st.WriteAssignment(ctx, cluster.Lease{Node: c.cfg.NodeID, Term: term, Until: now.Add(c.cfg.TTL)}, grants, drop)
+	held, err := c.st.WriteAssignment(ctx, store.LeaderLease{Node: c.cfg.NodeID, Term: term, Until: now.Add(c.cfg.TTL)}, grants, drop)
 	if err != nil {
 		return err
 	}

@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ontimehq/ontime/internal/cluster"
 	"github.com/ontimehq/ontime/internal/cluster/clustertest"
+	"github.com/ontimehq/ontime/internal/store"
 	"github.com/ontimehq/ontime/internal/testdb"
 )
 
@@ -40,7 +40,7 @@ func TestHandOverEndsTheWait(t *testing.T) {
 			// late round on a loaded machine, still short of the 30 s
 			// the wait would last.
 			deadline := joined.Add(ttl/3 + 10*time.Second)
-			clustertest.WaitHandedOver(t, func() (map[string]cluster.Grant, error) { return a.st.Assignment(ctx) }, "b", a.Recorder, joined, deadline)
+			clustertest.WaitHandedOver(t, func() (map[string]store.Grant, error) { return a.st.Assignment(ctx) }, "b", a.Recorder, joined, deadline)
 		})
 	}
 }

@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ontimehq/ontime/internal/cluster"
 	"github.com/ontimehq/ontime/internal/cluster/clustertest"
+	"github.com/ontimehq/ontime/internal/store"
 	"github.com/ontimehq/ontime/internal/testdb"
 )
 
@@ -55,15 +55,15 @@ func (s *cutStore) LiveNodes(ctx context.Context, since time.Time) ([]string, er
 	}
 	return s.Store.LiveNodes(ctx, since)
 }
-func (s *cutStore) Nodes(ctx context.Context) ([]cluster.NodeStatus, error) {
+func (s *cutStore) Nodes(ctx context.Context) ([]store.NodeStatus, error) {
 	if err := s.err(); err != nil {
 		return nil, err
 	}
 	return s.Store.Nodes(ctx)
 }
-func (s *cutStore) Leader(ctx context.Context) (cluster.Lease, error) {
+func (s *cutStore) Leader(ctx context.Context) (store.LeaderLease, error) {
 	if err := s.err(); err != nil {
-		return cluster.Lease{}, err
+		return store.LeaderLease{}, err
 	}
 	return s.Store.Leader(ctx)
 }
@@ -73,7 +73,7 @@ func (s *cutStore) TryLead(ctx context.Context, node string, now, until time.Tim
 	}
 	return s.Store.TryLead(ctx, node, now, until)
 }
-func (s *cutStore) RenewLead(ctx context.Context, l cluster.Lease) (bool, error) {
+func (s *cutStore) RenewLead(ctx context.Context, l store.LeaderLease) (bool, error) {
 	if err := s.err(); err != nil {
 		return false, err
 	}
@@ -85,13 +85,13 @@ func (s *cutStore) Resign(ctx context.Context, node string, term int64) error {
 	}
 	return s.Store.Resign(ctx, node, term)
 }
-func (s *cutStore) Assignment(ctx context.Context) (map[string]cluster.Grant, error) {
+func (s *cutStore) Assignment(ctx context.Context) (map[string]store.Grant, error) {
 	if err := s.err(); err != nil {
 		return nil, err
 	}
 	return s.Store.Assignment(ctx)
 }
-func (s *cutStore) WriteAssignment(ctx context.Context, l cluster.Lease, grants map[string]cluster.Grant, drop []string) (bool, error) {
+func (s *cutStore) WriteAssignment(ctx context.Context, l store.LeaderLease, grants map[string]store.Grant, drop []string) (bool, error) {
 	if err := s.err(); err != nil {
 		return false, err
 	}

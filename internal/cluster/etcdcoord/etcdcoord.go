@@ -34,6 +34,7 @@ import (
 	"github.com/ontimehq/ontime/internal/cluster"
 	"github.com/ontimehq/ontime/internal/logbridge"
 	"github.com/ontimehq/ontime/internal/startstop"
+	"github.com/ontimehq/ontime/internal/store"
 )
 
 // Config configures a coordinator.
@@ -225,12 +226,12 @@ func (c *Coordinator) session(ctx context.Context) error {
 	}
 }
 
-func (c *Coordinator) assignment(ctx context.Context) (map[string]cluster.Grant, error) {
+func (c *Coordinator) assignment(ctx context.Context) (map[string]store.Grant, error) {
 	resp, err := c.cli.Get(ctx, c.cfg.Prefix+"/assign/", clientv3.WithPrefix())
 	if err != nil {
 		return nil, err
 	}
-	out := make(map[string]cluster.Grant, len(resp.Kvs))
+	out := make(map[string]store.Grant, len(resp.Kvs))
 	for _, kv := range resp.Kvs {
 		item := strings.TrimPrefix(string(kv.Key), c.cfg.Prefix+"/assign/")
 		p := strings.Split(string(kv.Value), "|")
@@ -239,7 +240,7 @@ func (c *Coordinator) assignment(ctx context.Context) (map[string]cluster.Grant,
 		}
 		since, _ := strconv.ParseInt(p[1], 10, 64)
 		term, _ := strconv.ParseInt(p[2], 10, 64)
-		out[item] = cluster.Grant{Node: p[0], Since: time.UnixMicro(since), Term: term}
+		out[item] = store.Grant{Node: p[0], Since: time.UnixMicro(since), Term: term}
 	}
 	return out, nil
 }
@@ -358,8 +359,8 @@ func (c *Coordinator) Status(ctx context.Context) (cluster.Status, error) {
 		counts[g.Node]++
 	}
 	for id, addr := range live {
-		st.Nodes = append(st.Nodes, cluster.NodeStatus{ID: id, Addr: addr, Heartbeat: time.Now(), Live: true, Items: counts[id]})
+		st.Nodes = append(st.Nodes, store.NodeStatus{ID: id, Addr: addr, Heartbeat: time.Now(), Live: true, Items: counts[id]})
 	}
-	slices.SortFunc(st.Nodes, func(a, b cluster.NodeStatus) int { return strings.Compare(a.ID, b.ID) })
+	slices.SortFunc(st.Nodes, func(a, b store.NodeStatus) int { return strings.Compare(a.ID, b.ID) })
 	return st, nil
 }

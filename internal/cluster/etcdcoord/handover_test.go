@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ontimehq/ontime/internal/cluster"
 	"github.com/ontimehq/ontime/internal/cluster/clustertest"
+	"github.com/ontimehq/ontime/internal/store"
 	"github.com/ontimehq/ontime/internal/testdb/testetcd"
 )
 
@@ -31,5 +31,5 @@ func TestHandOverEndsTheWait(t *testing.T) {
 		t.Fatal(err)
 	}
 	deadline := joined.Add(ttl/3 + 10*time.Second)
-	clustertest.WaitHandedOver(t, func() (map[string]cluster.Grant, error) { return a.c.assignment(ctx) }, "b", a.Recorder, joined, deadline)
+	clustertest.WaitHandedOver(t, func() (map[string]store.Grant, error) { return a.c.assignment(ctx) }, "b", a.Recorder, joined, deadline)
 }

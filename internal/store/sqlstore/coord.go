@@ -8,7 +8,7 @@ import (
 	"slices"
 	"time"
 
-	"github.com/ontimehq/ontime/internal/cluster"
+	"github.com/ontimehq/ontime/internal/store"
 )
 
 // The database coordinator's state (dbcoord.Store), in the first database
@@ -77,16 +77,16 @@ func (s *Store) LiveNodes(ctx context.Context, since time.Time) (_ []string, err
 
 // Nodes lists every registration by node ID, with its ID, address and
 // last heartbeat.
-func (s *Store) Nodes(ctx context.Context) (_ []cluster.NodeStatus, err error) {
+func (s *Store) Nodes(ctx context.Context) (_ []store.NodeStatus, err error) {
 	defer classify(&err)
 	rows, err := s.coordDB().QueryContext(ctx, `SELECT node_id, addr, heartbeat_at, started_at FROM ontime_nodes ORDER BY node_id`)
 	if err != nil {
 		return nil, fmt.Errorf("nodes: %w", err)
 	}
 	defer rows.Close()
-	var out []cluster.NodeStatus
+	var out []store.NodeStatus
 	for rows.Next() {
-		var ns cluster.NodeStatus
+		var ns store.NodeStatus
 		var hb, started int64
 		if err := rows.Scan(&ns.ID, &ns.Addr, &hb, &started); err != nil {
 			return nil, fmt.Errorf("nodes: %w", err)
@@ -101,9 +101,9 @@ func (s *Store) Nodes(ctx context.Context) (_ []cluster.NodeStatus, err error) {
 }
 
 // Leader reads the leader lease (Node is empty when none was ever taken).
-func (s *Store) Leader(ctx context.Context) (_ cluster.Lease, err error) {
+func (s *Store) Leader(ctx context.Context) (_ store.LeaderLease, err error) {
 	defer classify(&err)
-	var l cluster.Lease
+	var l store.LeaderLease
 	var until int64
 	if err := s.coordDB().QueryRowContext(ctx, `SELECT node_id, term, lease_until FROM ontime_leader WHERE id = 1`).Scan(&l.Node, &l.Term, &until); err != nil {
 		return l, fmt.Errorf("leader: %w", err)
@@ -155,7 +155,7 @@ func (s *Store) renewLead(ctx context.Context, db execer, node string, term, unt
 
 // RenewLead extends l.Node's lease under l.Term to l.Until. held is false
 // when the lease has changed hands (a higher term exists).
-func (s *Store) RenewLead(ctx context.Context, l cluster.Lease) (held bool, err error) {
+func (s *Store) RenewLead(ctx context.Context, l store.LeaderLease) (held bool, err error) {
 	defer classify(&err)
 	held, err = s.renewLead(ctx, s.coordDB(), l.Node, l.Term, l.Until.UnixMicro())
 	if err != nil {
@@ -175,21 +175,21 @@ func (s *Store) Resign(ctx context.Context, node string, term int64) (err error)
 }
 
 // Assignment reads every item's grant.
-func (s *Store) Assignment(ctx context.Context) (_ map[string]cluster.Grant, err error) {
+func (s *Store) Assignment(ctx context.Context) (_ map[string]store.Grant, err error) {
 	defer classify(&err)
 	rows, err := s.coordDB().QueryContext(ctx, `SELECT item, node_id, term, since FROM ontime_assignment`)
 	if err != nil {
 		return nil, fmt.Errorf("assignment: %w", err)
 	}
 	defer rows.Close()
-	out := map[string]cluster.Grant{}
+	out := map[string]store.Grant{}
 	for rows.Next() {
 		var it, node string
 		var term, since int64
 		if err := rows.Scan(&it, &node, &term, &since); err != nil {
 			return nil, fmt.Errorf("assignment: %w", err)
 		}
-		out[it] = cluster.Grant{Node: node, Since: time.UnixMicro(since), Term: term}
+		out[it] = store.Grant{Node: node, Since: time.UnixMicro(since), Term: term}
 	}
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("assignment: %w", err)
@@ -224,7 +224,7 @@ func (s *Store) HandOver(ctx context.Context, from string, items []string, now t
 // transaction fenced by the leader lease l: inside it, the lease is
 // renewed to l.Until under l.Term first, and if that matches nothing (the
 // lease changed hands) nothing is written and held is false.
-func (s *Store) WriteAssignment(ctx context.Context, l cluster.Lease, grants map[string]cluster.Grant, drop []string) (held bool, err error) {
+func (s *Store) WriteAssignment(ctx context.Context, l store.LeaderLease, grants map[string]store.Grant, drop []string) (held bool, err error) {
 	defer classify(&err)
 	tx, err := s.coordDB().BeginTx(ctx, nil)
 	if err != nil {

@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ontimehq/ontime/internal/cluster"
 	"github.com/ontimehq/ontime/internal/store"
 	"github.com/ontimehq/ontime/internal/testdb"
 )
@@ -78,34 +77,34 @@ func TestCoordination(t *testing.T) {
 			// Renewing to the same expiry still counts as held (MySQL
 			// reports changed rows, not matched ones).
 			for range 2 {
-				if held, err := s.RenewLead(ctx, cluster.Lease{Node: "a", Term: 1, Until: now.Add(2 * ttl)}); err != nil || !held {
+				if held, err := s.RenewLead(ctx, store.LeaderLease{Node: "a", Term: 1, Until: now.Add(2 * ttl)}); err != nil || !held {
 					t.Fatalf("a renews: %v %v", held, err)
 				}
 			}
-			if held, err := s.RenewLead(ctx, cluster.Lease{Node: "b", Term: 1, Until: now.Add(2 * ttl)}); err != nil || held {
+			if held, err := s.RenewLead(ctx, store.LeaderLease{Node: "b", Term: 1, Until: now.Add(2 * ttl)}); err != nil || held {
 				t.Fatalf("b renews a's lease: %v %v", held, err)
 			}
 
 			// Fenced writes.
-			grants := map[string]cluster.Grant{
+			grants := map[string]store.Grant{
 				"0.0.0": {Node: "a", Since: now, Term: 1},
 				"0.0.1": {Node: "b", Since: now.Add(ttl), Term: 1},
 			}
-			if held, err := s.WriteAssignment(ctx, cluster.Lease{Node: "a", Term: 1, Until: now.Add(2 * ttl)}, grants, nil); err != nil || !held {
+			if held, err := s.WriteAssignment(ctx, store.LeaderLease{Node: "a", Term: 1, Until: now.Add(2 * ttl)}, grants, nil); err != nil || !held {
 				t.Fatalf("leader writes: %v %v", held, err)
 			}
 			got, err := s.Assignment(ctx)
 			if err != nil || !maps.Equal(got, grants) {
 				t.Fatalf("assignment %v %v, want %v", got, err, grants)
 			}
-			if held, err := s.WriteAssignment(ctx, cluster.Lease{Node: "a", Term: 0, Until: now.Add(2 * ttl)}, map[string]cluster.Grant{"0.0.0": {Node: "x", Since: now, Term: 0}}, []string{"0.0.1"}); err != nil || held {
+			if held, err := s.WriteAssignment(ctx, store.LeaderLease{Node: "a", Term: 0, Until: now.Add(2 * ttl)}, map[string]store.Grant{"0.0.0": {Node: "x", Since: now, Term: 0}}, []string{"0.0.1"}); err != nil || held {
 				t.Fatalf("stale term writes: %v %v", held, err)
 			}
 			if got, _ := s.Assignment(ctx); !maps.Equal(got, grants) {
 				t.Fatalf("a fenced write changed the assignment: %v", got)
 			}
-			moved := map[string]cluster.Grant{"0.0.0": {Node: "b", Since: now.Add(ttl), Term: 1}}
-			if held, err := s.WriteAssignment(ctx, cluster.Lease{Node: "a", Term: 1, Until: now.Add(2 * ttl)}, moved, []string{"0.0.1"}); err != nil || !held {
+			moved := map[string]store.Grant{"0.0.0": {Node: "b", Since: now.Add(ttl), Term: 1}}
+			if held, err := s.WriteAssignment(ctx, store.LeaderLease{Node: "a", Term: 1, Until: now.Add(2 * ttl)}, moved, []string{"0.0.1"}); err != nil || !held {
 				t.Fatalf("leader moves and drops: %v %v", held, err)
 			}
 			if got, _ := s.Assignment(ctx); !maps.Equal(got, moved) {
@@ -123,7 +122,7 @@ func TestCoordination(t *testing.T) {
 			if l, err := s.Leader(ctx); err != nil || l.Node != "b" || l.Term != 2 || !l.Until.Equal(now.Add(ttl)) {
 				t.Fatalf("lease %+v %v", l, err)
 			}
-			if held, err := s.WriteAssignment(ctx, cluster.Lease{Node: "a", Term: 1, Until: now.Add(ttl)}, grants, nil); err != nil || held {
+			if held, err := s.WriteAssignment(ctx, store.LeaderLease{Node: "a", Term: 1, Until: now.Add(ttl)}, grants, nil); err != nil || held {
 				t.Fatalf("deposed leader writes: %v %v", held, err)
 			}
 		})
@@ -188,8 +187,8 @@ func TestMigrateFromVersion1(t *testing.T) {
 				if err := s2.Heartbeat(ctx, "n1", "h:1", now, now); err != nil {
 					t.Fatal(err)
 				}
-				g := map[string]cluster.Grant{"0.0.0": {Node: "n1", Since: time.UnixMicro(now.UnixMicro()), Term: term}}
-				if held, err := s2.WriteAssignment(ctx, cluster.Lease{Node: "n1", Term: term, Until: now.Add(time.Minute)}, g, nil); err != nil || !held {
+				g := map[string]store.Grant{"0.0.0": {Node: "n1", Since: time.UnixMicro(now.UnixMicro()), Term: term}}
+				if held, err := s2.WriteAssignment(ctx, store.LeaderLease{Node: "n1", Term: term, Until: now.Add(time.Minute)}, g, nil); err != nil || !held {
 					t.Fatalf("WriteAssignment after migration: %v %v", held, err)
 				}
 				// Reopening at the current version changes nothing.

@@ -7,10 +7,11 @@ import (
 	"strings"
 	"time"
 
-	"github.com/ontimehq/ontime/internal/scanjob"
+	"github.com/ontimehq/ontime/internal/store"
 )
 
-// The scan jobs' state (scanjob.State), in the first database beside the
+// The scan jobs' state (store.JobFlags, JobItem and JobRun: what the job
+// stage's scanjob.State asks for), in the first database beside the
 // coordinator's (schema version 6); times are Unix microseconds.
 //
 //	ontime_job_flags  job → paused, trigger_seq (cluster-wide :pause, :trigger)
@@ -22,8 +23,6 @@ import (
 // Every write of an item's progress is fenced by its token in the same
 // statement (version changes on every write so that MySQL, which counts
 // changed rather than matched rows, reports the match).
-
-var _ scanjob.State = (*Store)(nil)
 
 var createJobs = map[string][]string{
 	"sqlite": {
@@ -78,21 +77,21 @@ var insertItemRow = map[string]string{
 }
 
 // JobFlags reads every job's paused flag and trigger sequence.
-func (s *Store) JobFlags(ctx context.Context) (_ map[string]scanjob.Flags, err error) {
+func (s *Store) JobFlags(ctx context.Context) (_ map[string]store.JobFlags, err error) {
 	defer classify(&err)
 	rows, err := s.coordDB().QueryContext(ctx, `SELECT job, paused, trigger_seq FROM ontime_job_flags`)
 	if err != nil {
 		return nil, fmt.Errorf("job flags: %w", err)
 	}
 	defer rows.Close()
-	out := map[string]scanjob.Flags{}
+	out := map[string]store.JobFlags{}
 	for rows.Next() {
 		var job string
 		var paused, seq int64
 		if err := rows.Scan(&job, &paused, &seq); err != nil {
 			return nil, fmt.Errorf("job flags: %w", err)
 		}
-		out[job] = scanjob.Flags{Paused: paused != 0, TriggerSeq: seq}
+		out[job] = store.JobFlags{Paused: paused != 0, TriggerSeq: seq}
 	}
 	return out, rows.Err()
 }
@@ -129,7 +128,7 @@ func (s *Store) RequestTrigger(ctx context.Context, job string) (err error) {
 
 // TakeItem makes node the item's holder under token and returns the state
 // it found; a run of another node still marked running is marked lost.
-func (s *Store) TakeItem(ctx context.Context, job, item, node string, token int64, now time.Time) (st scanjob.ItemState, err error) {
+func (s *Store) TakeItem(ctx context.Context, job, item, node string, token int64, now time.Time) (st store.JobItem, err error) {
 	defer classify(&err)
 	err = withRetry(ctx, func() error {
 		tx, err := s.coordDB().BeginTx(ctx, nil)
@@ -145,7 +144,7 @@ func (s *Store) TakeItem(ctx context.Context, job, item, node string, token int6
 			lock = " FOR UPDATE"
 		}
 		var last int64
-		st = scanjob.ItemState{Job: job, Item: item}
+		st = store.JobItem{Job: job, Item: item}
 		if err := tx.QueryRowContext(ctx, s.d.rebind(`SELECT node_id, token, run_id, cursor_val, last_fire FROM ontime_job_items WHERE job = ? AND item = ?`+lock), job, item).
 			Scan(&st.Owner, &st.Token, &st.RunID, &st.Cursor, &last); err != nil {
 			return err
@@ -157,7 +156,7 @@ func (s *Store) TakeItem(ctx context.Context, job, item, node string, token int6
 		}
 		if st.RunID != "" {
 			if _, err := tx.ExecContext(ctx, s.d.rebind(`UPDATE ontime_job_runs SET status = ?, ended_at = ? WHERE id = ? AND status = ? AND node_id <> ?`),
-				scanjob.StatusLost, now.UnixMicro(), st.RunID, scanjob.StatusRunning, node); err != nil {
+				store.RunLost, now.UnixMicro(), st.RunID, store.RunRunning, node); err != nil {
 				return err
 			}
 		}
@@ -171,7 +170,7 @@ func (s *Store) TakeItem(ctx context.Context, job, item, node string, token int6
 
 // StartRun records r as the item's current run and inserts it, if token
 // still holds the item.
-func (s *Store) StartRun(ctx context.Context, r *scanjob.Run, token int64) (held bool, err error) {
+func (s *Store) StartRun(ctx context.Context, r *store.JobRun, token int64) (held bool, err error) {
 	defer classify(&err)
 	err = withRetry(ctx, func() error {
 		tx, err := s.coordDB().BeginTx(ctx, nil)
@@ -205,7 +204,7 @@ func (s *Store) StartRun(ctx context.Context, r *scanjob.Run, token int64) (held
 
 // SaveRun writes r's progress and the item's cursor, if token still holds
 // the item; finished clears the item's current run.
-func (s *Store) SaveRun(ctx context.Context, r *scanjob.Run, token int64, finished bool) (held bool, err error) {
+func (s *Store) SaveRun(ctx context.Context, r *store.JobRun, token int64, finished bool) (held bool, err error) {
 	defer classify(&err)
 	errText := r.Error
 	if len(errText) > 1000 {
@@ -245,16 +244,16 @@ func (s *Store) SaveRun(ctx context.Context, r *scanjob.Run, token int64, finish
 }
 
 // JobItems lists the job's item states by item.
-func (s *Store) JobItems(ctx context.Context, job string) (_ []scanjob.ItemState, err error) {
+func (s *Store) JobItems(ctx context.Context, job string) (_ []store.JobItem, err error) {
 	defer classify(&err)
 	rows, err := s.coordDB().QueryContext(ctx, s.d.rebind(`SELECT item, node_id, token, run_id, cursor_val, last_fire FROM ontime_job_items WHERE job = ? ORDER BY item`), job)
 	if err != nil {
 		return nil, fmt.Errorf("job items: %w", err)
 	}
 	defer rows.Close()
-	var out []scanjob.ItemState
+	var out []store.JobItem
 	for rows.Next() {
-		st := scanjob.ItemState{Job: job}
+		st := store.JobItem{Job: job}
 		var last int64
 		if err := rows.Scan(&st.Item, &st.Owner, &st.Token, &st.RunID, &st.Cursor, &last); err != nil {
 			return nil, fmt.Errorf("job items: %w", err)
@@ -266,7 +265,7 @@ func (s *Store) JobItems(ctx context.Context, job string) (_ []scanjob.ItemState
 }
 
 // Runs lists the job's latest runs, newest first.
-func (s *Store) Runs(ctx context.Context, job, item string, limit int) (_ []scanjob.Run, err error) {
+func (s *Store) Runs(ctx context.Context, job, item string, limit int) (_ []store.JobRun, err error) {
 	defer classify(&err)
 	q := `SELECT id, job, item, node_id, trig, fire_at, started_at, ended_at, fetched, processed, failed, lefts, cursor_val, status, error
 		FROM ontime_job_runs WHERE job = ?`
@@ -282,9 +281,9 @@ func (s *Store) Runs(ctx context.Context, job, item string, limit int) (_ []scan
 		return nil, fmt.Errorf("job runs: %w", err)
 	}
 	defer rows.Close()
-	var out []scanjob.Run
+	var out []store.JobRun
 	for rows.Next() {
-		var r scanjob.Run
+		var r store.JobRun
 		var fire, start, end int64
 		if err := rows.Scan(&r.ID, &r.Job, &r.Item, &r.Node, &r.Trigger, &fire, &start, &end, &r.Fetched, &r.Processed,
 			&r.Failed, &r.Left, &r.Cursor, &r.Status, &r.Error); err != nil {

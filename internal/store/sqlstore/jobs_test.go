@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ontimehq/ontime/internal/scanjob"
+	"github.com/ontimehq/ontime/internal/store"
 	"github.com/ontimehq/ontime/internal/testdb"
 )
 
@@ -30,7 +30,7 @@ func TestJobState(t *testing.T) {
 				t.Fatal(err)
 			}
 			fl, err := s.JobFlags(ctx)
-			if err != nil || fl["bill"] != (scanjob.Flags{Paused: true, TriggerSeq: 2}) {
+			if err != nil || fl["bill"] != (store.JobFlags{Paused: true, TriggerSeq: 2}) {
 				t.Fatalf("flags %+v %v", fl, err)
 			}
 
@@ -39,7 +39,7 @@ func TestJobState(t *testing.T) {
 			if err != nil || st.RunID != "" || st.Owner != "" {
 				t.Fatalf("first take: %+v %v", st, err)
 			}
-			r1 := &scanjob.Run{ID: "r1", Job: "bill", Item: "0.1.0", Node: "n1", Trigger: "cron", FireAt: now, StartedAt: now, Status: scanjob.StatusRunning}
+			r1 := &store.JobRun{ID: "r1", Job: "bill", Item: "0.1.0", Node: "n1", Trigger: "cron", FireAt: now, StartedAt: now, Status: store.RunRunning}
 			if held, err := s.StartRun(ctx, r1, 11); err != nil || !held {
 				t.Fatalf("start run: %v %v", held, err)
 			}
@@ -63,14 +63,14 @@ func TestJobState(t *testing.T) {
 			if held, err := s.SaveRun(ctx, r1, 11, true); err != nil || held {
 				t.Fatalf("a stale holder saved: %v %v", held, err)
 			}
-			if held, err := s.StartRun(ctx, &scanjob.Run{ID: "rx", Job: "bill", Item: "0.1.0", Node: "n1", StartedAt: later, Status: scanjob.StatusRunning}, 11); err != nil || held {
+			if held, err := s.StartRun(ctx, &store.JobRun{ID: "rx", Job: "bill", Item: "0.1.0", Node: "n1", StartedAt: later, Status: store.RunRunning}, 11); err != nil || held {
 				t.Fatalf("a stale holder started a run: %v %v", held, err)
 			}
-			r2 := &scanjob.Run{ID: "r2", Job: "bill", Item: "0.1.0", Node: "n2", Trigger: "resume", FireAt: now, StartedAt: later, Cursor: "200", Status: scanjob.StatusRunning}
+			r2 := &store.JobRun{ID: "r2", Job: "bill", Item: "0.1.0", Node: "n2", Trigger: "resume", FireAt: now, StartedAt: later, Cursor: "200", Status: store.RunRunning}
 			if held, err := s.StartRun(ctx, r2, 22); err != nil || !held {
 				t.Fatalf("resume: %v %v", held, err)
 			}
-			r2.Processed, r2.Status, r2.EndedAt, r2.Cursor = 50, scanjob.StatusDone, later.Add(time.Second), ""
+			r2.Processed, r2.Status, r2.EndedAt, r2.Cursor = 50, store.RunDone, later.Add(time.Second), ""
 			if held, err := s.SaveRun(ctx, r2, 22, true); err != nil || !held {
 				t.Fatalf("finish: %v %v", held, err)
 			}
@@ -79,7 +79,7 @@ func TestJobState(t *testing.T) {
 				t.Fatalf("items %+v %v", items, err)
 			}
 			runs, err := s.Runs(ctx, "bill", "", 10)
-			if err != nil || len(runs) != 2 || runs[0].ID != "r2" || runs[1].Status != scanjob.StatusLost || !runs[1].EndedAt.Equal(later) ||
+			if err != nil || len(runs) != 2 || runs[0].ID != "r2" || runs[1].Status != store.RunLost || !runs[1].EndedAt.Equal(later) ||
 				runs[1].Processed != 200 || runs[0].Trigger != "resume" {
 				t.Fatalf("runs %+v %v", runs, err)
 			}

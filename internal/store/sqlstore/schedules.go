@@ -7,18 +7,16 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/ontimehq/ontime/internal/schedule"
+	"github.com/ontimehq/ontime/internal/store"
 	"github.com/ontimehq/ontime/internal/task"
 )
 
-// Schedules (schedule.Store) live in ontime_schedules, one row per
+// Schedules (store.Schedule; the schedule stage's Store) live in ontime_schedules, one row per
 // schedule, in the first database; times are Unix microseconds, like the
 // tasks'. The cursor columns (cursor_at, applied, made_topic) move only by
 // compare-and-set, which is what keeps two nodes from both making a fire
 // time. rev grows on every write so that MySQL, which counts changed rather
 // than matched rows, reports every match.
-
-var _ schedule.Store = (*Store)(nil)
 
 // createSchedules is schema version 5, per engine.
 var createSchedules = map[string][]string{
@@ -86,8 +84,8 @@ const scheduleCols = `name, cron, time_zone, topic, payload, target, max_attempt
 func (s *Store) schedDB() *sql.DB     { return s.w[0] }
 func (s *Store) schedReadDB() *sql.DB { return s.r[0] }
 
-func scanSchedule(sc scanner) (schedule.Record, error) {
-	var r schedule.Record
+func scanSchedule(sc scanner) (store.Schedule, error) {
+	var r store.Schedule
 	var misfire string
 	var paused int
 	var cursor, created, updated int64
@@ -95,7 +93,7 @@ func scanSchedule(sc scanner) (schedule.Record, error) {
 		&misfire, &paused, &r.Version, &cursor, &r.Applied, &r.MadeTopic, &created, &updated); err != nil {
 		return r, err
 	}
-	r.Misfire, r.Paused = schedule.Misfire(misfire), paused != 0
+	r.Misfire, r.Paused = store.Misfire(misfire), paused != 0
 	r.Cursor, r.CreatedAt, r.UpdatedAt = time.UnixMicro(cursor).UTC(), time.UnixMicro(created).UTC(), time.UnixMicro(updated).UTC()
 	return r, nil
 }
@@ -108,14 +106,14 @@ func boolInt(b bool) int {
 }
 
 // Schedules lists every schedule by name.
-func (s *Store) Schedules(ctx context.Context) (_ []schedule.Record, err error) {
+func (s *Store) Schedules(ctx context.Context) (_ []store.Schedule, err error) {
 	defer classify(&err)
 	rows, err := s.schedReadDB().QueryContext(ctx, `SELECT `+scheduleCols+` FROM ontime_schedules ORDER BY name`)
 	if err != nil {
 		return nil, fmt.Errorf("schedules: %w", err)
 	}
 	defer rows.Close()
-	var out []schedule.Record
+	var out []store.Schedule
 	for rows.Next() {
 		r, err := scanSchedule(rows)
 		if err != nil {
@@ -129,12 +127,12 @@ func (s *Store) Schedules(ctx context.Context) (_ []schedule.Record, err error) 
 	return out, nil
 }
 
-// Schedule returns one schedule, or schedule.ErrNotFound.
-func (s *Store) Schedule(ctx context.Context, name string) (_ schedule.Record, err error) {
+// Schedule returns one schedule, or store.ErrScheduleNotFound.
+func (s *Store) Schedule(ctx context.Context, name string) (_ store.Schedule, err error) {
 	defer classify(&err)
 	r, err := scanSchedule(s.schedReadDB().QueryRowContext(ctx, s.d.rebind(`SELECT `+scheduleCols+` FROM ontime_schedules WHERE name = ?`), name))
 	if errors.Is(err, sql.ErrNoRows) {
-		return r, schedule.ErrNotFound
+		return r, store.ErrScheduleNotFound
 	}
 	if err != nil {
 		return r, fmt.Errorf("schedule %s: %w", name, err)
@@ -142,8 +140,8 @@ func (s *Store) Schedule(ctx context.Context, name string) (_ schedule.Record, e
 	return r, nil
 }
 
-// CreateSchedule inserts r, or answers schedule.ErrExists.
-func (s *Store) CreateSchedule(ctx context.Context, r schedule.Record) (err error) {
+// CreateSchedule inserts r, or answers store.ErrScheduleExists.
+func (s *Store) CreateSchedule(ctx context.Context, r store.Schedule) (err error) {
 	defer classify(&err)
 	q := `INSERT INTO ontime_schedules (` + scheduleCols + `) VALUES (` + placeholders(15) + `)`
 	if s.d.name == "mysql" {
@@ -158,14 +156,14 @@ func (s *Store) CreateSchedule(ctx context.Context, r schedule.Record) (err erro
 		return fmt.Errorf("create schedule: %w", err)
 	}
 	if n, _ := res.RowsAffected(); n != 1 {
-		return schedule.ErrExists
+		return store.ErrScheduleExists
 	}
 	return nil
 }
 
 // UpdateSchedule writes r's definition, version and updated_at where the
 // row's version is version, raising its cursor to r.Cursor when later.
-func (s *Store) UpdateSchedule(ctx context.Context, r schedule.Record, version int64) (_ bool, err error) {
+func (s *Store) UpdateSchedule(ctx context.Context, r store.Schedule, version int64) (_ bool, err error) {
 	defer classify(&err)
 	c := r.Cursor.UnixMicro()
 	if r.Cursor.IsZero() {
@@ -197,7 +195,7 @@ func (s *Store) DeleteSchedule(ctx context.Context, name string) (_ bool, err er
 
 // AdvanceSchedule is the cursor's compare-and-set: it writes to where the
 // row still has this version and the progress from.
-func (s *Store) AdvanceSchedule(ctx context.Context, name string, version int64, from, to schedule.Progress) (_ bool, err error) {
+func (s *Store) AdvanceSchedule(ctx context.Context, name string, version int64, from, to store.ScheduleProgress) (_ bool, err error) {
 	defer classify(&err)
 	res, err := s.schedDB().ExecContext(ctx, s.d.rebind(`UPDATE ontime_schedules SET cursor_at = ?, applied = ?, made_topic = ?, rev = rev + 1
 		WHERE name = ? AND version = ? AND cursor_at = ? AND applied = ? AND made_topic = ?`),
@@ -213,19 +211,19 @@ func withdrawQuery(t string) string {
 	return `DELETE FROM ` + t + ` WHERE topic = ? AND task_key >= ? AND task_key < ? AND status IN (?, ?) AND due_at > ?`
 }
 
-// WithdrawFires deletes the pending and claimed tasks of topic keyed as
-// fire times of name and due after after, in every task table: a range on
-// the (topic, task_key) index per table. Rows a node holds in its hot
-// tier are deleted too; starting them then finds no row and does nothing.
-func (s *Store) WithdrawFires(ctx context.Context, topic, name string, after time.Time) (_ int64, err error) {
+// WithdrawFires deletes the pending and claimed tasks of topic whose keys
+// are in [lo, hi) (a schedule's fire times: schedule.KeyRange) and due
+// after after, in every task table: a range on the (topic, task_key) index
+// per table. Rows a node holds in its hot tier are deleted too; starting
+// them then finds no row and does nothing.
+func (s *Store) WithdrawFires(ctx context.Context, topic, lo, hi string, after time.Time) (_ int64, err error) {
 	defer classify(&err)
-	lo, hi := schedule.KeyRange(name)
 	var total int64
 	for db := range s.w {
 		for _, t := range s.names {
 			res, err := s.w[db].ExecContext(ctx, s.d.rebind(withdrawQuery(t)), topic, lo, hi, int(task.StatusPending), int(task.StatusClaimed), after.UnixMicro())
 			if err != nil {
-				return total, fmt.Errorf("withdraw fires of %s: %w", name, err)
+				return total, fmt.Errorf("withdraw fires %s..%s: %w", lo, hi, err)
 			}
 			n, _ := res.RowsAffected()
 			total += n
