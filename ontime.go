@@ -382,7 +382,7 @@ func (n *Node) build(ctx context.Context, resolver Resolver) error {
 	if err != nil {
 		return err
 	}
-	g := newGauges(n.store, n.tier, disp, n.log)
+	g := metrics.NewGauges(metrics.GaugesConfig{Tasks: n.store, Hot: n.tier, Lanes: disp, Logger: n.log})
 	n.reg.MustRegister(g)
 	n.services = []startstop.Service{g, comp, disp, firer, n.scan, n.jobs, cleaner}
 	if ts, ok := n.tier.(startstop.Service); ok { // redis: its wake-up listener runs before the fire loops

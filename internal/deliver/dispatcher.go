@@ -11,6 +11,7 @@ import (
 
 	"golang.org/x/time/rate"
 
+	"github.com/ontimehq/ontime/internal/metrics"
 	"github.com/ontimehq/ontime/internal/startstop"
 )
 
@@ -377,6 +378,15 @@ func (p *Dispatcher) work(l *lane) {
 		}
 		last, lastErr, has = next, next.sink.Deliver(next.ctx, next.d), true
 	}
+}
+
+// Levels is Stats cut to what the level gauges show (metrics.Gauges).
+func (p *Dispatcher) Levels() map[string]metrics.LaneLevel {
+	out := map[string]metrics.LaneLevel{}
+	for dest, s := range p.Stats() {
+		out[dest] = metrics.LaneLevel{Queued: s.Queued, InFlight: s.InFlight, Breaker: s.Breaker}
+	}
+	return out
 }
 
 // Stats returns a snapshot per active destination.

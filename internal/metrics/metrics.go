@@ -1,6 +1,7 @@
 // Package metrics holds the Prometheus series of a node's pipeline stages.
 // Each stage records into the series of its step; the node registers them
-// on its own registry, never on the global default one.
+// on its own registry, never on the global default one. Gauges, one of the
+// node's services, reports the pipeline's levels at scrape time.
 package metrics
 
 import (

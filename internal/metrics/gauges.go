@@ -1,4 +1,4 @@
-package ontime
+package metrics
 
 import (
 	"context"
@@ -8,10 +8,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/ontimehq/ontime/internal/deliver"
-	"github.com/ontimehq/ontime/internal/hot"
 	"github.com/ontimehq/ontime/internal/startstop"
-	"github.com/ontimehq/ontime/internal/store"
+	"github.com/ontimehq/ontime/internal/task"
 )
 
 // countEvery bounds how often a scrape recounts the task tables: counting
@@ -19,16 +17,45 @@ import (
 // so a scrape serves the last count and starts a new one when it is older.
 const countEvery = 15 * time.Second
 
-// gauges reports the pipeline's levels at scrape time: tasks by status,
+// TaskCounter counts the stored tasks by status (store.Store).
+type TaskCounter interface {
+	Count(ctx context.Context) (map[task.Status]int64, error)
+}
+
+// HotLen measures the hot tier (hot.Tier).
+type HotLen interface {
+	Len(ctx context.Context) (int, error)
+}
+
+// LaneLevel is one destination's delivery levels at scrape time.
+type LaneLevel struct {
+	Queued   int
+	InFlight int
+	Breaker  string // closed | open | half-open
+}
+
+// Lanes reports the delivery levels per destination (deliver.Dispatcher).
+type Lanes interface {
+	Levels() map[string]LaneLevel
+}
+
+// GaugesConfig configures Gauges; every field but Logger is required.
+type GaugesConfig struct {
+	Tasks  TaskCounter
+	Hot    HotLen
+	Lanes  Lanes
+	Logger *slog.Logger
+}
+
+// Gauges reports the pipeline's levels at scrape time: tasks by status,
 // the hot tier's size, and per destination the deliveries queued and in
-// flight and the breaker's state. Counting tasks is slow, so it is done by
-// the service's own worker, asked by a scrape when the count is stale.
-type gauges struct {
+// flight and the breaker's state. It is a prometheus.Collector and one of
+// the node's services: counting tasks is slow, so it is done by the
+// service's own worker, asked by a scrape when the count is stale.
+type Gauges struct {
 	startstop.Base
-	st   store.Store
-	tier hot.Tier
-	disp *deliver.Dispatcher
-	log  *slog.Logger
+	cfg GaugesConfig
+	log *slog.Logger
 
 	tasks, hotLen, queued, inflight, breakerOpen *prometheus.Desc
 
@@ -39,8 +66,13 @@ type gauges struct {
 	countAt time.Time
 }
 
-func newGauges(st store.Store, tier hot.Tier, disp *deliver.Dispatcher, log *slog.Logger) *gauges {
-	return &gauges{st: st, tier: tier, disp: disp, log: log, recount: make(chan struct{}, 1),
+// NewGauges builds the collector; the node registers it and starts it.
+func NewGauges(cfg GaugesConfig) *Gauges {
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Gauges{cfg: cfg, log: log, recount: make(chan struct{}, 1),
 		tasks:       prometheus.NewDesc("ontime_tasks", "Tasks in the store by status (recounted at most every 15s).", []string{"status"}, nil),
 		hotLen:      prometheus.NewDesc("ontime_hot_entries", "Entries waiting or in flight in the hot tier.", nil, nil),
 		queued:      prometheus.NewDesc("ontime_delivery_queued", "Deliveries queued per destination.", []string{"dest"}, nil),
@@ -49,19 +81,21 @@ func newGauges(st store.Store, tier hot.Tier, disp *deliver.Dispatcher, log *slo
 	}
 }
 
-func (g *gauges) Describe(ch chan<- *prometheus.Desc) {
+// Describe implements prometheus.Collector.
+func (g *Gauges) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{g.tasks, g.hotLen, g.queued, g.inflight, g.breakerOpen} {
 		ch <- d
 	}
 }
 
-func (g *gauges) Collect(ch chan<- prometheus.Metric) {
+// Collect implements prometheus.Collector.
+func (g *Gauges) Collect(ch chan<- prometheus.Metric) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	if n, err := g.tier.Len(ctx); err == nil {
+	if n, err := g.cfg.Hot.Len(ctx); err == nil {
 		ch <- prometheus.MustNewConstMetric(g.hotLen, prometheus.GaugeValue, float64(n))
 	}
-	for dest, s := range g.disp.Stats() {
+	for dest, s := range g.cfg.Lanes.Levels() {
 		ch <- prometheus.MustNewConstMetric(g.queued, prometheus.GaugeValue, float64(s.Queued), dest)
 		ch <- prometheus.MustNewConstMetric(g.inflight, prometheus.GaugeValue, float64(s.InFlight), dest)
 		open := 0.0
@@ -76,7 +110,7 @@ func (g *gauges) Collect(ch chan<- prometheus.Metric) {
 }
 
 // Start runs the counting worker.
-func (g *gauges) Start(ctx context.Context) error {
+func (g *Gauges) Start(ctx context.Context) error {
 	ctx, ok, started, stopped := g.StartInit(ctx)
 	if !ok {
 		return nil
@@ -98,7 +132,7 @@ func (g *gauges) Start(ctx context.Context) error {
 
 // taskCounts returns the last count and, when it is stale, asks the worker
 // for a new one: a scrape never waits for the tables.
-func (g *gauges) taskCounts() map[string]int64 {
+func (g *Gauges) taskCounts() map[string]int64 {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if time.Since(g.countAt) >= countEvery {
@@ -110,10 +144,10 @@ func (g *gauges) taskCounts() map[string]int64 {
 	return g.counts
 }
 
-func (g *gauges) count(ctx context.Context) {
+func (g *Gauges) count(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
-	counts, err := g.st.Count(ctx)
+	counts, err := g.cfg.Tasks.Count(ctx)
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.countAt = time.Now()
