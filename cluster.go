@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"net/http"
 	"sort"
-	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -16,44 +14,15 @@ import (
 	"github.com/ontimehq/ontime/internal/cluster/dbcoord"
 	"github.com/ontimehq/ontime/internal/cluster/etcdcoord"
 	"github.com/ontimehq/ontime/internal/scan"
-	"github.com/ontimehq/ontime/internal/startstop"
 	"github.com/ontimehq/ontime/internal/store"
 	"github.com/ontimehq/ontime/internal/store/sqlstore"
 )
-
-// itemKey names a sharding item in the coordinator's tables: "db.table.segment".
-func itemKey(it store.Item) string { return fmt.Sprintf("%d.%d.%d", it.DB, it.Table, it.Segment) }
-
-func parseItemKey(s string) (store.Item, bool) {
-	p := strings.Split(s, ".")
-	if len(p) != 3 {
-		return store.Item{}, false
-	}
-	var v [3]int
-	for i := range p {
-		n, err := strconv.Atoi(p[i])
-		if err != nil {
-			return store.Item{}, false
-		}
-		v[i] = n
-	}
-	return store.Item{DB: v[0], Table: v[1], Segment: v[2]}, true
-}
-
-// coordinator is what the node needs of a cluster backend (dbcoord,
-// etcdcoord): the one lifecycle, and the view for GET /v1/cluster.
-type coordinator interface {
-	startstop.Service
-	Status(ctx context.Context) (cluster.Status, error)
-	// AddItems adds scan jobs' items before Start.
-	AddItems(items ...string)
-}
 
 // clusterRun is the coordinator of a node in a cluster, one of the node's
 // services: started last, stopped first, so that the node hands its items
 // to the others before its pipeline stops.
 type clusterRun struct {
-	coord coordinator
+	coord cluster.Coordinator
 }
 
 // newCoordinator builds the configured coordinator (the task database's
@@ -61,7 +30,7 @@ type clusterRun struct {
 func (n *Node) newCoordinator(ctx context.Context, st *sqlstore.Store) error {
 	var keys []string
 	for _, it := range st.Items() {
-		keys = append(keys, itemKey(it))
+		keys = append(keys, cluster.ItemKey(it))
 	}
 	addr := n.cfg.Cluster.Advertise
 	if addr == "" {
@@ -70,7 +39,7 @@ func (n *Node) newCoordinator(ctx context.Context, st *sqlstore.Store) error {
 	onAssign := func(term int64, items []string) {
 		its := make([]store.Item, 0, len(items))
 		for _, k := range items {
-			if it, ok := parseItemKey(k); ok {
+			if it, ok := cluster.ParseItemKey(k); ok {
 				its = append(its, it)
 			}
 		}
@@ -82,9 +51,9 @@ func (n *Node) newCoordinator(ctx context.Context, st *sqlstore.Store) error {
 	// Task tables' items only: their claims are atomic, so a brief overlap
 	// of old and new owner costs nothing, and a TTL of nobody scanning
 	// them would make tasks late after every join.
-	atOnce := func(k string) bool { _, ok := parseItemKey(k); return ok }
+	atOnce := func(k string) bool { _, ok := cluster.ParseItemKey(k); return ok }
 	ttl := time.Duration(n.cfg.Cluster.LeaseTTL)
-	var c coordinator
+	var c cluster.Coordinator
 	switch n.cfg.Cluster.Coordinator {
 	case "etcd":
 		etcdTLS, err := n.cfg.etcdTLS()
@@ -168,7 +137,7 @@ func (n *Node) Cluster(ctx context.Context) (*apiv1.ClusterView, error) {
 		v.Leader = n.cfg.NodeID
 		v.Nodes = []ClusterNodeView{{ID: n.cfg.NodeID, Addr: n.cfg.Listen, Heartbeat: time.Now(), Live: true, Items: len(items)}}
 		for _, it := range items {
-			owner[itemKey(it)] = n.cfg.NodeID
+			owner[cluster.ItemKey(it)] = n.cfg.NodeID
 		}
 	} else {
 		st, err := n.cluster.coord.Status(ctx)
@@ -201,7 +170,7 @@ func (n *Node) Cluster(ctx context.Context) (*apiv1.ClusterView, error) {
 			if err != nil && firstErr == nil {
 				firstErr = err
 			}
-			v.Items[i] = ClusterItemView{Item: itemKey(it), Owner: owner[itemKey(it)], LagSecs: lag}
+			v.Items[i] = ClusterItemView{Item: cluster.ItemKey(it), Owner: owner[cluster.ItemKey(it)], LagSecs: lag}
 			mu.Unlock()
 		}()
 	}

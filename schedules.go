@@ -11,6 +11,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/ontimehq/ontime/internal/cluster"
 	"github.com/ontimehq/ontime/internal/schedule"
 	"github.com/ontimehq/ontime/internal/store"
 	"github.com/ontimehq/ontime/internal/task"
@@ -240,7 +241,7 @@ func (n *Node) buildSchedules() error {
 	}
 	if n.cfg.Cluster.Coordinator != "none" {
 		for _, it := range n.store.Items() {
-			cfg.Items = append(cfg.Items, itemKey(it))
+			cfg.Items = append(cfg.Items, cluster.ItemKey(it))
 		}
 	}
 	s, err := schedule.New(cfg)

@@ -9,12 +9,16 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ontimehq/ontime/internal/cluster"
 	"github.com/ontimehq/ontime/internal/cluster/clustertest"
 	"github.com/ontimehq/ontime/internal/store/sqlstore"
 	"github.com/ontimehq/ontime/internal/testdb"
 )
 
-var _ Store = (*sqlstore.Store)(nil)
+var (
+	_ Store               = (*sqlstore.Store)(nil)
+	_ cluster.Coordinator = (*Coordinator)(nil)
+)
 
 type node struct {
 	*clustertest.Recorder

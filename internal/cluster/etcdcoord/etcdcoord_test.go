@@ -7,9 +7,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ontimehq/ontime/internal/cluster"
 	"github.com/ontimehq/ontime/internal/cluster/clustertest"
 	"github.com/ontimehq/ontime/internal/testdb/testetcd"
 )
+
+var _ cluster.Coordinator = (*Coordinator)(nil)
 
 type node struct {
 	*clustertest.Recorder
