@@ -136,29 +136,27 @@ func TestLink(t *testing.T) {
 	if _, err := l.Wait(ctx); err == nil || !strings.Contains(err.Error(), "not connected") {
 		t.Fatalf("down link: %v", err)
 	}
-	got := make(chan (<-chan struct{}), 1)
+	got := make(chan context.Context, 1)
 	go func() {
-		lost, err := l.Wait(context.Background())
+		conn, err := l.Wait(context.Background())
 		if err != nil {
 			t.Error(err)
 		}
-		got <- lost
+		got <- conn
 	}()
 	l.Up()
-	lost := <-got
-	select {
-	case <-lost:
+	conn := <-got
+	if conn.Err() != nil {
 		t.Fatal("lost before Down")
-	default:
 	}
 	l.Down(errors.New("reset by peer"))
-	<-lost
+	<-conn.Done()
 	if !strings.Contains(l.Err().Error(), "reset by peer") {
 		t.Errorf("Err %v", l.Err())
 	}
 	l.Up()
-	lost2, err := l.Wait(context.Background())
-	if err != nil || lost2 == lost {
+	conn2, err := l.Wait(context.Background())
+	if err != nil || conn2.Err() != nil || conn2 == conn {
 		t.Fatalf("second connection: %v", err)
 	}
 }
