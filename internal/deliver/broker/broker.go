@@ -14,6 +14,13 @@
 // delivery.timeout and republishes, within it, a message whose connection
 // was lost before the broker acknowledged it (ErrConnLost): at least once,
 // never lost; receivers drop duplicates by the ontime-task-id header.
+//
+// Each publisher package describes itself with a Kind (its URL schemes,
+// the check of such a URL, its constructor) and embeds Base (lifecycle,
+// Link, logger). The composition root lists the kinds in one Registry,
+// which config validation and node wiring both read; brokertest is the
+// contract every kind passes against its real server. A new kind is a
+// package and one line in that list.
 package broker
 
 import (

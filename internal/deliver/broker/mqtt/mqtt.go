@@ -62,7 +62,7 @@ type Publisher struct {
 	u   *url.URL
 
 	mu sync.Mutex
-	cm *autopaho.ConnectionManager
+	cm *autopaho.ConnectionManager // set once connected
 }
 
 // New builds a publisher of an mqtt:// or mqtts:// URL,
@@ -121,7 +121,10 @@ func (p *Publisher) run(ctx context.Context) {
 		SessionExpiryInterval:         0, // a lost connection fails its publishes at once: Set sends them again
 		ConnectTimeout:                5 * time.Second,
 		ReconnectBackoff:              broker.ReconnectDelay,
-		OnConnectionUp: func(*autopaho.ConnectionManager, *paho.Connack) {
+		OnConnectionUp: func(cm *autopaho.ConnectionManager, _ *paho.Connack) {
+			p.mu.Lock()
+			p.cm = cm // may run before NewConnection returns
+			p.mu.Unlock()
 			p.Link.Up()
 			p.Log.Info("broker connected")
 		},
@@ -146,9 +149,6 @@ func (p *Publisher) run(ctx context.Context) {
 		<-ctx.Done()
 		return
 	}
-	p.mu.Lock()
-	p.cm = cm
-	p.mu.Unlock()
 	<-ctx.Done()
 	dctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
@@ -170,9 +170,6 @@ func (p *Publisher) Publish(ctx context.Context, topic string, m *broker.Message
 	p.mu.Lock()
 	cm := p.cm
 	p.mu.Unlock()
-	if cm == nil { // connected before NewConnection returned
-		return fmt.Errorf("%w: not connected", broker.ErrConnLost)
-	}
 	props := &paho.PublishProperties{ContentType: "application/json", User: make(paho.UserProperties, 0, len(m.Headers))}
 	for _, h := range m.Headers {
 		props.User = append(props.User, paho.UserProperty{Key: h.Name, Value: h.Value})

@@ -94,6 +94,19 @@ func CheckAddress(subject string) error {
 func (p *Publisher) Start(ctx context.Context) error { return p.Go(ctx, p.run) }
 
 func (p *Publisher) run(ctx context.Context) {
+	// The handlers may run before Connect returns: the link is up only
+	// once js is set too, by a handler or below.
+	up := func(msg string) nats.ConnHandler {
+		return func(*nats.Conn) {
+			p.mu.Lock()
+			ready := p.js != nil
+			p.mu.Unlock()
+			if ready {
+				p.Link.Up()
+			}
+			p.Log.Info(msg)
+		}
+	}
 	nc, err := nats.Connect(p.cfg.URL,
 		nats.Name("ontime "+p.cfg.Name),
 		nats.RetryOnFailedConnect(true),
@@ -102,8 +115,8 @@ func (p *Publisher) run(ctx context.Context) {
 		// Publishes wait for a connection instead of piling up in a
 		// buffer whose fate a lost connection leaves unknown.
 		nats.ReconnectBufSize(-1),
-		nats.ConnectHandler(func(*nats.Conn) { p.Link.Up(); p.Log.Info("broker connected") }),
-		nats.ReconnectHandler(func(*nats.Conn) { p.Link.Up(); p.Log.Info("broker reconnected") }),
+		nats.ConnectHandler(up("broker connected")),
+		nats.ReconnectHandler(up("broker reconnected")),
 		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
 			p.Link.Down(err)
 			if err != nil {
