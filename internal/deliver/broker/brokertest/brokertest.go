@@ -282,63 +282,40 @@ func Run(t *testing.T, h Harness) {
 
 	t.Run("NoAcknowledgementNoSuccess", func(t *testing.T) {
 		t.Parallel()
-		r := NewReceiver()
-		addr := h.Destination(t, r)
-		u, proxy := testdb.ProxyURL(t, h.URL)
-		p := h.start(t, u)
-		if err := p.Publish(ctxFor(t), addr, message("before", "k", "1")); err != nil {
-			t.Fatalf("publish: %v", err)
-		}
+		x := h.proxied(t)
 		// The broker answers nothing: a publish written to the socket is
 		// no success.
-		proxy.Pause()
+		x.proxy.Pause()
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		defer cancel()
-		if err := returns(t, func() error { return p.Publish(ctx, addr, message("silent-1", "k", "1")) }); !errors.Is(err, context.DeadlineExceeded) {
+		if err := returns(t, func() error { return x.p.Publish(ctx, x.addr, message("silent-1", "k", "1")) }); !errors.Is(err, context.DeadlineExceeded) {
 			t.Errorf("publish to a silent broker: %v; want context.DeadlineExceeded", err)
 		}
 		ctx, cancel = context.WithCancel(context.Background())
 		time.AfterFunc(200*time.Millisecond, cancel)
-		if err := returns(t, func() error { return p.Publish(ctx, addr, message("silent-2", "k", "1")) }); !errors.Is(err, context.Canceled) {
+		if err := returns(t, func() error { return x.p.Publish(ctx, x.addr, message("silent-2", "k", "1")) }); !errors.Is(err, context.Canceled) {
 			t.Errorf("cancelled publish to a silent broker: %v; want context.Canceled", err)
 		}
-		proxy.Resume()
-		if err := p.Publish(ctxFor(t), addr, message("after", "k", "1")); err != nil {
+		x.proxy.Resume()
+		if err := x.p.Publish(ctxFor(t), x.addr, message("after", "k", "1")); err != nil {
 			t.Fatalf("publish once the broker answers again: %v", err)
 		}
-		r.byID(t, "before", "after")
+		x.r.byID(t, "before", "after")
 	})
 
 	t.Run("LostConnectionIsErrConnLostThenReconnects", func(t *testing.T) {
 		t.Parallel()
-		r := NewReceiver()
-		addr := h.Destination(t, r)
-		u, proxy := testdb.ProxyURL(t, h.URL)
-		p := h.start(t, u)
+		x := h.proxied(t)
 		ctx := ctxFor(t)
-		if err := p.Publish(ctx, addr, message("before", "k", "1")); err != nil {
-			t.Fatalf("publish: %v", err)
+		inFlight := x.lose(t, func() error { return x.p.Publish(ctx, x.addr, message("lost", "k", "1")) })
+		if err := returns(t, func() error { return <-inFlight }); !errors.Is(err, broker.ErrConnLost) {
+			t.Errorf("publish whose connection was lost: %v; want ErrConnLost", err)
 		}
-		proxy.Pause()
-		inFlight := make(chan error, 1)
-		go func() { inFlight <- p.Publish(ctx, addr, message("lost", "k", "1")) }()
-		waitHeld(t, proxy)
-		// The broker goes away with the message unacknowledged.
-		proxy.Down()
-		select {
-		case err := <-inFlight:
-			if !errors.Is(err, broker.ErrConnLost) {
-				t.Errorf("publish whose connection was lost: %v; want ErrConnLost", err)
-			}
-		case <-time.After(patience):
-			t.Fatalf("a publish whose connection was lost did not return within %s", patience)
-		}
-		proxy.Resume()
-		proxy.Up()
+		x.restore()
 		// The publisher reconnects by itself; meanwhile a publish may
 		// still meet the dead connection.
 		for try := 0; ; try++ {
-			err := p.Publish(ctx, addr, message("after", "k", "1"))
+			err := x.p.Publish(ctx, x.addr, message("after", "k", "1"))
 			if err == nil {
 				break
 			}
@@ -347,34 +324,23 @@ func Run(t *testing.T, h Harness) {
 			}
 			time.Sleep(50 * time.Millisecond)
 		}
-		r.byID(t, "before", "after")
+		x.r.byID(t, "before", "after")
 	})
 
 	t.Run("SetRepublishesALostMessage", func(t *testing.T) {
 		t.Parallel()
-		r := NewReceiver()
-		addr := h.Destination(t, r)
-		u, proxy := testdb.ProxyURL(t, h.URL)
-		p := h.start(t, u)
-		set, err := broker.NewSet(map[string]broker.Publisher{"b": p}, patience)
+		x := h.proxied(t)
+		set, err := broker.NewSet(map[string]broker.Publisher{"b": x.p}, patience)
 		if err != nil {
 			t.Fatal(err)
 		}
-		target := "mq://b/" + addr
-		if err := set.Deliver(ctxFor(t), delivery("before", target)); err != nil {
-			t.Fatalf("deliver: %v", err)
-		}
-		proxy.Pause()
-		done := make(chan error, 1)
-		go func() { done <- set.Deliver(ctxFor(t), delivery("lost", target)) }()
-		waitHeld(t, proxy)
-		proxy.Down()
-		proxy.Resume()
-		proxy.Up()
-		if err := <-done; err != nil {
+		ctx := ctxFor(t)
+		done := x.lose(t, func() error { return set.Deliver(ctx, delivery("lost", "mq://b/"+x.addr)) })
+		x.restore()
+		if err := returns(t, func() error { return <-done }); err != nil {
 			t.Fatalf("deliver across a lost connection: %v", err)
 		}
-		r.byID(t, "before", "lost") // at least once, never lost
+		x.r.byID(t, "before", "lost") // at least once, never lost
 	})
 
 	t.Run("StopIsIdempotent", func(t *testing.T) {
@@ -385,6 +351,7 @@ func Run(t *testing.T, h Harness) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		t.Cleanup(p.Stop) // should the test end early
 		returns(t, func() error { p.Stop(); return nil }) // never started
 		for range 2 {
 			if err := p.Start(context.Background()); err != nil {
@@ -436,6 +403,53 @@ func (h Harness) start(t *testing.T, url string) broker.Publisher {
 	return p
 }
 
+// proxied is a test's destination and a publisher that reaches it through
+// a proxy faking outages, with one message, "before", acknowledged.
+type proxied struct {
+	r     *Receiver
+	addr  string
+	proxy *testdb.Proxy
+	p     broker.Publisher
+}
+
+func (h Harness) proxied(t *testing.T) *proxied {
+	t.Helper()
+	x := &proxied{r: NewReceiver()}
+	x.addr = h.Destination(t, x.r)
+	var u string
+	u, x.proxy = testdb.ProxyURL(t, h.URL)
+	x.p = h.start(t, u)
+	if err := x.p.Publish(ctxFor(t), x.addr, message("before", "k", "1")); err != nil {
+		t.Fatalf("publish: %v", err)
+	}
+	return x
+}
+
+// lose runs publish while the broker is silent and, once it wrote, takes
+// the broker away: a message sent and never acknowledged. The channel
+// gets publish's answer.
+func (x *proxied) lose(t *testing.T, publish func() error) <-chan error {
+	t.Helper()
+	x.proxy.Pause()
+	done := make(chan error, 1)
+	go func() { done <- publish() }()
+	deadline := time.Now().Add(patience)
+	for x.proxy.Held() == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the publish wrote nothing")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	x.proxy.Down()
+	return done
+}
+
+// restore brings the broker back.
+func (x *proxied) restore() {
+	x.proxy.Resume()
+	x.proxy.Up()
+}
+
 // message is a task's message as the Set builds it.
 func message(id, key, body string) *broker.Message {
 	d := delivery(id, "")
@@ -467,17 +481,5 @@ func returns(t *testing.T, f func() error) error {
 	case <-time.After(patience):
 		t.Fatalf("did not return within %s", patience)
 		return nil
-	}
-}
-
-// waitHeld waits until the paused proxy holds bytes a publish wrote.
-func waitHeld(t *testing.T, p *testdb.Proxy) {
-	t.Helper()
-	deadline := time.Now().Add(patience)
-	for p.Held() == 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("the publish wrote nothing")
-		}
-		time.Sleep(10 * time.Millisecond)
 	}
 }
