@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"net"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -27,6 +28,31 @@ func Unique(prefix string) string {
 	var b [6]byte
 	_, _ = rand.Read(b[:])
 	return prefix + hex.EncodeToString(b[:])
+}
+
+// ProxyURL starts a Proxy in front of the broker of raw (a broker URL with
+// one host:port) and returns the URL that goes through it.
+func ProxyURL(t testing.TB, raw string) (string, *Proxy) {
+	t.Helper()
+	u, err := url.Parse(raw)
+	if err != nil || u.Host == "" {
+		t.Fatalf("testdb: proxy: %q is not a URL with a host", raw)
+	}
+	p := NewProxy(t, u.Host)
+	u.Host = p.Addr()
+	return u.String(), p
+}
+
+// DeadURL is raw with its host:port swapped for a loopback port nothing
+// listens on: a broker that is down.
+func DeadURL(t testing.TB, raw string) string {
+	t.Helper()
+	u, err := url.Parse(raw)
+	if err != nil || u.Host == "" {
+		t.Fatalf("testdb: %q is not a URL with a host", raw)
+	}
+	u.Host = "127.0.0.1:" + strconv.Itoa(freePort(t))
+	return u.String()
 }
 
 // Broker is a broker process of the test's own on a free loopback port,

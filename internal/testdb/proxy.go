@@ -1,10 +1,10 @@
 package testdb
 
 import (
-	"io"
 	"net"
 	"net/url"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/go-sql-driver/mysql"
@@ -13,7 +13,9 @@ import (
 // Proxy forwards TCP connections from a loopback port of its own to a real
 // server. Down closes the port and every forwarded connection, so that a
 // client sees the server go away as it would if it crashed (refused dials,
-// reset sockets); Up opens the same port again.
+// reset sockets); Up opens the same port again. Pause holds every byte in
+// both directions, connections open, like a server stuck in a long pause;
+// Resume lets them through.
 type Proxy struct {
 	t      testing.TB
 	target string
@@ -23,6 +25,8 @@ type Proxy struct {
 	ln    net.Listener
 	conns map[net.Conn]struct{}
 	wg    sync.WaitGroup
+	gate  chan struct{} // non-nil while paused; Resume closes it
+	held  atomic.Int64  // bytes held back by Pause
 }
 
 // NewProxy starts a proxy to target (host:port), up; it stops when t ends.
@@ -36,6 +40,7 @@ func NewProxy(t testing.TB, target string) *Proxy {
 	p.addr = ln.Addr().String()
 	p.serve(ln)
 	t.Cleanup(func() {
+		p.Resume()
 		p.Down()
 		p.wg.Wait()
 	})
@@ -106,7 +111,7 @@ func (p *Proxy) forward(c net.Conn) {
 	p.mu.Unlock()
 	pipe := func(dst, src net.Conn) {
 		defer p.wg.Done()
-		_, _ = io.Copy(dst, src)
+		p.copy(dst, src)
 		// One direction ended: end both, as a dead server would.
 		dst.Close()
 		src.Close()
@@ -119,6 +124,52 @@ func (p *Proxy) forward(c net.Conn) {
 	go pipe(s, c)
 	go pipe(c, s)
 }
+
+func (p *Proxy) copy(dst, src net.Conn) {
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := src.Read(buf)
+		if n > 0 {
+			p.mu.Lock()
+			gate := p.gate
+			p.mu.Unlock()
+			if gate != nil {
+				p.held.Add(int64(n))
+				<-gate
+			}
+			if _, err := dst.Write(buf[:n]); err != nil {
+				return
+			}
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+// Pause holds back every byte read from then on, in both directions, until
+// Resume.
+func (p *Proxy) Pause() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.gate == nil {
+		p.gate = make(chan struct{})
+	}
+}
+
+// Resume forwards what Pause held back, and all that follows.
+func (p *Proxy) Resume() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.gate != nil {
+		close(p.gate)
+		p.gate = nil
+	}
+}
+
+// Held is how many bytes Pause has held back so far: above zero once a
+// client wrote while paused.
+func (p *Proxy) Held() int64 { return p.held.Load() }
 
 // Down stops accepting and cuts every forwarded connection.
 func (p *Proxy) Down() {

@@ -136,29 +136,27 @@ func TestLink(t *testing.T) {
 	if _, err := l.Wait(ctx); err == nil || !strings.Contains(err.Error(), "not connected") {
 		t.Fatalf("down link: %v", err)
 	}
-	got := make(chan (<-chan struct{}), 1)
+	got := make(chan context.Context, 1)
 	go func() {
-		lost, err := l.Wait(context.Background())
+		conn, err := l.Wait(context.Background())
 		if err != nil {
 			t.Error(err)
 		}
-		got <- lost
+		got <- conn
 	}()
 	l.Up()
-	lost := <-got
-	select {
-	case <-lost:
+	conn := <-got
+	if conn.Err() != nil {
 		t.Fatal("lost before Down")
-	default:
 	}
 	l.Down(errors.New("reset by peer"))
-	<-lost
+	<-conn.Done()
 	if !strings.Contains(l.Err().Error(), "reset by peer") {
 		t.Errorf("Err %v", l.Err())
 	}
 	l.Up()
-	lost2, err := l.Wait(context.Background())
-	if err != nil || lost2 == lost {
+	conn2, err := l.Wait(context.Background())
+	if err != nil || conn2.Err() != nil || conn2 == conn {
 		t.Fatalf("second connection: %v", err)
 	}
 }
@@ -215,4 +213,54 @@ func TestURLs(t *testing.T) {
 	if err != nil || maxLen != 500 || opt.DB != 2 || opt.DialTimeout != 3*time.Second {
 		t.Errorf("ParseURL: %+v %d %v", opt, maxLen, err)
 	}
+}
+
+func TestRegistry(t *testing.T) {
+	r := broker.NewRegistry(amqp.Kind(), natsjs.Kind(), redisstream.Kind(), mqtt.Kind())
+	if got := strings.Join(r.Schemes(), ","); got != "amqp,amqps,nats,redis,rediss,mqtt,mqtts" {
+		t.Errorf("schemes %s", got)
+	}
+	for url, want := range map[string]string{
+		"h:1883":                         "brokers.b: not a URL; want amqp://, amqps://, nats://, redis://, rediss://, mqtt:// or mqtts://",
+		"kafka://h:9092":                 `brokers.b: scheme "kafka" is not one of amqp, amqps, nats, redis, rediss, mqtt, mqtts`,
+		"mqtt://":                        "brokers.b: no host",
+		"rediss://u:s3cr3t@h/0?maxlen=0": `brokers.b: maxlen="0": want a positive integer`,
+	} {
+		if err := r.Check(map[string]string{"b": url}); err == nil || err.Error() != want {
+			t.Errorf("%s: %v; want %s", url, err, want)
+		}
+	}
+	// A password the URL parser quotes is masked.
+	if err := r.Check(map[string]string{"b": "amqp://u:s3cr3t@h:port/"}); err == nil || strings.Contains(err.Error(), "s3cr3t") {
+		t.Errorf("bad port: %v", err)
+	}
+	if err := r.Check(map[string]string{"bad name": "nats://h:4222"}); err == nil || !strings.HasPrefix(err.Error(), "brokers.bad name: the name") {
+		t.Errorf("bad name: %v", err)
+	}
+	// Names in order: the first bad one is reported, every run.
+	if err := r.Check(map[string]string{"b": "x://h", "a": "y://h", "c": "nats://h:4222"}); err == nil || !strings.HasPrefix(err.Error(), "brokers.a:") {
+		t.Errorf("two bad: %v", err)
+	}
+	// NewSet builds one publisher per broker, of its scheme's kind, not
+	// started; upper-case schemes and spaces around the URL are taken.
+	s, err := r.NewSet(map[string]string{"rabbit": " AMQP://guest:guest@127.0.0.1:1/ ", "js": "nats://127.0.0.1:1"}, time.Second, nil)
+	if err != nil || s.Len() != 2 {
+		t.Fatalf("NewSet: %v", err)
+	}
+	if err := s.CheckTarget("rabbit", "orders.*"); err == nil || !strings.Contains(err.Error(), "bad amqp address") {
+		t.Errorf("amqp address checked as another kind: %v", err)
+	}
+	if err := s.CheckTarget("js", "orders.*"); err == nil || !strings.Contains(err.Error(), "bad nats address") {
+		t.Errorf("nats address: %v", err)
+	}
+	if _, err := r.NewSet(map[string]string{"b": "kafka://h"}, time.Second, nil); err == nil || !strings.HasPrefix(err.Error(), `brokers.b: scheme "kafka"`) {
+		t.Errorf("NewSet of an unknown scheme: %v", err)
+	}
+	// A scheme registered twice is the composition root's mistake.
+	defer func() {
+		if recover() == nil {
+			t.Error("a scheme registered twice was accepted")
+		}
+	}()
+	r.Register(broker.Kind{Schemes: []string{"nats"}, CheckURL: natsjs.CheckURL, New: natsjs.Kind().New})
 }

@@ -17,7 +17,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"regexp"
 	"strings"
 	"sync"
@@ -26,15 +25,7 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/ontimehq/ontime/internal/deliver/broker"
-	"github.com/ontimehq/ontime/internal/startstop"
 )
-
-// Config configures a publisher.
-type Config struct {
-	Name   string // the broker's name in the config, for logs
-	URL    string // amqp:// or amqps://
-	Logger *slog.Logger
-}
 
 // CheckURL reports whether raw is an AMQP URL the client accepts.
 func CheckURL(raw string) error {
@@ -42,12 +33,16 @@ func CheckURL(raw string) error {
 	return err
 }
 
+// Kind registers amqp:// and amqps:// URLs with a broker.Registry.
+func Kind() broker.Kind {
+	return broker.Kind{Schemes: []string{"amqp", "amqps"}, CheckURL: CheckURL,
+		New: func(o broker.Options) (broker.Publisher, error) { return New(o) }}
+}
+
 // Publisher publishes to one RabbitMQ broker.
 type Publisher struct {
-	startstop.Base
-	cfg  Config
-	log  *slog.Logger
-	link *broker.Link
+	*broker.Base
+	cfg broker.Options
 
 	pubMu sync.Mutex // orders publishes: tag taken and message written together
 	conn  *amqp.Connection
@@ -67,15 +62,13 @@ type pending struct {
 	returned    *amqp.Return
 }
 
-// New builds a publisher; it connects once started.
-func New(cfg Config) (*Publisher, error) {
+// New builds a publisher of an amqp:// or amqps:// URL; it connects once
+// started.
+func New(cfg broker.Options) (*Publisher, error) {
 	if err := CheckURL(cfg.URL); err != nil {
 		return nil, err
 	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.New(slog.DiscardHandler)
-	}
-	return &Publisher{cfg: cfg, log: cfg.Logger.With("broker", cfg.Name), link: broker.NewLink(),
+	return &Publisher{Base: broker.NewBase(cfg.Name, cfg.Logger), cfg: cfg,
 		pending: map[uint64]*pending{}, exchanges: map[string]bool{}}, nil
 }
 
@@ -107,23 +100,12 @@ func CheckAddress(address string) error {
 }
 
 // Start connects in the background and keeps the connection up until Stop.
-func (p *Publisher) Start(ctx context.Context) error {
-	ctx, ok, started, stopped := p.StartInit(ctx)
-	if !ok {
-		return nil
-	}
-	go func() {
-		started()
-		defer stopped()
-		p.run(ctx)
-	}()
-	return nil
-}
+func (p *Publisher) Start(ctx context.Context) error { return p.Go(ctx, p.run) }
 
 // run connects, serves the connection until it is lost, and reconnects
 // with backoff, until ctx ends.
 func (p *Publisher) run(ctx context.Context) {
-	broker.KeepUp(ctx, p.log, p.link, "broker connection failed; retrying", "broker connected",
+	broker.KeepUp(ctx, p.Log, p.Link, "broker connection failed; retrying", "broker connected",
 		func(context.Context) (*session, error) { return p.connect() },
 		func(ctx context.Context, s *session) error {
 			err := p.serve(ctx, s)
@@ -252,7 +234,7 @@ var noExchange = regexp.MustCompile(`no exchange '([^']*)'`)
 // ErrConnLost (Set publishes them again), except those to an exchange the
 // broker said does not exist, which fail with that reason.
 func (p *Publisher) teardown(cause error) {
-	p.link.Down(cause)
+	p.Link.Down(cause)
 	p.pubMu.Lock()
 	conn := p.conn
 	p.conn, p.ch = nil, nil
@@ -300,7 +282,7 @@ func (p *Publisher) PublishBatch(ctx context.Context, address string, ms []*brok
 		return errs
 	}
 	exchange, key, _ := strings.Cut(address, "/")
-	if _, err := p.link.Wait(ctx); err != nil {
+	if _, err := p.Link.Wait(ctx); err != nil {
 		return all(err)
 	}
 	if err := p.checkExchange(ctx, exchange); err != nil {
@@ -329,7 +311,7 @@ func (p *Publisher) PublishBatch(ctx context.Context, address string, ms []*brok
 	ch := p.ch
 	if ch == nil {
 		p.pubMu.Unlock()
-		return all(fmt.Errorf("%w: %v", broker.ErrConnLost, p.link.Err()))
+		return all(fmt.Errorf("%w: %v", broker.ErrConnLost, p.Link.Err()))
 	}
 	for i := range ms {
 		tags[i] = ch.GetNextPublishSeqNo()
@@ -389,7 +371,7 @@ func (p *Publisher) checkExchange(ctx context.Context, exchange string) error {
 	conn := p.conn
 	p.pubMu.Unlock()
 	if conn == nil {
-		return fmt.Errorf("%w: %v", broker.ErrConnLost, p.link.Err())
+		return fmt.Errorf("%w: %v", broker.ErrConnLost, p.Link.Err())
 	}
 	done := make(chan error, 1)
 	go func() {

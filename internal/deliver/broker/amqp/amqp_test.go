@@ -1,94 +1,85 @@
 package amqp_test
 
 import (
-	"context"
-	"errors"
-	"fmt"
-	"strings"
-	"sync"
 	"testing"
-	"time"
 
 	amqp091 "github.com/rabbitmq/amqp091-go"
 
-	"github.com/ontimehq/ontime/internal/deliver/broker"
 	"github.com/ontimehq/ontime/internal/deliver/broker/amqp"
+	"github.com/ontimehq/ontime/internal/deliver/broker/brokertest"
 	"github.com/ontimehq/ontime/internal/testdb"
 )
 
-// TestReturnsMatchTheirPublishes: many publishes in flight at once on one
-// channel, half routable and half not: each gets its own outcome (a
-// return is matched to its publish, not to a neighbour's confirm), and the
-// queue holds exactly the routable ones.
-func TestReturnsMatchTheirPublishes(t *testing.T) {
-	t.Parallel()
+// TestContract runs the publisher contract against the shared RabbitMQ,
+// each test on an exchange and queue of its own. Its refusals are a
+// return (an exchange with no queue bound for the key) and an exchange
+// that does not exist, which must fail its own publish only, not the
+// channel the others use.
+func TestContract(t *testing.T) {
 	url := testdb.AMQPURL()
+	brokertest.Run(t, brokertest.Harness{
+		Kind:      amqp.Kind(),
+		URL:       url,
+		MessageID: true,
+		Destination: func(t *testing.T, r *brokertest.Receiver) string {
+			name := testdb.Unique("ontime_t_")
+			ch := channel(t, url)
+			declare(t, ch, name)
+			if _, err := ch.QueueDeclare(name, false, false, false, false, nil); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _, _ = ch.QueueDelete(name, false, false, false) })
+			if err := ch.QueueBind(name, "due", name, false, nil); err != nil {
+				t.Fatal(err)
+			}
+			deliveries, err := ch.Consume(name, "", true, false, false, false, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			go func() {
+				for d := range deliveries {
+					h := map[string]string{}
+					for k, v := range d.Headers {
+						if s, ok := v.(string); ok {
+							h[k] = s
+						}
+					}
+					r.Add(brokertest.Received{ID: d.MessageId, Body: d.Body, Headers: h})
+				}
+			}()
+			return name + "/due"
+		},
+		Refused: func(t *testing.T) []brokertest.Refusal {
+			name := testdb.Unique("ontime_t_")
+			declare(t, channel(t, url), name)
+			return []brokertest.Refusal{
+				{Address: name + "/nobody.listens", Reason: "NO_ROUTE"},
+				{Address: testdb.Unique("ontime_t_") + "/x", Reason: "does not exist"},
+			}
+		},
+	})
+}
+
+// channel opens a channel on a connection of its own, closed when t ends.
+func channel(t *testing.T, url string) *amqp091.Channel {
+	t.Helper()
 	conn, err := amqp091.Dial(url)
 	if err != nil {
 		t.Fatalf("RabbitMQ at %s is required: %v", url, err)
 	}
-	defer conn.Close()
+	t.Cleanup(func() { conn.Close() })
 	ch, err := conn.Channel()
 	if err != nil {
 		t.Fatal(err)
 	}
-	name := testdb.Unique("ontime_t_")
-	if err := ch.ExchangeDeclare(name, "direct", false, true, false, false, nil); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := ch.QueueDeclare(name, false, true, false, false, nil); err != nil {
-		t.Fatal(err)
-	}
-	if err := ch.QueueBind(name, "yes", name, false, nil); err != nil {
-		t.Fatal(err)
-	}
-	defer ch.QueueDelete(name, false, false, false)
+	return ch
+}
 
-	p, err := amqp.New(amqp.Config{Name: "t", URL: url})
-	if err != nil {
+// declare makes a direct exchange, deleted when t ends.
+func declare(t *testing.T, ch *amqp091.Channel, name string) {
+	t.Helper()
+	if err := ch.ExchangeDeclare(name, amqp091.ExchangeDirect, false, false, false, false, nil); err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	if err := p.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	defer p.Stop()
-	const n = 400
-	errs := make([]error, n)
-	var wg sync.WaitGroup
-	for i := range n {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			key := "yes"
-			if i%2 == 1 {
-				key = "no"
-			}
-			m := &broker.Message{ID: fmt.Sprintf("task-%d", i), Body: []byte("1"), Headers: [5]broker.Header{
-				{Name: broker.HeaderTaskID, Value: fmt.Sprintf("task-%d", i)}, {Name: broker.HeaderAttempt, Value: "1"}}}
-			errs[i] = p.Publish(ctx, name+"/"+key, m)
-		}()
-	}
-	wg.Wait()
-	for i, err := range errs {
-		switch {
-		case i%2 == 0 && err != nil:
-			t.Errorf("routable publish %d: %v", i, err)
-		case i%2 == 1 && (err == nil || !strings.Contains(err.Error(), "NO_ROUTE")):
-			t.Errorf("unroutable publish %d: %v", i, err)
-		}
-	}
-	q, err := ch.QueueDeclarePassive(name, false, true, false, false, nil)
-	if err != nil || q.Messages != n/2 {
-		t.Errorf("queue holds %d messages (%v); want %d", q.Messages, err, n/2)
-	}
-	// A missing exchange is an error of its own publish only.
-	err = p.Publish(ctx, testdb.Unique("ontime_t_")+"/x", &broker.Message{ID: "m", Body: []byte("1")})
-	if err == nil || !strings.Contains(err.Error(), "does not exist") || errors.Is(err, broker.ErrConnLost) {
-		t.Errorf("missing exchange: %v", err)
-	}
-	if err := p.Publish(ctx, name+"/yes", &broker.Message{ID: "after", Body: []byte("1")}); err != nil {
-		t.Errorf("publish after a missing exchange: %v", err)
-	}
+	t.Cleanup(func() { _ = ch.ExchangeDelete(name, false, false) })
 }

@@ -19,7 +19,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"log/slog"
 	"net/url"
 	"strings"
 	"sync"
@@ -30,15 +29,7 @@ import (
 	"github.com/eclipse/paho.golang/paho"
 
 	"github.com/ontimehq/ontime/internal/deliver/broker"
-	"github.com/ontimehq/ontime/internal/startstop"
 )
-
-// Config configures a publisher.
-type Config struct {
-	Name   string // the broker's name in the config, for logs
-	URL    string // mqtt:// or mqtts://, [user:pass@]host:port
-	Logger *slog.Logger
-}
 
 // CheckURL reports whether raw is an mqtt:// or mqtts:// URL with a host.
 func CheckURL(raw string) error {
@@ -58,20 +49,25 @@ func CheckURL(raw string) error {
 	return nil
 }
 
-// Publisher publishes to one MQTT broker.
-type Publisher struct {
-	startstop.Base
-	cfg  Config
-	log  *slog.Logger
-	link *broker.Link
-	u    *url.URL
-
-	mu sync.Mutex
-	cm *autopaho.ConnectionManager
+// Kind registers mqtt:// and mqtts:// URLs with a broker.Registry.
+func Kind() broker.Kind {
+	return broker.Kind{Schemes: []string{"mqtt", "mqtts"}, CheckURL: CheckURL,
+		New: func(o broker.Options) (broker.Publisher, error) { return New(o) }}
 }
 
-// New builds a publisher; it connects once started.
-func New(cfg Config) (*Publisher, error) {
+// Publisher publishes to one MQTT broker.
+type Publisher struct {
+	*broker.Base
+	cfg broker.Options
+	u   *url.URL
+
+	mu sync.Mutex
+	cm *autopaho.ConnectionManager // set once connected
+}
+
+// New builds a publisher of an mqtt:// or mqtts:// URL,
+// [user:pass@]host:port; it connects once started.
+func New(cfg broker.Options) (*Publisher, error) {
 	if err := CheckURL(cfg.URL); err != nil {
 		return nil, err
 	}
@@ -83,10 +79,7 @@ func New(cfg Config) (*Publisher, error) {
 		}
 		u.Host = u.Hostname() + ":" + port
 	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.New(slog.DiscardHandler)
-	}
-	return &Publisher{cfg: cfg, log: cfg.Logger.With("broker", cfg.Name), link: broker.NewLink(), u: u}, nil
+	return &Publisher{Base: broker.NewBase(cfg.Name, cfg.Logger), cfg: cfg, u: u}, nil
 }
 
 // Kind implements broker.Publisher.
@@ -116,11 +109,9 @@ func CheckAddress(topic string) error {
 
 // Start connects in the background; autopaho keeps the connection up until
 // Stop.
-func (p *Publisher) Start(ctx context.Context) error {
-	ctx, ok, started, stopped := p.StartInit(ctx)
-	if !ok {
-		return nil
-	}
+func (p *Publisher) Start(ctx context.Context) error { return p.Go(ctx, p.run) }
+
+func (p *Publisher) run(ctx context.Context) {
 	var rnd [6]byte
 	_, _ = rand.Read(rnd[:])
 	cc := autopaho.ClientConfig{
@@ -130,16 +121,19 @@ func (p *Publisher) Start(ctx context.Context) error {
 		SessionExpiryInterval:         0, // a lost connection fails its publishes at once: Set sends them again
 		ConnectTimeout:                5 * time.Second,
 		ReconnectBackoff:              broker.ReconnectDelay,
-		OnConnectionUp: func(*autopaho.ConnectionManager, *paho.Connack) {
-			p.link.Up()
-			p.log.Info("broker connected")
+		OnConnectionUp: func(cm *autopaho.ConnectionManager, _ *paho.Connack) {
+			p.mu.Lock()
+			p.cm = cm // may run before NewConnection returns
+			p.mu.Unlock()
+			p.Link.Up()
+			p.Log.Info("broker connected")
 		},
 		OnConnectionDown: func() bool {
-			p.link.Down(errors.New("connection lost"))
-			p.log.Warn("broker connection lost; reconnecting")
+			p.Link.Down(errors.New("connection lost"))
+			p.Log.Warn("broker connection lost; reconnecting")
 			return true
 		},
-		OnConnectError: func(err error) { p.link.Down(err) },
+		OnConnectError: func(err error) { p.Link.Down(err) },
 		ClientConfig:   paho.ClientConfig{ClientID: "ontime-" + p.cfg.Name + "-" + hex.EncodeToString(rnd[:])},
 	}
 	if ui := p.u.User; ui != nil {
@@ -149,30 +143,30 @@ func (p *Publisher) Start(ctx context.Context) error {
 		}
 	}
 	cm, err := autopaho.NewConnection(ctx, cc)
-	if err != nil {
-		stopped()
-		return fmt.Errorf("mqtt broker %s: %w", p.cfg.Name, err)
-	}
-	p.mu.Lock()
-	p.cm = cm
-	p.mu.Unlock()
-	go func() {
-		started()
-		defer stopped()
+	if err != nil { // only for a config without a server, which CheckURL refuses
+		p.Link.Down(err)
+		p.Log.Error("broker connection failed", "err", err)
 		<-ctx.Done()
-		dctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		defer cancel()
-		_ = cm.Disconnect(dctx)
-		<-cm.Done()
-	}()
-	return nil
+		return
+	}
+	<-ctx.Done()
+	dctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	_ = cm.Disconnect(dctx)
+	<-cm.Done()
 }
 
 // Publish implements broker.Publisher.
 func (p *Publisher) Publish(ctx context.Context, topic string, m *broker.Message) error {
-	if _, err := p.link.Wait(ctx); err != nil {
+	conn, err := p.Link.Wait(ctx)
+	if err != nil {
 		return err
 	}
+	// The client fails a publish whose connection is lost only after its
+	// PacketTimeout (10 s); the lost connection ends it now.
+	pctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	defer context.AfterFunc(conn, cancel)()
 	p.mu.Lock()
 	cm := p.cm
 	p.mu.Unlock()
@@ -180,7 +174,7 @@ func (p *Publisher) Publish(ctx context.Context, topic string, m *broker.Message
 	for _, h := range m.Headers {
 		props.User = append(props.User, paho.UserProperty{Key: h.Name, Value: h.Value})
 	}
-	pr, err := cm.Publish(ctx, &paho.Publish{QoS: 1, Topic: topic, Payload: m.Body, Properties: props})
+	pr, err := cm.Publish(pctx, &paho.Publish{QoS: 1, Topic: topic, Payload: m.Body, Properties: props})
 	switch {
 	case pr != nil && pr.ReasonCode >= 0x80:
 		return fmt.Errorf("the broker refused the message: PUBACK reason 0x%02x %s", pr.ReasonCode, reasonString(pr))
@@ -192,6 +186,8 @@ func (p *Publisher) Publish(ctx context.Context, topic string, m *broker.Message
 		return err
 	case ctx.Err() != nil:
 		return fmt.Errorf("no PUBACK: %w", ctx.Err())
+	case conn.Err() != nil:
+		return fmt.Errorf("%w: %v", broker.ErrConnLost, p.Link.Err())
 	}
 	return fmt.Errorf("%w: %v", broker.ErrConnLost, err)
 }

@@ -14,7 +14,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"net/url"
 	"strings"
 	"sync"
@@ -23,15 +22,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/ontimehq/ontime/internal/deliver/broker"
-	"github.com/ontimehq/ontime/internal/startstop"
 )
-
-// Config configures a publisher.
-type Config struct {
-	Name   string // the broker's name in the config, for logs
-	URL    string // nats://[user:pass@]host:port[,nats://…]
-	Logger *slog.Logger
-}
 
 // CheckURL reports whether raw is a nats:// URL (several may be given,
 // comma-separated, as nats.go accepts).
@@ -51,27 +42,29 @@ func CheckURL(raw string) error {
 	return nil
 }
 
+// Kind registers nats:// URLs with a broker.Registry.
+func Kind() broker.Kind {
+	return broker.Kind{Schemes: []string{"nats"}, CheckURL: CheckURL,
+		New: func(o broker.Options) (broker.Publisher, error) { return New(o) }}
+}
+
 // Publisher publishes to one NATS server or cluster.
 type Publisher struct {
-	startstop.Base
-	cfg  Config
-	log  *slog.Logger
-	link *broker.Link
+	*broker.Base
+	cfg broker.Options
 
 	mu sync.Mutex
 	nc *nats.Conn
 	js jetstream.JetStream
 }
 
-// New builds a publisher; it connects once started.
-func New(cfg Config) (*Publisher, error) {
+// New builds a publisher of a nats://[user:pass@]host:port[,nats://…] URL;
+// it connects once started.
+func New(cfg broker.Options) (*Publisher, error) {
 	if err := CheckURL(cfg.URL); err != nil {
 		return nil, err
 	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.New(slog.DiscardHandler)
-	}
-	return &Publisher{cfg: cfg, log: cfg.Logger.With("broker", cfg.Name), link: broker.NewLink()}, nil
+	return &Publisher{Base: broker.NewBase(cfg.Name, cfg.Logger), cfg: cfg}, nil
 }
 
 // Kind implements broker.Publisher.
@@ -98,59 +91,65 @@ func CheckAddress(subject string) error {
 
 // Start connects in the background; nats.go keeps the connection up (with
 // backoff) until Stop.
-func (p *Publisher) Start(ctx context.Context) error {
-	ctx, ok, started, stopped := p.StartInit(ctx)
-	if !ok {
-		return nil
+func (p *Publisher) Start(ctx context.Context) error { return p.Go(ctx, p.run) }
+
+func (p *Publisher) run(ctx context.Context) {
+	// The handlers may run before Connect returns: the link is up only
+	// once js is set too, by a handler or below.
+	up := func(msg string) nats.ConnHandler {
+		return func(*nats.Conn) {
+			p.mu.Lock()
+			ready := p.js != nil
+			p.mu.Unlock()
+			if ready {
+				p.Link.Up()
+			}
+			p.Log.Info(msg)
+		}
 	}
-	go func() {
-		started()
-		defer stopped()
-		nc, err := nats.Connect(p.cfg.URL,
-			nats.Name("ontime "+p.cfg.Name),
-			nats.RetryOnFailedConnect(true),
-			nats.MaxReconnects(-1),
-			nats.CustomReconnectDelay(broker.ReconnectDelay),
-			// Publishes wait for a connection instead of piling up in a
-			// buffer whose fate a lost connection leaves unknown.
-			nats.ReconnectBufSize(-1),
-			nats.ConnectHandler(func(*nats.Conn) { p.link.Up(); p.log.Info("broker connected") }),
-			nats.ReconnectHandler(func(*nats.Conn) { p.link.Up(); p.log.Info("broker reconnected") }),
-			nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
-				p.link.Down(err)
-				if err != nil {
-					p.log.Warn("broker connection lost; reconnecting", "err", err)
-				}
-			}),
-			nats.ClosedHandler(func(*nats.Conn) { p.link.Down(errors.New("connection closed")) }),
-		)
-		if err != nil {
-			p.link.Down(err)
-			p.log.Error("broker connection failed", "err", err)
-			<-ctx.Done()
-			return
-		}
-		js, err := jetstream.New(nc, jetstream.WithPublishAsyncMaxPending(16384))
-		if err != nil {
-			nc.Close()
-			p.link.Down(err)
-			p.log.Error("jetstream", "err", err)
-			<-ctx.Done()
-			return
-		}
-		p.mu.Lock()
-		p.nc, p.js = nc, js
-		p.mu.Unlock()
-		if nc.IsConnected() {
-			p.link.Up()
-		}
+	nc, err := nats.Connect(p.cfg.URL,
+		nats.Name("ontime "+p.cfg.Name),
+		nats.RetryOnFailedConnect(true),
+		nats.MaxReconnects(-1),
+		nats.CustomReconnectDelay(broker.ReconnectDelay),
+		// Publishes wait for a connection instead of piling up in a
+		// buffer whose fate a lost connection leaves unknown.
+		nats.ReconnectBufSize(-1),
+		nats.ConnectHandler(up("broker connected")),
+		nats.ReconnectHandler(up("broker reconnected")),
+		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
+			p.Link.Down(err)
+			if err != nil {
+				p.Log.Warn("broker connection lost; reconnecting", "err", err)
+			}
+		}),
+		nats.ClosedHandler(func(*nats.Conn) { p.Link.Down(errors.New("connection closed")) }),
+	)
+	if err != nil {
+		p.Link.Down(err)
+		p.Log.Error("broker connection failed", "err", err)
 		<-ctx.Done()
-		// Publishes in flight were drained by the dispatcher's stop; what
-		// is left is flushed and closed.
-		_ = nc.Drain()
+		return
+	}
+	js, err := jetstream.New(nc, jetstream.WithPublishAsyncMaxPending(16384))
+	if err != nil {
 		nc.Close()
-	}()
-	return nil
+		p.Link.Down(err)
+		p.Log.Error("jetstream", "err", err)
+		<-ctx.Done()
+		return
+	}
+	p.mu.Lock()
+	p.nc, p.js = nc, js
+	p.mu.Unlock()
+	if nc.IsConnected() {
+		p.Link.Up()
+	}
+	<-ctx.Done()
+	// Publishes in flight were drained by the dispatcher's stop; what
+	// is left is flushed and closed.
+	_ = nc.Drain()
+	nc.Close()
 }
 
 // Publish implements broker.Publisher.
@@ -168,7 +167,7 @@ func (p *Publisher) PublishBatch(ctx context.Context, subject string, ms []*brok
 		}
 		return errs
 	}
-	lost, err := p.link.Wait(ctx)
+	conn, err := p.Link.Wait(ctx)
 	if err != nil {
 		return all(err)
 	}
@@ -212,8 +211,8 @@ func (p *Publisher) PublishBatch(ctx context.Context, subject string, ms []*brok
 			default:
 				errs[i] = fmt.Errorf("jetstream refused the message: %w", err)
 			}
-		case <-lost:
-			errs[i] = fmt.Errorf("%w: %v", broker.ErrConnLost, p.link.Err())
+		case <-conn.Done():
+			errs[i] = fmt.Errorf("%w: %v", broker.ErrConnLost, p.Link.Err())
 		case <-ctx.Done():
 			errs[i] = fmt.Errorf("no PubAck: %w", ctx.Err())
 		}

@@ -14,29 +14,16 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"net/url"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/ontimehq/ontime/internal/deliver/broker"
-	"github.com/ontimehq/ontime/internal/startstop"
 )
-
-// Config configures a publisher.
-type Config struct {
-	Name string // the broker's name in the config, for logs
-	URL  string // redis:// or rediss://, go-redis's syntax, plus ?maxlen=N
-	// Timeout is how long a pipeline waits for its replies (delivery.timeout):
-	// Redis answers in order on a live connection, so waiting beats sending
-	// again, which would add the entries twice. Default 10s; a read_timeout
-	// in the URL wins.
-	Timeout time.Duration
-	Logger  *slog.Logger
-}
 
 // Defaults of the pipeline.
 const (
@@ -81,16 +68,20 @@ func CheckURL(raw string) error {
 	return err
 }
 
+// Kind registers redis:// and rediss:// URLs with a broker.Registry.
+func Kind() broker.Kind {
+	return broker.Kind{Schemes: []string{"redis", "rediss"}, CheckURL: CheckURL,
+		New: func(o broker.Options) (broker.Publisher, error) { return New(o) }}
+}
+
 // Publisher publishes to one Redis server.
 type Publisher struct {
-	startstop.Base
-	cfg    Config
-	log    *slog.Logger
+	*broker.Base
+	cfg    broker.Options
 	opt    *redis.Options
 	maxLen int64
-	client *redis.Client
+	client *redis.Client // made by run, used by its goroutines only
 	reqs   chan *xadd
-	link   *broker.Link
 	// lost tells the prober a pipeline lost its connection: publishes then
 	// wait for a PING to answer instead of each redialling a dead server.
 	lost chan error
@@ -102,14 +93,16 @@ type xadd struct {
 	done   chan error // buffered 1
 }
 
-// New builds a publisher; its writers run once started.
-func New(cfg Config) (*Publisher, error) {
+// New builds a publisher of a redis:// or rediss:// URL (go-redis's syntax,
+// plus ?maxlen=N); its writers run once started. cfg.Timeout
+// (delivery.timeout) is how long a pipeline waits for its replies: Redis
+// answers in order on a live connection, so waiting beats sending again,
+// which would add the entries twice. Default 10s; a read_timeout in the URL
+// wins.
+func New(cfg broker.Options) (*Publisher, error) {
 	opt, maxLen, err := ParseURL(cfg.URL)
 	if err != nil {
 		return nil, err
-	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	opt.PoolSize = writers + 2
 	opt.MaxRetries = -1 // a lost reply is ours to retry, knowing what it was
@@ -119,8 +112,8 @@ func New(cfg Config) (*Publisher, error) {
 	if !strings.Contains(cfg.URL, "read_timeout=") {
 		opt.ReadTimeout = cfg.Timeout
 	}
-	return &Publisher{cfg: cfg, log: cfg.Logger.With("broker", cfg.Name), opt: opt, maxLen: maxLen,
-		reqs: make(chan *xadd, 4096), link: broker.NewLink(), lost: make(chan error, 1)}, nil
+	return &Publisher{Base: broker.NewBase(cfg.Name, cfg.Logger), cfg: cfg, opt: opt, maxLen: maxLen,
+		reqs: make(chan *xadd, 4096), lost: make(chan error, 1)}, nil
 }
 
 // Kind implements broker.Publisher.
@@ -138,48 +131,34 @@ func CheckAddress(key string) error {
 }
 
 // Start runs the writers until Stop.
-func (p *Publisher) Start(ctx context.Context) error {
-	ctx, ok, started, stopped := p.StartInit(ctx)
-	if !ok {
-		return nil
-	}
+func (p *Publisher) Start(ctx context.Context) error { return p.Go(ctx, p.run) }
+
+// run is the prober and the writers, until ctx ends.
+func (p *Publisher) run(ctx context.Context) {
 	p.client = redis.NewClient(p.opt)
-	done := make(chan struct{})
-	go func() {
-		defer func() { done <- struct{}{} }()
-		p.probe(ctx)
-	}()
+	var wg sync.WaitGroup
+	wg.Go(func() { p.probe(ctx) })
 	for range writers {
-		go func() {
-			defer func() { done <- struct{}{} }()
-			p.write(ctx)
-		}()
+		wg.Go(func() { p.write(ctx) })
 	}
-	go func() {
-		started()
-		defer stopped()
-		for range writers + 1 {
-			<-done
+	wg.Wait()
+	// Whatever is still queued was given up by its caller (the dispatcher
+	// drained first); answer it anyway.
+	for {
+		select {
+		case r := <-p.reqs:
+			r.done <- fmt.Errorf("%w: publisher stopped", broker.ErrConnLost)
+		default:
+			_ = p.client.Close()
+			return
 		}
-		// Whatever is still queued was given up by its caller (the
-		// dispatcher drained first); answer it anyway.
-		for {
-			select {
-			case r := <-p.reqs:
-				r.done <- fmt.Errorf("%w: publisher stopped", broker.ErrConnLost)
-			default:
-				_ = p.client.Close()
-				return
-			}
-		}
-	}()
-	return nil
+	}
 }
 
 // probe marks the link up once the server answers a PING, and down (then
 // probes again with backoff) when a pipeline lost its connection.
 func (p *Publisher) probe(ctx context.Context) {
-	broker.KeepUp(ctx, p.log, p.link, "broker unreachable; retrying", "broker reachable again",
+	broker.KeepUp(ctx, p.Log, p.Link, "broker unreachable; retrying", "broker reachable again",
 		func(ctx context.Context) (struct{}, error) {
 			pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 			defer cancel()
@@ -190,7 +169,7 @@ func (p *Publisher) probe(ctx context.Context) {
 			case <-ctx.Done():
 				return ctx.Err()
 			case err := <-p.lost:
-				p.link.Down(err)
+				p.Link.Down(err)
 				return err
 			}
 		})
@@ -287,7 +266,7 @@ func (p *Publisher) Publish(ctx context.Context, stream string, m *broker.Messag
 // the writers pipeline, then every reply is awaited.
 func (p *Publisher) PublishBatch(ctx context.Context, stream string, ms []*broker.Message) []error {
 	errs := make([]error, len(ms))
-	if _, err := p.link.Wait(ctx); err != nil {
+	if _, err := p.Link.Wait(ctx); err != nil {
 		for i := range errs {
 			errs[i] = err
 		}
