@@ -21,7 +21,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"maps"
 	"net/http"
 	"os"
 	"slices"
@@ -621,22 +620,23 @@ func (n *Node) Cancel(ctx context.Context, id string) (*Task, error) {
 	return viewOf(t), nil
 }
 
-// HTTPHandler serves the HTTP API v1 for this node.
+// HTTPHandler serves the HTTP API v1 for this node: every route, from the
+// services below (internal/api routes.go holds the table).
 func (n *Node) HTTPHandler() http.Handler {
-	opts := api.Options{
+	return api.NewHandler(api.Services{
+		Tasks:     n.submit,
+		Keys:      n.submit,
+		Topics:    n.admin,
+		Schedules: n.sched,
+		Jobs:      jobsAPI{n},
+		Cluster:   n,
+		Metrics:   promhttp.HandlerFor(n.reg, promhttp.HandlerOpts{Registry: n.reg}),
+	}, api.Options{
 		MaxPayloadBytes: n.cfg.Delivery.MaxPayloadBytes,
 		MaxBatchBytes:   int64(n.cfg.HTTP.MaxBatchBytes),
 		Logger:          n.log,
 		Auth:            n.auth(),
-		Topics:          n.admin,
-		Extra: map[string]http.Handler{
-			"GET /metrics":    promhttp.HandlerFor(n.reg, promhttp.HandlerOpts{Registry: n.reg}),
-			"GET /v1/cluster": http.HandlerFunc(n.clusterHandler),
-		},
-	}
-	maps.Copy(opts.Extra, api.ScheduleRoutes(n.sched, opts))
-	maps.Copy(opts.Extra, api.JobRoutes(jobsAPI{n}, n.log))
-	return api.NewHandler(n.submit, opts)
+	})
 }
 
 // Config returns the node's effective configuration.
