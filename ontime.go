@@ -412,7 +412,7 @@ func (n *Node) build(ctx context.Context, resolver Resolver) error {
 		// The dispatcher's lanes deliver what fire releases.
 		services{disp},
 		// Redis only: the tier's wake-up listener runs before the fire
-		// loops that wait on it (the memory tier has no goroutine).
+		// loops that wait on it (the memory tier has no lifecycle).
 		tierListener,
 		// Fire empties the hot tier into the dispatcher; stopping, it
 		// waits for the tasks it started to reach their lanes, then hands
