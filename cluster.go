@@ -2,14 +2,11 @@ package ontime
 
 import (
 	"context"
-	"fmt"
-	"net/http"
 	"sort"
 	"sync"
 	"time"
 
 	"github.com/ontimehq/ontime/apiv1"
-	"github.com/ontimehq/ontime/internal/api"
 	"github.com/ontimehq/ontime/internal/cluster"
 	"github.com/ontimehq/ontime/internal/cluster/dbcoord"
 	"github.com/ontimehq/ontime/internal/cluster/etcdcoord"
@@ -180,12 +177,4 @@ func (n *Node) Cluster(ctx context.Context) (*apiv1.ClusterView, error) {
 	}
 	sort.Slice(v.Nodes, func(a, b int) bool { return v.Nodes[a].ID < v.Nodes[b].ID })
 	return v, nil
-}
-
-func (n *Node) clusterHandler(w http.ResponseWriter, r *http.Request) {
-	v, err := n.Cluster(r.Context())
-	if err != nil {
-		err = fmt.Errorf("cluster view: %w", err)
-	}
-	api.Reply(w, r, n.log, v, err)
 }

@@ -21,7 +21,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"maps"
 	"net/http"
 	"os"
 	"slices"
@@ -260,13 +259,17 @@ func NewNode(ctx context.Context, cfg Config, opts ...NodeOption) (_ *Node, err 
 func (n *Node) build(ctx context.Context, resolver Resolver) error {
 	cfg := n.cfg
 	window := time.Duration(cfg.Hot.Window)
+	var (
+		drain        func() []hot.Entry  // the memory tier's: fire hands its entries back at Stop
+		tierListener []startstop.Service // the Redis tier's wake-up listener and resync
+	)
 	switch cfg.Hot.Tier {
 	case "memory":
 		t, err := memory.New(memory.Config{Visibility: time.Duration(cfg.Delivery.LeaseTTL)})
 		if err != nil {
 			return fmt.Errorf("hot: %w", err)
 		}
-		n.tier = t
+		n.tier, drain = t, t.Drain
 	case "redis":
 		var tlsCfg *tls.Config
 		if cfg.Hot.RedisCAFile != "" {
@@ -283,7 +286,7 @@ func (n *Node) build(ctx context.Context, resolver Resolver) error {
 		if err != nil {
 			return err
 		}
-		n.tier = t
+		n.tier, tierListener = t, []startstop.Service{t}
 	}
 	m := metrics.New(n.reg)
 	planner := hot.NewPlanner(FireLead, maxFireLead(cfg.Hot.MaxFireLead, window))
@@ -348,6 +351,7 @@ func (n *Node) build(ctx context.Context, resolver Resolver) error {
 		return err
 	}
 	firer, err := fire.New(fire.Config{Store: n.store, Tier: n.tier, Planner: planner, Sender: n.router, Outcomes: comp,
+		HeldBytes: comp.HeldBytes, Wait: comp.Wait, Drain: drain,
 		MaxLead: maxLead, DeliveryLease: deliveryLease, MaxBytes: cfg.Hot.MaxBytes, Paused: n.topics, Logger: n.log, Metrics: m})
 	if err != nil {
 		return err
@@ -384,18 +388,47 @@ func (n *Node) build(ctx context.Context, resolver Resolver) error {
 	}
 	g := metrics.NewGauges(metrics.GaugesConfig{Tasks: n.store, Hot: n.tier, Lanes: disp, Logger: n.log})
 	n.reg.MustRegister(g)
-	n.services = []startstop.Service{g, comp, disp, firer, n.scan, n.jobs, cleaner}
-	if ts, ok := n.tier.(startstop.Service); ok { // redis: its wake-up listener runs before the fire loops
-		n.services = slices.Insert(n.services, 3, ts)
-	}
-	// Broker connections start before the lanes that publish on them and
-	// stop after the dispatcher's drain, which waits for their confirms.
-	n.services = slices.Insert(n.services, 2, brokers.Services()...)
 	if err := n.buildSchedules(); err != nil {
 		return err
 	}
-	n.services = append(n.services, n.sched) // it submits: after every stage it feeds
-	n.services = append(n.services, n.topics)
+	// The start order. Each service starts before those that hand it work,
+	// so nothing is handed to a service that is not running yet; Stop runs
+	// the list in reverse, so each stops after all that feed it (senders
+	// before receivers). Start appends the coordinator, which assigns what
+	// to scan: it starts last and stops first, handing this node's items to
+	// the others before the pipeline stops.
+	type services = []startstop.Service
+	n.services = slices.Concat(
+		// The gauges' counting worker only reads: it needs nothing
+		// running, and serves scrapes until the rest has stopped.
+		services{g},
+		// The completer writes the outcomes delivery reports: running
+		// before the first delivery, stopped after the last one reported.
+		services{comp},
+		// Broker connections: before the lanes that publish on them,
+		// stopped after the dispatcher's drain, which waits for their
+		// confirms.
+		brokers.Services(),
+		// The dispatcher's lanes deliver what fire releases.
+		services{disp},
+		// Redis only: the tier's wake-up listener runs before the fire
+		// loops that wait on it (the memory tier has no lifecycle).
+		tierListener,
+		// Fire empties the hot tier into the dispatcher; stopping, it
+		// waits for the tasks it started to reach their lanes, then hands
+		// back what a memory tier still holds (Drain).
+		services{firer},
+		// The scanner claims due tasks into the hot tier fire empties.
+		services{n.scan},
+		// Scan jobs send through the brokers and webhooks themselves; the
+		// cleaner deletes old rows of the items the scanner owns.
+		services{n.jobs, cleaner},
+		// Schedules submit tasks: after every stage they feed.
+		services{n.sched},
+		// The topics watcher wakes the scanners when a topic resumes
+		// (Start has read the pause flags once already, before any claim).
+		services{n.topics},
+	)
 	return nil
 }
 
@@ -621,22 +654,23 @@ func (n *Node) Cancel(ctx context.Context, id string) (*Task, error) {
 	return viewOf(t), nil
 }
 
-// HTTPHandler serves the HTTP API v1 for this node.
+// HTTPHandler serves the HTTP API v1 for this node: every route, from the
+// services below (internal/api routes.go holds the table).
 func (n *Node) HTTPHandler() http.Handler {
-	opts := api.Options{
+	return api.NewHandler(api.Services{
+		Tasks:     n.submit,
+		Keys:      n.submit,
+		Topics:    n.admin,
+		Schedules: n.sched,
+		Jobs:      jobsAPI{n},
+		Cluster:   n,
+		Metrics:   promhttp.HandlerFor(n.reg, promhttp.HandlerOpts{Registry: n.reg}),
+	}, api.Options{
 		MaxPayloadBytes: n.cfg.Delivery.MaxPayloadBytes,
 		MaxBatchBytes:   int64(n.cfg.HTTP.MaxBatchBytes),
 		Logger:          n.log,
 		Auth:            n.auth(),
-		Topics:          n.admin,
-		Extra: map[string]http.Handler{
-			"GET /metrics":    promhttp.HandlerFor(n.reg, promhttp.HandlerOpts{Registry: n.reg}),
-			"GET /v1/cluster": http.HandlerFunc(n.clusterHandler),
-		},
-	}
-	maps.Copy(opts.Extra, api.ScheduleRoutes(n.sched, opts))
-	maps.Copy(opts.Extra, api.JobRoutes(jobsAPI{n}, n.log))
-	return api.NewHandler(n.submit, opts)
+	})
 }
 
 // Config returns the node's effective configuration.

@@ -44,7 +44,7 @@ func (echoService) Ready(context.Context) error { return nil }
 // BenchmarkEdgeSubmit is one POST /v1/tasks over a loopback keep-alive
 // connection, the engine answering at once.
 func BenchmarkEdgeSubmit(b *testing.B) {
-	srv := httptest.NewServer(NewHandler(echoService{}, Options{}))
+	srv := httptest.NewServer(NewHandler(Services{Tasks: echoService{}}, Options{}))
 	defer srv.Close()
 	body := []byte(`{"topic":"bench","delay":"1h","payload":{"order":12345,"note":"a small payload"}}`)
 	hc := srv.Client()
@@ -64,7 +64,7 @@ func BenchmarkEdgeSubmit(b *testing.B) {
 
 // BenchmarkEdgeBatch is one POST /v1/tasks:batch of 1,000 tasks.
 func BenchmarkEdgeBatch(b *testing.B) {
-	srv := httptest.NewServer(NewHandler(echoService{}, Options{}))
+	srv := httptest.NewServer(NewHandler(Services{Tasks: echoService{}}, Options{}))
 	defer srv.Close()
 	var raws []json.RawMessage
 	for i := range 1000 {

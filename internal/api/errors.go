@@ -92,17 +92,6 @@ func writeError(w http.ResponseWriter, r *http.Request, log *slog.Logger, err er
 	writeJSON(w, status, apiv1.ErrorBody{Error: d})
 }
 
-// Reply answers a route served outside this package (GET /v1/cluster): v
-// with 200, or err as the error envelope, so that such a route needs no
-// status codes of its own.
-func Reply(w http.ResponseWriter, r *http.Request, log *slog.Logger, v any, err error) {
-	if err != nil {
-		writeError(w, r, log, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, v)
-}
-
 // routed serves mux, replacing ServeMux's plain-text 404 and 405 with the
 // envelope: every error answer of the API must be JSON a client can decode.
 type routed struct {

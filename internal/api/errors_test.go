@@ -57,8 +57,8 @@ func TestErrorAnswers(t *testing.T) {
 	t.Parallel()
 	live := server(t)
 	stopped := stoppedNode(t)
-	broken := serve(t, api.NewHandler(failing{errors.New("disk on fire")}, api.Options{}))
-	wrappedNotReady := serve(t, api.NewHandler(failing{fmt.Errorf("submit: %w", submit.ErrNotReady)}, api.Options{}))
+	broken := serve(t, api.NewHandler(api.Services{Tasks: failing{errors.New("disk on fire")}}, api.Options{}))
+	wrappedNotReady := serve(t, api.NewHandler(api.Services{Tasks: failing{fmt.Errorf("submit: %w", submit.ErrNotReady)}}, api.Options{}))
 
 	code, pending := call(t, "POST", live+"/v1/tasks", `{"topic":"errs","delay":"1h"}`)
 	if code != 201 {

@@ -46,7 +46,7 @@ func newFuzzAPI(tb testing.TB) *fuzzAPI {
 		tb.Fatal(err)
 	}
 	svc.SetReady(true)
-	a := &fuzzAPI{h: api.NewHandler(svc, api.Options{MaxPayloadBytes: fuzzMaxPayload, MaxBatchBytes: 256 << 10}), st: st}
+	a := &fuzzAPI{h: api.NewHandler(api.Services{Tasks: svc, Keys: svc}, api.Options{MaxPayloadBytes: fuzzMaxPayload, MaxBatchBytes: 256 << 10}), st: st}
 	// Some tasks for the list and the keys to collide with.
 	for i, body := range []string{
 		`{"topic":"orders","key":"k1","delay":"1h","payload":{"n":1}}`,

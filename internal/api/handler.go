@@ -27,10 +27,8 @@ const MaxBatch = apiv1.MaxBatch
 
 // Options configures the handler.
 type Options struct {
-	MaxPayloadBytes int                     // default task.DefaultMaxPayloadBytes
-	MaxBatchBytes   int64                   // body limit of POST /v1/tasks:batch; default DefaultMaxBatchBytes
-	Extra           map[string]http.Handler // more routes, by ServeMux pattern (GET /metrics …)
-	Topics          Topics                  // nil: no /v1/topics routes
+	MaxPayloadBytes int   // default task.DefaultMaxPayloadBytes
+	MaxBatchBytes   int64 // body limit of POST /v1/tasks:batch; default DefaultMaxBatchBytes
 	Logger          *slog.Logger
 	Auth            *Auth // nil: no tokens, every request is served (loopback only; see auth.go)
 }
@@ -43,13 +41,16 @@ func View(t *task.Task) apiv1.Task {
 }
 
 type handler struct {
-	svc  Service
-	opts Options
-	log  *slog.Logger
+	svc            Service    // s.Tasks under the token's topic scope (auth.go)
+	keys           KeyService // s.Keys, scoped likewise; nil without it
+	clusterSvc     ClusterService
+	metricsHandler http.Handler
+	opts           Options
+	log            *slog.Logger
 }
 
-// NewHandler serves API v1 over svc.
-func NewHandler(svc Service, opts Options) http.Handler {
+// NewHandler serves API v1 over s: every route of the table in routes.go.
+func NewHandler(s Services, opts Options) http.Handler {
 	if opts.MaxPayloadBytes <= 0 {
 		opts.MaxPayloadBytes = task.DefaultMaxPayloadBytes
 	}
@@ -59,35 +60,15 @@ func NewHandler(svc Service, opts Options) http.Handler {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
-	h := &handler{svc: scoped{svc}, opts: opts, log: opts.Logger}
-	mux := newPatternMux()
-	mux.HandleFunc("POST /v1/tasks", h.submit)
-	mux.HandleFunc("POST /v1/tasks:batch", h.batch)
-	// A wildcard cannot share its segment with a literal, so "{id}:requeue"
-	// is one segment split on the colon.
-	mux.HandleFunc("POST /v1/tasks/{idop}", h.postTaskOp)
-	mux.HandleFunc("GET /v1/tasks/{id}", h.get)
-	mux.HandleFunc("DELETE /v1/tasks/{id}", h.cancel)
-	mux.HandleFunc("GET /v1/tasks", h.list)
-	mux.HandleFunc("GET /v1/openapi.json", serveOpenAPI)
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
-		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
-	})
-	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
-		// Any failure means "not ready" here, a store that does not answer
-		// included: a load balancer only needs to know to look elsewhere.
-		if err := svc.Ready(r.Context()); err != nil {
-			h.fail(w, r, &httpError{status: http.StatusServiceUnavailable, code: apiv1.CodeUnavailable, message: readyMessage(opts.Auth, err)})
-			return
-		}
-		writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
-	})
-	h.keyRoutes(mux) // keys.go
-	if opts.Topics != nil {
-		routeTopics(mux, h, opts.Topics)
+	h := &handler{svc: scoped{s.Tasks}, clusterSvc: s.Cluster, metricsHandler: s.Metrics, opts: opts, log: opts.Logger}
+	if s.Keys != nil {
+		h.keys = scopedKeys{ks: s.Keys, sc: scoped{s.Tasks}}
 	}
-	for pattern, eh := range opts.Extra {
-		mux.Handle(pattern, eh)
+	mux := newPatternMux()
+	for _, rt := range h.routes(s) {
+		if rt.on {
+			mux.HandleFunc(rt.pattern, rt.serve)
+		}
 	}
 	return routed{mux: mux.ServeMux, patterns: mux.patterns, log: opts.Logger, auth: opts.Auth}
 }

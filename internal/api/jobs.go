@@ -3,7 +3,6 @@ package api
 import (
 	"context"
 	"errors"
-	"log/slog"
 	"net/http"
 	"strconv"
 	"strings"
@@ -22,92 +21,94 @@ type JobService interface {
 	SetPaused(ctx context.Context, name string, paused bool) (scanjob.Info, error)
 }
 
-// JobRoutes serves GET /v1/jobs, GET /v1/jobs/{name}, GET
+// jobsHandler serves GET /v1/jobs, GET /v1/jobs/{name}, GET
 // /v1/jobs/{name}/runs?item=&limit= and POST /v1/jobs/{name}:trigger,
-// :pause, :resume; the node adds them to its handler (Options.Extra).
-func JobRoutes(svc JobService, log *slog.Logger) map[string]http.Handler {
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
+// :pause, :resume over svc.
+type jobsHandler struct {
+	svc JobService
+	h   *handler
+}
+
+func (j *jobsHandler) fail(w http.ResponseWriter, r *http.Request, err error) {
+	writeError(w, r, j.h.log, jobError(err))
+}
+
+func (j *jobsHandler) list(w http.ResponseWriter, r *http.Request) {
+	if err := noQuery(r); err != nil {
+		j.fail(w, r, err)
+		return
 	}
-	fail := func(w http.ResponseWriter, r *http.Request, err error) { writeError(w, r, log, jobError(err)) }
-	return map[string]http.Handler{
-		"GET /v1/jobs": http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			if err := noQuery(r); err != nil {
-				fail(w, r, err)
-				return
-			}
-			writeJSON(w, http.StatusOK, apiv1.JobList{Jobs: jobViews(svc.List())})
-		}),
-		"GET /v1/jobs/{name}": http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			if err := noQuery(r); err != nil {
-				fail(w, r, err)
-				return
-			}
-			v, err := svc.Get(r.Context(), r.PathValue("name"))
-			if err != nil {
-				fail(w, r, err)
-				return
-			}
-			writeJSON(w, http.StatusOK, jobView(v))
-		}),
-		"GET /v1/jobs/{name}/runs": http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			q, err := parseQuery(r.URL.RawQuery)
-			if err != nil {
-				fail(w, r, err)
-				return
-			}
-			limit := 100
-			for k, v := range q {
-				switch {
-				case k != "item" && k != "limit":
-					fail(w, r, badRequest(k, "unknown query parameter (want item, limit)"))
-					return
-				case len(v) > 1:
-					fail(w, r, badRequest(k, "given %d times; give it once", len(v)))
-					return
-				case v[0] == "":
-					fail(w, r, badRequest(k, "is empty; leave the parameter out for no filter"))
-					return
-				}
-			}
-			if l := q.Get("limit"); l != "" {
-				n, err := strconv.Atoi(l)
-				if err != nil || n < 1 || n > 1000 {
-					fail(w, r, badRequest("limit", "%q is not a number from 1 to 1000", l))
-					return
-				}
-				limit = n
-			}
-			runs, err := svc.Runs(r.Context(), r.PathValue("name"), q.Get("item"), limit)
-			if err != nil {
-				fail(w, r, err)
-				return
-			}
-			writeJSON(w, http.StatusOK, apiv1.JobRunList{Runs: jobRunViews(runs)})
-		}),
-		// A wildcard cannot share its segment with a literal: "{name}:op"
-		// is one segment split on the colon, as for tasks.
-		"POST /v1/jobs/{nameop}": http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			name, op, _ := strings.Cut(r.PathValue("nameop"), ":")
-			var v scanjob.Info
-			var err error
-			switch op {
-			case "trigger":
-				v, err = svc.Trigger(r.Context(), name)
-			case "pause":
-				v, err = svc.SetPaused(r.Context(), name, true)
-			case "resume":
-				v, err = svc.SetPaused(r.Context(), name, false)
-			default:
-				err = notFound("no such endpoint; POST /v1/jobs/{name}:trigger, :pause or :resume")
-			}
-			if err != nil {
-				fail(w, r, err)
-				return
-			}
-			writeJSON(w, http.StatusOK, jobView(v))
-		}),
+	writeJSON(w, http.StatusOK, apiv1.JobList{Jobs: jobViews(j.svc.List())})
+}
+
+func (j *jobsHandler) get(w http.ResponseWriter, r *http.Request) {
+	if err := noQuery(r); err != nil {
+		j.fail(w, r, err)
+		return
 	}
+	v, err := j.svc.Get(r.Context(), r.PathValue("name"))
+	if err != nil {
+		j.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, jobView(v))
+}
+
+func (j *jobsHandler) runs(w http.ResponseWriter, r *http.Request) {
+	q, err := parseQuery(r.URL.RawQuery)
+	if err != nil {
+		j.fail(w, r, err)
+		return
+	}
+	limit := 100
+	for k, v := range q {
+		switch {
+		case k != "item" && k != "limit":
+			j.fail(w, r, badRequest(k, "unknown query parameter (want item, limit)"))
+			return
+		case len(v) > 1:
+			j.fail(w, r, badRequest(k, "given %d times; give it once", len(v)))
+			return
+		case v[0] == "":
+			j.fail(w, r, badRequest(k, "is empty; leave the parameter out for no filter"))
+			return
+		}
+	}
+	if l := q.Get("limit"); l != "" {
+		n, err := strconv.Atoi(l)
+		if err != nil || n < 1 || n > 1000 {
+			j.fail(w, r, badRequest("limit", "%q is not a number from 1 to 1000", l))
+			return
+		}
+		limit = n
+	}
+	runs, err := j.svc.Runs(r.Context(), r.PathValue("name"), q.Get("item"), limit)
+	if err != nil {
+		j.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, apiv1.JobRunList{Runs: jobRunViews(runs)})
+}
+
+func (j *jobsHandler) op(w http.ResponseWriter, r *http.Request) {
+	name, op, _ := strings.Cut(r.PathValue("nameop"), ":")
+	var v scanjob.Info
+	var err error
+	switch op {
+	case "trigger":
+		v, err = j.svc.Trigger(r.Context(), name)
+	case "pause":
+		v, err = j.svc.SetPaused(r.Context(), name, true)
+	case "resume":
+		v, err = j.svc.SetPaused(r.Context(), name, false)
+	default:
+		err = notFound("no such endpoint; POST /v1/jobs/{name}:trigger, :pause or :resume")
+	}
+	if err != nil {
+		j.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, jobView(v))
 }
 
 func noQuery(r *http.Request) error {

@@ -15,8 +15,8 @@ import (
 	"github.com/ontimehq/ontime/internal/task"
 )
 
-// KeyService is what the by-key and PATCH routes need from the engine. A
-// Service that does not have it serves the API without these routes.
+// KeyService is what the by-key and PATCH routes need from the engine
+// (Services.Keys); without it the API serves none of them.
 type KeyService interface {
 	Update(ctx context.Context, id string, p task.PatchSpec) (*task.Task, error)
 	GetByKey(ctx context.Context, topic, key string) (*task.Task, error)
@@ -24,63 +24,47 @@ type KeyService interface {
 	CancelByKey(ctx context.Context, topic, key string) (*task.Task, error)
 }
 
-// keyRoutes registers PATCH /v1/tasks/{id} and the routes by key. The key
-// is the rest of the path, so a key may hold slashes; the topic is one
-// segment (topics have none).
-func (h *handler) keyRoutes(mux *patternMux) {
-	ks, ok := h.keyService()
-	if !ok {
+// patch answers PATCH /v1/tasks/{id}.
+func (h *handler) patch(w http.ResponseWriter, r *http.Request) {
+	p, err := h.readPatch(w, r)
+	if err != nil {
+		h.fail(w, r, err)
 		return
 	}
-	mux.HandleFunc("PATCH /v1/tasks/{id}", func(w http.ResponseWriter, r *http.Request) {
-		p, err := h.readPatch(w, r)
-		if err != nil {
-			h.fail(w, r, err)
-			return
-		}
-		t, err := ks.Update(r.Context(), r.PathValue("id"), p)
-		h.answer(w, r, t, err)
-	})
-	byKey := func(f func(ctx context.Context, topic, key string, r *http.Request, w http.ResponseWriter) (*task.Task, error)) http.HandlerFunc {
-		return func(w http.ResponseWriter, r *http.Request) {
-			topic, key := r.PathValue("topic"), r.PathValue("key")
-			t, err := f(r.Context(), topic, key, r, w)
-			if errors.Is(err, store.ErrNotFound) {
-				err = &httpError{status: http.StatusNotFound, code: apiv1.CodeNotFound, field: "key",
-					message: fmt.Sprintf("no task has key %q in topic %s", key, topic)}
-			}
-			h.answer(w, r, t, err)
-		}
+	t, err := h.keys.Update(r.Context(), r.PathValue("id"), p)
+	h.answer(w, r, t, err)
+}
+
+// byKey answers a route by key, /v1/topics/{topic}/keys/{key...}, with f's
+// task; the 404 of a key no task has names the key.
+func (h *handler) byKey(w http.ResponseWriter, r *http.Request, f func(ctx context.Context, topic, key string) (*task.Task, error)) {
+	topic, key := r.PathValue("topic"), r.PathValue("key")
+	t, err := f(r.Context(), topic, key)
+	if errors.Is(err, store.ErrNotFound) {
+		err = &httpError{status: http.StatusNotFound, code: apiv1.CodeNotFound, field: "key",
+			message: fmt.Sprintf("no task has key %q in topic %s", key, topic)}
 	}
-	mux.HandleFunc("GET /v1/topics/{topic}/keys/{key...}", byKey(func(ctx context.Context, topic, key string, _ *http.Request, _ http.ResponseWriter) (*task.Task, error) {
-		return ks.GetByKey(ctx, topic, key)
-	}))
-	mux.HandleFunc("DELETE /v1/topics/{topic}/keys/{key...}", byKey(func(ctx context.Context, topic, key string, _ *http.Request, _ http.ResponseWriter) (*task.Task, error) {
-		return ks.CancelByKey(ctx, topic, key)
-	}))
-	mux.HandleFunc("PATCH /v1/topics/{topic}/keys/{key...}", byKey(func(ctx context.Context, topic, key string, r *http.Request, w http.ResponseWriter) (*task.Task, error) {
+	h.answer(w, r, t, err)
+}
+
+func (h *handler) getByKey(w http.ResponseWriter, r *http.Request) { h.byKey(w, r, h.keys.GetByKey) }
+
+func (h *handler) cancelByKey(w http.ResponseWriter, r *http.Request) {
+	h.byKey(w, r, h.keys.CancelByKey)
+}
+
+func (h *handler) patchByKey(w http.ResponseWriter, r *http.Request) {
+	h.byKey(w, r, func(ctx context.Context, topic, key string) (*task.Task, error) {
 		p, err := h.readPatch(w, r)
 		if err != nil {
 			return nil, err
 		}
-		return ks.UpdateByKey(ctx, topic, key, p)
-	}))
+		return h.keys.UpdateByKey(ctx, topic, key, p)
+	})
 }
 
-// keyService is the engine's KeyService under the token's topic scope
+// scopedKeys is the engine's KeyService under the token's topic scope
 // (auth.go): a task of a topic the token may not see is not found.
-func (h *handler) keyService() (KeyService, bool) {
-	svc := Service(h.svc)
-	if sc, ok := svc.(scoped); ok {
-		svc = sc.Service
-	}
-	ks, ok := svc.(KeyService)
-	if !ok {
-		return nil, false
-	}
-	return scopedKeys{ks: ks, sc: scoped{svc}}, true
-}
-
 type scopedKeys struct {
 	ks KeyService
 	sc scoped
@@ -176,8 +160,7 @@ func (h *handler) readPatch(w http.ResponseWriter, r *http.Request) (task.PatchS
 // (its live task, else the one that ended last), as a page of at most one
 // that the other filters apply to.
 func (h *handler) listByKey(w http.ResponseWriter, r *http.Request, f store.ListFilter, key string) {
-	ks, ok := h.keyService()
-	if !ok {
+	if h.keys == nil {
 		h.fail(w, r, badRequest("key", "this server does not look tasks up by key"))
 		return
 	}
@@ -186,7 +169,7 @@ func (h *handler) listByKey(w http.ResponseWriter, r *http.Request, f store.List
 		return
 	}
 	out := apiv1.ListPage{Tasks: []apiv1.Task{}}
-	t, err := ks.GetByKey(r.Context(), f.Topic, key)
+	t, err := h.keys.GetByKey(r.Context(), f.Topic, key)
 	switch {
 	case errors.Is(err, store.ErrNotFound):
 	case err != nil:

@@ -1,10 +1,130 @@
 package api
 
 import (
+	"context"
+	"fmt"
 	"net/http"
 
 	"github.com/ontimehq/ontime/apiv1"
 )
+
+// Services are what the API serves, one member per group of routes. Tasks
+// is required; a nil member's routes are not registered, so they answer
+// 404 like any unknown path (a node gives them all; tests may give fewer).
+type Services struct {
+	Tasks     Service         // /v1/tasks…, /readyz
+	Keys      KeyService      // PATCH /v1/tasks/{id}, /v1/topics/{topic}/keys/…, GET /v1/tasks?key=
+	Topics    Topics          // /v1/topics…
+	Schedules ScheduleService // /v1/schedules…
+	Jobs      JobService      // /v1/jobs…
+	Cluster   ClusterService  // GET /v1/cluster
+	Metrics   http.Handler    // GET /metrics
+}
+
+// ClusterService is what GET /v1/cluster needs: the cluster as the node
+// sees it (ontime.Node).
+type ClusterService interface {
+	Cluster(ctx context.Context) (*apiv1.ClusterView, error)
+}
+
+// route is one line of the route table.
+type route struct {
+	pattern string // ServeMux pattern: "METHOD /path"
+	on      bool   // the service it serves was given (Services)
+	serve   http.HandlerFunc
+}
+
+// routes is every route the API serves: NewHandler registers this table
+// and nothing else. A new group of routes (the console's GET /ui/, the
+// outbox, resharding) is a Services member and its lines here.
+//
+// The role a token needs is not a column: RouteRole derives it from the
+// method and path (auth.go), so that an op after the colon can need more
+// than its pattern's other ops (:requeue is admin, the task's other POSTs
+// write) and an unknown path needs a token too.
+func (h *handler) routes(s Services) []route {
+	keys, topics, schedules, jobs := s.Keys != nil, s.Topics != nil, s.Schedules != nil, s.Jobs != nil
+	th := &topicsHandler{handler: h, svc: s.Topics}
+	sh := &scheduleHandler{h: h, svc: s.Schedules}
+	jh := &jobsHandler{h: h, svc: s.Jobs}
+	// A wildcard cannot share its path segment with a literal, so
+	// "{id}:requeue" and the other ":op" routes are one segment split on
+	// the colon (IDs, names and topics have none).
+	return []route{
+		// Probes and the API's description: no token needed.
+		{"GET /healthz", true, healthz},
+		{"GET /readyz", true, h.ready},
+		{"GET /v1/openapi.json", true, serveOpenAPI},
+		{"GET /metrics", s.Metrics != nil, h.metrics},
+
+		// Tasks (handler.go).
+		{"POST /v1/tasks", true, h.submit},
+		{"POST /v1/tasks:batch", true, h.batch},
+		{"POST /v1/tasks/{idop}", true, h.postTaskOp}, // :requeue
+		{"GET /v1/tasks/{id}", true, h.get},
+		{"DELETE /v1/tasks/{id}", true, h.cancel},
+		{"GET /v1/tasks", true, h.list}, // ?key= needs Keys
+
+		// Tasks by key, and PATCH (keys.go). The key is the rest of the
+		// path, so a key may hold slashes; the topic is one segment.
+		{"PATCH /v1/tasks/{id}", keys, h.patch},
+		{"GET /v1/topics/{topic}/keys/{key...}", keys, h.getByKey},
+		{"DELETE /v1/topics/{topic}/keys/{key...}", keys, h.cancelByKey},
+		{"PATCH /v1/topics/{topic}/keys/{key...}", keys, h.patchByKey},
+
+		// Topics (topics.go).
+		{"GET /v1/topics", topics, th.list},
+		{"POST /v1/topics/{topicop}", topics, th.op}, // :pause, :resume, :requeue
+
+		// Schedules (schedules.go).
+		{"POST /v1/schedules", schedules, sh.create},
+		{"GET /v1/schedules", schedules, sh.list},
+		{"GET /v1/schedules/{name}", schedules, sh.get},
+		{"PUT /v1/schedules/{name}", schedules, sh.put},
+		{"DELETE /v1/schedules/{name}", schedules, sh.delete},
+		{"POST /v1/schedules/{nameop}", schedules, sh.op}, // :pause, :resume, :trigger
+
+		// Scan jobs (jobs.go).
+		{"GET /v1/jobs", jobs, jh.list},
+		{"GET /v1/jobs/{name}", jobs, jh.get},
+		{"GET /v1/jobs/{name}/runs", jobs, jh.runs}, // ?item=&limit=
+		{"POST /v1/jobs/{nameop}", jobs, jh.op},     // :trigger, :pause, :resume
+
+		// The cluster.
+		{"GET /v1/cluster", s.Cluster != nil, h.cluster},
+	}
+}
+
+func healthz(w http.ResponseWriter, _ *http.Request) {
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+}
+
+func (h *handler) ready(w http.ResponseWriter, r *http.Request) {
+	// Any failure means "not ready" here, a store that does not answer
+	// included: a load balancer only needs to know to look elsewhere.
+	if err := h.svc.Ready(r.Context()); err != nil {
+		h.fail(w, r, &httpError{status: http.StatusServiceUnavailable, code: apiv1.CodeUnavailable, message: readyMessage(h.opts.Auth, err)})
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
+}
+
+func (h *handler) metrics(w http.ResponseWriter, r *http.Request) { h.metricsHandler.ServeHTTP(w, r) }
+
+func (h *handler) cluster(w http.ResponseWriter, r *http.Request) {
+	v, err := h.clusterSvc.Cluster(r.Context())
+	if err != nil {
+		h.fail(w, r, fmt.Errorf("cluster view: %w", err))
+		return
+	}
+	writeJSON(w, http.StatusOK, v)
+}
+
+// serveOpenAPI answers GET /v1/openapi.json.
+func serveOpenAPI(w http.ResponseWriter, _ *http.Request) {
+	w.Header().Set("Content-Type", "application/json")
+	_, _ = w.Write(apiv1.OpenAPI())
+}
 
 // patternMux is a ServeMux that remembers the patterns it was given, so the
 // OpenAPI test can check that every route is in the spec.
@@ -20,11 +140,6 @@ func (m *patternMux) HandleFunc(pattern string, f func(http.ResponseWriter, *htt
 	m.ServeMux.HandleFunc(pattern, f)
 }
 
-func (m *patternMux) Handle(pattern string, h http.Handler) {
-	m.patterns = append(m.patterns, pattern)
-	m.ServeMux.Handle(pattern, h)
-}
-
 // Routes lists the ServeMux patterns served ("GET /v1/tasks/{id}").
 func (h routed) Routes() []string { return append([]string(nil), h.patterns...) }
 
@@ -32,10 +147,4 @@ func (h routed) Routes() []string { return append([]string(nil), h.patterns...) 
 func (h routed) Route(r *http.Request) string {
 	_, pattern := h.mux.Handler(r)
 	return pattern
-}
-
-// serveOpenAPI answers GET /v1/openapi.json.
-func serveOpenAPI(w http.ResponseWriter, _ *http.Request) {
-	w.Header().Set("Content-Type", "application/json")
-	_, _ = w.Write(apiv1.OpenAPI())
 }

@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"log/slog"
 	"net/http"
 	"strings"
 	"time"
@@ -30,27 +29,7 @@ type ScheduleService interface {
 	NextFire(r store.Schedule) time.Time
 }
 
-// ScheduleRoutes serves /v1/schedules… over svc, by ServeMux pattern, for
-// Options.Extra.
-func ScheduleRoutes(svc ScheduleService, opts Options) map[string]http.Handler {
-	if opts.MaxPayloadBytes <= 0 {
-		opts.MaxPayloadBytes = task.DefaultMaxPayloadBytes
-	}
-	if opts.Logger == nil {
-		opts.Logger = slog.New(slog.DiscardHandler)
-	}
-	h := &scheduleHandler{svc: svc, h: &handler{opts: opts, log: opts.Logger}}
-	return map[string]http.Handler{
-		"POST /v1/schedules":          http.HandlerFunc(h.create),
-		"GET /v1/schedules":           http.HandlerFunc(h.list),
-		"GET /v1/schedules/{name}":    http.HandlerFunc(h.get),
-		"PUT /v1/schedules/{name}":    http.HandlerFunc(h.put),
-		"DELETE /v1/schedules/{name}": http.HandlerFunc(h.delete),
-		// "{name}:pause" is one segment split on the colon, as for tasks.
-		"POST /v1/schedules/{nameop}": http.HandlerFunc(h.op),
-	}
-}
-
+// scheduleHandler serves /v1/schedules… over svc.
 type scheduleHandler struct {
 	svc ScheduleService
 	h   *handler

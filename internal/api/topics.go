@@ -32,19 +32,11 @@ func TopicView(ts store.TopicStats) apiv1.Topic {
 	return v
 }
 
+// topicsHandler serves GET /v1/topics and POST /v1/topics/{topic}:pause,
+// :resume, :requeue.
 type topicsHandler struct {
 	*handler
 	svc Topics
-}
-
-// routeTopics registers GET /v1/topics and POST /v1/topics/{topic}:pause,
-// :resume, :requeue.
-func routeTopics(mux *patternMux, h *handler, svc Topics) {
-	th := &topicsHandler{handler: h, svc: svc}
-	mux.HandleFunc("GET /v1/topics", th.list)
-	// As for tasks, "{topic}:pause" is one path segment split on the colon
-	// (a topic name has no colon).
-	mux.HandleFunc("POST /v1/topics/{topicop}", th.op)
 }
 
 func (h *topicsHandler) list(w http.ResponseWriter, r *http.Request) {

@@ -61,28 +61,9 @@ type Expecter interface {
 	Busy() int64
 }
 
-// byteHolder is an Expecter that counts the payload bytes of the started
-// tasks not delivered yet (the completer): they are in this process's
-// memory, and MaxBytes bounds them.
-type byteHolder interface {
-	HeldBytes() int64
-}
-
-// waiter is an Expecter that knows how long the outcomes of n more
-// started tasks would wait behind those not written yet (the completer).
-type waiter interface {
-	Wait(n int) time.Duration
-}
-
 // Pauser says whether a topic is paused (the topics watcher).
 type Pauser interface {
 	Paused(topic string) bool
-}
-
-// drainer is a hot tier private to this process (memory): at shutdown its
-// waiting entries are handed back to the store rather than left to expire.
-type drainer interface {
-	Drain() []hot.Entry
 }
 
 // Config wires a Firer. Store, Tier, Planner, Sender and Outcomes are
@@ -105,9 +86,22 @@ type Config struct {
 	// not reported their outcome. Default DefaultMaxOutstanding.
 	MaxOutstanding int
 	// MaxBytes: firing also pauses while the payloads of the started tasks
-	// not delivered yet add up to this many bytes (0: no bound), when
-	// Outcomes counts them. A start batch may pass it by one batch.
+	// not delivered yet add up to this many bytes (0: no bound), as
+	// HeldBytes counts them. A start batch may pass it by one batch.
 	MaxBytes int64
+	// HeldBytes counts the payload bytes of the started tasks not
+	// delivered yet (the completer's HeldBytes): they are in this
+	// process's memory, and MaxBytes bounds them. nil: no bound.
+	HeldBytes func() int64
+	// Wait is how long the outcomes of n more started tasks would wait
+	// behind those not written yet (the completer's Wait); a start's
+	// running lease is lengthened by it. nil: no wait.
+	Wait func(n int) time.Duration
+	// Drain takes the entries a hot tier private to this process still
+	// holds (the memory tier's Drain): at shutdown they are handed back to
+	// the store rather than left to expire. nil: the tier's entries outlive
+	// this process (Redis), nothing to hand back.
+	Drain func() []hot.Entry
 	// MaxLead is the furthest ahead of its due time a task may leave the
 	// tier (the planner's max, at least its base): the running lease
 	// covers that wait as well as the delivery.
@@ -125,8 +119,8 @@ type Config struct {
 }
 
 // Firer runs the fire loops. Stop ends them, waits for started tasks to be
-// handed to delivery (at most MaxLead) and, with an in-process tier, hands
-// what still waits in it back to the store.
+// handed to delivery (at most MaxLead) and, with an in-process tier
+// (Config.Drain), hands what still waits in it back to the store.
 type Firer struct {
 	startstop.Base
 	cfg  Config
@@ -228,8 +222,8 @@ func (f *Firer) loop(ctx context.Context) {
 		t0 := time.Now()
 		f.cfg.Planner.StartBegin(t0)
 		leaseUntil := t0.Add(f.cfg.MaxLead + f.cfg.DeliveryLease)
-		if w, ok := f.cfg.Outcomes.(waiter); ok {
-			leaseUntil = leaseUntil.Add(w.Wait(len(entries)))
+		if f.cfg.Wait != nil {
+			leaseUntil = leaseUntil.Add(f.cfg.Wait(len(entries)))
 		}
 		started, err := f.cfg.Store.Start(wctx, Refs(entries), leaseUntil)
 		f.cfg.Planner.StartEnd(time.Now(), len(entries), time.Since(t0))
@@ -263,8 +257,7 @@ func (f *Firer) full() bool {
 	if f.cfg.Outcomes.Busy() >= int64(f.cfg.MaxOutstanding) {
 		return true
 	}
-	h, ok := f.cfg.Outcomes.(byteHolder)
-	return ok && f.cfg.MaxBytes > 0 && h.HeldBytes() >= f.cfg.MaxBytes
+	return f.cfg.HeldBytes != nil && f.cfg.MaxBytes > 0 && f.cfg.HeldBytes() >= f.cfg.MaxBytes
 }
 
 // holdPaused hands the entries of paused topics back to the store and
@@ -335,15 +328,14 @@ func (f *Firer) release(tasks []*task.Task) {
 	}
 }
 
-// drain hands the entries an in-process tier still holds back to the
-// store, so other nodes (or this one, restarted) take them at once rather
-// than after their leases.
+// drain hands the entries an in-process tier still holds (Config.Drain)
+// back to the store, so other nodes (or this one, restarted) take them at
+// once rather than after their leases.
 func (f *Firer) drain(ctx context.Context) {
-	d, ok := f.cfg.Tier.(drainer)
-	if !ok {
+	if f.cfg.Drain == nil {
 		return
 	}
-	entries := d.Drain()
+	entries := f.cfg.Drain()
 	if len(entries) == 0 {
 		return
 	}

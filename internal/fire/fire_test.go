@@ -54,7 +54,8 @@ func (s *sender) times(id string) int {
 }
 
 // expecter adds up what the firer announces to the completion stage; busy
-// is what it answers Busy (backpressure).
+// is what it answers Busy and bytes what it answers HeldBytes
+// (backpressure).
 type expecter struct{ n, busy, bytes atomic.Int64 }
 
 func (e *expecter) Expect(tasks []*task.Task, _ time.Time) { e.n.Add(int64(len(tasks))) }
@@ -78,14 +79,23 @@ const (
 	maxBytes       = 1 << 20
 )
 
-// setup builds a firer whose tasks leave the tier lead before due.
-func setup(t *testing.T, lead time.Duration) *fixture {
+// setup builds a firer whose tasks leave the tier lead before due, wired
+// as the node wires it to a memory tier.
+func setup(t *testing.T, lead time.Duration) *fixture { return setupWith(t, lead, nil) }
+
+// setupWith is setup with the config changed by mod.
+func setupWith(t *testing.T, lead time.Duration, mod func(*fire.Config)) *fixture {
 	t.Helper()
 	t.Parallel()
 	x := &fixture{st: stagetest.Store(t), tier: stagetest.Tier(t), planner: hot.NewPlanner(lead, 0),
 		send: &sender{byID: map[string]int{}}, exp: &expecter{}, ctx: context.Background()}
-	f, err := fire.New(fire.Config{Store: x.st, Tier: x.tier, Planner: x.planner, Sender: x.send, Outcomes: x.exp,
-		Workers: 2, MaxLead: lead, DeliveryLease: time.Minute, MaxOutstanding: maxOutstanding, MaxBytes: maxBytes})
+	cfg := fire.Config{Store: x.st, Tier: x.tier, Planner: x.planner, Sender: x.send, Outcomes: x.exp,
+		HeldBytes: x.exp.HeldBytes, Drain: x.tier.Drain,
+		Workers: 2, MaxLead: lead, DeliveryLease: time.Minute, MaxOutstanding: maxOutstanding, MaxBytes: maxBytes}
+	if mod != nil {
+		mod(&cfg)
+	}
+	f, err := fire.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -256,6 +266,24 @@ func TestStopReleasesHeldEntries(t *testing.T) {
 	}
 	if n := x.exp.n.Load(); n != 1 {
 		t.Fatalf("expected %d outcomes; want 1", n)
+	}
+}
+
+// Without Drain (a tier shared with other nodes, Redis), Stop leaves the
+// entries waiting in the tier and their rows claimed: they outlive this
+// process, and the claims' leases bound how long they wait.
+func TestStopWithoutDrainLeavesEntries(t *testing.T) {
+	x := setupWith(t, 20*time.Millisecond, func(c *fire.Config) { c.Drain = nil })
+	far := x.hold(t, "far", time.Now().Add(time.Hour), time.Now().Add(2*time.Hour))
+	x.start(t)
+	x.f.Stop()
+	for _, tk := range far {
+		if row := stagetest.Get(t, x.st, tk.ID); row.Status != task.StatusClaimed || row.Owner != node || row.Token != tk.Token {
+			t.Fatalf("row after Stop: %s, owner %q, token %d; want still claimed by %s under token %d", row.Status, row.Owner, row.Token, node, tk.Token)
+		}
+	}
+	if n, err := x.tier.Len(x.ctx); err != nil || n != len(far) {
+		t.Fatalf("tier holds %d entries after Stop (err %v); want %d", n, err, len(far))
 	}
 }
 

@@ -53,7 +53,7 @@ func TestStartGapGathersEntries(t *testing.T) {
 	x := &fixture{st: st.Store, tier: stagetest.Tier(t), planner: hot.NewPlanner(lead, 0),
 		send: &sender{byID: map[string]int{}}, exp: &expecter{}, ctx: context.Background()}
 	f, err := fire.New(fire.Config{Store: st, Tier: x.tier, Planner: x.planner, Sender: x.send, Outcomes: x.exp,
-		Workers: 4, MaxLead: lead, DeliveryLease: time.Minute, StartGap: time.Hour})
+		Drain: x.tier.Drain, Workers: 4, MaxLead: lead, DeliveryLease: time.Minute, StartGap: time.Hour})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,7 +12,7 @@ import (
 )
 
 // waitingExpecter is an expecter whose backlog takes wait to work
-// through (the completer's Wait).
+// through (the completer's Wait, given as Config.Wait).
 type waitingExpecter struct {
 	expecter
 	wait time.Duration
@@ -31,7 +31,7 @@ func TestRunningLeaseCoversTheBacklog(t *testing.T) {
 		send: &sender{byID: map[string]int{}}, ctx: context.Background()}
 	exp := &waitingExpecter{wait: wait}
 	f, err := fire.New(fire.Config{Store: x.st, Tier: x.tier, Planner: x.planner, Sender: x.send, Outcomes: exp,
-		Workers: 1, MaxLead: 20 * time.Millisecond, DeliveryLease: time.Minute})
+		Wait: exp.Wait, Drain: x.tier.Drain, Workers: 1, MaxLead: 20 * time.Millisecond, DeliveryLease: time.Minute})
 	if err != nil {
 		t.Fatal(err)
 	}

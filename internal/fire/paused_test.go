@@ -32,7 +32,7 @@ func TestPausedTopicEntriesGoBackUnstarted(t *testing.T) {
 	x := setup(t, 20*time.Millisecond)
 	p := &pauser{paused: map[string]bool{"fire.paused": true}}
 	f, err := fire.New(fire.Config{Store: x.st, Tier: x.tier, Planner: x.planner, Sender: x.send, Outcomes: x.exp,
-		Workers: 2, MaxLead: 20 * time.Millisecond, DeliveryLease: time.Minute, Paused: p})
+		Drain: x.tier.Drain, Workers: 2, MaxLead: 20 * time.Millisecond, DeliveryLease: time.Minute, Paused: p})
 	if err != nil {
 		t.Fatal(err)
 	}
