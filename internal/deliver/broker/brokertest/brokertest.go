@@ -346,7 +346,7 @@ func Run(t *testing.T, h Harness) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		t.Cleanup(p.Stop) // should the test end early
+		t.Cleanup(p.Stop)                                 // should the test end early
 		returns(t, func() error { p.Stop(); return nil }) // never started
 		for range 2 {
 			if err := p.Start(context.Background()); err != nil {
