@@ -11,7 +11,7 @@ import (
 	"github.com/ontimehq/ontime"
 	"github.com/ontimehq/ontime/apiv1"
 	"github.com/ontimehq/ontime/client"
-	"github.com/ontimehq/ontime/internal/nodetest"
+	"github.com/ontimehq/ontime/internal/api/apitest"
 )
 
 func newClient(t *testing.T, base string) *client.Client {
@@ -27,7 +27,7 @@ func newClient(t *testing.T, base string) *client.Client {
 // *APIError with the envelope's code and field.
 func TestAPIErrorCarriesCodeAndField(t *testing.T) {
 	t.Parallel()
-	c := newClient(t, nodetest.Start(t, func(cfg *ontime.Config) { cfg.Delivery.MaxPayloadBytes = 100 }))
+	c := newClient(t, apitest.Start(t, func(cfg *ontime.Config) { cfg.Delivery.MaxPayloadBytes = 100 }))
 	ctx := context.Background()
 	tk, created, err := c.Submit(ctx, client.TaskRequest{Topic: "client.errs", Delay: "1h"})
 	if err != nil || !created {
@@ -100,7 +100,7 @@ func TestAPIErrorDecoding(t *testing.T) {
 // TestCluster: Cluster reads GET /v1/cluster of an in-process node.
 func TestCluster(t *testing.T) {
 	t.Parallel()
-	c := newClient(t, nodetest.Start(t, func(cfg *ontime.Config) { cfg.NodeID = "solo"; cfg.Store.Segments = 3 }))
+	c := newClient(t, apitest.Start(t, func(cfg *ontime.Config) { cfg.NodeID = "solo"; cfg.Store.Segments = 3 }))
 	v, err := c.Cluster(context.Background())
 	if err != nil {
 		t.Fatal(err)

@@ -15,7 +15,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/ontimehq/ontime/internal/nodetest"
+	"github.com/ontimehq/ontime/internal/api/apitest"
 )
 
 // cli runs the CLI against a real node behind a real HTTP server.
@@ -25,7 +25,7 @@ type cli struct {
 }
 
 func newCLI(t *testing.T) cli {
-	return cli{t: t, server: nodetest.Start(t, nil)}
+	return cli{t: t, server: apitest.Start(t, nil)}
 }
 
 func (c cli) run(args ...string) (code int, stdout, stderr string) {

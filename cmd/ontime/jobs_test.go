@@ -13,7 +13,7 @@ import (
 	_ "modernc.org/sqlite" // the users' table of the test
 
 	"github.com/ontimehq/ontime"
-	"github.com/ontimehq/ontime/internal/nodetest"
+	"github.com/ontimehq/ontime/internal/api/apitest"
 )
 
 // TestCLIJobs: list, get, trigger, runs, pause, resume against a node
@@ -37,7 +37,7 @@ func TestCLIJobs(t *testing.T) {
 	}
 	hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
 	defer hook.Close()
-	c := cli{t: t, server: nodetest.Start(t, func(cfg *ontime.Config) {
+	c := cli{t: t, server: apitest.Start(t, func(cfg *ontime.Config) {
 		cfg.Jobs = []ontime.JobConfig{{Name: "bill", Cron: "0 0 0 1 1 *",
 			Source: ontime.JobSourceConfig{Driver: "sqlite", Databases: []string{path}, Table: "bill_{table}", Tables: 1,
 				Key: "id", Columns: []string{"id", "x"}, Where: map[string]any{"status": 1}},

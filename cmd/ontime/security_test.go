@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	"github.com/ontimehq/ontime"
-	"github.com/ontimehq/ontime/internal/nodetest"
+	"github.com/ontimehq/ontime/internal/api/apitest"
 )
 
 // The CLI sends --token (or ONTIME_TOKEN); without it, or with a token of
@@ -17,7 +17,7 @@ import (
 func TestCLIToken(t *testing.T) {
 	const writeTok, readTok = "cli-write-token-0123456789", "cli-read-token-01234567890"
 	dir := t.TempDir()
-	server := nodetest.Start(t, func(c *ontime.Config) {
+	server := apitest.Start(t, func(c *ontime.Config) {
 		for name, tok := range map[string]string{"write": writeTok, "read": readTok} {
 			f := filepath.Join(dir, name)
 			os.WriteFile(f, []byte(tok), 0o600)

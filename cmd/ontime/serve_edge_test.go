@@ -12,7 +12,7 @@ import (
 
 	"github.com/ontimehq/ontime"
 	"github.com/ontimehq/ontime/client"
-	"github.com/ontimehq/ontime/internal/nodetest"
+	"github.com/ontimehq/ontime/internal/api/apitest"
 )
 
 // edgeServer serves a real node's API through newHTTPServer (as `ontime
@@ -26,7 +26,7 @@ type edgeServer struct {
 
 func startEdgeServer(t *testing.T) *edgeServer {
 	t.Helper()
-	_, h := nodetest.StartHandler(t, nil)
+	_, h := apitest.StartHandler(t, nil)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

@@ -9,11 +9,11 @@ import (
 	"testing"
 
 	"github.com/ontimehq/ontime"
-	"github.com/ontimehq/ontime/internal/nodetest"
+	"github.com/ontimehq/ontime/internal/api/apitest"
 )
 
 func server(t *testing.T) string {
-	return nodetest.Start(t, func(c *ontime.Config) { c.Delivery.MaxPayloadBytes = 1000 })
+	return apitest.Start(t, func(c *ontime.Config) { c.Delivery.MaxPayloadBytes = 1000 })
 }
 
 func call(t *testing.T, method, url, body string) (int, map[string]any) {

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/ontimehq/ontime"
-	"github.com/ontimehq/ontime/internal/nodetest"
+	"github.com/ontimehq/ontime/internal/api/apitest"
 	"github.com/ontimehq/ontime/internal/testdb"
 )
 
@@ -47,7 +47,7 @@ func (e *endless) Read(p []byte) (int, error) {
 func TestBodyLimitsAreStreamed(t *testing.T) {
 	t.Parallel()
 	const batchLimit = 1 << 20
-	base := nodetest.Start(t, func(c *ontime.Config) {
+	base := apitest.Start(t, func(c *ontime.Config) {
 		c.Delivery.MaxPayloadBytes = 1000
 		c.HTTP.MaxBatchBytes = batchLimit
 	})
@@ -164,7 +164,7 @@ func TestMalformedQueries(t *testing.T) {
 func TestStoreDown503(t *testing.T) {
 	t.Parallel()
 	dsn, proxy := testdb.ProxyDSN(t, "postgres", testdb.Postgres(t))
-	base := nodetest.Start(t, func(c *ontime.Config) {
+	base := apitest.Start(t, func(c *ontime.Config) {
 		c.Store.Driver = "postgres"
 		c.Store.Databases = []string{dsn}
 	})

@@ -12,7 +12,7 @@ import (
 	"testing"
 
 	"github.com/ontimehq/ontime/apiv1"
-	"github.com/ontimehq/ontime/internal/nodetest"
+	"github.com/ontimehq/ontime/internal/api/apitest"
 )
 
 // routeLister is what the API handler tells about its routes.
@@ -28,12 +28,12 @@ var pathParam = regexp.MustCompile(`\{[^}]+\}`)
 // without its description fails here.
 func TestOpenAPICoversEveryRoute(t *testing.T) {
 	t.Parallel()
-	_, h := nodetest.StartHandler(t, nil)
+	_, h := apitest.StartHandler(t, nil)
 	rl, ok := h.(routeLister)
 	if !ok {
 		t.Fatalf("the node's handler (%T) does not list its routes (Routes, Route): a wrapper must pass them on", h)
 	}
-	doc := nodetest.Spec(t)
+	doc := apitest.Spec(t)
 	if doc.OpenAPI != "3.1.0" {
 		t.Fatalf("openapi %q, want 3.1.0", doc.OpenAPI)
 	}
@@ -108,7 +108,7 @@ func TestOpenAPICheckerCatchesDrift(t *testing.T) {
 		{"task missing a field", "GET", "/v1/tasks/x", 200, `{"id":"x","topic":"t"}`},
 	} {
 		ft := &fakeT{TB: t}
-		h := nodetest.Checked(ft, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h := apitest.Checked(ft, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			w.Header().Set("Content-Type", "application/json")
 			w.WriteHeader(tc.status)
 			w.Write([]byte(tc.body))
@@ -120,7 +120,7 @@ func TestOpenAPICheckerCatchesDrift(t *testing.T) {
 	}
 	// And a conforming answer passes.
 	ft := &fakeT{TB: t}
-	nodetest.Checked(ft, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	apitest.Checked(ft, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		w.Write([]byte(`{"status":"ok"}`))
 	})).ServeHTTP(httptest.NewRecorder(), httptest.NewRequest("GET", "/healthz", nil))

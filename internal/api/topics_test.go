@@ -5,7 +5,7 @@ import (
 	"testing"
 )
 
-// The topic routes through the OpenAPI checker (nodetest): every answer,
+// The topic routes through the OpenAPI checker (apitest): every answer,
 // error ones included, is what apiv1/openapi.json describes.
 func TestTopicRoutesMatchTheSpec(t *testing.T) {
 	t.Parallel()

@@ -1,6 +1,6 @@
-// Package nodetest starts an embedded-default node with its HTTP API on a
+// Package apitest starts an embedded-default node with its HTTP API on a
 // real loopback socket, for the tests of the API and the CLI.
-package nodetest
+package apitest
 
 import (
 	"context"
