@@ -156,7 +156,7 @@ func TestLastMissed(t *testing.T) {
 		return v
 	}
 	for _, c := range []struct {
-		name, cron, tz string
+		name, cron, tz  string
 		last, now, want time.Time
 	}{
 		{"never fired: nothing known", every10s, "", time.Time{}, sec(47), time.Time{}},
