@@ -9,7 +9,10 @@ import (
 
 // FakeClock is a Clock that moves only when a test moves it (Advance):
 // the timers, tickers and AfterFuncs whose deadline it passes fire then,
-// in deadline order. Exported for this package's external tests.
+// in deadline order. An AfterFunc's f runs in the goroutine that moved
+// the clock (or armed it, when already due), once the clock's lock is
+// released: when Advance returns, what fell due has run. Exported for
+// this package's external tests.
 type FakeClock struct {
 	mu     sync.Mutex
 	now    time.Time
@@ -53,35 +56,44 @@ func (c *FakeClock) AfterFunc(d time.Duration, f func()) { c.add(&fakeTimer{f: f
 
 func (c *FakeClock) add(t *fakeTimer, d time.Duration) *fakeTimer {
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	t.c, t.at, t.armed = c, c.now.Add(d), true
 	c.timers = append(c.timers, t)
-	c.fireLocked()
+	fs := c.fireLocked()
+	c.mu.Unlock()
+	run(fs)
 	return t
+}
+
+func run(fs []func()) {
+	for _, f := range fs {
+		f()
+	}
 }
 
 // Advance moves the clock by d and fires what fell due.
 func (c *FakeClock) Advance(d time.Duration) {
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	c.now = c.now.Add(d)
-	c.fireLocked()
+	fs := c.fireLocked()
+	c.mu.Unlock()
+	run(fs)
 }
 
 // AdvanceTo moves the clock to t (not backwards) and fires what fell due.
 func (c *FakeClock) AdvanceTo(t time.Time) {
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	if t.After(c.now) {
 		c.now = t
 	}
-	c.fireLocked()
+	fs := c.fireLocked()
+	c.mu.Unlock()
+	run(fs)
 }
 
-// fireLocked fires every armed timer due at now, earliest first. A ticker
-// fires once however many periods passed, as a ticker nobody read drops
-// ticks.
-func (c *FakeClock) fireLocked() {
+// fireLocked fires every armed timer due at now, earliest first, and
+// returns the AfterFuncs' functions to run. A ticker fires once however
+// many periods passed, as a ticker nobody read drops ticks.
+func (c *FakeClock) fireLocked() (fs []func()) {
 	for {
 		var due *fakeTimer
 		for _, t := range c.timers {
@@ -90,13 +102,13 @@ func (c *FakeClock) fireLocked() {
 			}
 		}
 		if due == nil {
-			return
+			return fs
 		}
 		switch {
 		case due.f != nil:
 			due.armed = false
 			c.timers = slices.DeleteFunc(c.timers, func(t *fakeTimer) bool { return t == due })
-			go due.f()
+			fs = append(fs, due.f)
 		case due.period > 0:
 			for !due.at.After(c.now) {
 				due.at = due.at.Add(due.period)
@@ -135,7 +147,8 @@ func (t *fakeTimer) Reset(d time.Duration) {
 		t.period = d
 	}
 	t.at, t.armed = t.c.now.Add(d), true
-	t.c.fireLocked()
+	// Only AfterFuncs return functions, and they are never Reset.
+	_ = t.c.fireLocked()
 }
 
 func (t *fakeTimer) Stop() {
@@ -249,10 +262,20 @@ func TestFakeClock(t *testing.T) {
 	default:
 	}
 
-	done := make(chan struct{})
-	c.AfterFunc(time.Second, func() { close(done) })
-	c.Advance(time.Second)
-	<-done
+	ran := 0
+	c.AfterFunc(time.Second, func() { ran++ })
+	c.Advance(time.Second - time.Nanosecond)
+	if ran != 0 {
+		t.Fatal("AfterFunc ran early")
+	}
+	c.Advance(time.Nanosecond)
+	if ran != 1 {
+		t.Fatal("AfterFunc had not run when Advance returned")
+	}
+	c.AfterFunc(0, func() { ran++ })
+	if ran != 2 {
+		t.Fatal("a due AfterFunc did not run at once")
+	}
 }
 
 // TestNewDefaultsToTheRealClock: without Config.Clock the service reads

@@ -42,14 +42,29 @@ func newService(t *testing.T, st State, clk Clock, node string, mod func(*Config
 	return s
 }
 
-// start starts s until the test ends (its runs must have ended by then:
-// Stop waits for them, and their hand-over grace is on the test's clock).
+// start starts s until the test ends. Stop waits for the runs, and their
+// hand-over grace is on the test's clock: a test that passed ended its
+// runs; one that failed may not have, so the clock runs their grace out.
 func start(t *testing.T, s *Service) {
 	t.Helper()
 	if err := s.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(s.Stop)
+	t.Cleanup(func() {
+		stopped := make(chan struct{})
+		go func() { s.Stop(); close(stopped) }()
+		fc, _ := s.cfg.Clock.(*FakeClock)
+		for {
+			select {
+			case <-stopped:
+				return
+			case <-time.After(10 * time.Millisecond):
+				if fc != nil && t.Failed() {
+					fc.Advance(s.cfg.Handover)
+				}
+			}
+		}
+	})
 }
 
 // waitIdle waits until no item of s runs or looks.
@@ -691,5 +706,98 @@ func TestAddGoRejects(t *testing.T) {
 	addGo(t, s, g)
 	if got := s.ItemKeys(); !slices.Equal(got, []string{"job:g:0", "job:g:1", "job:one:0"}) {
 		t.Errorf("item keys %v", got)
+	}
+}
+
+// TestTriggerRequests: a :trigger raised before the node first read the
+// flags is an old request and runs nothing; one raised later runs every
+// owned item once; one that comes while an item runs is skipped for it.
+func TestTriggerRequests(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	st, clk := newMemState(), NewFakeClock(sec(5))
+	m := metrics.NewJobs(nil)
+	s := newService(t, st, clk, "n1", func(c *Config) { c.Metrics = m })
+	p := &pager{rows: 1, step: make(chan struct{})}
+	addGo(t, s, GoJob{Name: "walk", Cron: never, Items: 2, Run: p.run})
+	if err := st.RequestTrigger(ctx, "walk"); err != nil {
+		t.Fatal(err)
+	}
+	s.OwnAll()
+	start(t, s)
+	waitIdle(t, s)
+	clk.WaitTicker(t)
+	reads := st.reads()
+	clk.Advance(time.Second)
+	WaitUntil(t, "a poll", func() bool { return st.reads() > reads })
+	waitIdle(t, s)
+	if n := len(st.allRuns("walk")); n != 0 {
+		t.Fatalf("an old :trigger ran %d items", n)
+	}
+
+	if err := st.RequestTrigger(ctx, "walk"); err != nil {
+		t.Fatal(err)
+	}
+	s.Kick()
+	WaitUntil(t, "both items running", func() bool { return len(st.allRuns("walk")) == 2 })
+	skipped := func() float64 {
+		var d dto.Metric
+		if err := m.Skipped.WithLabelValues("walk").Write(&d); err != nil {
+			t.Fatal(err)
+		}
+		return d.GetCounter().GetValue()
+	}
+	if err := st.RequestTrigger(ctx, "walk"); err != nil {
+		t.Fatal(err)
+	}
+	s.Kick()
+	WaitUntil(t, "the second :trigger skipped on both items", func() bool { return skipped() == 2 })
+	p.step <- struct{}{}
+	p.step <- struct{}{}
+	waitIdle(t, s)
+	runs := st.allRuns("walk")
+	if len(runs) != 2 || runs[0].Status != StatusDone || runs[1].Status != StatusDone || runs[0].Item == runs[1].Item {
+		t.Fatalf("runs %+v", runs)
+	}
+}
+
+// gatedState holds TakeItem until the test opens the gate.
+type gatedState struct {
+	*memState
+	gate chan struct{}
+}
+
+func (g *gatedState) TakeItem(ctx context.Context, job, item, node string, token int64, now time.Time) (ItemState, error) {
+	<-g.gate
+	return g.memState.TakeItem(ctx, job, item, node, token, now)
+}
+
+// TestTriggerDuringLookIsKept: a trigger that comes while a newly owned
+// item is still being looked at (its state not read yet) is taken over by
+// the look, which runs it, instead of being skipped as an overlap.
+func TestTriggerDuringLookIsKept(t *testing.T) {
+	t.Parallel()
+	st := &gatedState{memState: newMemState(), gate: make(chan struct{})}
+	clk := NewFakeClock(sec(5))
+	s := newService(t, st, clk, "n1", nil)
+	var rc recorder
+	addGo(t, s, GoJob{Name: "tick", Cron: every10s, Run: func(_ context.Context, r *ItemRun) error { rc.add(r); return nil }})
+	s.OwnAll()
+	start(t, s) // the look waits in TakeItem
+	release := sync.OnceFunc(func() { close(st.gate) })
+	t.Cleanup(release)
+	clk.WaitTimer(t, sec(10))
+	clk.AdvanceTo(sec(10))
+	WaitUntil(t, "the fire time handed to the look", func() bool {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		r := s.running["tick:0"]
+		return r != nil && r.upgrade == "cron"
+	})
+	release()
+	waitIdle(t, s)
+	want := []call{{node: "n1", item: "0", trigger: "cron", total: 1, fireAt: sec(10)}}
+	if got := rc.list(); !slices.Equal(got, want) {
+		t.Fatalf("calls %+v, want %+v", got, want)
 	}
 }
