@@ -52,6 +52,9 @@ type Config struct {
 	Handover time.Duration
 	// Poll is how often paused flags and :trigger requests are read.
 	Poll time.Duration
+	// Clock is the service's time (nil: the real clock); tests move
+	// their own.
+	Clock Clock
 }
 
 // GoJob is a job written in Go: Run is called once per trigger per item.
@@ -126,6 +129,9 @@ func New(cfg Config) (*Service, error) {
 	}
 	if cfg.Poll <= 0 {
 		cfg.Poll = time.Second
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = realClock{}
 	}
 	return &Service{cfg: cfg, log: cfg.Logger, m: cfg.Metrics, jobs: map[string]*job{},
 		owned: map[string]map[string]bool{}, running: map[string]*ItemRun{}, flags: map[string]store.JobFlags{},
@@ -267,7 +273,7 @@ func (s *Service) SetOwned(keys []string) {
 		for it := range items {
 			if !prev[jn][it] {
 				gained = append(gained, [2]string{jn, it})
-				s.caughtUp[jn+":"+it] = time.Now()
+				s.caughtUp[jn+":"+it] = s.cfg.Clock.Now()
 			}
 		}
 	}
@@ -348,14 +354,14 @@ func (s *Service) Close() {
 // old runs and publishes item lag.
 func (s *Service) loop(ctx context.Context) {
 	next := map[string]time.Time{}
-	now := time.Now()
+	now := s.cfg.Clock.Now()
 	for name, j := range s.jobs {
 		next[name] = j.cron.Next(now)
 	}
-	poll := time.NewTicker(s.cfg.Poll)
+	poll := s.cfg.Clock.NewTicker(s.cfg.Poll)
 	defer poll.Stop()
 	lastClean := time.Time{}
-	timer := time.NewTimer(time.Hour)
+	timer := s.cfg.Clock.NewTimer(time.Hour)
 	defer timer.Stop()
 	for {
 		earliest := time.Time{}
@@ -366,14 +372,14 @@ func (s *Service) loop(ctx context.Context) {
 		}
 		wait := time.Hour
 		if !earliest.IsZero() {
-			wait = max(time.Until(earliest), 0)
+			wait = max(earliest.Sub(s.cfg.Clock.Now()), 0)
 		}
 		timer.Reset(wait)
 		select {
 		case <-ctx.Done():
 			return
-		case <-timer.C:
-			now := time.Now()
+		case <-timer.C():
+			now := s.cfg.Clock.Now()
 			for name, t := range next {
 				if t.IsZero() || t.After(now) {
 					continue
@@ -384,13 +390,13 @@ func (s *Service) loop(ctx context.Context) {
 				}
 				next[name] = j.cron.Next(now)
 			}
-		case <-poll.C:
+		case <-poll.C():
 			if err := s.pollFlags(ctx); err != nil {
 				s.log.Warn("jobs: reading job flags failed", "err", err)
 			}
 			s.publishLag()
-			if time.Since(lastClean) > time.Minute {
-				lastClean = time.Now()
+			if now := s.cfg.Clock.Now(); now.Sub(lastClean) > time.Minute {
+				lastClean = now
 				if n, err := s.cfg.State.DeleteRuns(ctx, lastClean.Add(-s.cfg.Retention)); err != nil {
 					s.log.Warn("jobs: deleting old runs failed", "err", err)
 				} else if n > 0 {
@@ -450,7 +456,7 @@ func (s *Service) pollFlags(ctx context.Context) error {
 		}
 		if f.TriggerSeq > p.TriggerSeq && ctxS != nil && polled {
 			for _, it := range s.ownedItems(name) {
-				s.trigger(ctxS, j, it, "manual", time.Now())
+				s.trigger(ctxS, j, it, "manual", s.cfg.Clock.Now())
 			}
 		}
 	}
@@ -472,10 +478,10 @@ func (s *Service) Kick() {
 	}
 }
 
-func newRunID() string {
+func newRunID(now time.Time) string {
 	var b [10]byte
 	_, _ = crand.Read(b[:])
-	return fmt.Sprintf("%011x", time.Now().UnixMilli()) + hex.EncodeToString(b[:])
+	return fmt.Sprintf("%011x", now.UnixMilli()) + hex.EncodeToString(b[:])
 }
 
 // trigger starts a run of one item unless one is running (overlap: skip).
@@ -523,7 +529,7 @@ func (s *Service) trigger(ctx context.Context, j *job, item, trig string, fireAt
 func (s *Service) publishLag() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	now := time.Now()
+	now := s.cfg.Clock.Now()
 	lag := map[string]float64{}
 	for jn := range s.jobs {
 		lag[jn] = 0
@@ -592,7 +598,7 @@ func (r *ItemRun) stop(status string, grace time.Duration) {
 	r.stopStatus = status
 	close(r.stopCh)
 	if cancel := r.cancel; cancel != nil {
-		time.AfterFunc(grace, cancel)
+		r.svc.cfg.Clock.AfterFunc(grace, cancel)
 	}
 }
 
@@ -646,7 +652,7 @@ func (r *ItemRun) execute(parent context.Context, trig string, fireAt time.Time)
 		return
 	}
 	r.mu.Unlock()
-	now := time.Now()
+	now := s.cfg.Clock.Now()
 	r.token = rand.Int64N(1<<62) + 1
 	st, err := s.cfg.State.TakeItem(ctx, j.name, r.item, s.cfg.NodeID, r.token, now)
 	if err != nil {
@@ -683,7 +689,7 @@ func (r *ItemRun) execute(parent context.Context, trig string, fireAt time.Time)
 	if s.paused(j.name) {
 		return
 	}
-	r.run = store.JobRun{ID: newRunID(), Job: j.name, Item: r.item, Node: s.cfg.NodeID, Trigger: trig, FireAt: fireAt,
+	r.run = store.JobRun{ID: newRunID(now), Job: j.name, Item: r.item, Node: s.cfg.NodeID, Trigger: trig, FireAt: fireAt,
 		StartedAt: now, Cursor: cursor, Status: store.RunRunning}
 	held, err := s.cfg.State.StartRun(ctx, &r.run, r.token)
 	if err != nil || !held {
@@ -706,7 +712,7 @@ func (r *ItemRun) execute(parent context.Context, trig string, fireAt time.Time)
 
 func (r *ItemRun) finish(runErr error, caughtUp bool) {
 	s, j := r.svc, r.job
-	end := time.Now()
+	end := s.cfg.Clock.Now()
 	r.run.EndedAt = end
 	finished := true
 	switch {

@@ -42,7 +42,7 @@ func (r *ItemRun) runSQL(ctx context.Context, cursor string) (caughtUp bool, err
 			limit = min(limit, spec.MaxRows-taken)
 		}
 		go func() {
-			now := time.Now()
+			now := r.svc.cfg.Clock.Now()
 			p, err := j.src.fetch(ctx, tg, after, now, limit)
 			ch <- fetched{p: p, at: now, lim: limit, err: err}
 		}()
