@@ -45,7 +45,7 @@ func (s *Service) info(j *job) Info {
 	paused := s.flags[j.name].Paused
 	s.mu.Unlock()
 	in := Info{Name: j.name, Kind: j.kind, Cron: j.cron.String(), TimeZone: j.tz, Misfire: j.misfire,
-		Overlap: j.overlap, Paused: paused, Items: len(j.items), NextFire: j.cron.Next(time.Now())}
+		Overlap: j.overlap, Paused: paused, Items: len(j.items), NextFire: j.cron.Next(s.cfg.Clock.Now())}
 	if j.sql != nil {
 		in.Target = j.sql.Target
 	}
