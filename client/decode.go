@@ -120,15 +120,11 @@ func (p *scan) taskField(name []byte, t *apiv1.Task) bool {
 // batch reads {"tasks": [...]}, each item a task or {"error": {...}}.
 func (p *scan) batch(br *apiv1.BatchResponse) bool {
 	return p.Object(func(name []byte) bool {
-		// A second "tasks" would decode into the first's items in
-		// encoding/json: left to it.
-		if string(name) != "tasks" || br.Tasks != nil {
+		if string(name) != "tasks" {
 			return false
 		}
-		items := make([]apiv1.BatchItem, 0, 64)
-		ok := p.Array(func() bool {
-			var it apiv1.BatchItem
-			ok := p.Object(func(name []byte) bool {
+		return items(p, &br.Tasks, 64, func(it *apiv1.BatchItem) bool {
+			return p.Object(func(name []byte) bool {
 				if string(name) == "error" {
 					if it.Error == nil { // a second "error" adds to the first, as in encoding/json
 						it.Error = new(apiv1.ErrorDetail)
@@ -140,12 +136,25 @@ func (p *scan) batch(br *apiv1.BatchResponse) bool {
 				}
 				return p.taskField(name, it.Task)
 			})
-			items = append(items, it)
-			return ok
 		})
-		br.Tasks = items
-		return ok
 	})
+}
+
+// items reads the "tasks" array of a batch or a page into *dst, each
+// element by elem.
+func items[T any](p *scan, dst *[]T, capacity int, elem func(*T) bool) bool {
+	// A second "tasks" would decode into the first's items in
+	// encoding/json: left to it.
+	if *dst != nil {
+		return false
+	}
+	all := make([]T, 0, capacity)
+	ok := p.Array(func() bool {
+		all = append(all, *new(T))
+		return elem(&all[len(all)-1])
+	})
+	*dst = all
+	return ok
 }
 
 func (p *scan) errorDetail(d *apiv1.ErrorDetail) bool {
@@ -170,16 +179,7 @@ func (p *scan) page(lp *apiv1.ListPage) bool {
 	return p.Object(func(name []byte) bool {
 		switch string(name) {
 		case "tasks":
-			if lp.Tasks != nil { // as in batch
-				return false
-			}
-			ts := make([]apiv1.Task, 0, 16)
-			ok := p.Array(func() bool {
-				ts = append(ts, apiv1.Task{})
-				return p.task(&ts[len(ts)-1])
-			})
-			lp.Tasks = ts
-			return ok
+			return items(p, &lp.Tasks, 16, p.task)
 		case "next_cursor":
 			return p.strInto(&lp.NextCursor)
 		}
