@@ -175,11 +175,7 @@ func (f *Firer) Start(ctx context.Context) error {
 	}
 	var loops sync.WaitGroup
 	for range f.cfg.Workers {
-		loops.Add(1)
-		go func() {
-			defer loops.Done()
-			f.loop(ctx)
-		}()
+		loops.Go(func() { f.loop(ctx) })
 	}
 	go func() {
 		defer stopped()

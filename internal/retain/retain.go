@@ -89,16 +89,7 @@ func New(cfg Config) (*Cleaner, error) {
 
 // Start runs the cleaner until Stop.
 func (c *Cleaner) Start(ctx context.Context) error {
-	ctx, ok, started, stopped := c.StartInit(ctx)
-	if !ok {
-		return nil
-	}
-	go func() {
-		started()
-		defer stopped()
-		c.run(ctx)
-	}()
-	return nil
+	return c.Go(ctx, c.run)
 }
 
 func (c *Cleaner) run(ctx context.Context) {
