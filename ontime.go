@@ -592,14 +592,7 @@ type BatchResult struct {
 
 func specOf(s TaskSpec) task.Spec {
 	sp := task.Spec{Topic: s.Topic, Key: s.Key, Payload: s.Payload, Target: s.Target, MaxAttempts: s.MaxAttempts, Replace: s.Replace}
-	if !s.DueAt.IsZero() {
-		d := s.DueAt
-		sp.DueAt = &d
-	}
-	if s.Delay != 0 {
-		d := s.Delay
-		sp.Delay = &d
-	}
+	sp.DueAt, sp.Delay = dueSpec(s.DueAt, s.Delay)
 	return sp
 }
 
