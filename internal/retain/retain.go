@@ -136,20 +136,11 @@ func (c *Cleaner) Pass(ctx context.Context) (int64, error) {
 				// A backlog: rest as long as the batch took, so scans,
 				// claims and outcomes get the database at least half the
 				// time.
-				if sleep(ctx, time.Since(t0)); ctx.Err() != nil {
+				if startstop.Sleep(ctx, time.Since(t0)); ctx.Err() != nil {
 					return total, ctx.Err()
 				}
 			}
 		}
 	}
 	return total, nil
-}
-
-func sleep(ctx context.Context, d time.Duration) {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-	case <-t.C:
-	}
 }

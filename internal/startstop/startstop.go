@@ -112,6 +112,16 @@ func Every(ctx context.Context, d time.Duration, f func(ctx context.Context)) {
 	}
 }
 
+// Sleep waits d, or less when ctx ends first.
+func Sleep(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+}
+
 // StopInit begins a stop: it cancels the service's context and returns the
 // channel closed when the service has stopped. ok is false when the
 // service is not running (never started, or already stopped).

@@ -214,3 +214,16 @@ func TestEveryCallsUntilCancelled(t *testing.T) {
 		t.Fatalf("%d calls before the cancel, want at least 3", got)
 	}
 }
+
+func TestSleepEndsWithContext(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		startstop.Sleep(ctx, time.Hour)
+	}()
+	cancel()
+	<-done // an hour's sleep returns once ctx ends
+	startstop.Sleep(context.Background(), time.Millisecond) // and a short one on its own
+}
