@@ -225,5 +225,6 @@ func TestSleepEndsWithContext(t *testing.T) {
 	}()
 	cancel()
 	<-done // an hour's sleep returns once ctx ends
-	startstop.Sleep(context.Background(), time.Millisecond) // and a short one on its own
+	// and a short one on its own
+	startstop.Sleep(context.Background(), time.Millisecond)
 }
