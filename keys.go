@@ -22,14 +22,7 @@ type TaskPatch struct {
 
 func (p TaskPatch) spec() task.PatchSpec {
 	var s task.PatchSpec
-	if !p.DueAt.IsZero() {
-		d := p.DueAt
-		s.DueAt = &d
-	}
-	if p.Delay != 0 {
-		d := p.Delay
-		s.Delay = &d
-	}
+	s.DueAt, s.Delay = dueSpec(p.DueAt, p.Delay)
 	s.Payload, s.Target = p.Payload, p.Target
 	if p.MaxAttempts != 0 {
 		n := p.MaxAttempts
@@ -43,40 +36,45 @@ func (p TaskPatch) spec() task.PatchSpec {
 // later is never delivered at its old time, one moved earlier is delivered
 // at its new time, never before, whichever node holds it.
 func (n *Node) Update(ctx context.Context, id string, p TaskPatch) (*Task, error) {
-	t, err := n.submit.Update(ctx, id, p.spec())
-	if err != nil {
-		return nil, err
-	}
-	return viewOf(t), nil
+	return viewed(n.submit.Update(ctx, id, p.spec()))
 }
 
 // GetByKey returns the task a key names in a topic: its live task
 // (pending, claimed, running), else the one that ended last; ErrNotFound
 // when none.
 func (n *Node) GetByKey(ctx context.Context, topic, key string) (*Task, error) {
-	t, err := n.submit.GetByKey(ctx, topic, key)
-	if err != nil {
-		return nil, err
-	}
-	return viewOf(t), nil
+	return viewed(n.submit.GetByKey(ctx, topic, key))
 }
 
 // UpdateByKey is Update of the task a key names.
 func (n *Node) UpdateByKey(ctx context.Context, topic, key string, p TaskPatch) (*Task, error) {
-	t, err := n.submit.UpdateByKey(ctx, topic, key, p.spec())
-	if err != nil {
-		return nil, err
-	}
-	return viewOf(t), nil
+	return viewed(n.submit.UpdateByKey(ctx, topic, key, p.spec()))
 }
 
 // CancelByKey cancels the live task a key names; a key whose task is
 // cancelled already returns it; ErrConflict once the task is running,
 // done or dead.
 func (n *Node) CancelByKey(ctx context.Context, topic, key string) (*Task, error) {
-	t, err := n.submit.CancelByKey(ctx, topic, key)
+	return viewed(n.submit.CancelByKey(ctx, topic, key))
+}
+
+// viewed is viewOf of a call's answer: nil and the error when it failed.
+func viewed(t *task.Task, err error) (*Task, error) {
 	if err != nil {
 		return nil, err
 	}
 	return viewOf(t), nil
+}
+
+// dueSpec is a due time and a delay as the specs hold them: nil when zero.
+func dueSpec(at time.Time, delay time.Duration) (*time.Time, *time.Duration) {
+	var a *time.Time
+	var d *time.Duration
+	if !at.IsZero() {
+		a = &at
+	}
+	if delay != 0 {
+		d = &delay
+	}
+	return a, d
 }

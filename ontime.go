@@ -625,14 +625,7 @@ type BatchResult struct {
 
 func specOf(s TaskSpec) task.Spec {
 	sp := task.Spec{Topic: s.Topic, Key: s.Key, Payload: s.Payload, Target: s.Target, MaxAttempts: s.MaxAttempts, Replace: s.Replace}
-	if !s.DueAt.IsZero() {
-		d := s.DueAt
-		sp.DueAt = &d
-	}
-	if s.Delay != 0 {
-		d := s.Delay
-		sp.Delay = &d
-	}
+	sp.DueAt, sp.Delay = dueSpec(s.DueAt, s.Delay)
 	return sp
 }
 
@@ -681,14 +674,14 @@ func NewLogger(w io.Writer, level string) *slog.Logger {
 	return newLogger(w, level, "json")
 }
 
-// maxFireLead maps hot.max_fire_lead to the planner's max, where zero turns
-// spreading off (every task leaves FireLead ahead).
-// A task cannot be fired before it is in the hot tier, so the window caps it.
 // FireLead is how long before its due time a task leaves the hot tier and
 // is marked running, when nothing else is due with it: it keeps the store
 // write off the lateness path (see hot.Planner).
 const FireLead = 20 * time.Millisecond
 
+// maxFireLead maps hot.max_fire_lead to the planner's max, where zero turns
+// spreading off (every task leaves FireLead ahead). A task cannot be fired
+// before it is in the hot tier, so the window caps it.
 func maxFireLead(d Duration, window time.Duration) time.Duration {
 	if d == 0 {
 		return -1

@@ -194,6 +194,23 @@ func (c *Client) doRaw(ctx context.Context, method, path string, body []byte, ou
 	return resp.StatusCode, nil
 }
 
+// call makes one call and decodes the answer into a new T.
+func call[T any](ctx context.Context, c *Client, method, path string, in any) (*T, error) {
+	var out T
+	if _, err := c.do(ctx, method, path, in, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// withQuery is path with q as its query string, if q has any value.
+func withQuery(path string, q url.Values) string {
+	if len(q) == 0 {
+		return path
+	}
+	return path + "?" + q.Encode()
+}
+
 // Submit stores a task; created is false when the topic and key existed.
 func (c *Client) Submit(ctx context.Context, t TaskRequest) (task *Task, created bool, err error) {
 	var out Task
@@ -230,29 +247,17 @@ func (c *Client) SubmitBatch(ctx context.Context, ts []TaskRequest) ([]BatchItem
 
 // Get returns a task.
 func (c *Client) Get(ctx context.Context, id string) (*Task, error) {
-	var out Task
-	if _, err := c.do(ctx, http.MethodGet, "/v1/tasks/"+url.PathEscape(id), nil, &out); err != nil {
-		return nil, err
-	}
-	return &out, nil
+	return call[Task](ctx, c, http.MethodGet, "/v1/tasks/"+url.PathEscape(id), nil)
 }
 
 // Cancel cancels a task.
 func (c *Client) Cancel(ctx context.Context, id string) (*Task, error) {
-	var out Task
-	if _, err := c.do(ctx, http.MethodDelete, "/v1/tasks/"+url.PathEscape(id), nil, &out); err != nil {
-		return nil, err
-	}
-	return &out, nil
+	return call[Task](ctx, c, http.MethodDelete, "/v1/tasks/"+url.PathEscape(id), nil)
 }
 
 // Requeue returns a dead task to pending.
 func (c *Client) Requeue(ctx context.Context, id string) (*Task, error) {
-	var out Task
-	if _, err := c.do(ctx, http.MethodPost, "/v1/tasks/"+url.PathEscape(id)+":requeue", nil, &out); err != nil {
-		return nil, err
-	}
-	return &out, nil
+	return call[Task](ctx, c, http.MethodPost, "/v1/tasks/"+url.PathEscape(id)+":requeue", nil)
 }
 
 // ListOptions filter List. Zero fields do not filter.
@@ -278,25 +283,13 @@ func (c *Client) List(ctx context.Context, o ListOptions) (*ListPage, error) {
 	if o.Cursor != "" {
 		q.Set("cursor", o.Cursor)
 	}
-	path := "/v1/tasks"
-	if len(q) > 0 {
-		path += "?" + q.Encode()
-	}
-	var out ListPage
-	if _, err := c.do(ctx, http.MethodGet, path, nil, &out); err != nil {
-		return nil, err
-	}
-	return &out, nil
+	return call[ListPage](ctx, c, http.MethodGet, withQuery("/v1/tasks", q), nil)
 }
 
 // Cluster returns the cluster as the node asked sees it: nodes, leader,
 // and each sharding item's owner and scan lag.
 func (c *Client) Cluster(ctx context.Context) (*ClusterView, error) {
-	var out ClusterView
-	if _, err := c.do(ctx, http.MethodGet, "/v1/cluster", nil, &out); err != nil {
-		return nil, err
-	}
-	return &out, nil
+	return call[ClusterView](ctx, c, http.MethodGet, "/v1/cluster", nil)
 }
 
 // Health checks /readyz.

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/ontimehq/ontime/apiv1"
+	"github.com/ontimehq/ontime/internal/jsonr"
 )
 
 // decodeSeeds are answers as the node writes them and the corners the
@@ -46,8 +47,8 @@ func TestUnmarshalMatchesEncodingJSON(t *testing.T) {
 	raw := []byte(b.String())
 	checkUnmarshal(t, raw)
 	var br apiv1.BatchResponse
-	p := scan{b: raw}
-	if !p.batch(&br) || !p.end() || len(br.Tasks) != 1000 {
+	p := scan{jsonr.New(raw)}
+	if !p.batch(&br) || !p.End() || len(br.Tasks) != 1000 {
 		t.Fatal("a batch answer of the node's shape is not taken by the fast path")
 	}
 }

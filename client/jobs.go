@@ -11,8 +11,8 @@ import (
 
 // Jobs lists the scan jobs (GET /v1/jobs).
 func (c *Client) Jobs(ctx context.Context) ([]apiv1.JobView, error) {
-	var out apiv1.JobList
-	if _, err := c.do(ctx, http.MethodGet, "/v1/jobs", nil, &out); err != nil {
+	out, err := call[apiv1.JobList](ctx, c, http.MethodGet, "/v1/jobs", nil)
+	if err != nil {
 		return nil, err
 	}
 	return out.Jobs, nil
@@ -20,11 +20,7 @@ func (c *Client) Jobs(ctx context.Context) ([]apiv1.JobView, error) {
 
 // Job describes one job with each item's owner, unfinished run and cursor.
 func (c *Client) Job(ctx context.Context, name string) (*apiv1.JobView, error) {
-	var out apiv1.JobView
-	if _, err := c.do(ctx, http.MethodGet, "/v1/jobs/"+url.PathEscape(name), nil, &out); err != nil {
-		return nil, err
-	}
-	return &out, nil
+	return call[apiv1.JobView](ctx, c, http.MethodGet, "/v1/jobs/"+url.PathEscape(name), nil)
 }
 
 // JobRuns lists a job's latest runs, newest first; item "" for every item,
@@ -37,12 +33,8 @@ func (c *Client) JobRuns(ctx context.Context, name, item string, limit int) ([]a
 	if limit != 0 {
 		q.Set("limit", strconv.Itoa(limit))
 	}
-	path := "/v1/jobs/" + url.PathEscape(name) + "/runs"
-	if len(q) > 0 {
-		path += "?" + q.Encode()
-	}
-	var out apiv1.JobRunList
-	if _, err := c.do(ctx, http.MethodGet, path, nil, &out); err != nil {
+	out, err := call[apiv1.JobRunList](ctx, c, http.MethodGet, withQuery("/v1/jobs/"+url.PathEscape(name)+"/runs", q), nil)
+	if err != nil {
 		return nil, err
 	}
 	return out.Runs, nil
@@ -50,9 +42,5 @@ func (c *Client) JobRuns(ctx context.Context, name, item string, limit int) ([]a
 
 // JobOp posts :trigger, :pause or :resume to a job and returns its view.
 func (c *Client) JobOp(ctx context.Context, name, op string) (*apiv1.JobView, error) {
-	var out apiv1.JobView
-	if _, err := c.do(ctx, http.MethodPost, "/v1/jobs/"+url.PathEscape(name)+":"+op, nil, &out); err != nil {
-		return nil, err
-	}
-	return &out, nil
+	return call[apiv1.JobView](ctx, c, http.MethodPost, "/v1/jobs/"+url.PathEscape(name)+":"+op, nil)
 }

@@ -20,48 +20,28 @@ func keyPath(topic, key string) string {
 
 // Update changes a pending or claimed task.
 func (c *Client) Update(ctx context.Context, id string, p TaskPatch) (*Task, error) {
-	var out Task
-	if _, err := c.do(ctx, http.MethodPatch, "/v1/tasks/"+url.PathEscape(id), p, &out); err != nil {
-		return nil, err
-	}
-	return &out, nil
+	return call[Task](ctx, c, http.MethodPatch, "/v1/tasks/"+url.PathEscape(id), p)
 }
 
 // GetByKey returns the task a key names in a topic: its live task, else
 // the one that ended last.
 func (c *Client) GetByKey(ctx context.Context, topic, key string) (*Task, error) {
-	var out Task
-	if _, err := c.do(ctx, http.MethodGet, keyPath(topic, key), nil, &out); err != nil {
-		return nil, err
-	}
-	return &out, nil
+	return call[Task](ctx, c, http.MethodGet, keyPath(topic, key), nil)
 }
 
 // UpdateByKey changes the live task a key names.
 func (c *Client) UpdateByKey(ctx context.Context, topic, key string, p TaskPatch) (*Task, error) {
-	var out Task
-	if _, err := c.do(ctx, http.MethodPatch, keyPath(topic, key), p, &out); err != nil {
-		return nil, err
-	}
-	return &out, nil
+	return call[Task](ctx, c, http.MethodPatch, keyPath(topic, key), p)
 }
 
 // CancelByKey cancels the live task a key names.
 func (c *Client) CancelByKey(ctx context.Context, topic, key string) (*Task, error) {
-	var out Task
-	if _, err := c.do(ctx, http.MethodDelete, keyPath(topic, key), nil, &out); err != nil {
-		return nil, err
-	}
-	return &out, nil
+	return call[Task](ctx, c, http.MethodDelete, keyPath(topic, key), nil)
 }
 
 // ListByKey is GET /v1/tasks?topic=&key=: a page holding the task the key
 // names, or none.
 func (c *Client) ListByKey(ctx context.Context, topic, key string) (*ListPage, error) {
 	q := url.Values{"topic": {topic}, "key": {key}}
-	var out ListPage
-	if _, err := c.do(ctx, http.MethodGet, "/v1/tasks?"+strings.ReplaceAll(q.Encode(), "+", "%20"), nil, &out); err != nil {
-		return nil, err
-	}
-	return &out, nil
+	return call[ListPage](ctx, c, http.MethodGet, "/v1/tasks?"+strings.ReplaceAll(q.Encode(), "+", "%20"), nil)
 }

@@ -21,11 +21,7 @@ type (
 // CreateSchedule stores a new schedule; a name in use is a conflict
 // (HasCode(err, apiv1.CodeConflict)).
 func (c *Client) CreateSchedule(ctx context.Context, s ScheduleRequest) (*Schedule, error) {
-	var out Schedule
-	if _, err := c.do(ctx, http.MethodPost, "/v1/schedules", s, &out); err != nil {
-		return nil, err
-	}
-	return &out, nil
+	return call[Schedule](ctx, c, http.MethodPost, "/v1/schedules", s)
 }
 
 // PutSchedule creates the schedule name or replaces its definition;
@@ -41,17 +37,13 @@ func (c *Client) PutSchedule(ctx context.Context, name string, s ScheduleRequest
 
 // GetSchedule returns a schedule.
 func (c *Client) GetSchedule(ctx context.Context, name string) (*Schedule, error) {
-	var out Schedule
-	if _, err := c.do(ctx, http.MethodGet, "/v1/schedules/"+url.PathEscape(name), nil, &out); err != nil {
-		return nil, err
-	}
-	return &out, nil
+	return call[Schedule](ctx, c, http.MethodGet, "/v1/schedules/"+url.PathEscape(name), nil)
 }
 
 // ListSchedules returns every schedule by name.
 func (c *Client) ListSchedules(ctx context.Context) ([]Schedule, error) {
-	var out apiv1.ScheduleList
-	if _, err := c.do(ctx, http.MethodGet, "/v1/schedules", nil, &out); err != nil {
+	out, err := call[apiv1.ScheduleList](ctx, c, http.MethodGet, "/v1/schedules", nil)
+	if err != nil {
 		return nil, err
 	}
 	return out.Schedules, nil
@@ -59,11 +51,7 @@ func (c *Client) ListSchedules(ctx context.Context) ([]Schedule, error) {
 
 // DeleteSchedule removes a schedule and returns it as it was.
 func (c *Client) DeleteSchedule(ctx context.Context, name string) (*Schedule, error) {
-	var out Schedule
-	if _, err := c.do(ctx, http.MethodDelete, "/v1/schedules/"+url.PathEscape(name), nil, &out); err != nil {
-		return nil, err
-	}
-	return &out, nil
+	return call[Schedule](ctx, c, http.MethodDelete, "/v1/schedules/"+url.PathEscape(name), nil)
 }
 
 // PauseSchedule stops a schedule.
@@ -77,18 +65,10 @@ func (c *Client) ResumeSchedule(ctx context.Context, name string) (*Schedule, er
 }
 
 func (c *Client) scheduleOp(ctx context.Context, name, op string) (*Schedule, error) {
-	var out Schedule
-	if _, err := c.do(ctx, http.MethodPost, "/v1/schedules/"+url.PathEscape(name)+":"+op, nil, &out); err != nil {
-		return nil, err
-	}
-	return &out, nil
+	return call[Schedule](ctx, c, http.MethodPost, "/v1/schedules/"+url.PathEscape(name)+":"+op, nil)
 }
 
 // TriggerSchedule makes one task of the schedule now and returns it.
 func (c *Client) TriggerSchedule(ctx context.Context, name string) (*Task, error) {
-	var out Task
-	if _, err := c.do(ctx, http.MethodPost, "/v1/schedules/"+url.PathEscape(name)+":trigger", nil, &out); err != nil {
-		return nil, err
-	}
-	return &out, nil
+	return call[Task](ctx, c, http.MethodPost, "/v1/schedules/"+url.PathEscape(name)+":trigger", nil)
 }

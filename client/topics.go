@@ -11,8 +11,8 @@ import (
 // Topics lists every topic that has tasks or is paused: counts by status,
 // the oldest pending due time, whether it is paused.
 func (c *Client) Topics(ctx context.Context) ([]apiv1.Topic, error) {
-	var out apiv1.TopicList
-	if _, err := c.do(ctx, http.MethodGet, "/v1/topics", nil, &out); err != nil {
+	out, err := call[apiv1.TopicList](ctx, c, http.MethodGet, "/v1/topics", nil)
+	if err != nil {
 		return nil, err
 	}
 	return out.Topics, nil
@@ -29,18 +29,14 @@ func (c *Client) ResumeTopic(ctx context.Context, topic string) (*apiv1.Topic, e
 }
 
 func (c *Client) topicOp(ctx context.Context, topic, op string) (*apiv1.Topic, error) {
-	var out apiv1.Topic
-	if _, err := c.do(ctx, http.MethodPost, "/v1/topics/"+url.PathEscape(topic)+":"+op, nil, &out); err != nil {
-		return nil, err
-	}
-	return &out, nil
+	return call[apiv1.Topic](ctx, c, http.MethodPost, "/v1/topics/"+url.PathEscape(topic)+":"+op, nil)
 }
 
 // RequeueTopic moves every dead task of topic back to pending and returns
 // how many.
 func (c *Client) RequeueTopic(ctx context.Context, topic string) (int64, error) {
-	var out apiv1.TopicRequeue
-	if _, err := c.do(ctx, http.MethodPost, "/v1/topics/"+url.PathEscape(topic)+":requeue", nil, &out); err != nil {
+	out, err := call[apiv1.TopicRequeue](ctx, c, http.MethodPost, "/v1/topics/"+url.PathEscape(topic)+":requeue", nil)
+	if err != nil {
 		return 0, err
 	}
 	return out.Requeued, nil

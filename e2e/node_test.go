@@ -227,6 +227,12 @@ func TestHangingDestinationDoesNotBlockOthers(t *testing.T) {
 		fastIDs = append(fastIDs, c.submit(apiv1.TaskRequest{Topic: "e2e.fast", Key: fmt.Sprint(i), Target: fast.srv.URL}).ID)
 	}
 	waitFor(t, 30*time.Second, "fast endpoint served while slow hangs", func() bool { return len(fast.delivered()) == 40 })
+	got := fast.delivered()
+	for _, id := range fastIDs {
+		if got[id] == 0 {
+			t.Fatalf("fast task %s not delivered", id)
+		}
+	}
 	if n := len(slow.delivered()); n != 0 {
 		t.Fatalf("slow endpoint answered %d calls while gated", n)
 	}

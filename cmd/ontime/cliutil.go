@@ -149,22 +149,51 @@ func relative(t time.Time) string {
 	}
 }
 
-// runOne is the RunE of a verb that makes one call on its single argument
-// and prints the answer: as JSON with --json, else with print.
-func runOne[T any](g *globals, call func(ctx context.Context, c *client.Client, arg string) (T, error), print func(io.Writer, T)) func(*cobra.Command, []string) error {
+// runCall is the RunE of a verb that makes one call to the API and prints
+// the answer: as JSON with --json, else with print.
+func runCall[T any](g *globals, call func(cmd *cobra.Command, c *client.Client, args []string) (T, error), print func(io.Writer, T) error) func(*cobra.Command, []string) error {
 	return func(cmd *cobra.Command, args []string) error {
 		c, err := g.client()
 		if err != nil {
 			return err
 		}
-		v, err := call(cmd.Context(), c, args[0])
+		v, err := call(cmd, c, args)
 		if err != nil {
 			return err
 		}
 		if g.json {
 			return g.printJSON(cmd, v)
 		}
-		print(cmd.OutOrStdout(), v)
+		return print(cmd.OutOrStdout(), v)
+	}
+}
+
+// runOne is runCall for a verb whose call takes its single argument.
+func runOne[T any](g *globals, call func(ctx context.Context, c *client.Client, arg string) (T, error), print func(io.Writer, T) error) func(*cobra.Command, []string) error {
+	return runCall(g, func(cmd *cobra.Command, c *client.Client, args []string) (T, error) {
+		return call(cmd.Context(), c, args[0])
+	}, print)
+}
+
+// noErr adapts a printer whose write errors are not reported to runCall.
+func noErr[T any](print func(io.Writer, T)) func(io.Writer, T) error {
+	return func(w io.Writer, v T) error {
+		print(w, v)
 		return nil
 	}
+}
+
+// readData reads --data: JSON, or @FILE for a file's JSON.
+func readData(data string) (json.RawMessage, error) {
+	raw := []byte(data)
+	if name, ok := strings.CutPrefix(data, "@"); ok {
+		var err error
+		if raw, err = os.ReadFile(name); err != nil {
+			return nil, usagef("--data: %w", err)
+		}
+	}
+	if !json.Valid(raw) {
+		return nil, usagef("--data: not valid JSON")
+	}
+	return raw, nil
 }

@@ -2,10 +2,13 @@ package main
 
 import (
 	"fmt"
+	"io"
 	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
+
+	"github.com/ontimehq/ontime/client"
 )
 
 func newClusterCmd(g *globals) *cobra.Command {
@@ -21,54 +24,49 @@ per sharding item (database.table.segment) with its owner and lag.`,
   ontime cluster --items --server node-2:7070
   ontime cluster --json | jq '.nodes[] | select(.live | not)'`,
 		Args: noArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			c, err := g.client()
-			if err != nil {
-				return err
-			}
+		RunE: runCall(g, func(cmd *cobra.Command, c *client.Client, _ []string) (*client.ClusterView, error) {
 			v, err := c.Cluster(cmd.Context())
-			if err != nil {
-				return err
+			if err == nil && g.json && !items {
+				v.Items = nil // the per-node summary is in nodes
 			}
-			if g.json {
-				if !items {
-					v.Items = nil // the per-node summary is in nodes
-				}
-				return g.printJSON(cmd, v)
-			}
-			lag := map[string]float64{}
-			unassigned := 0
-			for _, it := range v.Items {
-				if it.Owner == "" {
-					unassigned++
-				}
-				lag[it.Owner] = max(lag[it.Owner], it.LagSecs)
-			}
-			out := cmd.OutOrStdout()
-			fmt.Fprintf(out, "coordinator %s, leader %s (term %d), asked %s; %d items, %d unassigned\n\n",
-				v.Coordinator, v.Leader, v.Term, v.Node, len(v.Items), unassigned)
-			tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
-			fmt.Fprintln(tw, "NODE\tADDRESS\tLIVE\tLAST HEARTBEAT\tITEMS\tMAX SCAN LAG")
-			for _, nd := range v.Nodes {
-				fmt.Fprintf(tw, "%s\t%s\t%v\t%s ago\t%d\t%.3fs\n", nd.ID, nd.Addr, nd.Live, time.Since(nd.Heartbeat).Round(time.Millisecond), nd.Items, lag[nd.ID])
-			}
-			tw.Flush()
-			if !items {
-				return nil
-			}
-			fmt.Fprintln(out)
-			tw = tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
-			fmt.Fprintln(tw, "ITEM\tOWNER\tSCAN LAG")
-			for _, it := range v.Items {
-				owner := it.Owner
-				if owner == "" {
-					owner = "(unassigned)"
-				}
-				fmt.Fprintf(tw, "%s\t%s\t%.3fs\n", it.Item, owner, it.LagSecs)
-			}
-			return tw.Flush()
-		},
+			return v, err
+		}, func(w io.Writer, v *client.ClusterView) error { return printCluster(w, v, items) }),
 	}
 	cmd.Flags().BoolVar(&items, "items", false, "also list every sharding item with its owner and scan lag")
 	return cmd
+}
+
+// printCluster prints the coordinator, a line per node and, with items, a
+// line per sharding item.
+func printCluster(out io.Writer, v *client.ClusterView, items bool) error {
+	lag := map[string]float64{}
+	unassigned := 0
+	for _, it := range v.Items {
+		if it.Owner == "" {
+			unassigned++
+		}
+		lag[it.Owner] = max(lag[it.Owner], it.LagSecs)
+	}
+	fmt.Fprintf(out, "coordinator %s, leader %s (term %d), asked %s; %d items, %d unassigned\n\n",
+		v.Coordinator, v.Leader, v.Term, v.Node, len(v.Items), unassigned)
+	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "NODE\tADDRESS\tLIVE\tLAST HEARTBEAT\tITEMS\tMAX SCAN LAG")
+	for _, nd := range v.Nodes {
+		fmt.Fprintf(tw, "%s\t%s\t%v\t%s ago\t%d\t%.3fs\n", nd.ID, nd.Addr, nd.Live, time.Since(nd.Heartbeat).Round(time.Millisecond), nd.Items, lag[nd.ID])
+	}
+	tw.Flush()
+	if !items {
+		return nil
+	}
+	fmt.Fprintln(out)
+	tw = tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "ITEM\tOWNER\tSCAN LAG")
+	for _, it := range v.Items {
+		owner := it.Owner
+		if owner == "" {
+			owner = "(unassigned)"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%.3fs\n", it.Item, owner, it.LagSecs)
+	}
+	return tw.Flush()
 }

@@ -1,13 +1,16 @@
 package main
 
 import (
+	"context"
 	"fmt"
+	"io"
 	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/ontimehq/ontime/apiv1"
+	"github.com/ontimehq/ontime/client"
 )
 
 func newJobsCmd(g *globals) *cobra.Command {
@@ -38,25 +41,17 @@ func newJobsListCmd(g *globals) *cobra.Command {
 		Long:    "List the scan jobs: kind, schedule, items, paused, next fire time and the index check of SQL jobs.",
 		Example: "  ontime jobs list\n  ontime jobs list --json",
 		Args:    noArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			c, err := g.client()
-			if err != nil {
-				return err
-			}
+		RunE: runCall(g, func(cmd *cobra.Command, c *client.Client, _ []string) (apiv1.JobList, error) {
 			jobs, err := c.Jobs(cmd.Context())
-			if err != nil {
-				return err
-			}
-			if g.json {
-				return g.printJSON(cmd, apiv1.JobList{Jobs: jobs})
-			}
-			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 0, 2, ' ', 0)
+			return apiv1.JobList{Jobs: jobs}, err
+		}, func(w io.Writer, l apiv1.JobList) error {
+			tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 			fmt.Fprintln(tw, "NAME\tKIND\tCRON\tITEMS\tPAUSED\tNEXT FIRE\tINDEX")
-			for _, j := range jobs {
+			for _, j := range l.Jobs {
 				fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%v\t%s\t%s\n", j.Name, j.Kind, j.Cron, j.Items, j.Paused, fmtTime(j.NextFire), indexWord(j.Index))
 			}
 			return tw.Flush()
-		},
+		}),
 	}
 }
 
@@ -88,39 +83,32 @@ each item with its owner, the node that last ran it, an unfinished run and
 its cursor (where the next holder resumes), and its last fire time.`,
 		Example: "  ontime jobs get bill-settle\n  ontime jobs get bill-settle --json | jq .index",
 		Args:    exactArgs(1, "NAME"),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := g.client()
-			if err != nil {
-				return err
-			}
-			j, err := c.Job(cmd.Context(), args[0])
-			if err != nil {
-				return err
-			}
-			if g.json {
-				return g.printJSON(cmd, j)
-			}
-			out := cmd.OutOrStdout()
-			fmt.Fprintf(out, "%s (%s): cron %q %s, misfire %s, overlap %s, %d items, paused %v, next fire %s\n",
-				j.Name, j.Kind, j.Cron, j.TimeZone, j.Misfire, j.Overlap, j.Items, j.Paused, fmtTime(j.NextFire))
-			if j.Target != "" {
-				fmt.Fprintf(out, "target %s\n", j.Target)
-			}
-			if ic := j.Index; ic != nil {
-				fmt.Fprintf(out, "index on %s: %s\n", ic.Table, indexWord(ic))
-				if ic.Warning != "" {
-					fmt.Fprintf(out, "WARNING: %s\n", ic.Warning)
-				}
-			}
-			fmt.Fprintln(out)
-			tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
-			fmt.Fprintln(tw, "ITEM\tOWNER\tLAST RUN ON\tUNFINISHED RUN\tCURSOR\tLAST FIRE")
-			for _, it := range j.ItemStates {
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", it.Item, dash(it.Owner), dash(it.Holder), dash(it.RunID), dash(it.Cursor), fmtTime(it.LastFire))
-			}
-			return tw.Flush()
-		},
+		RunE: runOne(g, func(ctx context.Context, c *client.Client, name string) (*apiv1.JobView, error) {
+			return c.Job(ctx, name)
+		}, printJob),
 	}
+}
+
+// printJob prints a job, the index check of a SQL job and a line per item.
+func printJob(out io.Writer, j *apiv1.JobView) error {
+	fmt.Fprintf(out, "%s (%s): cron %q %s, misfire %s, overlap %s, %d items, paused %v, next fire %s\n",
+		j.Name, j.Kind, j.Cron, j.TimeZone, j.Misfire, j.Overlap, j.Items, j.Paused, fmtTime(j.NextFire))
+	if j.Target != "" {
+		fmt.Fprintf(out, "target %s\n", j.Target)
+	}
+	if ic := j.Index; ic != nil {
+		fmt.Fprintf(out, "index on %s: %s\n", ic.Table, indexWord(ic))
+		if ic.Warning != "" {
+			fmt.Fprintf(out, "WARNING: %s\n", ic.Warning)
+		}
+	}
+	fmt.Fprintln(out)
+	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "ITEM\tOWNER\tLAST RUN ON\tUNFINISHED RUN\tCURSOR\tLAST FIRE")
+	for _, it := range j.ItemStates {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", it.Item, dash(it.Owner), dash(it.Holder), dash(it.RunID), dash(it.Cursor), fmtTime(it.LastFire))
+	}
+	return tw.Flush()
 }
 
 func dash(s string) string {
@@ -142,24 +130,19 @@ processed, failed and left (failed max_attempts times), cursor, status and
 error.`,
 		Example: "  ontime jobs runs bill-settle\n  ontime jobs runs bill-settle --item 1.49.0 --limit 5",
 		Args:    exactArgs(1, "NAME"),
-		RunE: func(cmd *cobra.Command, args []string) error {
+		PreRunE: func(*cobra.Command, []string) error {
 			if limit < 0 || limit > 1000 {
 				return usagef("--limit: %d is not from 1 to 1000", limit)
 			}
-			c, err := g.client()
-			if err != nil {
-				return err
-			}
-			runs, err := c.JobRuns(cmd.Context(), args[0], item, limit)
-			if err != nil {
-				return err
-			}
-			if g.json {
-				return g.printJSON(cmd, apiv1.JobRunList{Runs: runs})
-			}
-			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 0, 2, ' ', 0)
+			return nil
+		},
+		RunE: runOne(g, func(ctx context.Context, c *client.Client, name string) (apiv1.JobRunList, error) {
+			runs, err := c.JobRuns(ctx, name, item, limit)
+			return apiv1.JobRunList{Runs: runs}, err
+		}, func(w io.Writer, l apiv1.JobRunList) error {
+			tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 			fmt.Fprintln(tw, "STARTED\tITEM\tNODE\tTRIGGER\tSTATUS\tTOOK\tFETCHED\tPROCESSED\tFAILED\tLEFT\tERROR")
-			for _, r := range runs {
+			for _, r := range l.Runs {
 				took := "-"
 				if !r.EndedAt.IsZero() {
 					took = r.EndedAt.Sub(r.StartedAt).Round(time.Millisecond).String()
@@ -168,7 +151,7 @@ error.`,
 					r.Trigger, r.Status, took, r.Fetched, r.Processed, r.Failed, r.Left, r.Error)
 			}
 			return tw.Flush()
-		},
+		}),
 	}
 	cmd.Flags().StringVar(&item, "item", "", "only this item (database.table.segment, or the index of a Go job's item)")
 	cmd.Flags().IntVar(&limit, "limit", 0, "at most this many runs (1-1000; default 100)")
@@ -182,21 +165,12 @@ func newJobsOpCmd(g *globals, op, short string) *cobra.Command {
 		Long:    short + ` (POST /v1/jobs/{name}:` + op + `); prints the job.`,
 		Example: "  ontime jobs " + op + " bill-settle",
 		Args:    exactArgs(1, "NAME"),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := g.client()
-			if err != nil {
-				return err
-			}
-			j, err := c.JobOp(cmd.Context(), args[0], op)
-			if err != nil {
-				return err
-			}
-			if g.json {
-				return g.printJSON(cmd, j)
-			}
+		RunE: runOne(g, func(ctx context.Context, c *client.Client, name string) (*apiv1.JobView, error) {
+			return c.JobOp(ctx, name, op)
+		}, func(w io.Writer, j *apiv1.JobView) error {
 			done := map[string]string{"trigger": "triggered", "pause": "paused", "resume": "resumed"}[op]
-			fmt.Fprintf(cmd.OutOrStdout(), "%s %s (paused %v)\n", j.Name, done, j.Paused)
+			fmt.Fprintf(w, "%s %s (paused %v)\n", j.Name, done, j.Paused)
 			return nil
-		},
+		}),
 	}
 }

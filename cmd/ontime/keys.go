@@ -1,9 +1,7 @@
 package main
 
 import (
-	"encoding/json"
-	"os"
-	"strings"
+	"context"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -54,15 +52,9 @@ func (pf *patchFlags) patch(cmd *cobra.Command) (client.TaskPatch, error) {
 		p.MaxAttempts = &pf.maxAttempts
 	}
 	if f.Changed("data") {
-		raw := []byte(pf.data)
-		if name, ok := strings.CutPrefix(pf.data, "@"); ok {
-			var err error
-			if raw, err = os.ReadFile(name); err != nil {
-				return p, usagef("--data: %w", err)
-			}
-		}
-		if !json.Valid(raw) {
-			return p, usagef("--data: not valid JSON")
+		raw, err := readData(pf.data)
+		if err != nil {
+			return p, err
 		}
 		p.Payload = raw
 	}
@@ -72,17 +64,11 @@ func (pf *patchFlags) patch(cmd *cobra.Command) (client.TaskPatch, error) {
 	return p, nil
 }
 
-// showTask prints t as the verbs that answer one task do.
-func (g *globals) showTask(cmd *cobra.Command, t *client.Task) error {
-	if g.json {
-		return g.printJSON(cmd, t)
-	}
-	printTask(cmd.OutOrStdout(), t)
-	return nil
-}
-
 func newUpdateCmd(g *globals) *cobra.Command {
-	var pf patchFlags
+	var (
+		pf patchFlags
+		p  client.TaskPatch
+	)
 	cmd := &cobra.Command{
 		Use:   "update TASK_ID [flags]",
 		Short: "Reschedule or change a pending task",
@@ -95,21 +81,13 @@ cannot be changed (exit code 4).`,
   ontime update 01JD5Q5H0C8Y2X4ZV7M3N9P6RT --data '{"order": 43}' --max-attempts 5`,
 		Args:              exactArgs(1, "task ID"),
 		ValidArgsFunction: g.completeTaskIDs,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			p, err := pf.patch(cmd)
-			if err != nil {
-				return err
-			}
-			c, err := g.client()
-			if err != nil {
-				return err
-			}
-			t, err := c.Update(cmd.Context(), args[0], p)
-			if err != nil {
-				return err
-			}
-			return g.showTask(cmd, t)
+		PreRunE: func(cmd *cobra.Command, _ []string) (err error) {
+			p, err = pf.patch(cmd)
+			return err
 		},
+		RunE: runOne(g, func(ctx context.Context, c *client.Client, id string) (*client.Task, error) {
+			return c.Update(ctx, id, p)
+		}, noErr(printTask)),
 	}
 	pf.register(cmd)
 	return cmd
@@ -136,17 +114,9 @@ exit code 3.`,
 			Long:    short + ". " + cmd.Long,
 			Example: example,
 			Args:    exactArgs(2, "arguments (TOPIC KEY)"),
-			RunE: func(cmd *cobra.Command, args []string) error {
-				c, err := g.client()
-				if err != nil {
-					return err
-				}
-				t, err := call(cmd, c, args[0], args[1])
-				if err != nil {
-					return err
-				}
-				return g.showTask(cmd, t)
-			},
+			RunE: runCall(g, func(cmd *cobra.Command, c *client.Client, args []string) (*client.Task, error) {
+				return call(cmd, c, args[0], args[1])
+			}, noErr(printTask)),
 		}
 		if pf != nil {
 			pf.register(sub)

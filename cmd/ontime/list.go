@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"io"
 	"text/tabwriter"
 	"time"
 
@@ -24,22 +25,15 @@ line gives the --cursor of the next page.`,
   ontime list --topic order.cancel --limit 200
   ontime list --json | jq -r '.tasks[].id'`,
 		Args: noArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
+		PreRunE: func(*cobra.Command, []string) error {
 			if o.Limit < 1 || o.Limit > 1000 {
 				return usagef("--limit: %d is out of range 1..1000", o.Limit)
 			}
-			c, err := g.client()
-			if err != nil {
-				return err
-			}
-			page, err := c.List(cmd.Context(), o)
-			if err != nil {
-				return err
-			}
-			if g.json {
-				return g.printJSON(cmd, page)
-			}
-			out := cmd.OutOrStdout()
+			return nil
+		},
+		RunE: runCall(g, func(cmd *cobra.Command, c *client.Client, _ []string) (*client.ListPage, error) {
+			return c.List(cmd.Context(), o)
+		}, func(out io.Writer, page *client.ListPage) error {
 			tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
 			fmt.Fprintln(tw, "ID\tTOPIC\tKEY\tSTATUS\tDUE\tATTEMPTS\tLAST ERROR")
 			for _, t := range page.Tasks {
@@ -54,7 +48,7 @@ line gives the --cursor of the next page.`,
 				fmt.Fprintf(out, "more: --cursor %s\n", page.NextCursor)
 			}
 			return nil
-		},
+		}),
 	}
 	f := cmd.Flags()
 	f.StringVar(&o.Topic, "topic", "", "only this topic")

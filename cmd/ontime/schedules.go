@@ -2,10 +2,8 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
-	"os"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -66,19 +64,10 @@ func newSchedulesListCmd(g *globals) *cobra.Command {
 		Example: `  ontime schedules list
   ontime schedules list --json | jq -r '.[].name'`,
 		Args: noArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			c, err := g.client()
-			if err != nil {
-				return err
-			}
-			all, err := c.ListSchedules(cmd.Context())
-			if err != nil {
-				return err
-			}
-			if g.json {
-				return g.printJSON(cmd, all)
-			}
-			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
+		RunE: runCall(g, func(cmd *cobra.Command, c *client.Client, _ []string) ([]client.Schedule, error) {
+			return c.ListSchedules(cmd.Context())
+		}, func(w io.Writer, all []client.Schedule) error {
+			tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 			fmt.Fprintln(tw, "NAME\tCRON\tTIME ZONE\tTOPIC\tSTATE\tNEXT FIRE")
 			for _, s := range all {
 				next := "-"
@@ -88,7 +77,7 @@ func newSchedulesListCmd(g *globals) *cobra.Command {
 				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", s.Name, s.Cron, s.TimeZone, s.Task.Topic, scheduleState(&s), next)
 			}
 			return tw.Flush()
-		},
+		}),
 	}
 }
 
@@ -121,15 +110,9 @@ for all of them.`,
 				return usagef("--max-attempts: %d; at least 1", req.Task.MaxAttempts)
 			}
 			if data != "" {
-				raw := []byte(data)
-				if name, ok := strings.CutPrefix(data, "@"); ok {
-					var err error
-					if raw, err = os.ReadFile(name); err != nil {
-						return usagef("--data: %w", err)
-					}
-				}
-				if !json.Valid(raw) {
-					return usagef("--data: not valid JSON")
+				raw, err := readData(data)
+				if err != nil {
+					return err
 				}
 				req.Task.Payload = raw
 			}
@@ -174,21 +157,9 @@ func newSchedulesTriggerCmd(g *globals) *cobra.Command {
 schedule too), keyed NAME@<now>. Prints the task.`,
 		Example: `  ontime schedules trigger nightly`,
 		Args:    exactArgs(1, "schedule name"),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := g.client()
-			if err != nil {
-				return err
-			}
-			t, err := c.TriggerSchedule(cmd.Context(), args[0])
-			if err != nil {
-				return err
-			}
-			if g.json {
-				return g.printJSON(cmd, t)
-			}
-			printTask(cmd.OutOrStdout(), t)
-			return nil
-		},
+		RunE: runOne(g, func(ctx context.Context, c *client.Client, name string) (*client.Task, error) {
+			return c.TriggerSchedule(ctx, name)
+		}, noErr(printTask)),
 	}
 }
 
@@ -207,7 +178,7 @@ func scheduleVerb(g *globals, s scheduleVerbSpec) *cobra.Command {
 		Long:    s.long,
 		Example: "  ontime schedules " + verb + " nightly",
 		Args:    exactArgs(1, "schedule name"),
-		RunE:    runOne(g, s.call, printSchedule),
+		RunE:    runOne(g, s.call, noErr(printSchedule)),
 	}
 }
 

@@ -1,10 +1,7 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
-	"os"
-	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -56,15 +53,9 @@ empty for a Go handler registered for the topic.`,
 				return usagef("--max-attempts: %d; at least 1", req.MaxAttempts)
 			}
 			if data != "" {
-				raw := []byte(data)
-				if name, ok := strings.CutPrefix(data, "@"); ok {
-					var err error
-					if raw, err = os.ReadFile(name); err != nil {
-						return usagef("--data: %w", err)
-					}
-				}
-				if !json.Valid(raw) {
-					return usagef("--data: not valid JSON")
+				raw, err := readData(data)
+				if err != nil {
+					return err
 				}
 				req.Payload = raw
 			}

@@ -59,7 +59,7 @@ func taskVerb(g *globals, s taskVerbSpec) *cobra.Command {
 		Example:           s.example,
 		Args:              exactArgs(1, "task ID"),
 		ValidArgsFunction: g.completeTaskIDs,
-		RunE:              runOne(g, s.call, printTask),
+		RunE:              runOne(g, s.call, noErr(printTask)),
 	}
 }
 

@@ -34,21 +34,9 @@ is resumed, the overdue ones at once.`,
   ontime topics requeue order.cancel
   ontime topics --json | jq '.[] | select(.paused)'`,
 		Args: noArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			c, err := g.client()
-			if err != nil {
-				return err
-			}
-			ts, err := c.Topics(cmd.Context())
-			if err != nil {
-				return err
-			}
-			if g.json {
-				return g.printJSON(cmd, ts)
-			}
-			printTopics(cmd.OutOrStdout(), ts)
-			return nil
-		},
+		RunE: runCall(g, func(cmd *cobra.Command, c *client.Client, _ []string) ([]apiv1.Topic, error) {
+			return c.Topics(cmd.Context())
+		}, noErr(printTopics)),
 	}
 	cmd.AddCommand(
 		topicChange(g, "pause", "Pause a topic cluster wide",
@@ -70,21 +58,13 @@ at once, the others at their due time. Prints the topic.`,
 attempts, and print how many.`,
 			Example: `  ontime topics requeue order.cancel`,
 			Args:    exactArgs(1, "topic"),
-			RunE: func(cmd *cobra.Command, args []string) error {
-				c, err := g.client()
-				if err != nil {
-					return err
-				}
-				n, err := c.RequeueTopic(cmd.Context(), args[0])
-				if err != nil {
-					return err
-				}
-				if g.json {
-					return g.printJSON(cmd, apiv1.TopicRequeue{Requeued: n})
-				}
-				fmt.Fprintf(cmd.OutOrStdout(), "requeued %d dead tasks of %s\n", n, args[0])
+			RunE: runOne(g, func(ctx context.Context, c *client.Client, topic string) (requeued, error) {
+				n, err := c.RequeueTopic(ctx, topic)
+				return requeued{apiv1.TopicRequeue{Requeued: n}, topic}, err
+			}, func(w io.Writer, r requeued) error {
+				fmt.Fprintf(w, "requeued %d dead tasks of %s\n", r.Requeued, r.topic)
 				return nil
-			},
+			}),
 		},
 	)
 	return cmd
@@ -97,22 +77,18 @@ func topicChange(g *globals, verb, short, long string, call func(ctx context.Con
 		Long:    long,
 		Example: "  ontime topics " + verb + " order.cancel",
 		Args:    exactArgs(1, "topic"),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := g.client()
-			if err != nil {
-				return err
-			}
-			t, err := call(cmd.Context(), c, args[0])
-			if err != nil {
-				return err
-			}
-			if g.json {
-				return g.printJSON(cmd, t)
-			}
-			printTopics(cmd.OutOrStdout(), []apiv1.Topic{*t})
+		RunE: runOne(g, call, func(w io.Writer, t *apiv1.Topic) error {
+			printTopics(w, []apiv1.Topic{*t})
 			return nil
-		},
+		}),
 	}
+}
+
+// requeued is the answer of topics requeue: the API's, and the topic for
+// the line printed.
+type requeued struct {
+	apiv1.TopicRequeue
+	topic string
 }
 
 func printTopics(w io.Writer, ts []apiv1.Topic) {

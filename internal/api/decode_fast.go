@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 
 	"github.com/ontimehq/ontime/apiv1"
+	"github.com/ontimehq/ontime/internal/jsonr"
 )
 
 // fastDecodeTask decodes the common task body without encoding/json's
@@ -18,211 +19,35 @@ import (
 // second time. The payload shares raw's bytes.
 func fastDecodeTask(raw []byte, v *apiv1.TaskRequest, valid bool) bool {
 	var out apiv1.TaskRequest
-	p := fastParser{b: raw, valid: valid}
-	p.ws()
-	if !p.eat('{') {
-		return false
-	}
-	p.ws()
-	if p.eat('}') {
-		return p.end(v, &out)
-	}
-	for {
-		name, ok := p.str()
-		if !ok {
-			return false
-		}
-		p.ws()
-		if !p.eat(':') {
-			return false
-		}
-		p.ws()
+	p := jsonr.New(raw)
+	ok := p.Object(func(name []byte) bool {
+		var ok bool
 		switch string(name) { // no allocation: the compiler compares in place
 		case "topic":
-			out.Topic, ok = p.strValue()
+			out.Topic, ok = p.Text()
 		case "key":
-			out.Key, ok = p.strValue()
+			out.Key, ok = p.Text()
 		case "due_at":
-			out.DueAt, ok = p.strValue()
+			out.DueAt, ok = p.Text()
 		case "delay":
-			out.Delay, ok = p.strValue()
+			out.Delay, ok = p.Text()
 		case "target":
-			out.Target, ok = p.strValue()
+			out.Target, ok = p.Text()
 		case "if_exists":
-			out.IfExists, ok = p.strValue()
+			out.IfExists, ok = p.Text()
 		case "max_attempts":
-			out.MaxAttempts, ok = p.int()
+			out.MaxAttempts, ok = p.Int()
 		case "payload":
-			out.Payload, ok = p.value()
-		default:
-			return false
+			out.Payload, ok = p.Value()
+			ok = ok && (valid || json.Valid(out.Payload))
 		}
-		if !ok {
-			return false
-		}
-		p.ws()
-		if p.eat('}') {
-			return p.end(v, &out)
-		}
-		if !p.eat(',') {
-			return false
-		}
-		p.ws()
-	}
-}
-
-type fastParser struct {
-	b     []byte
-	i     int
-	valid bool // b is known to be valid JSON
-}
-
-func (p *fastParser) ws() {
-	for p.i < len(p.b) {
-		switch p.b[p.i] {
-		case ' ', '\t', '\n', '\r':
-			p.i++
-		default:
-			return
-		}
-	}
-}
-
-func (p *fastParser) eat(c byte) bool {
-	if p.i < len(p.b) && p.b[p.i] == c {
-		p.i++
-		return true
-	}
-	return false
-}
-
-// end accepts the object if nothing but white space follows it.
-func (p *fastParser) end(v, out *apiv1.TaskRequest) bool {
-	p.ws()
-	if p.i != len(p.b) {
+		return ok // false for an unknown field too
+	})
+	if !ok || !p.End() {
 		return false
 	}
-	*v = *out
+	*v = out
 	return true
-}
-
-// str reads a string with no escapes and no control characters, the
-// bytes between its quotes.
-func (p *fastParser) str() ([]byte, bool) {
-	if !p.eat('"') {
-		return nil, false
-	}
-	start := p.i
-	for p.i < len(p.b) {
-		switch c := p.b[p.i]; {
-		case c == '"':
-			s := p.b[start:p.i]
-			p.i++
-			return s, true
-		case c == '\\' || c < 0x20:
-			return nil, false
-		}
-		p.i++
-	}
-	return nil, false
-}
-
-func (p *fastParser) strValue() (string, bool) {
-	s, ok := p.str()
-	return string(s), ok
-}
-
-// int reads -?(0|[1-9][0-9]*) of at most 15 digits, followed by a
-// delimiter: what encoding/json puts in an int without a question.
-func (p *fastParser) int() (int, bool) {
-	neg := p.eat('-')
-	start := p.i
-	n := 0
-	for p.i < len(p.b) && p.b[p.i] >= '0' && p.b[p.i] <= '9' {
-		n = n*10 + int(p.b[p.i]-'0')
-		p.i++
-	}
-	digits := p.i - start
-	if digits == 0 || digits > 15 || (digits > 1 && p.b[start] == '0') || !p.delim() {
-		return 0, false
-	}
-	if neg {
-		n = -n
-	}
-	return n, true
-}
-
-// delim reports whether the value just read ends here: white space, a
-// comma, a closing brace or the end.
-func (p *fastParser) delim() bool {
-	if p.i == len(p.b) {
-		return true
-	}
-	switch p.b[p.i] {
-	case ' ', '\t', '\n', '\r', ',', '}':
-		return true
-	}
-	return false
-}
-
-// value reads any JSON value, checked with json.Valid unless the whole
-// text is known to be valid, as raw bytes.
-func (p *fastParser) value() (json.RawMessage, bool) {
-	start := p.i
-	if !p.skip() {
-		return nil, false
-	}
-	v := p.b[start:p.i]
-	if !p.valid && !json.Valid(v) {
-		return nil, false
-	}
-	return json.RawMessage(v), true
-}
-
-// skip moves past one JSON value, finding where it ends by its strings and
-// brackets only; the caller checks that it is valid.
-func (p *fastParser) skip() bool {
-	start := p.i
-	depth := 0
-	for p.i < len(p.b) {
-		switch p.b[p.i] {
-		case '"':
-			p.i++
-			for p.i < len(p.b) && p.b[p.i] != '"' {
-				if p.b[p.i] == '\\' {
-					p.i++
-				}
-				p.i++
-			}
-			if p.i >= len(p.b) {
-				return false
-			}
-			p.i++
-			if depth == 0 {
-				return true
-			}
-		case '{', '[':
-			depth++
-			p.i++
-		case '}', ']':
-			if depth == 0 {
-				return p.i > start
-			}
-			depth--
-			p.i++
-			if depth == 0 {
-				return true
-			}
-		case ',', ' ', '\t', '\n', '\r':
-			if depth == 0 {
-				return p.i > start
-			}
-			p.i++
-		default:
-			p.i++
-		}
-	}
-	return depth == 0 && p.i > start
 }
 
 // fastBatch splits a whole batch body, {"tasks": [...]}, into its tasks,
@@ -233,50 +58,28 @@ func fastBatch(body []byte) ([]json.RawMessage, bool) {
 	if !json.Valid(body) {
 		return nil, false
 	}
-	p := fastParser{b: body}
-	p.ws()
-	if !p.eat('{') {
-		return nil, false
-	}
-	p.ws()
-	if name, ok := p.str(); !ok || string(name) != "tasks" {
-		return nil, false
-	}
-	p.ws()
-	if !p.eat(':') {
-		return nil, false
-	}
-	p.ws()
-	if !p.eat('[') {
-		return nil, false
-	}
-	p.ws()
+	p := jsonr.New(body)
 	var tasks []json.RawMessage
-	if !p.eat(']') {
-		tasks = make([]json.RawMessage, 0, 64)
-		for {
-			if len(tasks) == MaxBatch {
-				return nil, false
-			}
-			start := p.i
-			if !p.skip() {
-				return nil, false
-			}
-			tasks = append(tasks, json.RawMessage(body[start:p.i:p.i]))
-			p.ws()
-			if p.eat(']') {
-				break
-			}
-			if !p.eat(',') {
-				return nil, false
-			}
-			p.ws()
+	seen := false
+	ok := p.Object(func(name []byte) bool {
+		if seen || string(name) != "tasks" {
+			return false
 		}
-	}
-	p.ws()
-	if !p.eat('}') {
+		seen = true
+		return p.Array(func() bool {
+			if len(tasks) == MaxBatch {
+				return false
+			}
+			t, ok := p.Value()
+			if tasks == nil {
+				tasks = make([]json.RawMessage, 0, 64)
+			}
+			tasks = append(tasks, json.RawMessage(t[:len(t):len(t)]))
+			return ok
+		})
+	})
+	if !ok || !seen || !p.End() {
 		return nil, false
 	}
-	p.ws()
-	return tasks, p.i == len(p.b)
+	return tasks, true
 }

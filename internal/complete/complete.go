@@ -184,19 +184,11 @@ func (c *Completer) Start(ctx context.Context) error {
 		return nil
 	}
 	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		// Stop cancels ctx only once every expected outcome is queued; the
-		// last writes must still reach the store, so they run without it.
-		c.run(context.WithoutCancel(ctx), ctx.Done())
-	}()
+	// Stop cancels ctx only once every expected outcome is queued; the
+	// last writes must still reach the store, so they run without it.
+	wg.Go(func() { c.run(context.WithoutCancel(ctx), ctx.Done()) })
 	if c.lease > 0 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			c.heartbeat(ctx)
-		}()
+		wg.Go(func() { startstop.Every(ctx, c.lease/4, c.heartbeat) })
 	}
 	go func() {
 		defer stopped()
@@ -428,16 +420,7 @@ func errText(err error) string { return store.ErrorText(err.Error()) }
 // so the heartbeat never competes with the outcome writes for the store
 // the way per-ID updates of the whole backlog did.
 func (c *Completer) heartbeat(ctx context.Context) {
-	t := time.NewTicker(c.lease / 4)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		c.extend(ctx, time.Now())
-	}
+	c.extend(ctx, time.Now())
 }
 
 // extend moves to now+lease (or further, by the outcomes queued ahead:

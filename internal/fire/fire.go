@@ -169,11 +169,7 @@ func (f *Firer) Start(ctx context.Context) error {
 	}
 	var loops sync.WaitGroup
 	for range f.cfg.Workers {
-		loops.Add(1)
-		go func() {
-			defer loops.Done()
-			f.loop(ctx)
-		}()
+		loops.Go(func() { f.loop(ctx) })
 	}
 	go func() {
 		defer stopped()
@@ -197,7 +193,7 @@ func (f *Firer) loop(ctx context.Context) {
 		// Backpressure: start no more than delivery and the store keep up
 		// with; what waits meanwhile stays claimed in the tier.
 		for f.full() {
-			if sleepCtx(ctx, 5*time.Millisecond); ctx.Err() != nil {
+			if startstop.Sleep(ctx, 5*time.Millisecond); ctx.Err() != nil {
 				return
 			}
 		}
@@ -209,7 +205,7 @@ func (f *Firer) loop(ctx context.Context) {
 				return
 			}
 			f.log.Warn("hot tier pop failed", "err", err)
-			sleepCtx(ctx, 100*time.Millisecond)
+			startstop.Sleep(ctx, 100*time.Millisecond)
 			continue
 		}
 		if entries = f.holdPaused(wctx, entries); len(entries) == 0 {
@@ -292,15 +288,6 @@ func (f *Firer) holdPaused(ctx context.Context, entries []hot.Entry) []hot.Entry
 	}
 	f.m.Paused.Add(float64(len(held)))
 	return keep
-}
-
-func sleepCtx(ctx context.Context, d time.Duration) {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-	case <-t.C:
-	}
 }
 
 // release hands started tasks (sorted by due time) to delivery, each at

@@ -89,16 +89,7 @@ func New(cfg Config) (*Cleaner, error) {
 
 // Start runs the cleaner until Stop.
 func (c *Cleaner) Start(ctx context.Context) error {
-	ctx, ok, started, stopped := c.StartInit(ctx)
-	if !ok {
-		return nil
-	}
-	go func() {
-		started()
-		defer stopped()
-		c.run(ctx)
-	}()
-	return nil
+	return c.Go(ctx, c.run)
 }
 
 func (c *Cleaner) run(ctx context.Context) {
@@ -145,20 +136,11 @@ func (c *Cleaner) Pass(ctx context.Context) (int64, error) {
 				// A backlog: rest as long as the batch took, so scans,
 				// claims and outcomes get the database at least half the
 				// time.
-				if sleep(ctx, time.Since(t0)); ctx.Err() != nil {
+				if startstop.Sleep(ctx, time.Since(t0)); ctx.Err() != nil {
 					return total, ctx.Err()
 				}
 			}
 		}
 	}
 	return total, nil
-}
-
-func sleep(ctx context.Context, d time.Duration) {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-	case <-t.C:
-	}
 }

@@ -192,20 +192,14 @@ func (s *Scanner) Start(ctx context.Context) error {
 	s.ctx = ctx
 	s.applyLocked()
 	if tl, ok := s.cfg.Tier.(hot.TokenLister); ok {
-		s.wg.Add(1)
-		go func() {
-			defer s.wg.Done()
-			s.heartbeat(ctx, tl)
-		}()
+		s.wg.Go(func() {
+			startstop.Every(ctx, s.cfg.LeaseTTL/4, func(ctx context.Context) { s.heartbeat(ctx, tl) })
+		})
 	}
 	s.mu.Unlock()
 	started()
 	if s.cfg.Live != nil {
-		s.wg.Add(1)
-		go func() {
-			defer s.wg.Done()
-			s.watchLive(ctx)
-		}()
+		s.wg.Go(func() { s.watchLive(ctx) })
 	}
 	go func() {
 		defer stopped()
@@ -244,11 +238,7 @@ func (s *Scanner) applyLocked() {
 		ictx, cancel := context.WithCancel(s.ctx)
 		is := &item{cancel: cancel, wake: make(chan struct{}, 1), scanning: true}
 		s.items[it] = is
-		s.wg.Add(1)
-		go func() {
-			defer s.wg.Done()
-			s.scanItem(ictx, it, is)
-		}()
+		s.wg.Go(func() { s.scanItem(ictx, it, is) })
 	}
 	for it, is := range s.items {
 		if !want[it] {
@@ -639,18 +629,8 @@ func (s *Scanner) Owned() []store.Item {
 // starts of stale entries instead of outcomes. One statement per table
 // covers every entry, by claim token.
 func (s *Scanner) heartbeat(ctx context.Context, tl hot.TokenLister) {
-	every := s.cfg.LeaseTTL / 4
-	t := time.NewTicker(every)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		if err := s.extendClaims(ctx, tl, time.Now()); err != nil && ctx.Err() == nil {
-			s.log.Warn("extending the claims of tasks in the hot tier failed; they may be claimed again", "err", err)
-		}
+	if err := s.extendClaims(ctx, tl, time.Now()); err != nil && ctx.Err() == nil {
+		s.log.Warn("extending the claims of tasks in the hot tier failed; they may be claimed again", "err", err)
 	}
 }
 

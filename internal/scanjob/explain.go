@@ -2,6 +2,7 @@ package scanjob
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"slices"
 	"strings"
@@ -116,76 +117,73 @@ func (s *source) explain(ctx context.Context, db int, qs string, args []any) (st
 
 // indexes reads the table's indexes: name → columns in order.
 func (s *source) indexes(ctx context.Context, tg target) (map[string][]string, error) {
-	out := map[string][]string{}
 	db := s.dbs[tg.db]
+	var q string
 	switch s.d.name {
 	case "mysql":
-		rows, err := db.QueryContext(ctx, `SELECT INDEX_NAME, COLUMN_NAME FROM information_schema.STATISTICS
-			WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = ? ORDER BY INDEX_NAME, SEQ_IN_INDEX`, tg.table)
-		if err != nil {
-			return nil, err
-		}
-		defer rows.Close()
-		for rows.Next() {
-			var name, col string
-			if err := rows.Scan(&name, &col); err != nil {
-				return nil, err
-			}
-			out[name] = append(out[name], col)
-		}
-		return out, rows.Err()
+		q = `SELECT INDEX_NAME, COLUMN_NAME FROM information_schema.STATISTICS
+			WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = ? ORDER BY INDEX_NAME, SEQ_IN_INDEX`
 	case "postgres":
-		rows, err := db.QueryContext(ctx, `SELECT i.relname, a.attname
+		q = `SELECT i.relname, a.attname
 			FROM pg_index x
 			JOIN pg_class c ON c.oid = x.indrelid
 			JOIN pg_class i ON i.oid = x.indexrelid
 			CROSS JOIN LATERAL unnest(x.indkey) WITH ORDINALITY AS k(attnum, ord)
 			JOIN pg_attribute a ON a.attrelid = c.oid AND a.attnum = k.attnum
 			WHERE c.relname = $1 AND pg_table_is_visible(c.oid)
-			ORDER BY i.relname, k.ord`, tg.table)
-		if err != nil {
-			return nil, err
-		}
-		defer rows.Close()
-		for rows.Next() {
-			var name, col string
-			if err := rows.Scan(&name, &col); err != nil {
-				return nil, err
-			}
-			out[name] = append(out[name], col)
-		}
-		return out, rows.Err()
+			ORDER BY i.relname, k.ord`
 	default:
-		// The table-valued pragma functions take the names as parameters.
-		rows, err := db.QueryContext(ctx, `SELECT name FROM pragma_index_list(?)`, tg.table)
+		return sqliteIndexes(ctx, db, tg.table)
+	}
+	rows, err := db.QueryContext(ctx, q, tg.table)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := map[string][]string{}
+	for rows.Next() {
+		var name, col string
+		if err := rows.Scan(&name, &col); err != nil {
+			return nil, err
+		}
+		out[name] = append(out[name], col)
+	}
+	return out, rows.Err()
+}
+
+// sqliteIndexes is indexes on SQLite: one query for the index names, one
+// per index for its columns.
+func sqliteIndexes(ctx context.Context, db *sql.DB, table string) (map[string][]string, error) {
+	out := map[string][]string{}
+	// The table-valued pragma functions take the names as parameters.
+	rows, err := db.QueryContext(ctx, `SELECT name FROM pragma_index_list(?)`, table)
+	if err != nil {
+		return nil, err
+	}
+	var names []string
+	for rows.Next() {
+		var n string
+		if err := rows.Scan(&n); err != nil {
+			rows.Close()
+			return nil, err
+		}
+		names = append(names, n)
+	}
+	rows.Close()
+	for _, n := range names {
+		cr, err := db.QueryContext(ctx, `SELECT name FROM pragma_index_info(?) ORDER BY seqno`, n)
 		if err != nil {
 			return nil, err
 		}
-		var names []string
-		for rows.Next() {
-			var n string
-			if err := rows.Scan(&n); err != nil {
-				rows.Close()
+		for cr.Next() {
+			var c string
+			if err := cr.Scan(&c); err != nil {
+				cr.Close()
 				return nil, err
 			}
-			names = append(names, n)
+			out[n] = append(out[n], c)
 		}
-		rows.Close()
-		for _, n := range names {
-			cr, err := db.QueryContext(ctx, `SELECT name FROM pragma_index_info(?) ORDER BY seqno`, n)
-			if err != nil {
-				return nil, err
-			}
-			for cr.Next() {
-				var c string
-				if err := cr.Scan(&c); err != nil {
-					cr.Close()
-					return nil, err
-				}
-				out[n] = append(out[n], c)
-			}
-			cr.Close()
-		}
-		return out, nil
+		cr.Close()
 	}
+	return out, nil
 }

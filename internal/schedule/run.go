@@ -25,16 +25,7 @@ const minGap = 5 * time.Millisecond
 // Start launches the loop that makes the owned schedules' tasks; it returns
 // at once.
 func (s *Service) Start(ctx context.Context) error {
-	ctx, ok, started, stopped := s.StartInit(ctx)
-	if !ok {
-		return nil
-	}
-	go func() {
-		started()
-		defer stopped()
-		s.run(ctx)
-	}()
-	return nil
+	return s.Go(ctx, s.run)
 }
 
 func (s *Service) run(ctx context.Context) {

@@ -5,30 +5,26 @@
 // of goroutines, before or after Start. Started() is closed once the service
 // runs.
 //
-// A service embeds Base and writes its Start as
+// A service embeds Base. One whose work is one goroutine writes its Start
+// as
 //
 //	func (s *S) Start(ctx context.Context) error {
-//		ctx, ok, started, stopped := s.StartInit(ctx)
-//		if !ok {
-//			return nil // already running
-//		}
-//		go func() {
-//			started()
-//			defer stopped()
-//			s.run(ctx) // returns when ctx is cancelled
-//		}()
-//		return nil
+//		return s.Go(ctx, s.run) // run returns when ctx is cancelled
 //	}
 //
-// and, when stopping takes more than cancelling the context (flushing a
-// queue, draining a lane), overrides Stop to do that work around
-// StopInit/the stopped signal. Whoever builds a service stops it.
+// and one with several goroutines (or work to do before they run) uses
+// StartInit, as Go does, calling started() once they run and stopped() when
+// the last has exited. When stopping takes more than cancelling the context
+// (flushing a queue, draining a lane), the service overrides Stop to do
+// that work around StopInit/the stopped signal. Whoever builds a service
+// stops it. Every is the loop of a service that wakes on a period.
 package startstop
 
 import (
 	"context"
 	"errors"
 	"sync"
+	"time"
 )
 
 // ErrStop is the cause of the context a service runs with once Stop was
@@ -82,6 +78,48 @@ func (b *Base) StartInit(parent context.Context) (ctx context.Context, ok bool, 
 	b.stopped = stoppedCh
 	var once1, once2 sync.Once
 	return ctx, true, func() { once1.Do(func() { close(startedCh) }) }, func() { once2.Do(func() { close(stoppedCh) }) }
+}
+
+// Go is the Start of a service whose work is one goroutine: it runs
+// run(ctx) until ctx ends (Stop, or the parent's end), and does nothing
+// when the service is already running.
+func (b *Base) Go(ctx context.Context, run func(ctx context.Context)) error {
+	ctx, ok, started, stopped := b.StartInit(ctx)
+	if !ok {
+		return nil
+	}
+	go func() {
+		started()
+		defer stopped()
+		run(ctx)
+	}()
+	return nil
+}
+
+// Every calls f(ctx) every d until ctx ends, the first time d from now. A
+// call that takes longer than d is followed by the next at once, and the
+// periods it overran are skipped (a time.Ticker's drops).
+func Every(ctx context.Context, d time.Duration, f func(ctx context.Context)) {
+	t := time.NewTicker(d)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		f(ctx)
+	}
+}
+
+// Sleep waits d, or less when ctx ends first.
+func Sleep(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
 }
 
 // StopInit begins a stop: it cancels the service's context and returns the

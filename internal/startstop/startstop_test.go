@@ -148,3 +148,83 @@ func TestStartAllStopsStartedOnFailure(t *testing.T) {
 		t.Fatalf("exits a=%d b=%d: services started before the failure must be stopped", a.exits.Load(), b.exits.Load())
 	}
 }
+
+// goLoop is a service started with Base.Go.
+type goLoop struct {
+	startstop.Base
+	runs, exits atomic.Int32
+}
+
+func (l *goLoop) Start(ctx context.Context) error {
+	return l.Go(ctx, func(ctx context.Context) {
+		l.runs.Add(1)
+		<-ctx.Done()
+		time.Sleep(10 * time.Millisecond) // Stop must wait for the exit
+		l.exits.Add(1)
+	})
+}
+
+func TestGoRunsOnceAndStopWaits(t *testing.T) {
+	t.Parallel()
+	var l goLoop
+	for range 3 {
+		if err := l.Start(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	<-l.Started()
+	l.Stop()
+	if r, e := l.runs.Load(), l.exits.Load(); r != 1 || e != 1 {
+		t.Fatalf("runs %d, exits %d after Stop; want 1 and 1", r, e)
+	}
+	if err := l.Start(context.Background()); err != nil { // a stopped service starts again
+		t.Fatal(err)
+	}
+	l.Stop()
+	if r, e := l.runs.Load(), l.exits.Load(); r != 2 || e != 2 {
+		t.Fatalf("runs %d, exits %d after a restart; want 2 and 2", r, e)
+	}
+}
+
+func TestEveryCallsUntilCancelled(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithCancel(context.Background())
+	calls := make(chan struct{}, 1)
+	done := make(chan struct{})
+	var n atomic.Int32
+	go func() {
+		defer close(done)
+		startstop.Every(ctx, time.Millisecond, func(got context.Context) {
+			if got != ctx {
+				t.Error("f was not given Every's context")
+			}
+			n.Add(1)
+			select {
+			case calls <- struct{}{}:
+			default:
+			}
+		})
+	}()
+	for range 3 {
+		<-calls
+	}
+	cancel()
+	<-done // Every returns once ctx ends
+	if got := n.Load(); got < 3 {
+		t.Fatalf("%d calls before the cancel, want at least 3", got)
+	}
+}
+
+func TestSleepEndsWithContext(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		startstop.Sleep(ctx, time.Hour)
+	}()
+	cancel()
+	<-done // an hour's sleep returns once ctx ends
+	// and a short one on its own
+	startstop.Sleep(context.Background(), time.Millisecond)
+}

@@ -7,7 +7,6 @@ import (
 	"slices"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/ontimehq/ontime/internal/store"
 	"github.com/ontimehq/ontime/internal/task"
@@ -62,24 +61,6 @@ func newCommitter() *committer {
 }
 
 func one(id string) []store.NewTask { return []store.NewTask{{ID: id}} }
-
-// waitFor polls cond under c.mu until it holds.
-func waitFor(t *testing.T, c *committer, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		c.mu.Lock()
-		ok := cond()
-		c.mu.Unlock()
-		if ok {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("gave up waiting: %s", what)
-		}
-		time.Sleep(time.Millisecond)
-	}
-}
 
 // A lone sequential submitter never yields: each submit is a
 // group of its own, written at once.

@@ -10,9 +10,7 @@ package testdb
 
 import (
 	"context"
-	"crypto/rand"
 	"database/sql"
-	"encoding/hex"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -37,36 +35,39 @@ func env(name, def string) string {
 }
 
 // Name returns a fresh database name: ontime_t_<12 hex>.
-func Name() string {
-	var b [6]byte
-	_, _ = rand.Read(b[:])
-	return "ontime_t_" + hex.EncodeToString(b[:])
-}
+func Name() string { return Unique("ontime_t_") }
 
 // Postgres creates a database for t and returns its URL (pgx syntax).
 func Postgres(t testing.TB) string {
 	t.Helper()
 	admin := env("ONTIME_TEST_PG", defaultPG)
-	db, err := sql.Open("pgx", admin)
+	return replaceDBName(admin, createDB(t, "pgx", admin, "PostgreSQL", " WITH (FORCE)"))
+}
+
+// createDB creates a database of a fresh name on the server of admin,
+// dropped (with dropOptions) when t ends, and returns its name.
+func createDB(t testing.TB, driver, admin, server, dropOptions string) string {
+	t.Helper()
+	db, err := sql.Open(driver, admin)
 	if err != nil {
-		t.Fatalf("testdb: postgres admin dsn: %v", err)
+		t.Fatalf("testdb: %s admin dsn: %v", server, err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	name := Name()
 	if _, err := db.ExecContext(ctx, "CREATE DATABASE "+name); err != nil {
 		db.Close()
-		t.Fatalf("testdb: PostgreSQL at %s is required: %v", admin, err)
+		t.Fatalf("testdb: %s at %s is required: %v", server, admin, err)
 	}
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		if _, err := db.ExecContext(ctx, "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)"); err != nil {
+		if _, err := db.ExecContext(ctx, "DROP DATABASE IF EXISTS "+name+dropOptions); err != nil {
 			t.Logf("testdb: drop %s: %v", name, err)
 		}
 		db.Close()
 	})
-	return replaceDBName(admin, name)
+	return name
 }
 
 func replaceDBName(url, name string) string {
@@ -86,26 +87,7 @@ func replaceDBName(url, name string) string {
 func MySQL(t testing.TB) string {
 	t.Helper()
 	admin := env("ONTIME_TEST_MYSQL", defaultMySQL)
-	db, err := sql.Open("mysql", admin)
-	if err != nil {
-		t.Fatalf("testdb: mysql admin dsn: %v", err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	name := Name()
-	if _, err := db.ExecContext(ctx, "CREATE DATABASE "+name); err != nil {
-		db.Close()
-		t.Fatalf("testdb: MariaDB/MySQL at %s is required: %v", admin, err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		if _, err := db.ExecContext(ctx, "DROP DATABASE IF EXISTS "+name); err != nil {
-			t.Logf("testdb: drop %s: %v", name, err)
-		}
-		db.Close()
-	})
-	return strings.TrimSuffix(admin, "/") + "/" + name
+	return strings.TrimSuffix(admin, "/") + "/" + createDB(t, "mysql", admin, "MariaDB/MySQL", "")
 }
 
 // SQLite returns the path of a fresh SQLite file in t's temp dir.

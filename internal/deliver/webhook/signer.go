@@ -49,26 +49,28 @@ func (sg *signer) sign(secrets []string, t time.Time, target string, body []byte
 	out = strconv.AppendInt(out, t.Unix(), 10)
 	ts := out[2:len(out):len(out)]
 	for _, secret := range secrets {
-		pool, st := sg.get(secret)
-		st.mac.Write(ts)
-		st.scratch = append(append(append(st.scratch[:0], '.'), target...), '.')
-		st.mac.Write(st.scratch)
-		st.mac.Write(body)
-		st.sum = st.mac.Sum(st.sum[:0])
-		out = append(out, ",v2="...)
-		out = hex.AppendEncode(out, st.sum)
-		pool.Put(st)
+		out = sg.appendMAC(out, ",v2=", secret, ts, target, true, body)
 	}
 	if v1 && len(secrets) > 0 {
-		pool, st := sg.get(secrets[0])
-		st.mac.Write(ts)
-		st.scratch = append(st.scratch[:0], '.')
-		st.mac.Write(st.scratch)
-		st.mac.Write(body)
-		st.sum = st.mac.Sum(st.sum[:0])
-		out = append(out, ",v1="...)
-		out = hex.AppendEncode(out, st.sum)
-		pool.Put(st)
+		out = sg.appendMAC(out, ",v1=", secrets[0], ts, "", false, body)
 	}
 	return string(out)
+}
+
+// appendMAC appends label and the hex HMAC-SHA256, under secret, of
+// ts "." target "." body (v2), or of ts "." body (v1).
+func (sg *signer) appendMAC(out []byte, label, secret string, ts []byte, target string, v2 bool, body []byte) []byte {
+	pool, st := sg.get(secret)
+	st.mac.Write(ts)
+	st.scratch = append(st.scratch[:0], '.')
+	if v2 {
+		st.scratch = append(append(st.scratch, target...), '.')
+	}
+	st.mac.Write(st.scratch)
+	st.mac.Write(body)
+	st.sum = st.mac.Sum(st.sum[:0])
+	out = append(out, label...)
+	out = hex.AppendEncode(out, st.sum)
+	pool.Put(st)
+	return out
 }

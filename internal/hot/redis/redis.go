@@ -185,19 +185,9 @@ func (t *Tier) Start(ctx context.Context) error {
 		return nil
 	}
 	var wg sync.WaitGroup
-	wg.Add(3)
-	go func() {
-		defer wg.Done()
-		t.watchEpoch(ctx)
-	}()
-	go func() {
-		defer wg.Done()
-		t.listen(ctx)
-	}()
-	go func() {
-		defer wg.Done()
-		t.resync(ctx)
-	}()
+	wg.Go(func() { startstop.Every(ctx, t.cfg.EpochCheck, t.checkEpoch) })
+	wg.Go(func() { t.listen(ctx) })
+	wg.Go(func() { startstop.Every(ctx, t.cfg.Resync, t.resync) })
 	go func() {
 		defer stopped()
 		wg.Wait()
@@ -271,28 +261,25 @@ func (t *Tier) listen(ctx context.Context) {
 	}
 }
 
-// resync re-reads the registry and marks every slot to be looked at, now
-// and then: wake-ups are an optimisation, this is the guarantee.
+// resync re-reads the registry and marks every slot to be looked at, every
+// Resync: wake-ups are an optimisation, this is the guarantee.
 func (t *Tier) resync(ctx context.Context) {
-	tick := time.NewTicker(t.cfg.Resync)
-	defer tick.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick.C:
-		}
-		if err := t.refresh(ctx); err != nil {
-			t.log.Warn("hot: redis registry refresh failed", "err", err)
-		}
-		t.mu.Lock()
-		for k := range t.next {
-			t.next[k] = 0
-		}
-		if !t.closed {
-			t.notifyLocked()
-		}
-		t.mu.Unlock()
+	if err := t.refresh(ctx); err != nil {
+		t.log.Warn("hot: redis registry refresh failed", "err", err)
+	}
+	t.mu.Lock()
+	t.lookAgainLocked()
+	t.mu.Unlock()
+}
+
+// lookAgainLocked marks every slot to be looked at and wakes the sleeping
+// Pops; t.mu is held.
+func (t *Tier) lookAgainLocked() {
+	for k := range t.next {
+		t.next[k] = 0
+	}
+	if !t.closed {
+		t.notifyLocked()
 	}
 }
 
@@ -310,40 +297,27 @@ func (t *Tier) readEpoch(ctx context.Context) (string, error) {
 	return v, nil
 }
 
-// watchEpoch notices when Redis lost the tier's data and tells the node
-// (OnLost), so entries come back within about EpochCheck plus a claim
-// instead of when their leases run out. Every node notices: the first to
-// look writes a new epoch, the others see it changed.
-func (t *Tier) watchEpoch(ctx context.Context) {
-	tick := time.NewTicker(t.cfg.EpochCheck)
-	defer tick.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick.C:
-		}
-		v, err := t.readEpoch(ctx)
-		if err != nil {
-			continue // Redis away: the next check after it returns tells
-		}
-		t.mu.Lock()
-		lost := v != t.epoch
-		if lost {
-			t.epoch = v
-			for k := range t.next {
-				t.next[k] = 0
-			}
-			if !t.closed {
-				t.notifyLocked()
-			}
-		}
-		t.mu.Unlock()
-		if lost {
-			t.log.Warn("hot: Redis lost the tier's data (flushed or restarted); claiming this node's tasks again")
-			if t.cfg.OnLost != nil {
-				t.cfg.OnLost()
-			}
+// checkEpoch, every EpochCheck, notices when Redis lost the tier's data
+// and tells the node (OnLost), so entries come back within about
+// EpochCheck plus a claim instead of when their leases run out. Every node
+// notices: the first to look writes a new epoch, the others see it
+// changed.
+func (t *Tier) checkEpoch(ctx context.Context) {
+	v, err := t.readEpoch(ctx)
+	if err != nil {
+		return // Redis away: the next check after it returns tells
+	}
+	t.mu.Lock()
+	lost := v != t.epoch
+	if lost {
+		t.epoch = v
+		t.lookAgainLocked()
+	}
+	t.mu.Unlock()
+	if lost {
+		t.log.Warn("hot: Redis lost the tier's data (flushed or restarted); claiming this node's tasks again")
+		if t.cfg.OnLost != nil {
+			t.cfg.OnLost()
 		}
 	}
 }

@@ -90,7 +90,7 @@ func CheckAddress(address string) error {
 	case len(exchange) > 255:
 		return fmt.Errorf("exchange is %d bytes; at most 255", len(exchange))
 	case !exchangeName.MatchString(exchange):
-		return fmt.Errorf("exchange %q: allowed are A-Z a-z 0-9 - _ . :", exchange)
+		return fmt.Errorf("exchange %q: allowed are A-Z a-z 0-9 and : . _ -", exchange)
 	case len(key) > 255:
 		return fmt.Errorf("routing key is %d bytes; at most 255", len(key))
 	case exchange == "" && key == "":
