@@ -631,20 +631,12 @@ func specOf(s TaskSpec) task.Spec {
 
 // Get returns a task by ID.
 func (n *Node) Get(ctx context.Context, id string) (*Task, error) {
-	t, err := n.submit.Get(ctx, id)
-	if err != nil {
-		return nil, err
-	}
-	return viewOf(t), nil
+	return viewed(n.submit.Get(ctx, id))
 }
 
 // Cancel cancels a pending task; ErrConflict once it is running or final.
 func (n *Node) Cancel(ctx context.Context, id string) (*Task, error) {
-	t, err := n.submit.Cancel(ctx, id)
-	if err != nil {
-		return nil, err
-	}
-	return viewOf(t), nil
+	return viewed(n.submit.Cancel(ctx, id))
 }
 
 // HTTPHandler serves the HTTP API v1 for this node: every route, from the

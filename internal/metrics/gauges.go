@@ -110,24 +110,18 @@ func (g *Gauges) Collect(ch chan<- prometheus.Metric) {
 }
 
 // Start runs the counting worker.
-func (g *Gauges) Start(ctx context.Context) error {
-	ctx, ok, started, stopped := g.StartInit(ctx)
-	if !ok {
-		return nil
-	}
-	go func() {
-		defer stopped()
-		started()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-g.recount:
-				g.count(ctx)
-			}
+func (g *Gauges) Start(ctx context.Context) error { return g.Go(ctx, g.work) }
+
+// work counts the tasks whenever a scrape found the last count stale.
+func (g *Gauges) work(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-g.recount:
+			g.count(ctx)
 		}
-	}()
-	return nil
+	}
 }
 
 // taskCounts returns the last count and, when it is stale, asks the worker

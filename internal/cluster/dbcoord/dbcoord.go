@@ -155,16 +155,7 @@ func (c *Coordinator) AddItems(items ...string) {
 // Start joins the cluster and returns at once; rounds run until Stop (or
 // ctx ends). Starting a running coordinator does nothing.
 func (c *Coordinator) Start(ctx context.Context) error {
-	ctx, ok, started, stopped := c.StartInit(ctx)
-	if !ok {
-		return nil
-	}
-	go func() {
-		started()
-		defer stopped()
-		c.run(ctx)
-	}()
-	return nil
+	return c.Go(ctx, c.run)
 }
 
 // run runs rounds until ctx ends, then gives up leadership and membership

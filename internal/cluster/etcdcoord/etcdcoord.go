@@ -128,16 +128,7 @@ func (c *Coordinator) Start(ctx context.Context) error {
 	if c.stopping {
 		return errors.New("cluster: the etcd coordinator was stopped; build a new one")
 	}
-	ctx, ok, started, stopped := c.StartInit(ctx)
-	if !ok {
-		return nil
-	}
-	go func() {
-		started()
-		defer stopped()
-		c.run(ctx)
-	}()
-	return nil
+	return c.Go(ctx, c.run)
 }
 
 // Stop leaves the cluster (the session is revoked, so others take over at
