@@ -673,7 +673,11 @@ func (r *ItemRun) execute(parent context.Context, trig string, fireAt time.Time)
 			fireAt = st.LastFire
 		}
 	case trig == "acquire":
-		missed := j.lastMissed(st.LastFire, now)
+		// From the item's last fire time, or, for an item that never
+		// fired, from its first take: a fire time that went by while it
+		// moved between nodes before its first run is missed too, and a
+		// brand-new job misses none from before it had the item.
+		missed := j.lastMissed(later(st.LastFire, st.Created), now)
 		switch {
 		case up != "":
 			trig, fireAt = up, upAt // a trigger came while looking
@@ -756,7 +760,7 @@ func (r *ItemRun) finish(runErr error, caughtUp bool) {
 }
 
 // lastMissed is the latest fire time after last that is already past
-// (zero: none, or the item never ran here before).
+// (zero: none, or nothing is known of the item: last is zero).
 func (j *job) lastMissed(last, now time.Time) time.Time {
 	if last.IsZero() {
 		return time.Time{}
@@ -766,4 +770,11 @@ func (j *job) lastMissed(last, now time.Time) time.Time {
 		missed = t
 	}
 	return missed
+}
+
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
 }
