@@ -37,11 +37,16 @@ type srcDialect struct {
 	numbered bool // $1 … placeholders
 }
 
+// quote quotes an identifier: `x` on MySQL, and on SQLite too, where a
+// double-quoted name that matches no column is taken for a string literal
+// (its "double-quoted string literal" leniency): a typo in columns or
+// where would select that text or match no row, silently, instead of
+// failing as a missing column and breaking the job.
 func (d srcDialect) quote(id string) string {
-	if d.name == "mysql" {
-		return "`" + id + "`"
+	if d.name == "postgres" {
+		return `"` + id + `"`
 	}
-	return `"` + id + `"`
+	return "`" + id + "`"
 }
 
 // ph returns the placeholder of argument n (1-based).
