@@ -24,10 +24,11 @@ type JobView struct {
 	// the SQL job (a table or column that does not exist, a typo in
 	// on_success.set, a value a column refuses): it runs nothing until
 	// the statement passes again, checked at a trigger at most every 10
-	// s; or "unchecked" when its source did not answer at registration
-	// (checked before its first run). Go jobs are "ok".
+	// s; or "unchecked" when its source did not answer when they were to
+	// be checked (it runs nothing until a check passes). Go jobs are "ok".
 	State string `json:"state"`
-	// Error is a broken job's statement, table and the database's message.
+	// Error is a broken job's statement, table and the database's
+	// message; an unchecked job's unreachable source.
 	Error string `json:"error,omitempty"`
 	// BrokenSince is when the job broke.
 	BrokenSince time.Time `json:"broken_since,omitzero"`

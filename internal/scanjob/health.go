@@ -18,8 +18,10 @@ const (
 	// column refuses, a missing privilege): the job runs nothing until
 	// the statements pass again (Info.Error says which and why).
 	StateBroken = "broken"
-	// StateUnchecked: the source did not answer when the job was
-	// registered; the statements are checked before its first run.
+	// StateUnchecked: the source did not answer when the statements were
+	// to be checked (at registration, Info.Error says so): the job runs
+	// nothing until a check passes, tried at a trigger at most every
+	// brokenRecheck, for a statement never checked is not run.
 	StateUnchecked = "unchecked"
 )
 
@@ -27,10 +29,10 @@ const (
 var ErrBroken = errors.New("job broken")
 
 const (
-	// brokenRecheck: a broken job checks its statements again at a
-	// trigger at most this often (the first item of a trigger checks,
-	// the others see its result), so that a table fixed meanwhile brings
-	// the job back without a restart.
+	// brokenRecheck: a broken or unchecked job checks its statements
+	// again at a trigger at most this often (the first item of a trigger
+	// checks, the others see its result), so that a table fixed or a
+	// source back meanwhile brings the job back without a restart.
 	brokenRecheck = 10 * time.Second
 	// checkTimeout bounds one check of a job's statements.
 	checkTimeout = 10 * time.Second
@@ -158,9 +160,10 @@ func (s *Service) applyCheck(j *job, res checkResult, now time.Time) {
 	switch {
 	case res.down != nil:
 		// Nothing known: a broken job stays broken, an unchecked one
-		// unchecked (its run will fail on the fetch, visibly).
-		if h.index == nil || h.state == StateUnchecked {
-			h.index = &IndexCheck{Table: j.src.firstTable().table, Warning: "source unreachable " + res.down.Error()}
+		// unchecked.
+		if h.state == StateUnchecked {
+			h.err = "source unreachable " + res.down.Error()
+			h.index = &IndexCheck{Table: j.src.firstTable().table, Warning: h.err}
 		}
 		s.log.Warn("job source unreachable: its statements are not checked", "job", j.name, "err", res.down)
 	case res.broken != nil:
@@ -204,9 +207,9 @@ func (s *Service) breakJob(j *job, err error, at target, probe *stmt, now time.T
 	s.m.Broken.WithLabelValues(j.name).Set(1)
 }
 
-// usable reports whether a SQL job may run an item now: an unchecked job
-// and a broken one whose last check is brokenRecheck old are checked
-// first (one item checks, the job's others wait for its answer).
+// usable reports whether a SQL job may run an item now: an unchecked or
+// broken job whose last check is brokenRecheck old is checked first (one
+// item checks, the job's others wait for its answer).
 func (s *Service) usable(ctx context.Context, j *job) bool {
 	h := j.health
 	h.mu.Lock()
@@ -223,7 +226,7 @@ func (s *Service) usable(ctx context.Context, j *job) bool {
 	case h.state == StateOK:
 		h.mu.Unlock()
 		return true
-	case h.state == StateBroken && now.Sub(h.checkedAt) < brokenRecheck:
+	case now.Sub(h.checkedAt) < brokenRecheck:
 		h.mu.Unlock()
 		return false
 	}
@@ -245,7 +248,7 @@ func (s *Service) usable(ctx context.Context, j *job) bool {
 	if h.gen == gen {
 		s.applyCheck(j, res, now)
 	}
-	return h.state != StateBroken
+	return h.state == StateOK
 }
 
 // broken reports whether the job is broken now (a run stops before it

@@ -340,6 +340,7 @@ func TestMisfireItemThatNeverFired(t *testing.T) {
 			clk.WaitTimer(t, sec(10))
 			clk.AdvanceTo(sec(13)) // 03:04:10 fires on n1, which owns nothing
 			clk.WaitTimer(t, sec(20))
+			n1.Stop() // so that the timer for 03:04:20 waited for below is n2's
 			n2 := newService(t, st, clk, "n2", nil)
 			addGo(t, n2, job)
 			n2.OwnAll()

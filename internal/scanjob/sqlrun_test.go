@@ -566,7 +566,17 @@ func TestAddSQL(t *testing.T) {
 	if err := s.AddSQL(ctx, down); err != nil {
 		t.Fatal(err)
 	}
-	if ic := jobInfo(s, "down").Index; ic.OK || !strings.HasPrefix(ic.Warning, "source unreachable at registration: source.databases[0]:") {
+	in := jobInfo(s, "down")
+	if ic := in.Index; ic.OK || !strings.HasPrefix(ic.Warning, "source unreachable at registration: source.databases[0]:") {
 		t.Fatalf("index check of an unreachable source: %+v", ic)
+	}
+	// Its statements were never checked: it runs nothing until they are.
+	if in.State != StateUnchecked || in.Error != in.Index.Warning {
+		t.Fatalf("state %q, error %q", in.State, in.Error)
+	}
+	st := s.cfg.State.(*memState)
+	runNow(s, "down", "0.0.0", "manual", base)
+	if runs := st.allRuns("down"); len(runs) != 0 {
+		t.Fatalf("an unchecked job ran: %+v", runs)
 	}
 }
