@@ -145,7 +145,7 @@ func (s *source) rolledBack(ctx context.Context, st stmt) error {
 	if err != nil {
 		return err
 	}
-	defer tx.Rollback() //nolint:errcheck // nothing to keep
+	defer tx.Rollback()
 	_, err = tx.ExecContext(ctx, st.query, st.args...)
 	return err
 }
@@ -231,8 +231,8 @@ func (s *Service) usable(ctx context.Context, j *job) bool {
 		return false
 	}
 	tables := []target{j.src.firstTable()}
-	if h.state == StateBroken && h.at != tables[0] {
-		tables = append(tables, h.at)
+	if at := h.at; h.state == StateBroken && (at.db != tables[0].db || at.table != tables[0].table) {
+		tables = append(tables, target{db: at.db, table: at.table})
 	}
 	probe, gen := h.probe, h.gen
 	h.mu.Unlock()
@@ -266,36 +266,40 @@ func (h *health) brokenErr() error {
 	return fmt.Errorf("%w: %s", ErrBroken, h.err)
 }
 
-// statementFailed judges a statement of a run that the database refused:
-// a source that does not answer is an outage (the run fails, the job
-// stays as it is); one that answers and refuses it breaks the job. A
-// write is tried once more first, for a refusal that does not last (a
-// deadlock, a lock wait timeout, a connection cut); a fetch is checked
+// statementFailed judges a statement of a run that the database refused
+// with err: a source that does not answer is an outage (the run fails,
+// the job stays as it is); one that answers and refuses it breaks the
+// job. A write is tried once more first, for a refusal that does not last
+// (a deadlock, a lock wait timeout, a connection cut); a fetch is checked
 // with EXPLAIN, which tells a missing table or column from a query cut
-// short.
+// short. It returns the run's error, nil when the write passed again.
 func (r *ItemRun) statementFailed(ctx context.Context, st stmt, err error) error {
 	s, j := r.svc, r.job
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), checkTimeout)
 	defer cancel()
+	refused, runErr := err, err
 	var probe *stmt
 	if st.what == "fetch" {
-		if _, xerr := j.src.explain(cctx, st.tg.db, st.query, st.args); xerr == nil {
-			return fmt.Errorf("%s: %w", st, err)
+		_, xerr := j.src.explain(cctx, st.tg.db, st.query, st.args)
+		if xerr == nil {
+			return err
 		}
+		refused = xerr // the database's message, without the fetch's wrapping
 	} else {
 		_, err2 := j.src.exec(cctx, st)
 		if err2 == nil {
 			s.log.Warn("job statement failed once and passed again", "job", j.name, "item", r.item, "statement", st.String(), "err", err)
 			return nil
 		}
-		err, probe = err2, &st
+		refused, probe = err2, &st
+		runErr = fmt.Errorf("%s: %w", st, refused)
 	}
 	if perr := j.src.dbs[st.tg.db].PingContext(cctx); perr != nil {
-		return fmt.Errorf("%s: %w", st, err)
+		return runErr
 	}
 	h := j.health
 	h.mu.Lock()
-	s.breakJob(j, fmt.Errorf("%s: %w", st, err), st.tg, probe, s.cfg.Clock.Now())
+	s.breakJob(j, fmt.Errorf("%s: %w", st, refused), st.tg, probe, s.cfg.Clock.Now())
 	h.mu.Unlock()
 	return h.brokenErr()
 }

@@ -149,16 +149,6 @@ func (s *source) Close() {
 	}
 }
 
-// Ping checks every source database answers.
-func (s *source) Ping(ctx context.Context) error {
-	for i, db := range s.dbs {
-		if err := db.PingContext(ctx); err != nil {
-			return fmt.Errorf("source.databases[%d]: %w", i, err)
-		}
-	}
-	return nil
-}
-
 // target is one item of a SQL job.
 type target struct {
 	db      int
