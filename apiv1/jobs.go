@@ -20,6 +20,18 @@ type JobView struct {
 	// Index is what the job found when it EXPLAINed its fetch (SQL jobs):
 	// ok is false, with a warning, when no index serves where + key order.
 	Index *JobIndexView `json:"index,omitempty"`
+	// State is "ok"; "broken" when the database refuses a statement of
+	// the SQL job (a table or column that does not exist, a typo in
+	// on_success.set, a value a column refuses): it runs nothing until
+	// the statement passes again, checked at a trigger at most every 10
+	// s; or "unchecked" when its source did not answer when they were to
+	// be checked (it runs nothing until a check passes). Go jobs are "ok".
+	State string `json:"state"`
+	// Error is a broken job's statement, table and the database's
+	// message; an unchecked job's unreachable source.
+	Error string `json:"error,omitempty"`
+	// BrokenSince is when the job broke.
+	BrokenSince time.Time `json:"broken_since,omitzero"`
 	// ItemStates is each item with its owner and persisted state (GET /v1/jobs/{name}).
 	ItemStates []JobItemView `json:"item_states,omitempty"`
 }
@@ -31,6 +43,8 @@ type JobIndexView struct {
 	Index   string `json:"index,omitempty"`
 	Warning string `json:"warning,omitempty"`
 	Plan    string `json:"plan,omitempty"`
+	// DDL creates the index the fetch needs, on the job's engine (when ok is false).
+	DDL string `json:"ddl,omitempty"`
 }
 
 // JobItemView is one item's persisted state.

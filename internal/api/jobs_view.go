@@ -11,9 +11,10 @@ import (
 
 func jobView(in scanjob.Info) apiv1.JobView {
 	v := apiv1.JobView{Name: in.Name, Kind: in.Kind, Cron: in.Cron, TimeZone: in.TimeZone, Misfire: in.Misfire,
-		Overlap: in.Overlap, Paused: in.Paused, Items: in.Items, NextFire: in.NextFire, Target: in.Target}
+		Overlap: in.Overlap, Paused: in.Paused, Items: in.Items, NextFire: in.NextFire, Target: in.Target,
+		State: in.State, Error: in.Error, BrokenSince: in.BrokenSince}
 	if ic := in.Index; ic != nil {
-		v.Index = &apiv1.JobIndexView{Table: ic.Table, OK: ic.OK, Index: ic.Index, Warning: ic.Warning, Plan: ic.Plan}
+		v.Index = &apiv1.JobIndexView{Table: ic.Table, OK: ic.OK, Index: ic.Index, Warning: ic.Warning, Plan: ic.Plan, DDL: ic.DDL}
 	}
 	for _, it := range in.ItemStates {
 		st := it.State

@@ -8,6 +8,7 @@ type Jobs struct {
 	Duration *prometheus.HistogramVec // job: seconds from an item run's start to its end
 	ItemLag  *prometheus.GaugeVec     // job: seconds since the owned item furthest behind last found nothing left
 	Skipped  *prometheus.CounterVec   // job: triggers skipped because the item was still running (overlap: skip)
+	Broken   *prometheus.GaugeVec     // job: 1 while the database refuses a statement of the SQL job (it runs nothing), else 0
 }
 
 // NewJobs creates the series and registers them on reg (nil: not registered).
@@ -22,9 +23,11 @@ func NewJobs(reg prometheus.Registerer) *Jobs {
 			Help: "Per job, seconds since the item of this node furthest behind last found nothing left to process."}, []string{"job"}),
 		Skipped: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "ontime_job_triggers_skipped_total",
 			Help: "Triggers skipped because the item was still running (overlap: skip)."}, []string{"job"}),
+		Broken: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "ontime_job_broken",
+			Help: "1 while the database refuses a statement of the SQL job (a missing table or column, a bad on_success.set): it runs nothing until the statement passes; else 0."}, []string{"job"}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.Rows, m.Duration, m.ItemLag, m.Skipped)
+		reg.MustRegister(m.Rows, m.Duration, m.ItemLag, m.Skipped, m.Broken)
 	}
 	return m
 }

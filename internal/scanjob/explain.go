@@ -4,37 +4,32 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"hash/fnv"
 	"slices"
 	"strings"
-	"time"
 )
 
 // IndexCheck is what a job found when it EXPLAINed its fetch on its first
 // table: whether an index serves the where filters and the key order, the
-// index's name, and the plan as the engine printed it.
+// index's name, and the plan as the engine printed it. Without one, DDL
+// is a statement that creates it on the job's engine.
 type IndexCheck struct {
 	Table   string `json:"table"`
 	OK      bool   `json:"ok"`
 	Index   string `json:"index,omitempty"`
 	Warning string `json:"warning,omitempty"`
 	Plan    string `json:"plan,omitempty"`
+	DDL     string `json:"ddl,omitempty"`
 }
 
-// checkIndex EXPLAINs the fetch on table 0 of database 0, and looks in the
-// catalog for an index whose leading columns are the where columns (any
-// order) followed by the key: the one shape that serves
-// `w = ? … AND key > ? ORDER BY key LIMIT n` as a range scan that stops
-// after n rows. Without it every page reads past the rows already done.
-func (s *source) checkIndex(ctx context.Context) IndexCheck {
-	tg := target{db: 0, table: s.spec.TableName(0)}
-	ic := IndexCheck{Table: tg.table}
-	qs, args := s.fetchQuery(tg, int64(0), time.Now(), s.spec.Page)
-	plan, err := s.explain(ctx, tg.db, qs, args)
-	if err != nil {
-		ic.Warning = "EXPLAIN failed: " + err.Error()
-		return ic
-	}
-	ic.Plan = plan
+// indexCheck looks in the catalog of tg (table 0 of database 0), whose
+// fetch EXPLAINed as plan, for an index whose leading columns are the
+// where columns (any order) followed by the key: the one shape that
+// serves `w = ? … AND key > ? ORDER BY key LIMIT n` as a range scan that
+// stops after n rows. Without it every page reads past the rows already
+// done.
+func (s *source) indexCheck(ctx context.Context, tg target, plan string) IndexCheck {
+	ic := IndexCheck{Table: tg.table, Plan: plan}
 	idx, err := s.indexes(ctx, tg)
 	if err != nil {
 		ic.Warning = "reading the table's indexes failed: " + err.Error()
@@ -53,9 +48,34 @@ func (s *source) checkIndex(ctx context.Context) IndexCheck {
 			return ic
 		}
 	}
-	ic.Warning = fmt.Sprintf("no index of %s starts with (%s, %s): every page of the fetch reads rows the where filters discard; create one, e.g. CREATE INDEX ON %s (%s, %s)",
-		tg.table, strings.Join(want, ", "), s.spec.Key, tg.table, strings.Join(want, ", "), s.spec.Key)
+	ic.DDL = s.indexDDL(tg.table, append(want, s.spec.Key))
+	each := ""
+	if len(s.dbs) > 1 || s.spec.Tables > 1 {
+		each = " (and likewise on each of the job's tables)"
+	}
+	ic.Warning = fmt.Sprintf("no index of %s starts with (%s, %s): every page of the fetch reads rows the where filters discard; create one%s: %s",
+		tg.table, strings.Join(want, ", "), s.spec.Key, each, ic.DDL)
 	return ic
+}
+
+// indexDDL creates an index on table's cols, as the job's engine takes
+// it: MySQL and SQLite need the index named (only PostgreSQL makes up a
+// name), and identifiers are quoted as the fetch quotes them. The name is
+// the table's and the columns' joined by "_", cut to the 63 bytes
+// PostgreSQL keeps (MySQL allows 64) with a hash of the whole, so that
+// two long names cut alike still differ.
+func (s *source) indexDDL(table string, cols []string) string {
+	name := table + "_" + strings.Join(cols, "_")
+	if len(name) > 63 {
+		h := fnv.New32a()
+		h.Write([]byte(name))
+		name = fmt.Sprintf("%s_%08x", name[:54], h.Sum32())
+	}
+	quoted := make([]string, len(cols))
+	for i, c := range cols {
+		quoted[i] = s.d.quote(c)
+	}
+	return "CREATE INDEX " + s.d.quote(name) + " ON " + s.d.quote(table) + " (" + strings.Join(quoted, ", ") + ")"
 }
 
 // serves: the index's first len(where) columns are the where columns, in

@@ -27,6 +27,12 @@ type Info struct {
 	NextFire time.Time   // the cron's next fire time
 	Target   string      // a SQL job's process.target
 	Index    *IndexCheck // a SQL job's index check; nil for Go jobs
+	// State is StateOK, StateBroken or StateUnchecked (SQL jobs; Go jobs
+	// are StateOK); a broken job's Error is the database's refusal,
+	// naming the statement and table, and BrokenSince when it broke.
+	State       string
+	Error       string
+	BrokenSince time.Time
 	// ItemStates is each item, in the job's order (Get only).
 	ItemStates []ItemInfo
 }
@@ -49,9 +55,15 @@ func (s *Service) info(j *job) Info {
 	if j.sql != nil {
 		in.Target = j.sql.Target
 	}
-	if j.index != nil {
-		ic := *j.index
-		in.Index = &ic
+	in.State = StateOK
+	if h := j.health; h != nil {
+		h.mu.Lock()
+		in.State, in.Error, in.BrokenSince = h.state, h.err, h.since
+		if h.index != nil {
+			ic := *h.index
+			in.Index = &ic
+		}
+		h.mu.Unlock()
 	}
 	return in
 }

@@ -82,7 +82,7 @@ type job struct {
 	sql        *SQLSpec
 	src        *source
 	sender     Sender
-	index      *IndexCheck
+	health     *health // SQL jobs
 	goRun      func(ctx context.Context, r *ItemRun) error
 	sem        chan struct{}
 }
@@ -139,8 +139,10 @@ func New(cfg Config) (*Service, error) {
 }
 
 // AddSQL registers a declarative SQL job: it opens the job's source
-// databases and EXPLAINs its fetch (a missing index is a WARN, and shows
-// in the job's view). Register before Start.
+// databases and EXPLAINs its statements on its first table (a missing
+// index is a WARN, and shows in the job's view; a statement the database
+// refuses makes the job broken: it stays registered, visible, and runs
+// nothing until the statement passes). Register before Start.
 func (s *Service) AddSQL(ctx context.Context, spec SQLSpec) error {
 	cs, err := spec.Normalize()
 	if err != nil {
@@ -164,20 +166,22 @@ func (s *Service) AddSQL(ctx context.Context, spec SQLSpec) error {
 		return err
 	}
 	j := &job{name: spec.Name, kind: "sql", cron: cs, tz: spec.TimeZone, misfire: spec.Misfire, overlap: spec.Overlap,
-		items: spec.ItemKeys(), sql: &spec, src: src, sender: snd, sem: make(chan struct{}, spec.Concurrency)}
-	ictx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		items: spec.ItemKeys(), sql: &spec, src: src, sender: snd, sem: make(chan struct{}, spec.Concurrency),
+		health: &health{state: StateUnchecked}}
+	// The statements are checked before the job may deliver anything: a
+	// table, column or on_success.set the database refuses breaks the
+	// job (issue 25 items 6 and 7) instead of repeating its rows forever.
+	ictx, cancel := context.WithTimeout(ctx, checkTimeout)
 	defer cancel()
-	ic := IndexCheck{Table: spec.TableName(0)}
-	if err := src.Ping(ictx); err != nil {
-		ic.Warning = "source unreachable at registration: " + err.Error()
-		s.log.Warn("job source unreachable", "job", spec.Name, "err", err)
-	} else {
-		ic = src.checkIndex(ictx)
-		if !ic.OK {
-			s.log.Warn("job fetch has no index", "job", spec.Name, "table", ic.Table, "warning", ic.Warning, "plan", ic.Plan)
-		}
+	s.m.Broken.WithLabelValues(spec.Name).Set(0)
+	now := s.cfg.Clock.Now()
+	res := src.check(ictx, []target{src.firstTable()}, nil, now)
+	if res.down != nil {
+		res.down = fmt.Errorf("at registration: %w", res.down)
 	}
-	j.index = &ic
+	j.health.mu.Lock()
+	s.applyCheck(j, res, now)
+	j.health.mu.Unlock()
 	s.jobs[spec.Name] = j
 	return nil
 }
@@ -673,7 +677,11 @@ func (r *ItemRun) execute(parent context.Context, trig string, fireAt time.Time)
 			fireAt = st.LastFire
 		}
 	case trig == "acquire":
-		missed := j.lastMissed(st.LastFire, now)
+		// From the item's last fire time, or, for an item that never
+		// fired, from its first take: a fire time that went by while it
+		// moved between nodes before its first run is missed too, and a
+		// brand-new job misses none from before it had the item.
+		missed := j.lastMissed(later(st.LastFire, st.Created), now)
 		switch {
 		case up != "":
 			trig, fireAt = up, upAt // a trigger came while looking
@@ -687,6 +695,12 @@ func (r *ItemRun) execute(parent context.Context, trig string, fireAt time.Time)
 		}
 	}
 	if s.paused(j.name) {
+		return
+	}
+	// A broken job runs nothing; no run is recorded either: the job's
+	// state says why, once, rather than a failed run per item and trigger.
+	if j.kind == "sql" && !s.usable(ctx, j) {
+		s.log.Debug("job broken: trigger ignored", "job", j.name, "item", r.item, "trigger", trig)
 		return
 	}
 	r.run = store.JobRun{ID: newRunID(now), Job: j.name, Item: r.item, Node: s.cfg.NodeID, Trigger: trig, FireAt: fireAt,
@@ -756,7 +770,7 @@ func (r *ItemRun) finish(runErr error, caughtUp bool) {
 }
 
 // lastMissed is the latest fire time after last that is already past
-// (zero: none, or the item never ran here before).
+// (zero: none, or nothing is known of the item: last is zero).
 func (j *job) lastMissed(last, now time.Time) time.Time {
 	if last.IsZero() {
 		return time.Time{}
@@ -766,4 +780,11 @@ func (j *job) lastMissed(last, now time.Time) time.Time {
 		missed = t
 	}
 	return missed
+}
+
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
 }

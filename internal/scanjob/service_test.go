@@ -315,33 +315,75 @@ func TestMisfirePolicy(t *testing.T) {
 // TestMisfireItemThatNeverFired: issue 25 item 9. Node n1 takes an item
 // that never fired and gives it up before its first fire time (the
 // coordinator moves it to n2, which gets it after the hand-over delay);
-// the fire time between goes by on neither node, and n2 should run it
-// once under fire_once. Today lastMissed returns zero when the item's
-// last fire time is zero, so n2 runs nothing and the fire time is lost.
+// the fire time between goes by on neither node. n2 runs it once under
+// fire_once, and not under skip: the item's first take (its row's
+// created_at) bounds the fire times it missed, as its last fire time
+// does once it fired. Either way the next fire time runs on n2.
 func TestMisfireItemThatNeverFired(t *testing.T) {
-	t.Skip("issue 25 item 9: lastMissed returns zero for an item that never fired, so a fire time is lost when a node joins")
 	t.Parallel()
-	st, clk := newMemState(), NewFakeClock(sec(5))
+	for _, policy := range []string{"fire_once", "skip"} {
+		t.Run(policy, func(t *testing.T) {
+			t.Parallel()
+			st, clk := newMemState(), NewFakeClock(sec(5))
+			var rc recorder
+			job := GoJob{Name: "tick", Cron: every10s, Misfire: policy, Items: 1, Run: func(_ context.Context, r *ItemRun) error { rc.add(r); return nil }}
+			n1 := newService(t, st, clk, "n1", nil)
+			addGo(t, n1, job)
+			n1.OwnAll()
+			start(t, n1)
+			waitIdle(t, n1)
+			if it := st.item("tick", "0"); !it.Created.Equal(sec(5)) || !it.LastFire.IsZero() {
+				t.Fatalf("item after n1's look: %+v", it)
+			}
+			n1.SetOwned(nil) // the item moves at 03:04:08
+			clk.AdvanceTo(sec(8))
+			clk.WaitTimer(t, sec(10))
+			clk.AdvanceTo(sec(13)) // 03:04:10 fires on n1, which owns nothing
+			clk.WaitTimer(t, sec(20))
+			n1.Stop() // so that the timer for 03:04:20 waited for below is n2's
+			n2 := newService(t, st, clk, "n2", nil)
+			addGo(t, n2, job)
+			n2.OwnAll()
+			start(t, n2)
+			waitIdle(t, n2)
+			var want []call
+			if policy == "fire_once" {
+				want = []call{{node: "n2", item: "0", trigger: "misfire", total: 1, fireAt: sec(10)}}
+			}
+			if got := rc.list(); !slices.Equal(got, want) {
+				t.Fatalf("the 03:04:10 fire time: got %+v, want %+v", got, want)
+			}
+			clk.WaitTimer(t, sec(20))
+			clk.AdvanceTo(sec(20))
+			WaitUntil(t, "the 03:04:20 run", func() bool { return len(rc.list()) == len(want)+1 })
+			waitIdle(t, n2)
+			if got := rc.list()[len(want)]; got.node != "n2" || got.trigger != "cron" || !got.fireAt.Equal(sec(20)) {
+				t.Fatalf("the 03:04:20 fire time ran %+v", got)
+			}
+		})
+	}
+}
+
+// TestNewJobMissesNothingBefore: the items of a job that no node held
+// before are first taken at 03:04:47 (the coordinator handed them out
+// late); the fire times before (03:04:00 … 03:04:40) are from before the
+// job had them, and no misfire runs for them.
+func TestNewJobMissesNothingBefore(t *testing.T) {
+	t.Parallel()
+	st, clk := newMemState(), NewFakeClock(sec(47))
+	s := newService(t, st, clk, "n1", nil)
 	var rc recorder
-	job := GoJob{Name: "tick", Cron: every10s, Items: 1, Run: func(_ context.Context, r *ItemRun) error { rc.add(r); return nil }}
-	n1 := newService(t, st, clk, "n1", nil)
-	addGo(t, n1, job)
-	n1.OwnAll()
-	start(t, n1)
-	waitIdle(t, n1)
-	n1.SetOwned(nil) // the item moves at 03:04:08
-	clk.AdvanceTo(sec(8))
-	clk.WaitTimer(t, sec(10))
-	clk.AdvanceTo(sec(13)) // 03:04:10 fires on n1, which owns nothing
-	clk.WaitTimer(t, sec(20))
-	n2 := newService(t, st, clk, "n2", nil)
-	addGo(t, n2, job)
-	n2.OwnAll()
-	start(t, n2)
-	waitIdle(t, n2)
-	want := []call{{node: "n2", item: "0", trigger: "misfire", total: 1, fireAt: sec(10)}}
-	if got := rc.list(); !slices.Equal(got, want) {
-		t.Fatalf("the 03:04:10 fire time: got %+v, want %+v", got, want)
+	addGo(t, s, GoJob{Name: "tick", Cron: every10s, Items: 2, Run: func(_ context.Context, r *ItemRun) error { rc.add(r); return nil }})
+	s.OwnAll()
+	start(t, s)
+	waitIdle(t, s)
+	if got := rc.list(); len(got) != 0 {
+		t.Fatalf("a brand-new job ran %+v", got)
+	}
+	for _, it := range []string{"0", "1"} {
+		if st := st.item("tick", it); st.Owner != "n1" || !st.Created.Equal(sec(47)) {
+			t.Fatalf("item %s: %+v", it, st)
+		}
 	}
 }
 

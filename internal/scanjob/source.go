@@ -37,11 +37,16 @@ type srcDialect struct {
 	numbered bool // $1 … placeholders
 }
 
+// quote quotes an identifier: `x` on MySQL, and on SQLite too, where a
+// double-quoted name that matches no column is taken for a string literal
+// (its "double-quoted string literal" leniency): a typo in columns or
+// where would select that text or match no row, silently, instead of
+// failing as a missing column and breaking the job.
 func (d srcDialect) quote(id string) string {
-	if d.name == "mysql" {
-		return "`" + id + "`"
+	if d.name == "postgres" {
+		return `"` + id + `"`
 	}
-	return `"` + id + `"`
+	return "`" + id + "`"
 }
 
 // ph returns the placeholder of argument n (1-based).
@@ -144,16 +149,6 @@ func (s *source) Close() {
 	}
 }
 
-// Ping checks every source database answers.
-func (s *source) Ping(ctx context.Context) error {
-	for i, db := range s.dbs {
-		if err := db.PingContext(ctx); err != nil {
-			return fmt.Errorf("source.databases[%d]: %w", i, err)
-		}
-	}
-	return nil
-}
-
 // target is one item of a SQL job.
 type target struct {
 	db      int
@@ -218,6 +213,12 @@ func (s *source) fetchQuery(tg target, after any, now time.Time, limit int) (str
 	}
 	b.WriteString(" ORDER BY " + q(s.spec.Key) + " LIMIT " + arg(limit))
 	return b.String(), args
+}
+
+// fetchStmt is fetchQuery as a statement.
+func (s *source) fetchStmt(tg target, after any, now time.Time, limit int) stmt {
+	q, args := s.fetchQuery(tg, after, now, limit)
+	return stmt{what: "fetch", tg: tg, query: q, args: args}
 }
 
 // page is one fetch: rows as JSON objects, their keys as bound values and
@@ -382,14 +383,21 @@ func keyString(v any) string {
 	}
 }
 
-// markDone writes on_success.set for exactly keys, guarded by the where
+// stmt is one statement of a job on one of its tables, with its values.
+type stmt struct {
+	what  string // fetch | on_success | retry_column (the config key it comes from)
+	tg    target
+	query string
+	args  []any
+}
+
+func (st stmt) String() string { return st.what + " on " + st.tg.table }
+
+// doneStmt writes on_success.set for exactly keys, guarded by the where
 // filters, so a row changed meanwhile is not overwritten:
 //
 //	UPDATE t SET s = ? … WHERE key IN (…) AND w = ? …
-func (s *source) markDone(ctx context.Context, tg target, keys []any) (int64, error) {
-	if len(keys) == 0 {
-		return 0, nil
-	}
+func (s *source) doneStmt(tg target, keys []any) stmt {
 	q := s.d.quote
 	var b strings.Builder
 	var args []any
@@ -415,20 +423,46 @@ func (s *source) markDone(ctx context.Context, tg target, keys []any) (int64, er
 	for i, c := range s.whereCols {
 		b.WriteString(" AND " + q(c) + " = " + arg(s.whereArgs[i]))
 	}
-	res, err := s.dbs[tg.db].ExecContext(ctx, b.String(), args...)
-	if err != nil {
-		return 0, fmt.Errorf("on_success %s: %w", tg.table, err)
-	}
-	n, _ := res.RowsAffected()
-	return n, nil
+	return stmt{what: "on_success", tg: tg, query: b.String(), args: args}
 }
 
-// markFailed pushes failed rows back (seed 003's head-of-line isolation):
-// retry + 1, next time = now + backoff·2^retry, so the next fetch takes
-// other rows. One statement per distinct retry count.
+// failedStmt pushes failed rows that were tried retry times back (seed
+// 003's head-of-line isolation): retry + 1, next time = now +
+// backoff·2^retry, so the next fetch takes other rows.
 //
 //	UPDATE t SET retry = retry + 1, next = ? WHERE key IN (…) AND retry = ? AND w = ? …
-func (s *source) markFailed(ctx context.Context, tg target, keys []any, retries []int64, now time.Time) error {
+func (s *source) failedStmt(tg target, keys []any, retry int64, now time.Time) stmt {
+	delay := s.spec.Backoff
+	for i := int64(0); i < retry && delay < s.spec.BackoffMax; i++ {
+		delay *= 2
+	}
+	delay = min(delay, s.spec.BackoffMax)
+	q := s.d.quote
+	var b strings.Builder
+	var args []any
+	arg := func(v any) string {
+		args = append(args, v)
+		return s.d.ph(len(args))
+	}
+	rc, nc := q(s.spec.RetryColumn), q(s.spec.NextColumn)
+	b.WriteString("UPDATE " + q(tg.table) + " SET " + rc + " = " + rc + " + 1, " + nc + " = " + arg(s.d.timeArg(now.Add(delay))))
+	b.WriteString(" WHERE " + q(s.spec.Key) + " IN (")
+	for i, k := range keys {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(arg(k))
+	}
+	b.WriteString(") AND " + rc + " = " + arg(retry))
+	for i, c := range s.whereCols {
+		b.WriteString(" AND " + q(c) + " = " + arg(s.whereArgs[i]))
+	}
+	return stmt{what: "retry_column", tg: tg, query: b.String(), args: args}
+}
+
+// failedStmts are the push-backs of failed rows: one statement per
+// distinct retry count; none without a retry column.
+func (s *source) failedStmts(tg target, keys []any, retries []int64, now time.Time) []stmt {
 	if s.spec.RetryColumn == "" || len(keys) == 0 {
 		return nil
 	}
@@ -436,36 +470,19 @@ func (s *source) markFailed(ctx context.Context, tg target, keys []any, retries 
 	for i, k := range keys {
 		byRetry[retries[i]] = append(byRetry[retries[i]], k)
 	}
-	q := s.d.quote
+	var out []stmt
 	for _, r := range slices.Sorted(maps.Keys(byRetry)) {
-		ks := byRetry[r]
-		delay := s.spec.Backoff
-		for i := int64(0); i < r && delay < s.spec.BackoffMax; i++ {
-			delay *= 2
-		}
-		delay = min(delay, s.spec.BackoffMax)
-		var b strings.Builder
-		var args []any
-		arg := func(v any) string {
-			args = append(args, v)
-			return s.d.ph(len(args))
-		}
-		rc, nc := q(s.spec.RetryColumn), q(s.spec.NextColumn)
-		b.WriteString("UPDATE " + q(tg.table) + " SET " + rc + " = " + rc + " + 1, " + nc + " = " + arg(s.d.timeArg(now.Add(delay))))
-		b.WriteString(" WHERE " + q(s.spec.Key) + " IN (")
-		for i, k := range ks {
-			if i > 0 {
-				b.WriteString(", ")
-			}
-			b.WriteString(arg(k))
-		}
-		b.WriteString(") AND " + rc + " = " + arg(r))
-		for i, c := range s.whereCols {
-			b.WriteString(" AND " + q(c) + " = " + arg(s.whereArgs[i]))
-		}
-		if _, err := s.dbs[tg.db].ExecContext(ctx, b.String(), args...); err != nil {
-			return fmt.Errorf("push back failed rows of %s: %w", tg.table, err)
-		}
+		out = append(out, s.failedStmt(tg, byRetry[r], r, now))
 	}
-	return nil
+	return out
+}
+
+// exec runs a write statement.
+func (s *source) exec(ctx context.Context, st stmt) (int64, error) {
+	res, err := s.dbs[st.tg.db].ExecContext(ctx, st.query, st.args...)
+	if err != nil {
+		return 0, err
+	}
+	n, _ := res.RowsAffected()
+	return n, nil
 }

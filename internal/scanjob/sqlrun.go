@@ -30,10 +30,11 @@ func (r *ItemRun) runSQL(ctx context.Context, cursor string) (caughtUp bool, err
 	// fetch leaves the critical path (its rows are only read, so a page
 	// fetched and then dropped because the run stops changes nothing).
 	type fetched struct {
-		p   *page
-		at  time.Time
-		lim int
-		err error
+		p     *page
+		after any
+		at    time.Time
+		lim   int
+		err   error
 	}
 	fetch := func(after any) <-chan fetched {
 		ch := make(chan fetched, 1)
@@ -44,7 +45,7 @@ func (r *ItemRun) runSQL(ctx context.Context, cursor string) (caughtUp bool, err
 		go func() {
 			now := r.svc.cfg.Clock.Now()
 			p, err := j.src.fetch(ctx, tg, after, now, limit)
-			ch <- fetched{p: p, at: now, lim: limit, err: err}
+			ch <- fetched{p: p, after: after, at: now, lim: limit, err: err}
 		}()
 		return ch
 	}
@@ -55,7 +56,7 @@ func (r *ItemRun) runSQL(ctx context.Context, cursor string) (caughtUp bool, err
 			return false, nil
 		}
 		if f.err != nil {
-			return false, f.err
+			return false, r.statementFailed(ctx, j.src.fetchStmt(tg, f.after, f.at, f.lim), f.err)
 		}
 		p, now, limit := f.p, f.at, f.lim
 		if len(p.rows) == 0 {
@@ -67,6 +68,11 @@ func (r *ItemRun) runSQL(ctx context.Context, cursor string) (caughtUp bool, err
 		more := !short && (spec.MaxRows == 0 || taken < spec.MaxRows)
 		if more {
 			next = fetch(after)
+		}
+		// A job that broke meanwhile (another item's write was refused)
+		// delivers nothing more: this page could not be completed.
+		if j.health.broken() {
+			return false, j.health.brokenErr()
 		}
 		failedAt := r.sendPage(ctx, p)
 		var okKeys, badKeys []any
@@ -87,11 +93,16 @@ func (r *ItemRun) runSQL(ctx context.Context, cursor string) (caughtUp bool, err
 		}
 		// Writes outlive a cancelled run: what was delivered is marked.
 		wctx := context.WithoutCancel(ctx)
-		if _, err := j.src.markDone(wctx, tg, okKeys); err != nil {
-			return false, err
+		var writes []stmt
+		if len(okKeys) > 0 {
+			writes = append(writes, j.src.doneStmt(tg, okKeys))
 		}
-		if err := j.src.markFailed(wctx, tg, badKeys, badRetries, now); err != nil {
-			return false, err
+		for _, w := range append(writes, j.src.failedStmts(tg, badKeys, badRetries, now)...) {
+			if _, err := j.src.exec(wctx, w); err != nil {
+				if err := r.statementFailed(wctx, w, err); err != nil {
+					return false, err
+				}
+			}
 		}
 		if left > 0 {
 			r.svc.log.Warn("job rows left after max_attempts", "job", j.name, "item", r.item, "rows", left, "max_attempts", spec.MaxAttempts)

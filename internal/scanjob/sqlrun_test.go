@@ -196,6 +196,9 @@ func runOnce(t *testing.T, s *Service, st *memState, job, item, trig string, fir
 	return out[0]
 }
 
+// jobInfo is the job's view, as GET /v1/jobs/{name} renders it.
+func jobInfo(s *Service, name string) Info { return s.info(s.jobs[name]) }
+
 func ks(ids ...int64) []any {
 	out := make([]any, len(ids))
 	for i, id := range ids {
@@ -441,7 +444,9 @@ func TestSQLMaxRowsAndSegments(t *testing.T) {
 }
 
 // TestIndexAdvice: registering a job EXPLAINs its fetch on every engine
-// and names the index that serves it, or says which one to create.
+// and names the index that serves it, or says which one to create with a
+// statement that runs on the job's engine (issue 25 item 8: MySQL and
+// SQLite need the index named): run, the warning goes away.
 func TestIndexAdvice(t *testing.T) {
 	t.Parallel()
 	for _, engine := range testdb.Engines {
@@ -449,7 +454,7 @@ func TestIndexAdvice(t *testing.T) {
 			t.Parallel()
 			u := newUserDB(t, engine, 3)
 			s := sqlService(t, newMemState(), NewFakeClock(base), "n1", &recSender{}, billSpec("indexed", u))
-			if ic := s.jobs["indexed"].index; !ic.OK || ic.Index != "bill_0_status_id" || ic.Plan == "" || ic.Warning != "" || ic.Table != "bill_0" {
+			if ic := jobInfo(s, "indexed").Index; !ic.OK || ic.Index != "bill_0_status_id" || ic.Plan == "" || ic.Warning != "" || ic.Table != "bill_0" || ic.DDL != "" {
 				t.Fatalf("with the index: %+v", ic)
 			}
 			drop := "DROP INDEX bill_0_status_id"
@@ -460,12 +465,40 @@ func TestIndexAdvice(t *testing.T) {
 			if err := s.AddSQL(context.Background(), billSpec("unindexed", u)); err != nil {
 				t.Fatal(err)
 			}
-			ic := s.jobs["unindexed"].index
+			ic := jobInfo(s, "unindexed").Index
 			if ic.OK || ic.Plan == "" || !strings.Contains(ic.Warning, "no index of bill_0 starts with (status, id)") ||
-				!strings.Contains(ic.Warning, "CREATE INDEX ON bill_0 (status, id)") {
+				ic.DDL == "" || !strings.HasSuffix(ic.Warning, ": "+ic.DDL) {
 				t.Fatalf("without the index: %+v", ic)
 			}
+			if _, err := u.db.Exec(ic.DDL); err != nil {
+				t.Fatalf("the advice %q does not run on %s: %v", ic.DDL, engine, err)
+			}
+			if err := s.AddSQL(context.Background(), billSpec("advised", u)); err != nil {
+				t.Fatal(err)
+			}
+			if ic := jobInfo(s, "advised").Index; !ic.OK || ic.Index != "bill_0_status_id" || ic.Warning != "" || ic.DDL != "" {
+				t.Fatalf("after the advice ran: %+v", ic)
+			}
 		})
+	}
+}
+
+// TestIndexDDLNames: the advised index is named after the table and its
+// columns, quoted for the engine, and a name beyond PostgreSQL's 63 bytes
+// is cut with a hash of the whole, so two cut alike still differ.
+func TestIndexDDLNames(t *testing.T) {
+	t.Parallel()
+	my := &source{d: srcDialect{name: "mysql"}}
+	if got := my.indexDDL("bill_7", []string{"kind", "status", "id"}); got != "CREATE INDEX `bill_7_kind_status_id` ON `bill_7` (`kind`, `status`, `id`)" {
+		t.Errorf("mysql: %s", got)
+	}
+	pg := &source{d: srcDialect{name: "postgres", numbered: true}}
+	long := strings.Repeat("t", 60)
+	a := pg.indexDDL(long, []string{"status_a", "id"})
+	b := pg.indexDDL(long, []string{"status_b", "id"})
+	name := func(ddl string) string { return strings.Split(ddl, `"`)[1] }
+	if len(name(a)) != 63 || name(a) == name(b) || !strings.HasPrefix(name(a), long[:54]) {
+		t.Errorf("long names: %s / %s", a, b)
 	}
 }
 
@@ -533,7 +566,17 @@ func TestAddSQL(t *testing.T) {
 	if err := s.AddSQL(ctx, down); err != nil {
 		t.Fatal(err)
 	}
-	if ic := s.jobs["down"].index; ic.OK || !strings.HasPrefix(ic.Warning, "source unreachable at registration: source.databases[0]:") {
+	in := jobInfo(s, "down")
+	if ic := in.Index; ic.OK || !strings.HasPrefix(ic.Warning, "source unreachable at registration: source.databases[0]:") {
 		t.Fatalf("index check of an unreachable source: %+v", ic)
+	}
+	// Its statements were never checked: it runs nothing until they are.
+	if in.State != StateUnchecked || in.Error != in.Index.Warning {
+		t.Fatalf("state %q, error %q", in.State, in.Error)
+	}
+	st := s.cfg.State.(*memState)
+	runNow(s, "down", "0.0.0", "manual", base)
+	if runs := st.allRuns("down"); len(runs) != 0 {
+		t.Fatalf("an unchecked job ran: %+v", runs)
 	}
 }

@@ -13,7 +13,7 @@ import (
 // last fire time; per job the paused flag and the trigger requests; and
 // the runs (the store's JobFlags, JobItem and JobRun records).
 // *sqlstore.Store implements it in the task store's first database (schema
-// version 6).
+// versions 6 and 9).
 type State interface {
 	// JobFlags reads every job's paused flag and trigger sequence.
 	JobFlags(ctx context.Context) (map[string]store.JobFlags, error)

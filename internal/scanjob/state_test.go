@@ -78,7 +78,7 @@ func (m *memState) TakeItem(_ context.Context, job, item, node string, token int
 	defer m.mu.Unlock()
 	st := m.items[job+"\x00"+item]
 	if st == nil {
-		st = &store.JobItem{Job: job, Item: item}
+		st = &store.JobItem{Job: job, Item: item, Created: micro(now)}
 		m.items[job+"\x00"+item] = st
 	}
 	was := *st

@@ -21,6 +21,12 @@ type JobItem struct {
 	RunID     string // the unfinished run, "" when none
 	Cursor    string // its cursor (encoded key), "" from the start
 	LastFire  time.Time
+	// Created is when a node first took the item (its row was made): no
+	// fire time before it is the item's, so a node taking an item that
+	// never fired runs a fire time missed since then (misfire), and one
+	// of a brand-new job none from before it existed. Rows from before
+	// schema version 9 hold the time of that migration.
+	Created time.Time
 }
 
 // JobRun is one run of one item.

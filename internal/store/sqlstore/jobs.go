@@ -16,7 +16,8 @@ import (
 //
 //	ontime_job_flags  job → paused, trigger_seq (cluster-wide :pause, :trigger)
 //	ontime_job_items  (job, item) → holder node and fence token, the
-//	                  unfinished run and its cursor, last fire time
+//	                  unfinished run and its cursor, last fire time, the
+//	                  first take (created_at, schema version 9)
 //	ontime_job_runs   one row per run of one item; (job, started_at) for
 //	                  the newest-first listing, ended_at for retention
 //
@@ -70,10 +71,12 @@ var insertFlagRow = map[string]string{
 	"mysql":    `INSERT INTO ontime_job_flags (job) VALUES (?) ON DUPLICATE KEY UPDATE job = job`,
 }
 
+// insertItemRow makes an item's row when absent; created_at is the first
+// take (schema version 9, jobs_created.go).
 var insertItemRow = map[string]string{
-	"sqlite":   `INSERT INTO ontime_job_items (job, item, node_id, token) VALUES (?, ?, '', 0) ON CONFLICT (job, item) DO NOTHING`,
-	"postgres": `INSERT INTO ontime_job_items (job, item, node_id, token) VALUES (?, ?, '', 0) ON CONFLICT (job, item) DO NOTHING`,
-	"mysql":    `INSERT INTO ontime_job_items (job, item, node_id, token) VALUES (?, ?, '', 0) ON DUPLICATE KEY UPDATE job = job`,
+	"sqlite":   `INSERT INTO ontime_job_items (job, item, node_id, token, created_at) VALUES (?, ?, '', 0, ?) ON CONFLICT (job, item) DO NOTHING`,
+	"postgres": `INSERT INTO ontime_job_items (job, item, node_id, token, created_at) VALUES (?, ?, '', 0, ?) ON CONFLICT (job, item) DO NOTHING`,
+	"mysql":    `INSERT INTO ontime_job_items (job, item, node_id, token, created_at) VALUES (?, ?, '', 0, ?) ON DUPLICATE KEY UPDATE job = job`,
 }
 
 // JobFlags reads every job's paused flag and trigger sequence.
@@ -136,20 +139,20 @@ func (s *Store) TakeItem(ctx context.Context, job, item, node string, token int6
 			return err
 		}
 		defer tx.Rollback()
-		if _, err := tx.ExecContext(ctx, s.d.rebind(insertItemRow[s.d.name]), job, item); err != nil {
+		if _, err := tx.ExecContext(ctx, s.d.rebind(insertItemRow[s.d.name]), job, item, now.UnixMicro()); err != nil {
 			return err
 		}
 		lock := ""
 		if s.d.name != "sqlite" {
 			lock = " FOR UPDATE"
 		}
-		var last int64
+		var last, created int64
 		st = store.JobItem{Job: job, Item: item}
-		if err := tx.QueryRowContext(ctx, s.d.rebind(`SELECT node_id, token, run_id, cursor_val, last_fire FROM ontime_job_items WHERE job = ? AND item = ?`+lock), job, item).
-			Scan(&st.Owner, &st.Token, &st.RunID, &st.Cursor, &last); err != nil {
+		if err := tx.QueryRowContext(ctx, s.d.rebind(`SELECT node_id, token, run_id, cursor_val, last_fire, created_at FROM ontime_job_items WHERE job = ? AND item = ?`+lock), job, item).
+			Scan(&st.Owner, &st.Token, &st.RunID, &st.Cursor, &last, &created); err != nil {
 			return err
 		}
-		st.LastFire = fromMicros(last)
+		st.LastFire, st.Created = fromMicros(last), fromMicros(created)
 		if _, err := tx.ExecContext(ctx, s.d.rebind(`UPDATE ontime_job_items SET node_id = ?, token = ?, version = version + 1 WHERE job = ? AND item = ?`),
 			node, token, job, item); err != nil {
 			return err
@@ -246,7 +249,7 @@ func (s *Store) SaveRun(ctx context.Context, r *store.JobRun, token int64, finis
 // JobItems lists the job's item states by item.
 func (s *Store) JobItems(ctx context.Context, job string) (_ []store.JobItem, err error) {
 	defer classify(&err)
-	rows, err := s.coordDB().QueryContext(ctx, s.d.rebind(`SELECT item, node_id, token, run_id, cursor_val, last_fire FROM ontime_job_items WHERE job = ? ORDER BY item`), job)
+	rows, err := s.coordDB().QueryContext(ctx, s.d.rebind(`SELECT item, node_id, token, run_id, cursor_val, last_fire, created_at FROM ontime_job_items WHERE job = ? ORDER BY item`), job)
 	if err != nil {
 		return nil, fmt.Errorf("job items: %w", err)
 	}
@@ -254,11 +257,11 @@ func (s *Store) JobItems(ctx context.Context, job string) (_ []store.JobItem, er
 	var out []store.JobItem
 	for rows.Next() {
 		st := store.JobItem{Job: job}
-		var last int64
-		if err := rows.Scan(&st.Item, &st.Owner, &st.Token, &st.RunID, &st.Cursor, &last); err != nil {
+		var last, created int64
+		if err := rows.Scan(&st.Item, &st.Owner, &st.Token, &st.RunID, &st.Cursor, &last, &created); err != nil {
 			return nil, fmt.Errorf("job items: %w", err)
 		}
-		st.LastFire = fromMicros(last)
+		st.LastFire, st.Created = fromMicros(last), fromMicros(created)
 		out = append(out, st)
 	}
 	return out, rows.Err()

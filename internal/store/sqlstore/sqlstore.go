@@ -232,7 +232,9 @@ func (s *Store) connect(dsn string) (w, r *sql.DB, err error) {
 //	7  first_due_at on the task tables: the due time a task was submitted
 //	   with, kept when retries move due_at
 //	8  SQLite, PostgreSQL: the key indexes hold keyed rows only (schema8.go)
-const SchemaVersion = 8
+//	9  created_at on the scan jobs' items: the first take, the lower bound
+//	   of the fire times an item may have missed (jobs_created.go)
+const SchemaVersion = 9
 
 // migrateTo runs the step that brings a database from version v-1 to v.
 // Every statement is idempotent (IF NOT EXISTS, insert-if-absent), so a
@@ -270,6 +272,8 @@ func (s *Store) migrateTo(ctx context.Context, c *sql.Conn, v int) error {
 		}
 	case 8:
 		return s.migrateKeyed(ctx, c)
+	case 9:
+		return s.migrateJobCreated(ctx, c)
 	default:
 		return fmt.Errorf("no migration to schema version %d", v)
 	}
