@@ -12,6 +12,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/ontimehq/ontime/internal/cluster"
+	"github.com/ontimehq/ontime/internal/deliver"
 	"github.com/ontimehq/ontime/internal/schedule"
 	"github.com/ontimehq/ontime/internal/store"
 	"github.com/ontimehq/ontime/internal/task"
@@ -250,6 +251,25 @@ func (n *Node) buildSchedules() error {
 	}
 	n.sched = s
 	return nil
+}
+
+// misfireScreen stands between firing and delivery: the schedule service
+// judges the started tasks that are late beyond the misfire threshold
+// (schedule.Service.Screen), and those its schedule's misfire policy passes
+// over end cancelled with the reason, not delivered.
+type misfireScreen struct {
+	n        *Node // its sched is set before the node starts
+	outcomes interface{ Finish(t *task.Task, err error) }
+}
+
+func (m misfireScreen) Send(tasks []*task.Task) {
+	keep, missed := m.n.sched.Screen(context.Background(), tasks)
+	for _, ms := range missed {
+		m.outcomes.Finish(ms.Task, deliver.Drop(ms.Reason))
+	}
+	if len(keep) > 0 {
+		m.n.router.Send(keep)
+	}
 }
 
 // putConfigSchedules upserts the schedules of the config: an unchanged
