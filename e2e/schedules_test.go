@@ -317,7 +317,7 @@ func TestScheduleMisfireAfterDowntime(t *testing.T) {
 	cfg := ontime.DefaultConfig()
 	cfg.DataDir = t.TempDir()
 	cfg.Store.Tables = 2
-	cfg.Hot.Window = ontime.Duration(15 * time.Second) // lookahead 15s
+	cfg.Hot.Window = ontime.Duration(15 * time.Second)  // lookahead 15s
 	cfg.Cluster.LeaseTTL = ontime.Duration(time.Second) // misfire threshold 2s
 	cfg.Delivery.LeaseTTL = ontime.Duration(2 * time.Second)
 	const period, threshold = 6 * time.Second, 2 * time.Second
