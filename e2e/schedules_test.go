@@ -558,7 +558,7 @@ func TestSchedulesFromConfigAndGoAPI(t *testing.T) {
 		t.Fatalf("after delete: %v", err)
 	}
 	tk, err := n3.TriggerSchedule(ctx, "cfg")
-	if err != nil || !strings.HasPrefix(tk.Key, "cfg@") {
+	if err != nil || !strings.HasPrefix(tk.Key, "cfg+trigger@") {
 		t.Fatalf("trigger: %+v, %v", tk, err)
 	}
 }
