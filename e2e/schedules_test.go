@@ -456,12 +456,14 @@ func TestScheduleChangesWithdrawVisibly(t *testing.T) {
 			waitFor(t, 30*time.Second, "tasks withdrawn by the change", func() bool {
 				return reasons()["withdrawn: schedule nightly updated"] > 0
 			})
+			// The new definition's tasks (the triggered one waits too).
+			waitFor(t, 30*time.Second, "tasks made anew", func() bool { return waiting(t, c, topic) > 1 })
 			if _, err := c.DeleteSchedule(ctx, "nightly"); err != nil {
 				t.Fatal(err)
 			}
-			if n := reasons()["withdrawn: schedule nightly deleted"]; n == 0 {
-				t.Fatal("no task withdrawn by the delete")
-			}
+			waitFor(t, 30*time.Second, "tasks withdrawn by the delete", func() bool {
+				return reasons()["withdrawn: schedule nightly deleted"] > 0
+			})
 			g, err := c.Get(ctx, tk.ID)
 			if err != nil || g.Status != "pending" || g.Key != tk.Key || g.Attempts != 1 {
 				t.Fatalf("the triggered task after the change and the delete: %+v, %v", g, err)
