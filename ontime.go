@@ -350,7 +350,7 @@ func (n *Node) build(ctx context.Context, resolver Resolver) error {
 	if n.admin, err = topics.NewAdmin(n.store, n.topics, n.scan); err != nil {
 		return err
 	}
-	firer, err := fire.New(fire.Config{Store: n.store, Tier: n.tier, Planner: planner, Sender: n.router, Outcomes: comp,
+	firer, err := fire.New(fire.Config{Store: n.store, Tier: n.tier, Planner: planner, Sender: misfireScreen{n: n, outcomes: comp}, Outcomes: comp,
 		HeldBytes: comp.HeldBytes, Wait: comp.Wait, Drain: drain,
 		MaxLead: maxLead, DeliveryLease: deliveryLease, MaxBytes: cfg.Hot.MaxBytes, Paused: n.topics, Logger: n.log, Metrics: m})
 	if err != nil {

@@ -12,6 +12,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/ontimehq/ontime/internal/cluster"
+	"github.com/ontimehq/ontime/internal/deliver"
 	"github.com/ontimehq/ontime/internal/schedule"
 	"github.com/ontimehq/ontime/internal/store"
 	"github.com/ontimehq/ontime/internal/task"
@@ -23,8 +24,8 @@ var (
 	ErrScheduleExists   = store.ErrScheduleExists   // CreateSchedule of a name in use
 )
 
-// Misfire policies: what a schedule does about fire times missed while no
-// node was up (see Schedule.Misfire).
+// Misfire policies: what a schedule does about missed fire times (see
+// Schedule.Misfire).
 const (
 	MisfireSkip     = string(store.MisfireSkip)
 	MisfireFireOnce = string(store.MisfireFireOnce)
@@ -45,12 +46,16 @@ type Schedule struct {
 	TimeZone string       `yaml:"time_zone"`
 	Task     ScheduleTask `yaml:"task"`
 	// Misfire is skip (default: go on with the next future fire time) or
-	// fire_once (one task at once for all the missed fire times, then go
-	// on). A fire time is missed when no node made its task until it was
-	// older than twice cluster.lease_ttl: every node was down.
+	// fire_once (one delivery for all the missed fire times, then go on).
+	// A fire time is missed when it is twice cluster.lease_ttl old (the
+	// misfire threshold) and no node made its task yet (every node was
+	// down), or its task made ahead had not started yet (every node down
+	// after it was made, or delivery that far behind): such a task ends
+	// cancelled with the reason rather than delivered, but for fire_once's
+	// one delivery.
 	Misfire string `yaml:"misfire"`
 	// Paused: no task is made; the tasks already made and not yet started
-	// are withdrawn.
+	// are withdrawn (cancelled, with the reason as their last error).
 	Paused bool `yaml:"paused"`
 }
 
@@ -183,8 +188,9 @@ func (n *Node) Schedules(ctx context.Context) ([]*ScheduleInfo, error) {
 	return out, nil
 }
 
-// DeleteSchedule removes a schedule and withdraws its tasks not yet
-// started; it returns the schedule as it was.
+// DeleteSchedule removes a schedule and withdraws its tasks made ahead and
+// not yet started (cancelled, with the reason as their last error; a
+// triggered task stays); it returns the schedule as it was.
 func (n *Node) DeleteSchedule(ctx context.Context, name string) (*ScheduleInfo, error) {
 	r, err := n.sched.Delete(ctx, name)
 	if err != nil {
@@ -216,7 +222,8 @@ func (n *Node) ResumeSchedule(ctx context.Context, name string) (*ScheduleInfo, 
 }
 
 // TriggerSchedule makes one task of the schedule now, outside its cron
-// (paused schedules too), keyed by now as if now were a fire time.
+// (paused schedules too), keyed NAME+trigger@<RFC 3339 now>: no change or
+// delete of the schedule withdraws it.
 func (n *Node) TriggerSchedule(ctx context.Context, name string) (*Task, error) {
 	t, _, err := n.sched.Trigger(ctx, name)
 	if err != nil {
@@ -250,6 +257,25 @@ func (n *Node) buildSchedules() error {
 	}
 	n.sched = s
 	return nil
+}
+
+// misfireScreen stands between firing and delivery: the schedule service
+// judges the started tasks that are late beyond the misfire threshold
+// (schedule.Service.Screen), and those its schedule's misfire policy passes
+// over end cancelled with the reason, not delivered.
+type misfireScreen struct {
+	n        *Node // its sched is set before the node starts
+	outcomes interface{ Finish(t *task.Task, err error) }
+}
+
+func (m misfireScreen) Send(tasks []*task.Task) {
+	keep, missed := m.n.sched.Screen(context.Background(), tasks)
+	for _, ms := range missed {
+		m.outcomes.Finish(ms.Task, deliver.Drop(ms.Reason))
+	}
+	if len(keep) > 0 {
+		m.n.router.Send(keep)
+	}
 }
 
 // putConfigSchedules upserts the schedules of the config: an unchanged

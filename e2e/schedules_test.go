@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -229,7 +230,7 @@ func TestScheduleAPILifecycle(t *testing.T) {
 				return n >= 2
 			})
 			tk, err := c.TriggerSchedule(ctx, "tick")
-			if err != nil || !strings.HasPrefix(tk.Key, "tick@") || tk.Topic != "e2e.sched" {
+			if err != nil || !strings.HasPrefix(tk.Key, "tick+trigger@") || tk.Topic != "e2e.sched" {
 				t.Fatalf("trigger: %+v, %v", tk, err)
 			}
 			waitFor(t, 30*time.Second, "the triggered task delivered", func() bool { return rcv.delivered()[tk.ID] > 0 })
@@ -285,67 +286,83 @@ func TestScheduleAPILifecycle(t *testing.T) {
 	}
 }
 
-// TestScheduleMisfireAfterDowntime: a node is stopped for longer than the
-// tasks it made ahead cover, then started again on the same store. With
-// skip, the fire times missed meanwhile are not made; with fire_once, they
-// become one task, due at the restart. Tasks made before the stop are
-// delivered, late; every other fire time once, never early.
-func TestScheduleMisfireAfterDowntime(t *testing.T) {
-	t.Parallel()
-	rcv := newReceiver(t)
-	dir := t.TempDir()
-	cfg := ontime.DefaultConfig()
-	cfg.DataDir = dir
-	cfg.Store.Tables = 2
-	cfg.Hot.Window = ontime.Duration(time.Second)
-	cfg.Cluster.LeaseTTL = ontime.Duration(time.Second) // lookahead 3s, misfire threshold 2s
-	cfg.Delivery.LeaseTTL = ontime.Duration(2 * time.Second)
-	for _, m := range []string{"skip", "fire_once"} {
-		cfg.Schedules = append(cfg.Schedules, ontime.Schedule{Name: m, Cron: "@every 1s", Misfire: m,
-			Task: ontime.ScheduleTask{Topic: "e2e.misfire", Target: rcv.srv.URL}})
-	}
-	ctx := context.Background()
-	start := func() *ontime.Node {
-		n, err := ontime.NewNode(ctx, cfg)
+// cancelledOf returns the cancelled tasks of topic.
+func cancelledOf(t *testing.T, c apiClient, topic string) []apiv1.Task {
+	t.Helper()
+	var out []apiv1.Task
+	cursor := ""
+	for {
+		page, err := c.List(t.Context(), client.ListOptions{Topic: topic, Status: "cancelled", Limit: 1000, Cursor: cursor})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := n.Start(ctx); err != nil {
-			t.Fatal(err)
+		out = append(out, page.Tasks...)
+		if page.NextCursor == "" {
+			return out
 		}
-		return n
+		cursor = page.NextCursor
 	}
-	n1 := start()
-	waitFor(t, 30*time.Second, "fires before the stop", func() bool {
-		return len(fireCalls(rcv, "skip")) >= 3 && len(fireCalls(rcv, "fire_once")) >= 3
+}
+
+// TestScheduleMisfireAfterDowntime: a node is stopped past several fire
+// times, the first of them made into tasks ahead of time before the stop,
+// then started again on the same store. The misfire policy applies to
+// every missed fire time alike, made ahead or not: with skip none is
+// delivered, with fire_once exactly one, the last; the tasks made ahead
+// and passed over end cancelled with the reason. The schedule goes on at
+// its next fire time. Every delivery once, never early.
+func TestScheduleMisfireAfterDowntime(t *testing.T) {
+	t.Parallel()
+	rcv := newReceiver(t)
+	cfg := ontime.DefaultConfig()
+	cfg.DataDir = t.TempDir()
+	cfg.Store.Tables = 2
+	cfg.Hot.Window = ontime.Duration(15 * time.Second)  // lookahead 15s
+	cfg.Cluster.LeaseTTL = ontime.Duration(time.Second) // misfire threshold 2s
+	cfg.Delivery.LeaseTTL = ontime.Duration(2 * time.Second)
+	const period, threshold = 6 * time.Second, 2 * time.Second
+	for _, m := range []string{"skip", "fire_once"} {
+		cfg.Schedules = append(cfg.Schedules, ontime.Schedule{Name: m, Cron: "@every 6s", Misfire: m,
+			Task: ontime.ScheduleTask{Topic: "e2e.misfire", Target: rcv.srv.URL}})
+	}
+	ctx := context.Background()
+	_, n1 := runNode(t, cfg)
+	waitFor(t, 60*time.Second, "fires before the stop", func() bool {
+		return len(fireCalls(rcv, "skip")) >= 2 && len(fireCalls(rcv, "fire_once")) >= 2
 	})
-	stoppedAt := time.Now()
 	if err := n1.Stop(ctx); err != nil {
 		t.Fatal(err)
 	}
-	const lookahead, threshold = 3 * time.Second, 2 * time.Second
-	time.Sleep(8 * time.Second)
-	restartAt := time.Now()
-	n2 := start()
-	defer n2.Stop(ctx)
-	waitFor(t, 30*time.Second, "fires after the restart", func() bool {
-		ok := true
+	stoppedAt := time.Now()
+	// The restart: 2.5s after the fire time last, at least 12s after the
+	// stop (so at least three fire times passed meanwhile, the first made
+	// ahead: at least 7.5s of them were), when it is past the threshold and
+	// the next one is 3.5s away: the restarted node starts the overdue
+	// tasks well within that.
+	last := time.UnixMilli(stoppedAt.Add(18*time.Second).UnixMilli() / period.Milliseconds() * period.Milliseconds())
+	restartAt := last.Add(2500 * time.Millisecond)
+	time.Sleep(time.Until(restartAt))
+	url, _ := runNode(t, cfg)
+	c := newAPIClient(t, url)
+	waitFor(t, 60*time.Second, "two fires after the restart", func() bool {
 		for _, m := range []string{"skip", "fire_once"} {
 			n := 0
 			for _, fc := range fireCalls(rcv, m) {
-				if fc.Fire.After(restartAt.Add(2 * time.Second)) {
+				if fc.Fire.After(restartAt) {
 					n++
 				}
 			}
-			ok = ok && n >= 2
+			if n < 2 {
+				return false
+			}
 		}
-		return ok
+		return true
 	})
-	// Missed: made by nobody before the stop, older than the threshold at the restart.
-	missedFrom, missedTo := stoppedAt.Add(lookahead), restartAt.Add(-threshold)
+	cancelled := cancelledOf(t, c, "e2e.misfire")
 	for _, m := range []string{"skip", "fire_once"} {
-		var catchUp []fireCall
 		seen := map[string]string{}
+		var missed []string // delivered for a fire time of the downtime
+		next := false
 		for _, fc := range fireCalls(rcv, m) {
 			if prev, ok := seen[fc.Key]; ok && prev != fc.ID {
 				t.Errorf("%s: two tasks for one fire time", fc.Key)
@@ -354,30 +371,104 @@ func TestScheduleMisfireAfterDowntime(t *testing.T) {
 			if fc.At.Before(fc.DueAt) || fc.At.Before(fc.Fire) {
 				t.Errorf("%s delivered early", fc.Key)
 			}
-			// A fire time made late is due when made; one made later than
-			// the threshold can only be the catch-up task.
-			if fc.DueAt.Sub(fc.Fire) >= threshold {
-				catchUp = append(catchUp, fc)
-				continue
+			if fc.Fire.After(stoppedAt) && !fc.Fire.After(restartAt) {
+				missed = append(missed, fc.Key)
 			}
-			if fc.Fire.After(missedFrom) && !fc.Fire.After(missedTo) {
-				t.Errorf("%s: a missed fire time (%s..%s) made as such", fc.Key, missedFrom, missedTo)
-			}
+			next = next || fc.Fire.Equal(last.Add(period))
 		}
-		want := 0
+		var want []string
 		if m == "fire_once" {
-			want = 1
+			want = []string{m + "@" + last.UTC().Format(time.RFC3339Nano)}
 		}
-		if len(catchUp) != want {
-			t.Fatalf("%s: %d catch-up tasks %+v, want %d", m, len(catchUp), catchUp, want)
+		if !slices.Equal(missed, want) {
+			t.Errorf("%s: delivered %v for the fire times missed (%s..%s), want %v", m, missed, stoppedAt, restartAt, want)
 		}
-		if want == 1 {
-			fc := catchUp[0]
-			if !fc.Fire.After(missedFrom) || fc.DueAt.Before(restartAt) {
-				t.Fatalf("catch-up task %s due %s: want the last missed fire time, due at the restart (%s)", fc.Key, fc.DueAt, restartAt)
+		if !next {
+			t.Errorf("%s: the next fire time after the restart, %s, not delivered", m, last.Add(period))
+		}
+		// The tasks made ahead and passed over: cancelled, with the reason.
+		passed := 0
+		for _, tk := range cancelled {
+			if strings.HasPrefix(tk.Key, m+"@") {
+				passed++
+				if !strings.HasPrefix(tk.LastError, "missed: fire time") || !strings.Contains(tk.LastError, "(misfire "+m+")") {
+					t.Errorf("%s: cancelled with %q", tk.Key, tk.LastError)
+				}
 			}
 		}
-		t.Logf("%s: %d fires, %d catch-up", m, len(seen), len(catchUp))
+		if passed == 0 {
+			t.Errorf("%s: no task made ahead passed over", m)
+		}
+		t.Logf("%s: %d fires, %d made ahead passed over", m, len(seen), passed)
+	}
+}
+
+// TestScheduleChangesWithdrawVisibly: a change and the delete of a
+// schedule withdraw its tasks made ahead — cancelled with the reason, each
+// still answering by its id — and never the task a user triggered, even
+// while it waits for a retry.
+func TestScheduleChangesWithdrawVisibly(t *testing.T) {
+	for _, engine := range testdb.Engines {
+		t.Run(engine, func(t *testing.T) {
+			t.Parallel()
+			rcv := newReceiver(t)
+			rcv.status = func(c call) int { // the triggered task fails
+				if k, _ := c.Body["key"].(string); strings.Contains(k, "+trigger@") {
+					return http.StatusServiceUnavailable
+				}
+				return http.StatusOK
+			}
+			c, _ := startNode(t, engine, func(cfg *ontime.Config) {
+				cfg.Delivery.RetryBase = ontime.Duration(time.Minute)
+				cfg.Delivery.RetryMax = ontime.Duration(time.Minute)
+			})
+			ctx := t.Context()
+			const topic = "e2e.withdraw"
+			req := client.ScheduleRequest{Name: "nightly", Cron: "@every 1s", Task: client.ScheduleTask{Topic: topic, Target: rcv.srv.URL}}
+			if _, err := c.CreateSchedule(ctx, req); err != nil {
+				t.Fatal(err)
+			}
+			tk, err := c.TriggerSchedule(ctx, "nightly")
+			if err != nil || !strings.HasPrefix(tk.Key, "nightly+trigger@") {
+				t.Fatalf("trigger: %+v, %v", tk, err)
+			}
+			waitFor(t, 30*time.Second, "the triggered task failed once, its retry a minute away", func() bool {
+				g, err := c.Get(ctx, tk.ID)
+				return err == nil && g.Status == "pending" && g.Attempts == 1
+			})
+			reasons := func() map[string]int {
+				out := map[string]int{}
+				for _, ct := range cancelledOf(t, c, topic) {
+					if ct.Key != "" || !strings.HasPrefix(ct.LastError, "withdrawn: ") {
+						t.Fatalf("cancelled %+v", ct)
+					}
+					if got, err := c.Get(ctx, ct.ID); err != nil || got.Status != "cancelled" {
+						t.Fatalf("withdrawn task %s by its id: %+v, %v", ct.ID, got, err)
+					}
+					out[ct.LastError]++
+				}
+				return out
+			}
+			req.Task.Payload = payload(t, map[string]int{"v": 2})
+			if _, _, err := c.PutSchedule(ctx, "nightly", req); err != nil {
+				t.Fatal(err)
+			}
+			waitFor(t, 30*time.Second, "tasks withdrawn by the change", func() bool {
+				return reasons()["withdrawn: schedule nightly updated"] > 0
+			})
+			// The new definition's tasks (the triggered one waits too).
+			waitFor(t, 30*time.Second, "tasks made anew", func() bool { return waiting(t, c, topic) > 1 })
+			if _, err := c.DeleteSchedule(ctx, "nightly"); err != nil {
+				t.Fatal(err)
+			}
+			waitFor(t, 30*time.Second, "tasks withdrawn by the delete", func() bool {
+				return reasons()["withdrawn: schedule nightly deleted"] > 0
+			})
+			g, err := c.Get(ctx, tk.ID)
+			if err != nil || g.Status != "pending" || g.Key != tk.Key || g.Attempts != 1 {
+				t.Fatalf("the triggered task after the change and the delete: %+v, %v", g, err)
+			}
+		})
 	}
 }
 
@@ -469,7 +560,7 @@ func TestSchedulesFromConfigAndGoAPI(t *testing.T) {
 		t.Fatalf("after delete: %v", err)
 	}
 	tk, err := n3.TriggerSchedule(ctx, "cfg")
-	if err != nil || !strings.HasPrefix(tk.Key, "cfg@") {
+	if err != nil || !strings.HasPrefix(tk.Key, "cfg+trigger@") {
 		t.Fatalf("trigger: %+v, %v", tk, err)
 	}
 }

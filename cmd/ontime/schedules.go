@@ -35,8 +35,9 @@ times have been made into tasks.`,
 			call: func(ctx context.Context, c *client.Client, n string) (*client.Schedule, error) {
 				return c.GetSchedule(ctx, n)
 			}},
-		{use: "delete NAME", short: "Delete a schedule", long: `Delete a schedule. Its tasks made ahead and not yet started are withdrawn; a
-task already running is delivered. Prints the schedule as it was.`,
+		{use: "delete NAME", short: "Delete a schedule", long: `Delete a schedule. Its tasks made ahead and not yet started are withdrawn
+(cancelled, with the reason as their last error); a task already running is
+delivered, a triggered one is kept. Prints the schedule as it was.`,
 			call: func(ctx context.Context, c *client.Client, n string) (*client.Schedule, error) {
 				return c.DeleteSchedule(ctx, n)
 			}},
@@ -95,9 +96,9 @@ func newSchedulesPutCmd(g *globals) *cobra.Command {
 place: fire times already passed are not made again, and its tasks made
 ahead are made anew under the new definition.
 
---misfire says what happens to fire times missed while no node was up: skip
-(the default) goes on with the next one; fire_once makes one task at once
-for all of them.`,
+--misfire says what happens to fire times missed (no node up, or their tasks
+made ahead starting later than the misfire threshold): skip (the default)
+goes on with the next one; fire_once delivers one task for all of them.`,
 		Example: `  ontime schedules put nightly --cron "0 2 * * *" --tz Europe/Berlin \
       --topic report.nightly --target https://reports.example/run --data '{"kind": "daily"}'
   ontime schedules put beat --cron "@every 10s" --topic beat --misfire fire_once`,
@@ -154,7 +155,8 @@ func newSchedulesTriggerCmd(g *globals) *cobra.Command {
 		Use:   "trigger NAME",
 		Short: "Make one task of a schedule now",
 		Long: `Make one task of the schedule now, outside its cron expression (a paused
-schedule too), keyed NAME@<now>. Prints the task.`,
+schedule too), keyed NAME+trigger@<now>. A change or delete of the schedule
+does not withdraw it. Prints the task.`,
 		Example: `  ontime schedules trigger nightly`,
 		Args:    exactArgs(1, "schedule name"),
 		RunE: runOne(g, func(ctx context.Context, c *client.Client, name string) (*client.Task, error) {

@@ -41,13 +41,18 @@ func TestCLISchedules(t *testing.T) {
 		t.Fatalf("resume: %d %q", code, out)
 	}
 	code, out, _ = c.run("schedules", "trigger", "nightly", "--json")
-	var tk struct{ Key, Topic, Status string }
-	if code != 0 || json.Unmarshal([]byte(out), &tk) != nil || !strings.HasPrefix(tk.Key, "nightly@") || tk.Topic != "cli.sched" {
+	var tk struct{ ID, Key, Topic, Status string }
+	if code != 0 || json.Unmarshal([]byte(out), &tk) != nil || !strings.HasPrefix(tk.Key, "nightly+trigger@") || tk.Topic != "cli.sched" {
 		t.Fatalf("trigger: %d %q", code, out)
 	}
 	code, out, _ = c.run("schedules", "delete", "nightly")
 	if code != 0 || !strings.Contains(out, "nightly") {
 		t.Fatalf("delete: %d %q", code, out)
+	}
+	// The triggered task outlives its schedule.
+	code, out, errs = c.run("get", tk.ID)
+	if code != 0 || !strings.Contains(out, tk.Key) {
+		t.Fatalf("get of the triggered task after the delete: %d %q %q", code, out, errs)
 	}
 	for _, tc := range []struct {
 		args []string

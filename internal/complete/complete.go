@@ -310,7 +310,7 @@ func (c *Completer) HeldBytes() int64 { return c.heldBytes.Load() }
 //	lane full, node stopping         again soon, no attempt used
 //	breaker open                     again when the destination may answer, no attempt used (deferral)
 //	Snooze(d)                        again in d, no attempt used
-//	Cancel(err)                      cancelled, final
+//	Cancel(err), Drop(reason)        cancelled, final
 //	Permanent(err), attempts spent   dead (logged at WARN)
 //	any other error                  again after the retry policy's backoff
 func (c *Completer) outcome(t *task.Task, err error) store.Outcome {
@@ -343,7 +343,7 @@ func (c *Completer) outcome(t *task.Task, err error) store.Outcome {
 		o.Cancelled = true
 		o.Error = errText(err)
 		c.m.Outcomes.WithLabelValues("cancelled").Inc()
-		c.log.Info("task cancelled by its handler", "id", t.ID, "topic", t.Topic, "attempt", t.Attempts, "err", err)
+		c.log.Info("task cancelled", "id", t.ID, "topic", t.Topic, "attempt", t.Attempts, "err", err)
 	case deliver.IsPermanent(err) || t.Attempts >= t.MaxAttempts:
 		o.Dead = true
 		o.Error = errText(err)

@@ -28,9 +28,15 @@ func SnoozedFor(err error) (time.Duration, bool) {
 	return 0, false
 }
 
-type cancelError struct{ err error }
+type cancelError struct {
+	err    error
+	reason string // Drop's: said as it is, not as the handler's
+}
 
 func (c *cancelError) Error() string {
+	if c.reason != "" {
+		return c.reason
+	}
 	if c.err == nil {
 		return "cancelled by its handler"
 	}
@@ -41,6 +47,11 @@ func (c *cancelError) Unwrap() error { return c.err }
 // Cancel stops the task for good: no retry, status cancelled, err (may be
 // nil) kept as its last error.
 func Cancel(err error) error { return &cancelError{err: err} }
+
+// Drop ends a task without delivering it, for a reason of the node's own
+// (a schedule's misfire policy passed its fire time over): cancelled as by
+// Cancel, with reason as its last error.
+func Drop(reason string) error { return &cancelError{reason: reason} }
 
 // IsCancel reports whether err, or an error it wraps, is a Cancel.
 func IsCancel(err error) bool {

@@ -52,4 +52,8 @@ func TestSnoozeAndCancelWrappers(t *testing.T) {
 	if Cancel(nil).Error() != "cancelled by its handler" {
 		t.Fatalf("Cancel(nil): %q", Cancel(nil).Error())
 	}
+	// Drop: cancelled, its reason said as it is (not the handler's).
+	if d := Drop("missed: fire time x"); !IsCancel(d) || d.Error() != "missed: fire time x" || IsPermanent(d) {
+		t.Fatalf("Drop: IsCancel %v, %q", IsCancel(d), d.Error())
+	}
 }

@@ -3,6 +3,7 @@ package schedule
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/ontimehq/ontime/internal/cronspec"
@@ -27,6 +28,28 @@ func Key(name string, at time.Time) string {
 // KeyRange bounds, as [lo, hi), the keys of every fire time of name: they
 // all begin with "NAME@", and 'A' follows '@' in byte order.
 func KeyRange(name string) (lo, hi string) { return name + "@", name + "A" }
+
+// TriggerKey is the task key of a trigger at: NAME+trigger@<RFC 3339 time
+// in UTC>. '+' sorts before '@' and is not allowed in names, so no
+// schedule's KeyRange holds it: a change or delete of the schedule never
+// withdraws what a user triggered, nor does the misfire policy judge it.
+func TriggerKey(name string, at time.Time) string {
+	return name + "+trigger@" + at.UTC().Format(time.RFC3339Nano)
+}
+
+// ParseKey is Key's inverse: the schedule name and fire time of a fire
+// time's key; false for any other key (a trigger's, a user's).
+func ParseKey(key string) (name string, at time.Time, ok bool) {
+	name, ts, found := strings.Cut(key, "@")
+	if !found || ValidateName(name) != nil {
+		return "", time.Time{}, false
+	}
+	at, err := time.Parse(time.RFC3339Nano, ts)
+	if err != nil || Key(name, at) != key {
+		return "", time.Time{}, false
+	}
+	return name, at, true
+}
 
 func fieldErr(field, format string, args ...any) error {
 	return &task.FieldError{Field: field, Message: fmt.Sprintf(format, args...)}

@@ -8,7 +8,10 @@ type metrics struct {
 	made      prometheus.Counter     // tasks made from fire times (not found existing by key)
 	missed    *prometheus.CounterVec // misfire: skip | fire_once
 	withdrawn prometheus.Counter
-	failures  prometheus.Counter
+	// firesMissed: tasks made ahead that started later than the misfire
+	// threshold and were not delivered (Screen), by misfire policy.
+	firesMissed *prometheus.CounterVec
+	failures    prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -19,11 +22,13 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Help: "Times a schedule found fire times missed while no node made them, by misfire policy."}, []string{"misfire"}),
 		withdrawn: prometheus.NewCounter(prometheus.CounterOpts{Name: "ontime_schedule_tasks_withdrawn_total",
 			Help: "Tasks made ahead and withdrawn because their schedule changed, was paused or deleted."}),
+		firesMissed: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "ontime_schedule_fires_missed_total",
+			Help: "Tasks made ahead that started later than the misfire threshold and were cancelled, not delivered, by misfire policy."}, []string{"misfire"}),
 		failures: prometheus.NewCounter(prometheus.CounterOpts{Name: "ontime_schedule_round_failures_total",
 			Help: "Schedule rounds that failed on the store (retried)."}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.made, m.missed, m.withdrawn, m.failures)
+		reg.MustRegister(m.made, m.missed, m.withdrawn, m.firesMissed, m.failures)
 	}
 	return m
 }

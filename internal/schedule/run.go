@@ -179,13 +179,17 @@ func (s *Service) nextLook(spec cronspec.Spec, cursor, now time.Time) time.Time 
 const roundPhase = 500 * time.Millisecond
 
 // withdraw applies a change of definition: the tasks made under the old
-// one and not yet due are deleted, and the cursor comes back to now so the
-// new definition makes its own. r's progress is updated; false when the
+// one and not yet due are withdrawn (cancelled, their keys freed), and the
+// cursor comes back to now so the new definition makes its own. r's progress is updated; false when the
 // row changed meanwhile (the next round reads it again).
 func (s *Service) withdraw(ctx context.Context, r *store.Schedule, now time.Time) bool {
 	if r.MadeTopic != "" {
 		lo, hi := KeyRange(r.Name)
-		n, err := s.st.WithdrawFires(ctx, r.MadeTopic, lo, hi, now)
+		why := "withdrawn: schedule " + r.Name + " updated"
+		if r.Paused {
+			why = "withdrawn: schedule " + r.Name + " paused"
+		}
+		n, err := s.st.WithdrawFires(ctx, r.MadeTopic, lo, hi, now, why)
 		if err != nil {
 			if ctx.Err() == nil {
 				s.log.Warn("schedule: withdrawing tasks failed", "schedule", r.Name, "err", err)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -66,13 +67,14 @@ type fixture struct {
 	ctx   context.Context
 }
 
-// setup opens a fresh store of engine; the clock starts an hour ahead of
-// real time (so the submit path keeps due times as given), on a whole
-// second.
+// setup opens a fresh store of engine, with the default key hold (a final
+// task keeps its key from a new one for 10 minutes); the clock starts an
+// hour ahead of real time (so the submit path keeps due times as given),
+// on a whole second.
 func setup(t *testing.T, engine string) *fixture {
 	t.Helper()
 	st, err := sqlstore.Open(context.Background(), sqlstore.Config{Driver: engine, DSNs: testdb.DSNs(t, engine, 1),
-		Tables: stagetest.Tables, Segments: stagetest.Segments})
+		Tables: stagetest.Tables, Segments: stagetest.Segments, KeyHold: 10 * time.Minute})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -111,27 +113,72 @@ func every(name, d string) store.ScheduleDef {
 		Task: store.ScheduleTask{Topic: topic, Payload: []byte(`{"v":1}`), Target: "http://127.0.0.1:9/hook", MaxAttempts: 3}}
 }
 
-// tasks returns the tasks of topic by key.
-func (f *fixture) tasks() map[string]*task.Task {
+// all returns every task of topic.
+func (f *fixture) all() []*task.Task {
 	f.t.Helper()
-	out := map[string]*task.Task{}
+	var out []*task.Task
 	after := ""
 	for {
 		page, err := f.st.List(f.ctx, store.ListFilter{Topic: topic, Limit: 1000, After: after})
 		if err != nil {
 			f.t.Fatal(err)
 		}
-		for _, tk := range page {
-			if out[tk.Key] != nil {
-				f.t.Fatalf("two tasks with key %s", tk.Key)
-			}
-			out[tk.Key] = tk
-		}
+		out = append(out, page...)
 		if len(page) < 1000 {
 			return out
 		}
 		after = page[len(page)-1].ID
 	}
+}
+
+// tasks returns the keyed tasks of topic by key: withdrawn ones gave up
+// their keys (withdrawn lists them).
+func (f *fixture) tasks() map[string]*task.Task {
+	f.t.Helper()
+	out := map[string]*task.Task{}
+	for _, tk := range f.all() {
+		if tk.Key == "" {
+			continue
+		}
+		if out[tk.Key] != nil {
+			f.t.Fatalf("two tasks with key %s", tk.Key)
+		}
+		out[tk.Key] = tk
+	}
+	return out
+}
+
+// wantWithdrawn fails unless the tasks of topic without a key (withdrawn
+// tasks give theirs up) are exactly one per due time in dues, each
+// cancelled with reason and found by its id.
+func (f *fixture) wantWithdrawn(what, reason string, dues []time.Time) {
+	f.t.Helper()
+	var got []time.Time
+	for _, tk := range f.all() {
+		if tk.Key != "" {
+			continue
+		}
+		if tk.Status != task.StatusCancelled || tk.LastError != reason {
+			f.t.Fatalf("%s: task %s without a key: %s, %q; want cancelled, %q", what, tk.ID, tk.Status, tk.LastError, reason)
+		}
+		if byID, err := f.st.Get(f.ctx, tk.ID); err != nil || byID.Status != task.StatusCancelled {
+			f.t.Fatalf("%s: withdrawn task %s by its id: %+v, %v", what, tk.ID, byID, err)
+		}
+		got = append(got, tk.DueAt)
+	}
+	slices.SortFunc(got, time.Time.Compare)
+	if !slices.EqualFunc(got, dues, time.Time.Equal) {
+		f.t.Fatalf("%s: withdrawn tasks due %v\nwant %v", what, got, dues)
+	}
+}
+
+// dues are the fire times of @every step in (from, to].
+func dues(from, to time.Time, step time.Duration) []time.Time {
+	var out []time.Time
+	for t := from.Truncate(step).Add(step); !t.After(to); t = t.Add(step) {
+		out = append(out, t)
+	}
+	return out
 }
 
 // fireKeys are the keys of name's fire times in (from, to] for @every
@@ -301,7 +348,7 @@ func TestPassedFireTimesNotMadeAgain(t *testing.T) {
 		a.Round(f.ctx)
 		f.wantKeys("made", fireKeys("once", t0, t0.Add(lookahead), 2*time.Second))
 		lo, hi := schedule.KeyRange("once")
-		if n, err := f.st.WithdrawFires(f.ctx, topic, lo, hi, t0.Add(-time.Hour)); err != nil || n != 5 {
+		if n, err := f.st.WithdrawFires(f.ctx, topic, lo, hi, t0.Add(-time.Hour), "gone"); err != nil || n != 5 {
 			t.Fatalf("deleting the rows: %d, %v", n, err)
 		}
 		a.Round(f.ctx)
@@ -369,6 +416,8 @@ func TestPauseResume(t *testing.T) {
 		}
 		svc.Round(f.ctx)
 		f.wantKeys("paused: tasks ahead withdrawn", nil)
+		// Withdrawn, not deleted: cancelled with the reason.
+		f.wantWithdrawn("paused", "withdrawn: schedule p paused", dues(t0, t0.Add(lookahead), time.Second))
 		f.clock.Add(30 * time.Second)
 		svc.Round(f.ctx)
 		f.wantKeys("paused for 30s", nil)
@@ -382,6 +431,7 @@ func TestPauseResume(t *testing.T) {
 		svc.Round(f.ctx)
 		now := f.clock.Now()
 		f.wantKeys("resumed", fireKeys("p", now, now.Add(lookahead), time.Second))
+		f.wantWithdrawn("resumed", "withdrawn: schedule p paused", dues(t0, t0.Add(lookahead), time.Second))
 	})
 }
 
@@ -409,9 +459,14 @@ func TestPutReplacesTasksNotYetDue(t *testing.T) {
 		}
 		svc.Round(f.ctx)
 		now := f.clock.Now()
-		// Fire times up to now stay as made; those ahead follow the new definition.
+		// Fire times up to now stay as made; those ahead follow the new
+		// definition, under their keys again for the fire times both have
+		// (the withdrawn tasks gave them up, the key hold
+		// notwithstanding); the withdrawn ones are cancelled with the
+		// reason.
 		keys := append(fireKeys("put", t0, now, time.Second), fireKeys("put", now, now.Add(lookahead), 2*time.Second)...)
 		got := f.wantKeys("after replace", keys)
+		f.wantWithdrawn("after replace", "withdrawn: schedule put updated", dues(now, t0.Add(lookahead), time.Second))
 		for k, tk := range got {
 			want := `{"v":1}`
 			if tk.DueAt.After(now) {
@@ -430,6 +485,7 @@ func TestDeleteWithdraws(t *testing.T) {
 	forEngines(t, func(t *testing.T, engine string) {
 		f := setup(t, engine)
 		svc := f.service("n1", nil)
+		t0 := f.clock.Now()
 		if _, err := svc.Create(f.ctx, every("del", "1s")); err != nil {
 			t.Fatal(err)
 		}
@@ -452,6 +508,8 @@ func TestDeleteWithdraws(t *testing.T) {
 				t.Fatalf("task %s left after delete", k)
 			}
 		}
+		// Withdrawn, not deleted: each still answers by its id.
+		f.wantWithdrawn("after delete", "withdrawn: schedule del deleted", dues(t0, t0.Add(lookahead), time.Second))
 		if _, err := svc.Get(f.ctx, "del"); !errors.Is(err, store.ErrScheduleNotFound) {
 			t.Fatalf("get after delete: %v", err)
 		}
@@ -599,11 +657,53 @@ func TestTrigger(t *testing.T) {
 			t.Fatalf("trigger: %v, created %v", err, created)
 		}
 		now := f.clock.Now()
-		if tk.Key != schedule.Key("trig", now) || tk.Topic != topic || string(tk.Payload) != `{"v":1}` || tk.MaxAttempts != 3 {
+		if tk.Key != schedule.TriggerKey("trig", now) || tk.Topic != topic || string(tk.Payload) != `{"v":1}` || tk.MaxAttempts != 3 {
 			t.Fatalf("triggered task %+v", tk)
 		}
 		svc.Round(f.ctx)
 		f.wantKeys("paused, triggered once", []string{tk.Key})
+	})
+}
+
+// TestTriggeredTaskNotWithdrawn: a triggered task is not the schedule's
+// fire time: neither a change nor the delete of the schedule withdraws
+// it, even while it waits for a retry (due later than the change).
+func TestTriggeredTaskNotWithdrawn(t *testing.T) {
+	forEngines(t, func(t *testing.T, engine string) {
+		f := setup(t, engine)
+		svc := f.service("n1", nil)
+		if _, err := svc.Create(f.ctx, every("nightly", "1h")); err != nil {
+			t.Fatal(err)
+		}
+		tk, _, err := svc.Trigger(f.ctx, "nightly")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if lo, hi := schedule.KeyRange("nightly"); tk.Key >= lo && tk.Key < hi {
+			t.Fatalf("trigger key %s in the schedule's range [%s, %s)", tk.Key, lo, hi)
+		}
+		if _, _, ok := schedule.ParseKey(tk.Key); ok {
+			t.Fatalf("trigger key %s parses as a fire time's", tk.Key)
+		}
+		// Its delivery failed: the retry is due in a minute.
+		retry := f.clock.Now().Add(time.Minute)
+		if _, err := f.st.Update(f.ctx, tk.ID, store.Patch{DueAt: &retry}); err != nil {
+			t.Fatal(err)
+		}
+		d := every("nightly", "1h")
+		d.Task.Payload = []byte(`{"v":2}`)
+		if _, _, err := svc.Put(f.ctx, d); err != nil {
+			t.Fatal(err)
+		}
+		svc.Round(f.ctx)
+		if _, err := svc.Delete(f.ctx, "nightly"); err != nil {
+			t.Fatal(err)
+		}
+		svc.Round(f.ctx)
+		got, err := f.st.Get(f.ctx, tk.ID)
+		if err != nil || got.Status != task.StatusPending || got.Key != tk.Key || !got.DueAt.Equal(retry) {
+			t.Fatalf("triggered task after the schedule's change and delete: %+v, %v", got, err)
+		}
 	})
 }
 
@@ -661,4 +761,190 @@ func TestLoop(t *testing.T) {
 	stagetest.Eventually(t, "tasks made by the loop", func() bool { return len(f.tasks()) >= int(lookahead/time.Second)-1 })
 	svc.Stop()
 	svc.Stop()
+}
+
+// started returns copies of the keyed tasks of topic as their first start
+// returns them (attempt 1), by key.
+func (f *fixture) started() map[string]*task.Task {
+	f.t.Helper()
+	out := map[string]*task.Task{}
+	for k, tk := range f.tasks() {
+		c := *tk
+		c.Attempts = 1
+		out[k] = &c
+	}
+	return out
+}
+
+// screen runs svc.Screen over tasks and returns the keys it delivers and
+// the reasons of those it passes over, by key.
+func screen(t *testing.T, svc *schedule.Service, tasks map[string]*task.Task) (deliver []string, missed map[string]string) {
+	t.Helper()
+	var in []*task.Task
+	for _, k := range sortedKeys(tasks) {
+		in = append(in, tasks[k])
+	}
+	keep, out := svc.Screen(context.Background(), in)
+	for _, tk := range keep {
+		deliver = append(deliver, tk.Key)
+	}
+	missed = map[string]string{}
+	for _, m := range out {
+		missed[m.Task.Key] = m.Reason
+	}
+	if len(deliver)+len(missed) != len(in) {
+		t.Fatalf("screen: %d delivered + %d missed of %d", len(deliver), len(missed), len(in))
+	}
+	return deliver, missed
+}
+
+// TestMadeAheadMissed: every node down after tasks were made ahead, then
+// one back. The tasks made ahead now late beyond the misfire threshold
+// follow the misfire policy where they are delivered (Screen): skip
+// delivers none of them; fire_once delivers one for every missed fire time
+// together — the last one made ahead when the owner had made it, else the
+// owner's catch-up task. Younger fire times are delivered, late. The
+// overdue tasks may start before the owner's round or after it: the
+// outcome is the same.
+func TestMadeAheadMissed(t *testing.T) {
+	for _, policy := range []store.Misfire{store.MisfireSkip, store.MisfireFireOnce} {
+		t.Run(string(policy), func(t *testing.T) {
+			forEngines(t, func(t *testing.T, engine string) {
+				for _, c := range []struct {
+					name string
+					down time.Duration
+				}{
+					// The tasks made ahead reach past the threshold: the
+					// last missed fire time was made ahead.
+					{"made_ahead_past_the_threshold", misfire + lookahead/2},
+					// An hour: the owner finds fire times missed too.
+					{"an_hour", time.Hour},
+				} {
+					for _, roundFirst := range []bool{false, true} {
+						t.Run(fmt.Sprintf("%s/round_first_%v", c.name, roundFirst), func(t *testing.T) {
+							testMadeAheadMissed(t, engine, policy, c.down, roundFirst)
+						})
+					}
+				}
+			})
+		})
+	}
+}
+
+func testMadeAheadMissed(t *testing.T, engine string, policy store.Misfire, down time.Duration, roundFirst bool) {
+	f := setup(t, engine)
+	reg := prometheus.NewRegistry()
+	svc := f.service("n1", func(cf *schedule.Config) { cf.Registerer = reg })
+	t0 := f.clock.Now()
+	d := every("ahead", "1s")
+	d.Misfire = policy
+	if _, err := svc.Create(f.ctx, d); err != nil {
+		t.Fatal(err)
+	}
+	svc.Round(f.ctx) // tasks made through T0+lookahead, then every node down
+	f.clock.Add(down)
+	now := f.clock.Now()
+	limit := now.Add(-misfire)
+	// Each task is judged once, at its first start: those there before the
+	// round, then those the round made.
+	var deliver []string
+	missed := map[string]string{}
+	judged := map[string]bool{}
+	judge := func() {
+		todo := map[string]*task.Task{}
+		for k, tk := range f.started() {
+			if !judged[k] {
+				todo[k], judged[k] = tk, true
+			}
+		}
+		dl, ms := screen(t, svc, todo)
+		deliver = append(deliver, dl...)
+		maps.Copy(missed, ms)
+	}
+	if !roundFirst {
+		judge()
+	}
+	svc.Round(f.ctx)
+	judge()
+
+	var late []string // delivered, for a fire time the threshold old or older
+	for _, k := range deliver {
+		if _, at, ok := schedule.ParseKey(k); ok && !at.After(limit) {
+			late = append(late, k)
+		}
+	}
+	want := []string(nil)
+	if policy == store.MisfireFireOnce {
+		want = []string{schedule.Key("ahead", limit)} // the last missed: made ahead, or the catch-up task
+	}
+	if !slices.Equal(late, want) {
+		t.Fatalf("delivered %v for missed fire times, want %v", late, want)
+	}
+	end := t0.Add(lookahead)
+	if limit.Before(end) {
+		end = limit
+	}
+	for _, k := range fireKeys("ahead", t0, end, time.Second) {
+		if slices.Contains(want, k) {
+			continue
+		}
+		if why := missed[k]; !strings.HasPrefix(why, "missed: fire time") || !strings.Contains(why, "(misfire "+string(policy)+")") {
+			t.Fatalf("%s made ahead, missed: %q", k, why)
+		}
+	}
+	for k := range missed {
+		if _, at, _ := schedule.ParseKey(k); at.After(limit) {
+			t.Fatalf("%s, within the threshold, not delivered", k)
+		}
+	}
+	if n := counter(t, reg, "ontime_schedule_fires_missed_total"); n != float64(len(missed)) {
+		t.Fatalf("missed fires counted %v, want %d", n, len(missed))
+	}
+}
+
+// TestScreenLeavesOthers: Screen judges only the first start of a task
+// made for a fire time, due at it, of a schedule that makes its topic;
+// everything else late is delivered.
+func TestScreenLeavesOthers(t *testing.T) {
+	f := setup(t, "sqlite")
+	svc := f.service("n1", nil)
+	d := every("other", "1s")
+	if _, err := svc.Create(f.ctx, d); err != nil {
+		t.Fatal(err)
+	}
+	svc.Round(f.ctx)
+	f.clock.Add(time.Hour)
+	now := f.clock.Now()
+	var fire *task.Task
+	for _, tk := range f.started() {
+		fire = tk
+		break
+	}
+	mod := func(m func(*task.Task)) *task.Task {
+		c := *fire
+		m(&c)
+		return &c
+	}
+	tasks := map[string]*task.Task{
+		"retried":      mod(func(c *task.Task) { c.Attempts = 2; c.Key = "retried" }),
+		"rescheduled":  mod(func(c *task.Task) { c.DueAt = c.DueAt.Add(time.Millisecond); c.Key = "rescheduled" }),
+		"trigger":      mod(func(c *task.Task) { c.Key = schedule.TriggerKey("other", c.DueAt) }),
+		"no key":       mod(func(c *task.Task) { c.Key = "" }),
+		"user key":     mod(func(c *task.Task) { c.Key = "other@yesterday" }),
+		"other topic":  mod(func(c *task.Task) { c.Topic = "sched.elsewhere" }),
+		"no schedule":  mod(func(c *task.Task) { c.Key = schedule.Key("gone", c.DueAt) }),
+		"not that old": mod(func(c *task.Task) { c.DueAt = now.Add(-misfire + time.Second); c.Key = schedule.Key("other", c.DueAt) }),
+	}
+	in := make([]*task.Task, 0, len(tasks))
+	for _, tk := range tasks {
+		in = append(in, tk)
+	}
+	keep, missed := svc.Screen(f.ctx, in)
+	if len(missed) != 0 || len(keep) != len(in) {
+		t.Fatalf("passed over %+v", missed)
+	}
+	// The fire time itself, as made, is passed over (skip).
+	if keep, missed := svc.Screen(f.ctx, []*task.Task{fire}); len(keep) != 0 || len(missed) != 1 {
+		t.Fatalf("the fire time's own task: delivered %d, passed over %d", len(keep), len(missed))
+	}
 }

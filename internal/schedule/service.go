@@ -28,15 +28,22 @@
 // unless every node is down.
 //
 // Changes (PUT, pause, resume) write a new Version; the owner then
-// withdraws (deletes) the tasks it made for fire times still ahead and not
-// yet started, and makes them again under the new definition. Deleting
-// the rows, rather than cancelling them, frees their keys at once, so an
-// unchanged fire time keeps its key.
+// withdraws the tasks it made for fire times still ahead and not yet
+// started, and makes them again under the new definition; a delete
+// withdraws them at once. A withdrawn task ends cancelled with the reason
+// as its last error (never deleted: whoever holds its id still finds it)
+// and gives up its key, so an unchanged fire time keeps its key. A trigger
+// is keyed outside the schedule's key range (TriggerKey) and is never
+// withdrawn.
 //
-// Misfire: a fire time older than MisfireAfter when the owner gets to it
-// was missed (no node made it in time: every node was down). Younger ones
-// are made late and delivered at once. Skip drops the missed ones; fire_once
-// makes one task, due now, keyed by the last of them.
+// Misfire: a fire time older than MisfireAfter (the misfire threshold, 2 ×
+// cluster.lease_ttl on a node) when the owner gets to it was missed (no
+// node made it in time: every node was down). Younger ones are made late
+// and delivered at once. Skip drops the missed ones; fire_once makes one
+// task, due now, keyed by the last of them. A task made ahead can be
+// missed too: every node down after it was made, or delivery that far
+// behind. Screen judges those where they are about to be delivered (see
+// there).
 package schedule
 
 import (
@@ -75,10 +82,11 @@ type Store interface {
 	// AdvanceSchedule sets the progress to to where the row has this
 	// version and progress from.
 	AdvanceSchedule(ctx context.Context, name string, version int64, from, to store.ScheduleProgress) (bool, error)
-	// WithdrawFires deletes the pending and claimed tasks of topic whose
-	// keys are in [lo, hi) (one schedule's fire times: KeyRange), due
-	// after after; it answers how many.
-	WithdrawFires(ctx context.Context, topic, lo, hi string, after time.Time) (int64, error)
+	// WithdrawFires cancels the pending and claimed tasks of topic whose
+	// keys are in [lo, hi) (one schedule's fire times: KeyRange), due after
+	// after, with reason as their last error, and frees their keys; it
+	// answers how many.
+	WithdrawFires(ctx context.Context, topic, lo, hi string, after time.Time, reason string) (int64, error)
 }
 
 // Submitter makes tasks: the node's submit path.
@@ -101,7 +109,8 @@ type Config struct {
 	// than a takeover, so that a killed owner's successor starts before
 	// the tasks it made run out. Default 30s.
 	Lookahead time.Duration
-	// MisfireAfter is how late a fire time may be made; older, it was
+	// MisfireAfter (the misfire threshold) is how late a fire time may be
+	// made, and how late its task made ahead may start; older, it was
 	// missed and the misfire policy applies. Default 20s.
 	MisfireAfter time.Duration
 	// Poll is how often the owner rereads schedules changed on other
@@ -315,7 +324,8 @@ func (s *Service) Delete(ctx context.Context, name string) (store.Schedule, erro
 	return r, nil
 }
 
-// withdrawAll withdraws the tasks of r under its made and current topics.
+// withdrawAll withdraws the tasks of the deleted schedule r under its made
+// and current topics.
 func (s *Service) withdrawAll(ctx context.Context, r store.Schedule, now time.Time) {
 	topics := []string{r.MadeTopic}
 	if r.Task.Topic != r.MadeTopic {
@@ -323,7 +333,7 @@ func (s *Service) withdrawAll(ctx context.Context, r store.Schedule, now time.Ti
 	}
 	lo, hi := KeyRange(r.Name)
 	for _, tp := range topics {
-		if n, err := s.st.WithdrawFires(ctx, tp, lo, hi, now); err != nil {
+		if n, err := s.st.WithdrawFires(ctx, tp, lo, hi, now, "withdrawn: schedule "+r.Name+" deleted"); err != nil {
 			s.log.Warn("schedule: withdrawing tasks of a deleted schedule failed; they will fire", "schedule", r.Name, "err", err)
 		} else if n > 0 {
 			s.m.withdrawn.Add(float64(n))
@@ -370,15 +380,19 @@ func (s *Service) setPaused(ctx context.Context, name string, paused bool) (stor
 	return store.Schedule{}, fmt.Errorf("schedule %s: %w", name, errBusy)
 }
 
-// Trigger makes one task of the schedule now, outside its cron, keyed by
-// now as if it were a fire time; paused schedules may be triggered. created
-// is false in the unlikely case the key existed.
+// Trigger makes one task of the schedule now, outside its cron, keyed
+// TriggerKey(name, now); paused schedules may be triggered. A change or
+// delete of the schedule does not withdraw it. created is false in the
+// unlikely case the key existed.
 func (s *Service) Trigger(ctx context.Context, name string) (t *task.Task, created bool, err error) {
 	r, err := s.Get(ctx, name)
 	if err != nil {
 		return nil, false, err
 	}
-	res, err := s.sub.Submit(ctx, []task.Spec{taskSpec(r, s.now().Truncate(time.Microsecond), false)})
+	now := s.now().Truncate(time.Microsecond)
+	sp := taskSpec(r, now, false)
+	sp.Key = TriggerKey(r.Name, now)
+	res, err := s.sub.Submit(ctx, []task.Spec{sp})
 	if err != nil {
 		return nil, false, fmt.Errorf("trigger schedule %s: %w", name, err)
 	}

@@ -17,16 +17,19 @@ var (
 	ErrScheduleExists = errors.New("schedule exists")
 )
 
-// Misfire is what happens to fire times that passed while no node made
-// their tasks (every node down for longer than the misfire threshold).
+// Misfire is what happens to missed fire times: older than the misfire
+// threshold with their tasks not made yet (every node down), or made ahead
+// and not started yet (every node down after, or delivery that far
+// behind).
 type Misfire string
 
 const (
-	// MisfireSkip drops the missed fire times: the schedule goes on with the
-	// next future one.
+	// MisfireSkip delivers none of the missed fire times: the schedule goes
+	// on with the next future one.
 	MisfireSkip Misfire = "skip"
-	// MisfireFireOnce makes one task, due at once, for all the missed fire
-	// times together (keyed by the last of them), then goes on.
+	// MisfireFireOnce delivers one task for all the missed fire times
+	// together (the last one's, made ahead or made due at once), then goes
+	// on.
 	MisfireFireOnce Misfire = "fire_once"
 )
 

@@ -208,24 +208,42 @@ func (s *Store) AdvanceSchedule(ctx context.Context, name string, version int64,
 }
 
 func withdrawQuery(t string) string {
-	return `DELETE FROM ` + t + ` WHERE topic = ? AND task_key >= ? AND task_key < ? AND status IN (?, ?) AND due_at > ?`
+	return `UPDATE ` + t + ` SET status = ?, last_error = ?, task_key = NULL, owner = NULL, lease_until = 0, token = 0, updated_at = ?
+		WHERE topic = ? AND task_key >= ? AND task_key < ? AND status IN (?, ?) AND due_at > ?`
 }
 
-// WithdrawFires deletes the pending and claimed tasks of topic whose keys
+// WithdrawFires cancels the pending and claimed tasks of topic whose keys
 // are in [lo, hi) (a schedule's fire times: schedule.KeyRange) and due
 // after after, in every task table: a range on the (topic, task_key) index
-// per table. Rows a node holds in its hot tier are deleted too; starting
-// them then finds no row and does nothing.
-func (s *Store) WithdrawFires(ctx context.Context, topic, lo, hi string, after time.Time) (_ int64, err error) {
+// per table. Each ends cancelled with reason as its last error, found by
+// its id like any cancelled task and removed by retention like one; it
+// gives up its key (task_key NULL), which the key hold would otherwise
+// keep from the fire time's new task for retention.key_hold — a changed
+// definition makes its unchanged fire times again under the same keys, and
+// a schedule deleted and created again makes the same keys. Rows a node
+// holds in its hot tier are cancelled too; starting them then matches no
+// claimed row and does nothing.
+func (s *Store) WithdrawFires(ctx context.Context, topic, lo, hi string, after time.Time, reason string) (_ int64, err error) {
 	defer classify(&err)
 	var total int64
+	now := time.Now().UnixMicro()
 	for db := range s.w {
 		for _, t := range s.names {
-			res, err := s.w[db].ExecContext(ctx, s.d.rebind(withdrawQuery(t)), topic, lo, hi, int(task.StatusPending), int(task.StatusClaimed), after.UnixMicro())
+			// A deadlock with a claim of the same rows is retried: one
+			// statement, so a retry does not count a row twice.
+			var n int64
+			err := withRetry(ctx, func() error {
+				res, err := s.w[db].ExecContext(ctx, s.d.rebind(withdrawQuery(t)), int(task.StatusCancelled), truncate(reason), now,
+					topic, lo, hi, int(task.StatusPending), int(task.StatusClaimed), after.UnixMicro())
+				if err != nil {
+					return err
+				}
+				n, err = res.RowsAffected()
+				return err
+			})
 			if err != nil {
 				return total, fmt.Errorf("withdraw fires %s..%s: %w", lo, hi, err)
 			}
-			n, _ := res.RowsAffected()
 			total += n
 		}
 	}
