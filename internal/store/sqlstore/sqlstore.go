@@ -37,12 +37,8 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/go-sql-driver/mysql"
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/stdlib"
-	_ "modernc.org/sqlite" // registers the "sqlite" driver
-
 	"github.com/ontimehq/ontime/internal/router"
+	"github.com/ontimehq/ontime/internal/sqldb"
 	"github.com/ontimehq/ontime/internal/store"
 	"github.com/ontimehq/ontime/internal/task"
 )
@@ -144,81 +140,45 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 }
 
 func (s *Store) connect(dsn string) (w, r *sql.DB, err error) {
-	switch s.cfg.Driver {
-	case "sqlite":
-		base := dsn
-		if !strings.HasPrefix(base, "file:") {
-			base = "file:" + base
-		}
-		sep := "?"
-		if strings.Contains(base, "?") {
-			sep = "&"
-		}
-		// WAL lets readers run beside the writer; synchronous=NORMAL is
-		// durable across process crashes in WAL mode (only an OS crash can
-		// lose the last transactions); BEGIN IMMEDIATE takes the write lock
-		// up front so transactions never fail to upgrade it.
-		opts := "_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)"
-		// The writer never checkpoints (wal_autocheckpoint 0): the
-		// checkpointer does, on a connection and a core of its own.
-		w, err = sql.Open("sqlite", base+sep+opts+"&_txlock=immediate&_pragma=wal_autocheckpoint(0)&_pragma=journal_size_limit(67108864)"+liteWriterPragmas)
+	if s.cfg.Driver != sqldb.SQLite {
+		// MultiStatements: MariaDB's batch inserts send a transaction in one
+		// query (insert_mysql.go). Every statement's SQL is built here,
+		// never from input, and interpolated values are escaped.
+		db, err := sqldb.Open(s.cfg.Driver, dsn, sqldb.Options{MultiStatements: true})
 		if err != nil {
-			return nil, nil, fmt.Errorf("malformed DSN: %w", err)
+			return nil, nil, err
 		}
-		w.SetMaxOpenConns(1) // SQLite has one writer: queue here, not on SQLITE_BUSY
-		r, err = sql.Open("sqlite", base+sep+opts+"&_pragma=query_only(1)")
-		if err != nil {
-			w.Close()
-			return nil, nil, fmt.Errorf("malformed DSN: %w", err)
-		}
-		r.SetMaxOpenConns(4)
-		c, err := sql.Open("sqlite", base+sep+opts)
-		if err != nil {
-			w.Close()
-			r.Close()
-			return nil, nil, fmt.Errorf("malformed DSN: %w", err)
-		}
-		c.SetMaxOpenConns(1)
-		// The checkpointer lives until Close, not as long as Open's context.
-		s.ckpt = append(s.ckpt, startCheckpointer(context.Background(), c, s.log))
-		return w, r, nil
-	case "mysql":
-		mc, err := mysql.ParseDSN(dsn)
-		if err != nil {
-			return nil, nil, fmt.Errorf("malformed MySQL DSN: %w", err)
-		}
-		if mc.DBName == "" {
-			return nil, nil, errors.New("the MySQL DSN names no database (…/dbname)")
-		}
-		mc.ParseTime = false
-		mc.InterpolateParams = true // one round trip per statement
-		// Batch inserts send a transaction in one query (insert_mysql.go).
-		// Every statement's SQL is built here, never from input, and
-		// interpolated values are escaped.
-		mc.MultiStatements = true
-		mc.Timeout = 10 * time.Second
-		conn, err := mysql.NewConnector(mc)
-		if err != nil {
-			return nil, nil, fmt.Errorf("malformed MySQL DSN: %w", err)
-		}
-		db := sql.OpenDB(conn)
-		poolLimits(db)
-		return db, db, nil
-	default:
-		pc, err := pgx.ParseConfig(dsn)
-		if err != nil {
-			return nil, nil, fmt.Errorf("malformed PostgreSQL DSN: %w", err)
-		}
-		// Batch statements differ in their number of rows, so a prepared-
-		// statement cache would miss and pay a round trip to prepare each;
-		// exec mode sends parse, bind and execute together.
-		if !strings.Contains(dsn, "default_query_exec_mode") {
-			pc.DefaultQueryExecMode = pgx.QueryExecModeExec
-		}
-		db := stdlib.OpenDB(*pc)
 		poolLimits(db)
 		return db, db, nil
 	}
+	// WAL lets readers run beside the writer; synchronous=NORMAL is
+	// durable across process crashes in WAL mode (only an OS crash can
+	// lose the last transactions); BEGIN IMMEDIATE takes the write lock
+	// up front so transactions never fail to upgrade it.
+	opts := "_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)"
+	// The writer never checkpoints (wal_autocheckpoint 0): the
+	// checkpointer does, on a connection and a core of its own.
+	w, err = sqldb.Open(sqldb.SQLite, dsn, sqldb.Options{SQLite: opts + "&_txlock=immediate&_pragma=wal_autocheckpoint(0)&_pragma=journal_size_limit(67108864)" + liteWriterPragmas})
+	if err != nil {
+		return nil, nil, err
+	}
+	w.SetMaxOpenConns(1) // SQLite has one writer: queue here, not on SQLITE_BUSY
+	r, err = sqldb.Open(sqldb.SQLite, dsn, sqldb.Options{SQLite: opts + "&_pragma=query_only(1)"})
+	if err != nil {
+		w.Close()
+		return nil, nil, err
+	}
+	r.SetMaxOpenConns(4)
+	c, err := sqldb.Open(sqldb.SQLite, dsn, sqldb.Options{SQLite: opts})
+	if err != nil {
+		w.Close()
+		r.Close()
+		return nil, nil, err
+	}
+	c.SetMaxOpenConns(1)
+	// The checkpointer lives until Close, not as long as Open's context.
+	s.ckpt = append(s.ckpt, startCheckpointer(context.Background(), c, s.log))
+	return w, r, nil
 }
 
 // SchemaVersion is the version migrate brings a database to.
