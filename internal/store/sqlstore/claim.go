@@ -61,38 +61,21 @@ func (s *Store) claimWhere(ctx context.Context, db int, t, where string, args []
 			q := `UPDATE ` + t + ` SET ` + set + ` WHERE id IN (` + sel + `) RETURNING id, topic, due_at`
 			return s.collectRefsLite(ctx, db, q, append(append(append([]any{}, setArgs...), args...), limit), lease.Token, &refs)
 		default:
-			tx, err := s.w[db].BeginTx(ctx, nil)
-			if err != nil {
-				return err
-			}
-			defer tx.Rollback()
-			rows, err := tx.QueryContext(ctx, `SELECT id, topic, due_at FROM `+t+` WHERE `+where+` ORDER BY `+order+` LIMIT ? FOR UPDATE SKIP LOCKED`, append(append([]any{}, args...), limit)...)
-			if err != nil {
-				return err
-			}
-			ids := []any{}
-			for rows.Next() {
-				var r store.Ref
-				var due int64
-				if err := rows.Scan(&r.ID, &r.Topic, &due); err != nil {
-					rows.Close()
+			return s.writeTx(ctx, db, nil, func(tx *sql.Tx) error {
+				rows, err := tx.QueryContext(ctx, `SELECT id, topic, due_at FROM `+t+` WHERE `+where+` ORDER BY `+order+` LIMIT ? FOR UPDATE SKIP LOCKED`, append(append([]any{}, args...), limit)...)
+				if err != nil {
 					return err
 				}
-				r.DueAt, r.Token = fromMicros(due), lease.Token
-				refs = append(refs, r)
-				ids = append(ids, r.ID)
-			}
-			rows.Close()
-			if err := rows.Err(); err != nil {
+				if err := scanRefs(rows, lease.Token, &refs); err != nil || len(refs) == 0 {
+					return err
+				}
+				ids := make([]any, len(refs))
+				for i, r := range refs {
+					ids[i] = r.ID
+				}
+				_, err = tx.ExecContext(ctx, `UPDATE `+t+` SET `+set+` WHERE id IN (`+placeholders(len(ids))+`)`, append(setArgs, ids...)...)
 				return err
-			}
-			if len(ids) == 0 {
-				return nil
-			}
-			if _, err := tx.ExecContext(ctx, `UPDATE `+t+` SET `+set+` WHERE id IN (`+placeholders(len(ids))+`)`, append(setArgs, ids...)...); err != nil {
-				return err
-			}
-			return tx.Commit()
+			})
 		}
 	})
 	if err != nil {
@@ -107,6 +90,8 @@ func (s *Store) claimWhere(ctx context.Context, db int, t, where string, args []
 	return refs, nil
 }
 
+// collectRefs runs q, a claim that answers the claimed rows' id, topic
+// and due_at, and appends their refs under token to refs.
 func (s *Store) collectRefs(ctx context.Context, db *sql.DB, q string, args []any, token int64, refs *[]store.Ref, numbered bool) error {
 	if numbered {
 		q = s.d.rebind(q)
@@ -115,6 +100,12 @@ func (s *Store) collectRefs(ctx context.Context, db *sql.DB, q string, args []an
 	if err != nil {
 		return err
 	}
+	return scanRefs(rows, token, refs)
+}
+
+// scanRefs appends the refs of rows (id, topic, due_at), claimed under
+// token, to refs, and closes rows.
+func scanRefs(rows *sql.Rows, token int64, refs *[]store.Ref) error {
 	defer rows.Close()
 	for rows.Next() {
 		var r store.Ref
@@ -141,7 +132,7 @@ func (s *Store) updateRefs(ctx context.Context, op string, refs []store.Ref, set
 			match, margs := refMatch(pick(refs, g.idx[start:min(start+batchLimit, len(g.idx))]))
 			q := s.d.rebind(`UPDATE ` + s.names[g.table] + ` SET ` + set + ` WHERE ` + cond + ` AND ` + match)
 			args := append(append(append([]any{}, setArgs...), condArgs...), margs...)
-			if err := withRetry(ctx, func() error { _, err := s.w[g.db].ExecContext(ctx, q, args...); return err }); err != nil {
+			if _, err := s.execRetried(ctx, g.db, q, args...); err != nil {
 				return err
 			}
 		}

@@ -35,59 +35,80 @@ func (s *Store) Finish(ctx context.Context, outcomes []store.Outcome) (err error
 	return nil
 }
 
+// finishGroup writes one table's outcomes in tx, as groupOutcomes groups
+// them.
 func (s *Store) finishGroup(ctx context.Context, tx *sql.Tx, g group, outcomes []store.Outcome) error {
 	t := s.names[g.table]
 	now := time.Now().UnixMicro()
-	var done []store.Ref
-	retries := map[retryKey][]store.Ref{}
-	var keys []retryKey // in first-seen order
-	for _, i := range g.idx {
-		o := outcomes[i]
-		switch {
-		case o.Done:
-			done = append(done, o.Ref)
-		case o.Dead, o.Cancelled:
-			final := task.StatusDead
-			if o.Cancelled {
-				final = task.StatusCancelled
-			}
-			if _, err := tx.ExecContext(ctx, s.d.rebind(`UPDATE `+t+` SET status = ?, last_error = ?, owner = NULL, lease_until = 0, updated_at = ?
-				WHERE id = ? AND token = ? AND status = ?`), int(final), truncate(o.Error), now, o.ID, o.Token, int(task.StatusRunning)); err != nil {
-				return err
-			}
-		default:
-			k := retryKeyOf(o)
-			if _, ok := retries[k]; !ok {
-				keys = append(keys, k)
-			}
-			retries[k] = append(retries[k], o.Ref)
+	og := groupOutcomes(g, outcomes)
+	for _, o := range og.final {
+		if _, err := tx.ExecContext(ctx, s.d.rebind(`UPDATE `+t+` SET status = ?, last_error = ?, owner = NULL, lease_until = 0, updated_at = ?
+			WHERE id = ? AND token = ? AND status = ?`), int64(finalStatus(o)), truncate(o.Error), now, o.ID, o.Token, int64(task.StatusRunning)); err != nil {
+			return err
 		}
 	}
-	// Retries that share their new state — the tasks one refusal of an
-	// open breaker deferred to the same instant, with the same error — in
-	// one statement per batchLimit rows, not one each.
-	for _, k := range keys {
-		refs := retries[k]
-		var owner any
-		if k.owner != "" {
-			owner = k.owner
-		}
+	for _, k := range og.keys {
+		refs := og.retries[k]
 		for start := 0; start < len(refs); start += batchLimit {
 			match, margs := refMatch(refs[start:min(start+batchLimit, len(refs))])
+			args := append(k.appendSet(make([]any, 0, 9+len(margs))), now, int64(task.StatusRunning))
 			if _, err := tx.ExecContext(ctx, s.d.rebind(`UPDATE `+t+` SET status = ?, due_at = ?, last_error = ?, attempts = attempts - ?, owner = ?, lease_until = ?, token = ?, updated_at = ?
-				WHERE status = ? AND `+match), append([]any{int(k.status), k.due, k.err, k.undo, owner, k.lease, k.token, now, int(task.StatusRunning)}, margs...)...); err != nil {
+				WHERE status = ? AND `+match), append(args, margs...)...); err != nil {
 				return err
 			}
 		}
 	}
-	for start := 0; start < len(done); start += batchLimit {
-		match, margs := refMatch(done[start:min(start+batchLimit, len(done))])
+	for start := 0; start < len(og.done); start += batchLimit {
+		match, margs := refMatch(og.done[start:min(start+batchLimit, len(og.done))])
 		if _, err := tx.ExecContext(ctx, s.d.rebind(`UPDATE `+t+` SET status = ?, owner = NULL, lease_until = 0, updated_at = ? WHERE status = ? AND `+match),
-			append([]any{int(task.StatusDone), now, int(task.StatusRunning)}, margs...)...); err != nil {
+			append([]any{int64(task.StatusDone), now, int64(task.StatusRunning)}, margs...)...); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// outcomeGroups are one table's outcomes as the statements that write
+// them, in the order Finish runs those: each dead or cancelled outcome
+// alone (rare: dead letters, cancels), then retries that share their new
+// state — the tasks one refusal of an open breaker deferred to the same
+// instant, with the same error — together, not one each; then every done
+// one together.
+type outcomeGroups struct {
+	final   []store.Outcome // dead and cancelled, in their order
+	keys    []retryKey      // the retries' new states, first seen first
+	retries map[retryKey][]store.Ref
+	done    []store.Ref
+}
+
+// groupOutcomes groups the outcomes of g (one table) for finishGroup and
+// SQLite's finishRuns.
+func groupOutcomes(g group, outcomes []store.Outcome) outcomeGroups {
+	og := outcomeGroups{retries: map[retryKey][]store.Ref{}}
+	for _, i := range g.idx {
+		o := outcomes[i]
+		switch {
+		case o.Done:
+			og.done = append(og.done, o.Ref)
+		case o.Dead, o.Cancelled:
+			og.final = append(og.final, o)
+		default:
+			k := retryKeyOf(o)
+			if _, ok := og.retries[k]; !ok {
+				og.keys = append(og.keys, k)
+			}
+			og.retries[k] = append(og.retries[k], o.Ref)
+		}
+	}
+	return og
+}
+
+// finalStatus is the status a dead or cancelled outcome ends in.
+func finalStatus(o store.Outcome) task.Status {
+	if o.Cancelled {
+		return task.StatusCancelled
+	}
+	return task.StatusDead
 }
 
 // retryKey is the new state of a retried task (Finish).
@@ -98,6 +119,17 @@ type retryKey struct {
 	undo         int
 	owner        string
 	lease, token int64
+}
+
+// appendSet appends the SET values of a retry's statement, in the order of
+// its columns: status, due_at, last_error, the attempt to undo, owner
+// (NULL for none), lease_until, token.
+func (k retryKey) appendSet(args []any) []any {
+	var owner any
+	if k.owner != "" {
+		owner = k.owner
+	}
+	return append(args, int64(k.status), k.due, k.err, int64(k.undo), owner, k.lease, k.token)
 }
 
 // retryKeyOf is the new state of a retried outcome: pending at its retry

@@ -148,32 +148,46 @@ func pick(refs []store.Ref, idx []int) []store.Ref {
 }
 
 // perDBTx runs f once per database that groups touch, in parallel across
-// databases, each inside one transaction (retried whole on a transient
-// conflict): one commit per database instead of one per table.
+// databases (forEachDB), each inside one transaction retried whole on a
+// transient conflict: one commit per database instead of one per table.
 func (s *Store) perDBTx(ctx context.Context, groups []group, f func(tx *sql.Tx, groups []group) error) error {
-	byDB := map[int][]group{}
-	var dbs []int
-	for _, g := range groups {
-		if _, ok := byDB[g.db]; !ok {
-			dbs = append(dbs, g.db)
-		}
-		byDB[g.db] = append(byDB[g.db], g)
-	}
-	perDB := make([]group, len(dbs)) // forEachGroup's unit: one per database
-	for i, db := range dbs {
-		perDB[i] = group{db: db}
-	}
-	return forEachGroup(perDB, func(d group) error {
-		return withRetry(ctx, func() error {
-			tx, err := s.w[d.db].BeginTx(ctx, nil)
-			if err != nil {
-				return err
-			}
-			defer tx.Rollback()
-			if err := f(tx, byDB[d.db]); err != nil {
-				return err
-			}
-			return tx.Commit()
-		})
+	return forEachDB(groups, func(gs []group) error {
+		return s.retryTx(ctx, gs[0].db, nil, func(tx *sql.Tx) error { return f(tx, gs) })
 	})
+}
+
+// writeTx runs f in a transaction on database db's writer and commits it if
+// f succeeds.
+func (s *Store) writeTx(ctx context.Context, db int, opts *sql.TxOptions, f func(tx *sql.Tx) error) error {
+	tx, err := s.w[db].BeginTx(ctx, opts)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback()
+	if err := f(tx); err != nil {
+		return err
+	}
+	return tx.Commit()
+}
+
+// execRetried runs q on database db's writer, again on transient
+// conflicts, and returns the number of rows it changed.
+func (s *Store) execRetried(ctx context.Context, db int, q string, args ...any) (int64, error) {
+	var n int64
+	err := withRetry(ctx, func() error {
+		res, err := s.w[db].ExecContext(ctx, q, args...)
+		if err != nil {
+			return err
+		}
+		n, err = res.RowsAffected()
+		return err
+	})
+	return n, err
+}
+
+// retryTx is writeTx run again whole on transient conflicts (withRetry): a
+// statement that failed inside a transaction cannot be retried alone
+// (PostgreSQL aborts the transaction, MariaDB rolls it back on deadlock).
+func (s *Store) retryTx(ctx context.Context, db int, opts *sql.TxOptions, f func(tx *sql.Tx) error) error {
+	return withRetry(ctx, func() error { return s.writeTx(ctx, db, opts, f) })
 }

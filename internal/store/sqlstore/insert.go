@@ -88,21 +88,19 @@ func (s *Store) insertTx(ctx context.Context, gs []group, tasks []store.NewTask,
 	if s.d.name == "mysql" {
 		opts = &sql.TxOptions{Isolation: sql.LevelReadCommitted}
 	}
-	return withRetry(ctx, func() error {
+	return s.retryTx(ctx, gs[0].db, opts, func(tx *sql.Tx) error {
 		now := time.Now()
-		tx, err := s.w[gs[0].db].BeginTx(ctx, opts)
-		if err != nil {
-			return err
-		}
-		defer tx.Rollback()
 		for _, g := range gs {
 			for _, idx := range s.ins.chunks(g.idx, tasks) {
-				if err := s.insertChunk(ctx, tx, g, idx, tasks, out, now); err != nil {
+				err := s.insertChunk(ctx, tx, s.names[g.table], idx, tasks, out, now, func(idx []int) ([]int, error) {
+					return s.insertRound(ctx, tx, g, idx, tasks, out, now)
+				})
+				if err != nil {
 					return err
 				}
 			}
 		}
-		return tx.Commit()
+		return nil
 	})
 }
 
@@ -116,6 +114,16 @@ func keyed(idx []int, tasks []store.NewTask) bool {
 	return false
 }
 
+// anyKeyed reports whether any task of gs has a key.
+func anyKeyed(gs []group, tasks []store.NewTask) bool {
+	for _, g := range gs {
+		if keyed(g.idx, tasks) {
+			return true
+		}
+	}
+	return false
+}
+
 // txQuerier is the write transaction of one database an insert runs in
 // (or its pool, for a lone statement).
 type txQuerier interface {
@@ -123,24 +131,26 @@ type txQuerier interface {
 	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
 }
 
-// insertChunk inserts the tasks of idx (one table) and fills out. A
-// keyed task whose key is held by a stored task (keys.go) is not written;
-// a keyed task that loses the race for its key to a concurrent insert
-// finds the winner; one whose key was freed meanwhile (the winner ended,
-// with no key hold) is inserted in the next round.
-func (s *Store) insertChunk(ctx context.Context, tx txQuerier, g group, idx []int, tasks []store.NewTask, out []store.Inserted, now time.Time) error {
-	for round := 0; len(idx) > 0; round++ {
-		if round == 3 {
+// insertChunk inserts the tasks of idx (one table) and fills out, in
+// rounds: resolveKeys answers the keyed tasks whose key a stored task
+// holds (keys.go); round, the engine's INSERT (insertRound, SQLite's
+// insertRoundLite), writes the rest in tx and returns the keyed tasks it
+// could not place. A keyed task that loses the race for its key to a
+// concurrent insert finds the winner; one whose key was freed meanwhile
+// (the winner ended, with no key hold) is inserted in the next round.
+func (s *Store) insertChunk(ctx context.Context, tx querier, t string, idx []int, tasks []store.NewTask, out []store.Inserted, now time.Time, round func(idx []int) ([]int, error)) error {
+	for n := 0; len(idx) > 0; n++ {
+		if n == 3 {
 			return fmt.Errorf("task %s/%q: its key kept changing hands", tasks[idx[0]].Topic, tasks[idx[0]].Key)
 		}
 		var err error
-		if idx, err = s.resolveKeys(ctx, tx, s.names[g.table], idx, tasks, out, now); err != nil {
+		if idx, err = s.resolveKeys(ctx, tx, t, idx, tasks, out, now); err != nil {
 			return err
 		}
 		if len(idx) == 0 {
 			return nil
 		}
-		if idx, err = s.insertRound(ctx, tx, g, idx, tasks, out, now); err != nil {
+		if idx, err = round(idx); err != nil {
 			return err
 		}
 	}
@@ -151,8 +161,7 @@ func (s *Store) insertChunk(ctx context.Context, tx txQuerier, g group, idx []in
 // it could not place: neither inserted nor finding a task that holds the
 // key.
 func (s *Store) insertRound(ctx context.Context, tx txQuerier, g group, idx []int, tasks []store.NewTask, out []store.Inserted, now time.Time) ([]int, error) {
-	db, t := tx, s.names[g.table]
-	q, args := s.insertStatement(t, idx, tasks, out, now)
+	q, args := s.insertStatement(s.names[g.table], idx, tasks, out, now)
 	// Learn which rows went in, so that only keys that met an existing row
 	// are read back: RETURNING where the engine has it; elsewhere (MariaDB,
 	// which counts an untouched duplicate as 0 affected rows) the count
@@ -161,7 +170,7 @@ func (s *Store) insertRound(ctx context.Context, tx txQuerier, g group, idx []in
 	// Not retried here: insertTx retries the whole transaction.
 	err := func() error {
 		if !s.d.returning {
-			res, err := db.ExecContext(ctx, q, args...)
+			res, err := tx.ExecContext(ctx, q, args...)
 			if err != nil {
 				return err
 			}
@@ -173,7 +182,7 @@ func (s *Store) insertRound(ctx context.Context, tx txQuerier, g group, idx []in
 			}
 			return nil
 		}
-		rows, err := db.QueryContext(ctx, q, args...)
+		rows, err := tx.QueryContext(ctx, q, args...)
 		if err != nil {
 			return err
 		}
@@ -191,14 +200,28 @@ func (s *Store) insertRound(ctx context.Context, tx txQuerier, g group, idx []in
 	if err != nil {
 		return nil, err
 	}
-	// Keyed tasks that were not inserted met a live row of their key: read
-	// back who holds each key (inserted == nil means "unknown": read back
-	// every key).
-	byTopic := map[string][]int{}
+	// Keyed tasks that were not inserted met a live row of their key
+	// (inserted == nil means "unknown": read back every key).
+	var unsure []int
 	for _, i := range idx {
 		if tasks[i].Key != "" && !inserted[tasks[i].ID] {
-			byTopic[tasks[i].Topic] = append(byTopic[tasks[i].Topic], i)
+			unsure = append(unsure, i)
 		}
+	}
+	return s.readBackKeys(ctx, tx, s.names[g.table], unsure, tasks, out, now)
+}
+
+// readBackKeys finds who holds the key of each task of unsure (keyed tasks
+// of a statement that skipped some row) and returns those to insert in the
+// next round: a task whose own row is there went in after all; one whose
+// key is held answers the holder (Existing).
+func (s *Store) readBackKeys(ctx context.Context, db querier, t string, unsure []int, tasks []store.NewTask, out []store.Inserted, now time.Time) ([]int, error) {
+	if len(unsure) == 0 {
+		return nil, nil
+	}
+	byTopic := map[string][]int{}
+	for _, i := range unsure {
+		byTopic[tasks[i].Topic] = append(byTopic[tasks[i].Topic], i)
 	}
 	var again []int
 	for topic, is := range byTopic {

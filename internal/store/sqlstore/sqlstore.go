@@ -472,6 +472,11 @@ func (s *Store) queryTasks(ctx context.Context, db querier, q string, args ...an
 	if err != nil {
 		return nil, err
 	}
+	return scanTasks(rows)
+}
+
+// scanTasks reads every row of rows as a task, and closes rows.
+func scanTasks(rows *sql.Rows) ([]*task.Task, error) {
 	defer rows.Close()
 	var out []*task.Task
 	for rows.Next() {

@@ -19,8 +19,7 @@ func (s *Store) Start(ctx context.Context, refs []store.Ref, leaseUntil time.Tim
 	if s.liteOps != nil {
 		return s.startLite(ctx, refs, leaseUntil)
 	}
-	var mu sync.Mutex
-	var out []*task.Task
+	var out started
 	err = s.perDBTx(ctx, s.refGroups(refs), func(tx *sql.Tx, groups []group) error {
 		var got []*task.Task
 		for _, g := range groups {
@@ -33,16 +32,32 @@ func (s *Store) Start(ctx context.Context, refs []store.Ref, leaseUntil time.Tim
 				got = append(got, ts...)
 			}
 		}
-		mu.Lock()
-		out = append(out, got...)
-		mu.Unlock()
+		out.add(got)
 		return nil
 	})
 	if err != nil {
 		return nil, fmt.Errorf("start: %w", err)
 	}
-	slices.SortFunc(out, func(a, b *task.Task) int { return a.DueAt.Compare(b.DueAt) })
-	return out, nil
+	return out.byDue(), nil
+}
+
+// started gathers the tasks a Start moved to running, from the
+// transactions of its databases, which run at once.
+type started struct {
+	mu    sync.Mutex
+	tasks []*task.Task
+}
+
+func (c *started) add(ts []*task.Task) {
+	c.mu.Lock()
+	c.tasks = append(c.tasks, ts...)
+	c.mu.Unlock()
+}
+
+// byDue is the tasks in due order, the order Start answers in.
+func (c *started) byDue() []*task.Task {
+	slices.SortFunc(c.tasks, func(a, b *task.Task) int { return a.DueAt.Compare(b.DueAt) })
+	return c.tasks
 }
 
 func (s *Store) startChunk(ctx context.Context, tx *sql.Tx, t string, refs []store.Ref, leaseUntil time.Time) ([]*task.Task, error) {
