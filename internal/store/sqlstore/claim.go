@@ -12,6 +12,8 @@ import (
 	"github.com/ontimehq/ontime/internal/task"
 )
 
+// claimSelect selects the IDs of up to LIMIT rows matching where, in
+// order: the rows a claim takes.
 func claimSelect(t, where, order string) string {
 	return `SELECT id FROM ` + t + ` WHERE ` + where + ` ORDER BY ` + order + ` LIMIT ?`
 }

@@ -11,6 +11,9 @@ import (
 	"github.com/ontimehq/ontime/internal/store"
 )
 
+// How a call's rows are run: split by database and table (group), the
+// tables of one database in one transaction, databases in parallel.
+
 // batchLimit bounds the rows of one statement (placeholders stay far below
 // every engine's limit: 17 × 500).
 const batchLimit = 500
@@ -21,7 +24,7 @@ type group struct {
 	idx       []int // positions in the caller's slice
 }
 
-// groupRefs splits IDs by (database, table), skipping malformed ones.
+// groupIDs splits IDs by (database, table), skipping malformed ones.
 func (s *Store) groupIDs(ids []string) []group {
 	byKey := map[[2]int]*group{}
 	var order [][2]int
