@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -12,10 +11,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/go-sql-driver/mysql"
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/stdlib"
-	_ "modernc.org/sqlite" // the "sqlite" driver
+	"github.com/ontimehq/ontime/internal/sqldb"
 )
 
 // source is a SQL job's view of the users' databases: the statements of
@@ -88,56 +84,21 @@ func openSource(spec *SQLSpec) (*source, error) {
 }
 
 func openDB(driver, dsn string, conns int) (*sql.DB, error) {
-	switch driver {
-	case "mysql":
-		mc, err := mysql.ParseDSN(dsn)
-		if err != nil {
-			return nil, fmt.Errorf("malformed MySQL DSN: %w", err)
-		}
-		if mc.DBName == "" {
-			return nil, errors.New("the MySQL DSN names no database (…/dbname)")
-		}
-		mc.ParseTime = true
-		mc.InterpolateParams = true
-		mc.Timeout = 10 * time.Second
-		conn, err := mysql.NewConnector(mc)
-		if err != nil {
-			return nil, fmt.Errorf("malformed MySQL DSN: %w", err)
-		}
-		db := sql.OpenDB(conn)
-		db.SetMaxOpenConns(conns + 2)
-		db.SetMaxIdleConns(conns + 2)
-		db.SetConnMaxLifetime(time.Hour)
-		return db, nil
-	case "postgres":
-		pc, err := pgx.ParseConfig(dsn)
-		if err != nil {
-			return nil, fmt.Errorf("malformed PostgreSQL DSN: %w", err)
-		}
-		if !strings.Contains(dsn, "default_query_exec_mode") {
-			pc.DefaultQueryExecMode = pgx.QueryExecModeExec
-		}
-		db := stdlib.OpenDB(*pc)
-		db.SetMaxOpenConns(conns + 2)
-		db.SetMaxIdleConns(conns + 2)
-		db.SetConnMaxLifetime(time.Hour)
-		return db, nil
-	default:
-		base := dsn
-		if !strings.HasPrefix(base, "file:") {
-			base = "file:" + base
-		}
-		sep := "?"
-		if strings.Contains(base, "?") {
-			sep = "&"
-		}
-		db, err := sql.Open("sqlite", base+sep+"_pragma=busy_timeout(10000)&_txlock=immediate")
-		if err != nil {
-			return nil, fmt.Errorf("malformed SQLite DSN: %w", err)
-		}
+	db, err := sqldb.Open(driver, dsn, sqldb.Options{
+		SQLite:    "_pragma=busy_timeout(10000)&_txlock=immediate",
+		ParseTime: true,
+	})
+	if err != nil {
+		return nil, err
+	}
+	if driver == sqldb.SQLite {
 		db.SetMaxOpenConns(1) // one writer: queue here rather than on SQLITE_BUSY
 		return db, nil
 	}
+	db.SetMaxOpenConns(conns + 2)
+	db.SetMaxIdleConns(conns + 2)
+	db.SetConnMaxLifetime(time.Hour)
+	return db, nil
 }
 
 // Close closes the pools.

@@ -47,15 +47,5 @@ func (s *Store) collectRefsLite(ctx context.Context, db int, q string, args []an
 	if err != nil {
 		return err
 	}
-	defer rows.Close()
-	for rows.Next() {
-		var r store.Ref
-		var due int64
-		if err := rows.Scan(&r.ID, &r.Topic, &due); err != nil {
-			return err
-		}
-		r.DueAt, r.Token = fromMicros(due), token
-		*refs = append(*refs, r)
-	}
-	return rows.Err()
+	return scanRefs(rows, token, refs)
 }

@@ -49,7 +49,7 @@ var dialects = map[string]*dialect{
 		// WITHOUT ROWID: the text primary key is the table's b-tree, saving
 		// a second index on id.
 		createTable: func(t string) []string {
-			return []string{
+			return append([]string{
 				`CREATE TABLE IF NOT EXISTS ` + t + ` (
 					id TEXT NOT NULL PRIMARY KEY,
 					topic TEXT NOT NULL,
@@ -69,23 +69,18 @@ var dialects = map[string]*dialect{
 					lease_until INTEGER NOT NULL DEFAULT 0,
 					token INTEGER NOT NULL DEFAULT 0
 				) WITHOUT ROWID`,
-				`CREATE UNIQUE INDEX IF NOT EXISTS ` + t + `_topic_key ON ` + t + ` (topic, task_key)`,
-				`CREATE INDEX IF NOT EXISTS ` + t + `_scan ON ` + t + ` (seg, status, due_at, id)`,
-				`CREATE INDEX IF NOT EXISTS ` + t + `_status ON ` + t + ` (status, id)`,
-			}
+			}, taskIndexes(t)...)
 		},
-		createMeta: `CREATE TABLE IF NOT EXISTS ontime_meta (k TEXT NOT NULL PRIMARY KEY, v TEXT NOT NULL)`,
-		upsertMeta: `INSERT INTO ontime_meta (k, v) VALUES (?, ?) ON CONFLICT (k) DO UPDATE SET v = excluded.v`,
+		createMeta: createMetaText,
+		upsertMeta: upsertMetaExcluded,
 		createCoord: []string{
 			`CREATE TABLE IF NOT EXISTS ontime_nodes (node_id TEXT NOT NULL PRIMARY KEY, addr TEXT NOT NULL, heartbeat_at INTEGER NOT NULL, started_at INTEGER NOT NULL)`,
 			`CREATE TABLE IF NOT EXISTS ontime_leader (id INTEGER NOT NULL PRIMARY KEY, node_id TEXT NOT NULL, term INTEGER NOT NULL, lease_until INTEGER NOT NULL, version INTEGER NOT NULL DEFAULT 0)`,
 			`CREATE TABLE IF NOT EXISTS ontime_assignment (item TEXT NOT NULL PRIMARY KEY, node_id TEXT NOT NULL, term INTEGER NOT NULL, since INTEGER NOT NULL)`,
 			`INSERT INTO ontime_leader (id, node_id, term, lease_until) VALUES (1, '', 0, 0) ON CONFLICT (id) DO NOTHING`,
 		},
-		upsertNode: `INSERT INTO ontime_nodes (node_id, addr, heartbeat_at, started_at) VALUES (?, ?, ?, ?)
-			ON CONFLICT (node_id) DO UPDATE SET addr = excluded.addr, heartbeat_at = excluded.heartbeat_at, started_at = excluded.started_at`,
-		upsertGrant: `INSERT INTO ontime_assignment (item, node_id, term, since) VALUES (?, ?, ?, ?)
-			ON CONFLICT (item) DO UPDATE SET node_id = excluded.node_id, term = excluded.term, since = excluded.since`,
+		upsertNode:  upsertNodeExcluded,
+		upsertGrant: upsertGrantExcluded,
 		lock: func(ctx context.Context, c *sql.Conn) (func(), error) {
 			// The write connection opens transactions with BEGIN IMMEDIATE;
 			// a single connection already serialises every writer of this
@@ -153,7 +148,7 @@ var dialects = map[string]*dialect{
 		numbered:   true,
 		onConflict: " ON CONFLICT DO NOTHING",
 		createTable: func(t string) []string {
-			return []string{
+			return append([]string{
 				`CREATE TABLE IF NOT EXISTS ` + t + ` (
 					id TEXT COLLATE "C" NOT NULL PRIMARY KEY,
 					topic TEXT COLLATE "C" NOT NULL,
@@ -173,23 +168,18 @@ var dialects = map[string]*dialect{
 					lease_until BIGINT NOT NULL DEFAULT 0,
 					token BIGINT NOT NULL DEFAULT 0
 				)`,
-				`CREATE UNIQUE INDEX IF NOT EXISTS ` + t + `_topic_key ON ` + t + ` (topic, task_key)`,
-				`CREATE INDEX IF NOT EXISTS ` + t + `_scan ON ` + t + ` (seg, status, due_at, id)`,
-				`CREATE INDEX IF NOT EXISTS ` + t + `_status ON ` + t + ` (status, id)`,
-			}
+			}, taskIndexes(t)...)
 		},
-		createMeta: `CREATE TABLE IF NOT EXISTS ontime_meta (k TEXT NOT NULL PRIMARY KEY, v TEXT NOT NULL)`,
-		upsertMeta: `INSERT INTO ontime_meta (k, v) VALUES (?, ?) ON CONFLICT (k) DO UPDATE SET v = excluded.v`,
+		createMeta: createMetaText,
+		upsertMeta: upsertMetaExcluded,
 		createCoord: []string{
 			`CREATE TABLE IF NOT EXISTS ontime_nodes (node_id TEXT COLLATE "C" NOT NULL PRIMARY KEY, addr TEXT NOT NULL, heartbeat_at BIGINT NOT NULL, started_at BIGINT NOT NULL)`,
 			`CREATE TABLE IF NOT EXISTS ontime_leader (id INT NOT NULL PRIMARY KEY, node_id TEXT COLLATE "C" NOT NULL, term BIGINT NOT NULL, lease_until BIGINT NOT NULL, version BIGINT NOT NULL DEFAULT 0)`,
 			`CREATE TABLE IF NOT EXISTS ontime_assignment (item TEXT COLLATE "C" NOT NULL PRIMARY KEY, node_id TEXT COLLATE "C" NOT NULL, term BIGINT NOT NULL, since BIGINT NOT NULL)`,
 			`INSERT INTO ontime_leader (id, node_id, term, lease_until) VALUES (1, '', 0, 0) ON CONFLICT (id) DO NOTHING`,
 		},
-		upsertNode: `INSERT INTO ontime_nodes (node_id, addr, heartbeat_at, started_at) VALUES (?, ?, ?, ?)
-			ON CONFLICT (node_id) DO UPDATE SET addr = excluded.addr, heartbeat_at = excluded.heartbeat_at, started_at = excluded.started_at`,
-		upsertGrant: `INSERT INTO ontime_assignment (item, node_id, term, since) VALUES (?, ?, ?, ?)
-			ON CONFLICT (item) DO UPDATE SET node_id = excluded.node_id, term = excluded.term, since = excluded.since`,
+		upsertNode:  upsertNodeExcluded,
+		upsertGrant: upsertGrantExcluded,
 		lock: func(ctx context.Context, c *sql.Conn) (func(), error) {
 			if _, err := c.ExecContext(ctx, `SELECT pg_advisory_lock($1)`, migrateLockKey); err != nil {
 				return nil, err
@@ -197,6 +187,28 @@ var dialects = map[string]*dialect{
 			return func() { _, _ = c.ExecContext(context.Background(), `SELECT pg_advisory_unlock($1)`, migrateLockKey) }, nil
 		},
 	},
+}
+
+// What SQLite and PostgreSQL spell alike: the text-typed meta table, and
+// upserts by ON CONFLICT … excluded.
+const (
+	createMetaText     = `CREATE TABLE IF NOT EXISTS ontime_meta (k TEXT NOT NULL PRIMARY KEY, v TEXT NOT NULL)`
+	upsertMetaExcluded = `INSERT INTO ontime_meta (k, v) VALUES (?, ?) ON CONFLICT (k) DO UPDATE SET v = excluded.v`
+	upsertNodeExcluded = `INSERT INTO ontime_nodes (node_id, addr, heartbeat_at, started_at) VALUES (?, ?, ?, ?)
+		ON CONFLICT (node_id) DO UPDATE SET addr = excluded.addr, heartbeat_at = excluded.heartbeat_at, started_at = excluded.started_at`
+	upsertGrantExcluded = `INSERT INTO ontime_assignment (item, node_id, term, since) VALUES (?, ?, ?, ?)
+		ON CONFLICT (item) DO UPDATE SET node_id = excluded.node_id, term = excluded.term, since = excluded.since`
+)
+
+// taskIndexes are the indexes of task table t on SQLite and PostgreSQL at
+// schema version 1 (keys.go and schema8.go replace some); MariaDB declares
+// its own inside CREATE TABLE.
+func taskIndexes(t string) []string {
+	return []string{
+		`CREATE UNIQUE INDEX IF NOT EXISTS ` + t + `_topic_key ON ` + t + ` (topic, task_key)`,
+		`CREATE INDEX IF NOT EXISTS ` + t + `_scan ON ` + t + ` (seg, status, due_at, id)`,
+		`CREATE INDEX IF NOT EXISTS ` + t + `_status ON ` + t + ` (status, id)`,
+	}
 }
 
 // rebind turns ? placeholders into $n for PostgreSQL. Our SQL never has a

@@ -31,15 +31,7 @@ import (
 // multiable reports whether the table groups of one database go in one
 // multi-statement query: MariaDB, and no task has a key.
 func (s *Store) multiable(gs []group, tasks []store.NewTask) bool {
-	if !s.ins.multi {
-		return false
-	}
-	for _, g := range gs {
-		if keyed(g.idx, tasks) {
-			return false
-		}
-	}
-	return true
+	return s.ins.multi && !anyKeyed(gs, tasks)
 }
 
 // multiQuery is one query of multiInsert: statements separated by ";".

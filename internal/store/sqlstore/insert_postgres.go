@@ -49,15 +49,7 @@ const (
 // copyable reports whether the table groups of one database can go by
 // COPY: PostgreSQL, and no task has a key.
 func (s *Store) copyable(gs []group, tasks []store.NewTask) bool {
-	if !s.ins.copy {
-		return false
-	}
-	for _, g := range gs {
-		if keyed(g.idx, tasks) {
-			return false
-		}
-	}
-	return true
+	return s.ins.copy && !anyKeyed(gs, tasks)
 }
 
 // copyInsert writes the tasks of gs (one database, no keys) in one query

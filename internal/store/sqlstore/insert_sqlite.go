@@ -6,12 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"math/bits"
-	"slices"
 	"strings"
 	"time"
 
 	"github.com/ontimehq/ontime/internal/store"
-	"github.com/ontimehq/ontime/internal/task"
 )
 
 // SQLite's insert path. Parsing the SQL text of the multi-row INSERTs
@@ -112,21 +110,19 @@ func (s *Store) insertTxLite(ctx context.Context, gs []group, tasks []store.NewT
 			return err
 		})
 	}
-	return withRetry(ctx, func() error {
+	return s.retryTx(ctx, gs[0].db, nil, func(tx *sql.Tx) error {
 		now := time.Now()
-		tx, err := s.w[gs[0].db].BeginTx(ctx, nil)
-		if err != nil {
-			return err
-		}
-		defer tx.Rollback()
 		lt := &liteTx{s: s, tx: tx, stmts: map[liteKey]*sql.Stmt{}}
 		defer lt.close()
 		for _, g := range gs {
-			if err := s.insertChunkLite(ctx, lt, g, tasks, out, now); err != nil {
+			err := s.insertChunk(ctx, tx, s.names[g.table], g.idx, tasks, out, now, func(idx []int) ([]int, error) {
+				return s.insertRoundLite(ctx, lt, g, idx, tasks, out, now)
+			})
+			if err != nil {
 				return err
 			}
 		}
-		return tx.Commit()
+		return nil
 	})
 }
 
@@ -156,27 +152,6 @@ func (lt *liteTx) close() {
 	for _, st := range lt.stmts {
 		st.Close()
 	}
-}
-
-// insertChunkLite is insertChunk over the prepared statements.
-func (s *Store) insertChunkLite(ctx context.Context, lt *liteTx, g group, tasks []store.NewTask, out []store.Inserted, now time.Time) error {
-	idx := g.idx
-	for round := 0; len(idx) > 0; round++ {
-		if round == 3 {
-			return fmt.Errorf("task %s/%q: its key kept changing hands", tasks[idx[0]].Topic, tasks[idx[0]].Key)
-		}
-		var err error
-		if idx, err = s.resolveKeys(ctx, lt.tx, s.names[g.table], idx, tasks, out, now); err != nil {
-			return err
-		}
-		if len(idx) == 0 {
-			return nil
-		}
-		if idx, err = s.insertRoundLite(ctx, lt, g, idx, tasks, out, now); err != nil {
-			return err
-		}
-	}
-	return nil
 }
 
 // insertRoundLite writes the tasks of idx (one table) and returns the
@@ -222,43 +197,6 @@ func (s *Store) insertRoundLite(ctx context.Context, lt *liteTx, g group, idx []
 		}
 	}
 	return s.readBackKeys(ctx, lt.tx, s.names[g.table], unsure, tasks, out, now)
-}
-
-// readBackKeys finds who holds the key of each task of unsure (keyed tasks
-// of a statement that skipped some row) and returns those to insert in the
-// next round, as the tail of insertRound does: a task whose own row is
-// there went in; one whose key is held answers the holder (Existing).
-func (s *Store) readBackKeys(ctx context.Context, db querier, t string, unsure []int, tasks []store.NewTask, out []store.Inserted, now time.Time) ([]int, error) {
-	if len(unsure) == 0 {
-		return nil, nil
-	}
-	byTopic := map[string][]int{}
-	for _, i := range unsure {
-		byTopic[tasks[i].Topic] = append(byTopic[tasks[i].Topic], i)
-	}
-	var again []int
-	for topic, is := range byTopic {
-		keys := make([]string, len(is))
-		for j, i := range is {
-			keys[j] = tasks[i].Key
-		}
-		found, err := s.keyRows(ctx, db, t, topic, keys)
-		if err != nil {
-			return nil, err
-		}
-		for _, i := range is {
-			rows := found[tasks[i].Key]
-			if slices.ContainsFunc(rows, func(r *task.Task) bool { return r.ID == tasks[i].ID }) {
-				continue // inserted
-			}
-			if o := keyOwner(rows); s.holds(o, now) {
-				out[i] = store.Inserted{Task: o, Existing: true}
-				continue
-			}
-			again = append(again, i)
-		}
-	}
-	return again, nil
 }
 
 // liteWriterPragmas tune the writer connection for inserts:

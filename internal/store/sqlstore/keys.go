@@ -247,15 +247,7 @@ func (s *Store) Update(ctx context.Context, id string, p store.Patch) (_ *task.T
 			return rows[0], nil
 		}
 	} else {
-		var n int64
-		err := withRetry(ctx, func() error {
-			res, err := s.w[db].ExecContext(ctx, s.d.rebind(q), args...)
-			if err != nil {
-				return err
-			}
-			n, err = res.RowsAffected()
-			return err
-		})
+		n, err := s.execRetried(ctx, db, s.d.rebind(q), args...)
 		if err != nil {
 			return nil, fmt.Errorf("update %s: %w", id, err)
 		}

@@ -2,6 +2,7 @@ package sqlstore
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"maps"
 	"slices"
@@ -51,15 +52,7 @@ func (s *Store) EndLeases(ctx context.Context, it store.Item, now time.Time, h s
 		}
 		q += `)`
 	}
-	var n int64
-	err = withRetry(ctx, func() error {
-		res, err := s.w[it.DB].ExecContext(ctx, s.d.rebind(q), args...)
-		if err != nil {
-			return err
-		}
-		n, err = res.RowsAffected()
-		return err
-	})
+	n, err := s.execRetried(ctx, it.DB, s.d.rebind(q), args...)
 	if err != nil {
 		return 0, fmt.Errorf("end leases %v: %w", it, err)
 	}
@@ -98,13 +91,9 @@ func (s *Store) ExtendHeld(ctx context.Context, status task.Status, tokens []int
 	var mu sync.Mutex
 	var total int64
 	err = forEachGroup(perDB, func(g group) error {
-		return withRetry(ctx, func() error {
-			tx, err := s.w[g.db].BeginTx(ctx, nil)
-			if err != nil {
-				return err
-			}
-			defer tx.Rollback()
-			var n int64
+		var n int64
+		err := s.retryTx(ctx, g.db, nil, func(tx *sql.Tx) error {
+			n = 0
 			for start := 0; start < len(tokens); start += heldChunk {
 				part := tokens[start:min(start+heldChunk, len(tokens))]
 				for t, name := range s.names {
@@ -129,14 +118,15 @@ func (s *Store) ExtendHeld(ctx context.Context, status task.Status, tokens []int
 					n += k
 				}
 			}
-			if err := tx.Commit(); err != nil {
-				return err
-			}
-			mu.Lock()
-			total += n
-			mu.Unlock()
 			return nil
 		})
+		if err != nil {
+			return err
+		}
+		mu.Lock()
+		total += n
+		mu.Unlock()
+		return nil
 	})
 	if err != nil {
 		return int(total), fmt.Errorf("extend held: %w", err)

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/ontimehq/ontime/internal/store"
 	"github.com/ontimehq/ontime/internal/task"
 )
 
@@ -72,5 +73,72 @@ func (s *Store) getMany(ctx context.Context, ids []string) ([]*task.Task, error)
 		out = append(out, rows...)
 	}
 	slices.SortFunc(out, func(a, b *task.Task) int { return strings.Compare(a.ID, b.ID) })
+	return out, nil
+}
+
+// List merges per-table pages in ID order.
+func (s *Store) List(ctx context.Context, f store.ListFilter) (_ []*task.Task, err error) {
+	defer classify(&err)
+	limit := f.Limit
+	if limit == 0 {
+		limit = store.DefaultListLimit
+	}
+	if limit < 1 || limit > store.MaxListLimit {
+		return nil, &task.FieldError{Field: "limit", Message: fmt.Sprintf("%d is out of range 1..%d", f.Limit, store.MaxListLimit)}
+	}
+	// The page is merged across every table by ID: IDs first (index
+	// only), then the rows of the IDs that made the page, so a page reads
+	// at most limit payloads however many tables there are.
+	q := `SELECT id FROM %s WHERE id > ?`
+	args := []any{f.After}
+	if f.Topic != "" {
+		q += ` AND topic = ?`
+		args = append(args, f.Topic)
+	}
+	if f.Status != nil {
+		q += ` AND status = ?`
+		args = append(args, int(*f.Status))
+		if *f.Status != task.StatusDone {
+			q += notDone
+		}
+	}
+	ids, err := s.listIDs(ctx, q, args, limit)
+	if err != nil {
+		return nil, fmt.Errorf("list: %w", err)
+	}
+	all, err := s.getMany(ctx, ids)
+	if err != nil {
+		return nil, fmt.Errorf("list: %w", err)
+	}
+	return all, nil
+}
+
+// Count counts tasks per status.
+func (s *Store) Count(ctx context.Context) (_ map[task.Status]int64, err error) {
+	defer classify(&err)
+	out := map[task.Status]int64{}
+	for db := range s.r {
+		for _, t := range s.names {
+			// By (seg, status), the scan index's order: SQLite counts in one
+			// pass over it, where GROUP BY status alone would sort every row
+			// (since version 8 no index leads with status for done rows).
+			rows, err := s.r[db].QueryContext(ctx, `SELECT status, COUNT(*) FROM `+t+` GROUP BY seg, status`)
+			if err != nil {
+				return nil, fmt.Errorf("count: %w", err)
+			}
+			for rows.Next() {
+				var st, n int64
+				if err := rows.Scan(&st, &n); err != nil {
+					rows.Close()
+					return nil, fmt.Errorf("count: %w", err)
+				}
+				out[task.Status(st)] += n
+			}
+			rows.Close()
+			if err := rows.Err(); err != nil {
+				return nil, fmt.Errorf("count: %w", err)
+			}
+		}
+	}
 	return out, nil
 }

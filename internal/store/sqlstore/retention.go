@@ -44,18 +44,14 @@ func (s *Store) DeleteExpired(ctx context.Context, it store.Item, st task.Status
 		var res sql.Result
 		var err error
 		if s.d.name == "mysql" {
-			tx, err := s.w[it.DB].BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
-			if err != nil {
+			err = s.writeTx(ctx, it.DB, &sql.TxOptions{Isolation: sql.LevelReadCommitted}, func(tx *sql.Tx) error {
+				res, err = tx.ExecContext(ctx, q, args...)
 				return err
-			}
-			defer tx.Rollback()
-			if res, err = tx.ExecContext(ctx, q, args...); err != nil {
-				return err
-			}
-			if err := tx.Commit(); err != nil {
-				return err
-			}
-		} else if res, err = s.w[it.DB].ExecContext(ctx, q, args...); err != nil {
+			})
+		} else {
+			res, err = s.w[it.DB].ExecContext(ctx, q, args...)
+		}
+		if err != nil {
 			return err
 		}
 		n, err = res.RowsAffected()

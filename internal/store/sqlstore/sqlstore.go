@@ -33,16 +33,11 @@ import (
 	"log/slog"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
-	"github.com/go-sql-driver/mysql"
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/stdlib"
-	_ "modernc.org/sqlite" // registers the "sqlite" driver
-
 	"github.com/ontimehq/ontime/internal/router"
+	"github.com/ontimehq/ontime/internal/sqldb"
 	"github.com/ontimehq/ontime/internal/store"
 	"github.com/ontimehq/ontime/internal/task"
 )
@@ -144,81 +139,45 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 }
 
 func (s *Store) connect(dsn string) (w, r *sql.DB, err error) {
-	switch s.cfg.Driver {
-	case "sqlite":
-		base := dsn
-		if !strings.HasPrefix(base, "file:") {
-			base = "file:" + base
-		}
-		sep := "?"
-		if strings.Contains(base, "?") {
-			sep = "&"
-		}
-		// WAL lets readers run beside the writer; synchronous=NORMAL is
-		// durable across process crashes in WAL mode (only an OS crash can
-		// lose the last transactions); BEGIN IMMEDIATE takes the write lock
-		// up front so transactions never fail to upgrade it.
-		opts := "_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)"
-		// The writer never checkpoints (wal_autocheckpoint 0): the
-		// checkpointer does, on a connection and a core of its own.
-		w, err = sql.Open("sqlite", base+sep+opts+"&_txlock=immediate&_pragma=wal_autocheckpoint(0)&_pragma=journal_size_limit(67108864)"+liteWriterPragmas)
+	if s.cfg.Driver != sqldb.SQLite {
+		// MultiStatements: MariaDB's batch inserts send a transaction in one
+		// query (insert_mysql.go). Every statement's SQL is built here,
+		// never from input, and interpolated values are escaped.
+		db, err := sqldb.Open(s.cfg.Driver, dsn, sqldb.Options{MultiStatements: true})
 		if err != nil {
-			return nil, nil, fmt.Errorf("malformed DSN: %w", err)
+			return nil, nil, err
 		}
-		w.SetMaxOpenConns(1) // SQLite has one writer: queue here, not on SQLITE_BUSY
-		r, err = sql.Open("sqlite", base+sep+opts+"&_pragma=query_only(1)")
-		if err != nil {
-			w.Close()
-			return nil, nil, fmt.Errorf("malformed DSN: %w", err)
-		}
-		r.SetMaxOpenConns(4)
-		c, err := sql.Open("sqlite", base+sep+opts)
-		if err != nil {
-			w.Close()
-			r.Close()
-			return nil, nil, fmt.Errorf("malformed DSN: %w", err)
-		}
-		c.SetMaxOpenConns(1)
-		// The checkpointer lives until Close, not as long as Open's context.
-		s.ckpt = append(s.ckpt, startCheckpointer(context.Background(), c, s.log))
-		return w, r, nil
-	case "mysql":
-		mc, err := mysql.ParseDSN(dsn)
-		if err != nil {
-			return nil, nil, fmt.Errorf("malformed MySQL DSN: %w", err)
-		}
-		if mc.DBName == "" {
-			return nil, nil, errors.New("the MySQL DSN names no database (…/dbname)")
-		}
-		mc.ParseTime = false
-		mc.InterpolateParams = true // one round trip per statement
-		// Batch inserts send a transaction in one query (insert_mysql.go).
-		// Every statement's SQL is built here, never from input, and
-		// interpolated values are escaped.
-		mc.MultiStatements = true
-		mc.Timeout = 10 * time.Second
-		conn, err := mysql.NewConnector(mc)
-		if err != nil {
-			return nil, nil, fmt.Errorf("malformed MySQL DSN: %w", err)
-		}
-		db := sql.OpenDB(conn)
-		poolLimits(db)
-		return db, db, nil
-	default:
-		pc, err := pgx.ParseConfig(dsn)
-		if err != nil {
-			return nil, nil, fmt.Errorf("malformed PostgreSQL DSN: %w", err)
-		}
-		// Batch statements differ in their number of rows, so a prepared-
-		// statement cache would miss and pay a round trip to prepare each;
-		// exec mode sends parse, bind and execute together.
-		if !strings.Contains(dsn, "default_query_exec_mode") {
-			pc.DefaultQueryExecMode = pgx.QueryExecModeExec
-		}
-		db := stdlib.OpenDB(*pc)
 		poolLimits(db)
 		return db, db, nil
 	}
+	// WAL lets readers run beside the writer; synchronous=NORMAL is
+	// durable across process crashes in WAL mode (only an OS crash can
+	// lose the last transactions); BEGIN IMMEDIATE takes the write lock
+	// up front so transactions never fail to upgrade it.
+	opts := "_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)"
+	// The writer never checkpoints (wal_autocheckpoint 0): the
+	// checkpointer does, on a connection and a core of its own.
+	w, err = sqldb.Open(sqldb.SQLite, dsn, sqldb.Options{SQLite: opts + "&_txlock=immediate&_pragma=wal_autocheckpoint(0)&_pragma=journal_size_limit(67108864)" + liteWriterPragmas})
+	if err != nil {
+		return nil, nil, err
+	}
+	w.SetMaxOpenConns(1) // SQLite has one writer: queue here, not on SQLITE_BUSY
+	r, err = sqldb.Open(sqldb.SQLite, dsn, sqldb.Options{SQLite: opts + "&_pragma=query_only(1)"})
+	if err != nil {
+		w.Close()
+		return nil, nil, err
+	}
+	r.SetMaxOpenConns(4)
+	c, err := sqldb.Open(sqldb.SQLite, dsn, sqldb.Options{SQLite: opts})
+	if err != nil {
+		w.Close()
+		r.Close()
+		return nil, nil, err
+	}
+	c.SetMaxOpenConns(1)
+	// The checkpointer lives until Close, not as long as Open's context.
+	s.ckpt = append(s.ckpt, startCheckpointer(context.Background(), c, s.log))
+	return w, r, nil
 }
 
 // SchemaVersion is the version migrate brings a database to.
@@ -517,6 +476,11 @@ func (s *Store) queryTasks(ctx context.Context, db querier, q string, args ...an
 	if err != nil {
 		return nil, err
 	}
+	return scanTasks(rows)
+}
+
+// scanTasks reads every row of rows as a task, and closes rows.
+func scanTasks(rows *sql.Rows) ([]*task.Task, error) {
 	defer rows.Close()
 	var out []*task.Task
 	for rows.Next() {
@@ -531,102 +495,6 @@ func (s *Store) queryTasks(ctx context.Context, db querier, q string, args ...an
 
 func placeholders(n int) string {
 	return strings.TrimSuffix(strings.Repeat("?, ", n), ", ")
-}
-
-// group is the refs bound for one table.
-type group struct {
-	db, table int
-	idx       []int // positions in the caller's slice
-}
-
-// groupRefs splits IDs by (database, table), skipping malformed ones.
-func (s *Store) groupIDs(ids []string) []group {
-	byKey := map[[2]int]*group{}
-	var order [][2]int
-	for i, id := range ids {
-		db, t, err := s.locate(id)
-		if err != nil {
-			continue
-		}
-		k := [2]int{db, t}
-		g := byKey[k]
-		if g == nil {
-			g = &group{db: db, table: t}
-			byKey[k] = g
-			order = append(order, k)
-		}
-		g.idx = append(g.idx, i)
-	}
-	out := make([]group, len(order))
-	for i, k := range order {
-		out[i] = *byKey[k]
-	}
-	return out
-}
-
-// forEachGroup runs f on up to 8 table groups at a time: tables of
-// different databases are written in parallel, and a batch pays for its
-// slowest table rather than the sum.
-func forEachGroup(groups []group, f func(g group) error) error {
-	if len(groups) == 1 {
-		return f(groups[0])
-	}
-	var wg sync.WaitGroup
-	errs := make([]error, len(groups))
-	sem := make(chan struct{}, 8)
-	for i, g := range groups {
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer wg.Done()
-			defer func() { <-sem }()
-			errs[i] = f(g)
-		}()
-	}
-	wg.Wait()
-	return errors.Join(errs...)
-}
-
-// refMatch builds the predicate of "these refs, under their claims":
-//
-//	id IN (all ids) AND ((token = ? AND id IN (…)) OR …)
-//
-// The leading IN list makes every engine look rows up by primary key —
-// without it SQLite may walk the (status, id) index through every claimed
-// row of the table. Refs are grouped by token because a claim covers a
-// whole batch: a few terms with IN lists instead of one term per ref,
-// which engines would evaluate once per candidate row.
-func refMatch(refs []store.Ref) (string, []any) {
-	byToken := map[int64][]string{}
-	var order []int64
-	args := make([]any, 0, 2*len(refs)+8)
-	for _, r := range refs {
-		if _, ok := byToken[r.Token]; !ok {
-			order = append(order, r.Token)
-		}
-		byToken[r.Token] = append(byToken[r.Token], r.ID)
-		args = append(args, r.ID)
-	}
-	var b strings.Builder
-	b.WriteString("(id IN (" + placeholders(len(refs)) + ") AND ")
-	if len(order) == 1 {
-		b.WriteString("token = ?)")
-		return b.String(), append(args, order[0])
-	}
-	b.WriteString("(")
-	for i, tok := range order {
-		if i > 0 {
-			b.WriteString(" OR ")
-		}
-		ids := byToken[tok]
-		b.WriteString("(token = ? AND id IN (" + placeholders(len(ids)) + "))")
-		args = append(args, tok)
-		for _, id := range ids {
-			args = append(args, id)
-		}
-	}
-	b.WriteString("))")
-	return b.String(), args
 }
 
 // poolLimits sizes a server engine's pool: up to 32 connections while

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"math/bits"
 	"slices"
-	"sync"
 	"time"
 
 	"github.com/ontimehq/ontime/internal/store"
@@ -190,35 +189,23 @@ func (s *Store) startLite(ctx context.Context, refs []store.Ref, leaseUntil time
 	for _, g := range s.refGroups(refs) {
 		runs = liteRuns(runs, liteOpStart, g.db, g.table, set, pick(refs, g.idx))
 	}
-	var mu sync.Mutex
-	var out []*task.Task
+	var out started
 	err := s.liteTxRuns(ctx, runs, task.StatusClaimed, func(ctx context.Context, st *sql.Stmt, args []any) error {
 		rows, err := st.QueryContext(ctx, args...)
 		if err != nil {
 			return err
 		}
-		defer rows.Close()
-		var got []*task.Task
-		for rows.Next() {
-			t, err := scanTask(rows)
-			if err != nil {
-				return err
-			}
-			got = append(got, t)
-		}
-		if err := rows.Err(); err != nil {
+		got, err := scanTasks(rows)
+		if err != nil {
 			return err
 		}
-		mu.Lock()
-		out = append(out, got...)
-		mu.Unlock()
+		out.add(got)
 		return nil
 	})
 	if err != nil {
 		return nil, fmt.Errorf("start: %w", err)
 	}
-	slices.SortFunc(out, func(a, b *task.Task) int { return a.DueAt.Compare(b.DueAt) })
-	return out, nil
+	return out.byDue(), nil
 }
 
 // finishLite is Finish on SQLite. Per table the statements run in
@@ -242,43 +229,18 @@ func (s *Store) finishLite(ctx context.Context, outcomes []store.Outcome) error 
 	return nil
 }
 
-// finishRuns appends the runs of one table's outcomes. Done outcomes
-// share statements, and retries as finishGroup groups them (retryKey);
-// dead and cancelled ones (rare: dead letters, cancels) run one each, in
-// their order, as in finishGroup.
+// finishRuns appends the runs of one table's outcomes, in finishGroup's
+// order and grouping (groupOutcomes).
 func (s *Store) finishRuns(runs []liteRun, g group, outcomes []store.Outcome) []liteRun {
-	var done []store.Ref
-	retries := map[retryKey][]store.Ref{}
-	var keys []retryKey // in first-seen order
-	for _, i := range g.idx {
-		o := outcomes[i]
-		switch {
-		case o.Done:
-			done = append(done, o.Ref)
-		case o.Dead, o.Cancelled:
-			final := task.StatusDead
-			if o.Cancelled {
-				final = task.StatusCancelled
-			}
-			runs = liteRuns(runs, liteOpFail, g.db, g.table, []any{int64(final), truncate(o.Error)}, []store.Ref{o.Ref})
-		default:
-			k := retryKeyOf(o)
-			if _, ok := retries[k]; !ok {
-				keys = append(keys, k)
-			}
-			retries[k] = append(retries[k], o.Ref)
-		}
+	og := groupOutcomes(g, outcomes)
+	for _, o := range og.final {
+		runs = liteRuns(runs, liteOpFail, g.db, g.table, []any{int64(finalStatus(o)), truncate(o.Error)}, []store.Ref{o.Ref})
 	}
-	for _, k := range keys {
-		var owner any
-		if k.owner != "" {
-			owner = k.owner
-		}
-		runs = liteRuns(runs, liteOpRetry, g.db, g.table,
-			[]any{int64(k.status), k.due, k.err, int64(k.undo), owner, k.lease, k.token}, retries[k])
+	for _, k := range og.keys {
+		runs = liteRuns(runs, liteOpRetry, g.db, g.table, k.appendSet(make([]any, 0, 7)), og.retries[k])
 	}
-	if len(done) > 0 {
-		runs = liteRuns(runs, liteOpDone, g.db, g.table, []any{int64(task.StatusDone)}, done)
+	if len(og.done) > 0 {
+		runs = liteRuns(runs, liteOpDone, g.db, g.table, []any{int64(task.StatusDone)}, og.done)
 	}
 	return runs
 }

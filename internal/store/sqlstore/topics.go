@@ -204,15 +204,7 @@ func (s *Store) RequeueTopic(ctx context.Context, topic string, dueAt time.Time)
 	for db := range s.w {
 		for _, t := range s.names {
 			q := s.d.rebind(requeueTopicQuery(t))
-			var n int64
-			err := withRetry(ctx, func() error {
-				res, err := s.w[db].ExecContext(ctx, q, int(task.StatusPending), micros(dueAt), now, topic, int(task.StatusDead))
-				if err != nil {
-					return err
-				}
-				n, _ = res.RowsAffected()
-				return nil
-			})
+			n, err := s.execRetried(ctx, db, q, int(task.StatusPending), micros(dueAt), now, topic, int(task.StatusDead))
 			if err != nil {
 				return total, fmt.Errorf("requeue topic %s: %w", topic, err)
 			}

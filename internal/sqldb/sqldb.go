@@ -1,0 +1,111 @@
+// Package sqldb opens a database/sql pool by driver name and DSN for the
+// three engines ontime speaks: the task store's databases
+// (internal/store/sqlstore) and the users' databases a SQL scan job works
+// through (internal/scanjob). It knows the drivers and their DSN syntax,
+// nothing of what the pools are for: each caller sizes its pools and
+// passes the settings that differ (Options).
+package sqldb
+
+import (
+	"database/sql"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/stdlib"
+	_ "modernc.org/sqlite" // registers the "sqlite" driver
+)
+
+// The driver names, as configs spell them.
+const (
+	SQLite   = "sqlite"   // modernc.org/sqlite (pure Go); the DSN is a file path or a file: URI
+	MySQL    = "mysql"    // MariaDB or MySQL through go-sql-driver/mysql; user:pass@tcp(host:port)/dbname?params
+	Postgres = "postgres" // PostgreSQL through pgx; a postgres:// URL or key=value pairs
+)
+
+// Options are what differs between callers; the rest every pool gets.
+type Options struct {
+	// SQLite are parameters added to a SQLite DSN's query, "a=b&c=d":
+	// pragmas and _txlock, which differ per pool (a writer, readers).
+	SQLite string
+	// ParseTime makes MySQL scan DATE and DATETIME columns as time.Time
+	// (the DSN's own parseTime is overridden, so what the caller scans
+	// does not depend on what a user wrote).
+	ParseTime bool
+	// MultiStatements lets one MySQL query carry several statements
+	// separated by ";". Only SQL built by ontime, never from input, may be
+	// sent on such a pool.
+	MultiStatements bool
+}
+
+// connectTimeout bounds the dial of a MySQL connection.
+const connectTimeout = 10 * time.Second
+
+// Open returns a pool of driver's connections to dsn. It does not connect:
+// the first use does (PingContext to check).
+//
+// MySQL binds parameters client-side (interpolateParams: one round trip
+// per statement instead of prepare, execute, close) and needs a database
+// name. PostgreSQL sends parse, bind and execute together (pgx's exec
+// mode) unless the DSN names default_query_exec_mode: statements that
+// differ in their number of rows would miss a statement cache and pay a
+// round trip to prepare each.
+func Open(driver, dsn string, o Options) (*sql.DB, error) {
+	switch driver {
+	case SQLite:
+		db, err := sql.Open(SQLite, SQLiteDSN(dsn, o.SQLite))
+		if err != nil {
+			return nil, fmt.Errorf("malformed SQLite DSN: %w", err)
+		}
+		return db, nil
+	case MySQL:
+		mc, err := mysql.ParseDSN(dsn)
+		if err != nil {
+			return nil, fmt.Errorf("malformed MySQL DSN: %w", err)
+		}
+		if mc.DBName == "" {
+			return nil, errors.New("the MySQL DSN names no database (…/dbname)")
+		}
+		mc.ParseTime = o.ParseTime
+		mc.InterpolateParams = true
+		if o.MultiStatements {
+			mc.MultiStatements = true
+		}
+		mc.Timeout = connectTimeout
+		conn, err := mysql.NewConnector(mc)
+		if err != nil {
+			return nil, fmt.Errorf("malformed MySQL DSN: %w", err)
+		}
+		return sql.OpenDB(conn), nil
+	case Postgres:
+		pc, err := pgx.ParseConfig(dsn)
+		if err != nil {
+			return nil, fmt.Errorf("malformed PostgreSQL DSN: %w", err)
+		}
+		if !strings.Contains(dsn, "default_query_exec_mode") {
+			pc.DefaultQueryExecMode = pgx.QueryExecModeExec
+		}
+		return stdlib.OpenDB(*pc), nil
+	default:
+		return nil, fmt.Errorf("driver %q is not one of %s, %s, %s", driver, SQLite, MySQL, Postgres)
+	}
+}
+
+// SQLiteDSN is a SQLite DSN as a file: URI with params ("a=b&c=d") added
+// to its query: the driver reads parameters only from a URI.
+func SQLiteDSN(dsn, params string) string {
+	if !strings.HasPrefix(dsn, "file:") {
+		dsn = "file:" + dsn
+	}
+	if params == "" {
+		return dsn
+	}
+	sep := "?"
+	if strings.Contains(dsn, "?") {
+		sep = "&"
+	}
+	return dsn + sep + params
+}

@@ -1,0 +1,61 @@
+package sqlstore
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/ontimehq/ontime/internal/store"
+	"github.com/ontimehq/ontime/internal/task"
+)
+
+// Cancel cancels a pending or claimed task.
+func (s *Store) Cancel(ctx context.Context, id string) (_ *task.Task, err error) {
+	defer classify(&err)
+	db, t, err := s.locate(id)
+	if err != nil {
+		return nil, err
+	}
+	res, err := s.w[db].ExecContext(ctx, s.d.rebind(`UPDATE `+s.names[t]+` SET status = ?, owner = NULL, lease_until = 0, token = 0, updated_at = ?
+		WHERE id = ? AND status IN (?, ?)`), int(task.StatusCancelled), time.Now().UnixMicro(), id, int(task.StatusPending), int(task.StatusClaimed))
+	if err != nil {
+		return nil, fmt.Errorf("cancel %s: %w", id, err)
+	}
+	n, _ := res.RowsAffected()
+	cur, err := s.getW(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	if n == 1 || cur.Status == task.StatusCancelled {
+		return cur, nil
+	}
+	return nil, &store.ConflictError{ID: id, Status: cur.Status, Op: "cancel"}
+}
+
+// Requeue moves a dead task back to pending.
+func (s *Store) Requeue(ctx context.Context, id string, dueAt time.Time) (_ *task.Task, err error) {
+	defer classify(&err)
+	db, t, err := s.locate(id)
+	if err != nil {
+		return nil, err
+	}
+	res, err := s.w[db].ExecContext(ctx, s.d.rebind(`UPDATE `+s.names[t]+` SET status = ?, attempts = 0, due_at = ?, owner = NULL, lease_until = 0, token = 0, updated_at = ?
+		WHERE id = ? AND status = ?`), int(task.StatusPending), micros(dueAt), time.Now().UnixMicro(), id, int(task.StatusDead))
+	if err != nil && uniqueViolation(err) {
+		if cur, gerr := s.getW(ctx, id); gerr == nil {
+			return nil, &store.KeyConflictError{ID: id, Topic: cur.Topic, Key: cur.Key, Op: "requeue"}
+		}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("requeue %s: %w", id, err)
+	}
+	n, _ := res.RowsAffected()
+	cur, err := s.getW(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	if n != 1 {
+		return nil, &store.ConflictError{ID: id, Status: cur.Status, Op: "requeue"}
+	}
+	return cur, nil
+}

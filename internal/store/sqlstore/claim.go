@@ -1,0 +1,147 @@
+package sqlstore
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/ontimehq/ontime/internal/store"
+	"github.com/ontimehq/ontime/internal/task"
+)
+
+// claimSelect selects the IDs of up to LIMIT rows matching where, in
+// order: the rows a claim takes.
+func claimSelect(t, where, order string) string {
+	return `SELECT id FROM ` + t + ` WHERE ` + where + ` ORDER BY ` + order + ` LIMIT ?`
+}
+
+// Claim leases due pending tasks and tasks whose lease ended.
+func (s *Store) Claim(ctx context.Context, it store.Item, horizon, now time.Time, lease store.Lease, limit int) (_ []store.Ref, err error) {
+	defer classify(&err)
+	if err := s.checkItem(it); err != nil {
+		return nil, err
+	}
+	limit = clampLimit(limit)
+	t := s.names[it.Table]
+	// Expired leases first: those tasks are overdue.
+	expired, err := s.claimWhere(ctx, it.DB, t, expiredWhere,
+		[]any{it.Segment, int(task.StatusClaimed), int(task.StatusRunning), micros(now)}, expiredOrder, lease, limit)
+	if err != nil {
+		return nil, fmt.Errorf("claim expired %v: %w", it, err)
+	}
+	if len(expired) >= limit {
+		return expired, nil
+	}
+	paused, pargs := s.pausedClause()
+	due, err := s.claimWhere(ctx, it.DB, t, dueWhere+paused,
+		append([]any{it.Segment, int(task.StatusPending), micros(horizon)}, pargs...), dueOrder, lease, limit-len(expired))
+	if err != nil {
+		return expired, fmt.Errorf("claim %v: %w", it, err)
+	}
+	return append(expired, due...), nil
+}
+
+// claimWhere claims up to limit rows matching where, in order.
+func (s *Store) claimWhere(ctx context.Context, db int, t, where string, args []any, order string, lease store.Lease, limit int) ([]store.Ref, error) {
+	set := `status = ?, owner = ?, lease_until = ?, token = ?, updated_at = ?`
+	setArgs := []any{int(task.StatusClaimed), lease.Owner, micros(lease.Until), lease.Token, time.Now().UnixMicro()}
+	sel := claimSelect(t, where, order)
+	var refs []store.Ref
+	err := withRetry(ctx, func() error {
+		refs = refs[:0]
+		switch s.d.name {
+		case "postgres":
+			// MATERIALIZED: without it the planner may re-run the subquery
+			// per row and claim more than limit rows.
+			q := `WITH c AS MATERIALIZED (` + sel + ` FOR UPDATE SKIP LOCKED) UPDATE ` + t + ` SET ` + set +
+				` FROM c WHERE ` + t + `.id = c.id RETURNING ` + t + `.id, ` + t + `.topic, ` + t + `.due_at`
+			return s.collectRefs(ctx, s.w[db], q, append(append(append([]any{}, args...), limit), setArgs...), lease.Token, &refs, true)
+		case "sqlite":
+			q := `UPDATE ` + t + ` SET ` + set + ` WHERE id IN (` + sel + `) RETURNING id, topic, due_at`
+			return s.collectRefsLite(ctx, db, q, append(append(append([]any{}, setArgs...), args...), limit), lease.Token, &refs)
+		default:
+			return s.writeTx(ctx, db, nil, func(tx *sql.Tx) error {
+				rows, err := tx.QueryContext(ctx, `SELECT id, topic, due_at FROM `+t+` WHERE `+where+` ORDER BY `+order+` LIMIT ? FOR UPDATE SKIP LOCKED`, append(append([]any{}, args...), limit)...)
+				if err != nil {
+					return err
+				}
+				if err := scanRefs(rows, lease.Token, &refs); err != nil || len(refs) == 0 {
+					return err
+				}
+				ids := make([]any, len(refs))
+				for i, r := range refs {
+					ids[i] = r.ID
+				}
+				_, err = tx.ExecContext(ctx, `UPDATE `+t+` SET `+set+` WHERE id IN (`+placeholders(len(ids))+`)`, append(setArgs, ids...)...)
+				return err
+			})
+		}
+	})
+	if err != nil {
+		return nil, err
+	}
+	slices.SortFunc(refs, func(a, b store.Ref) int {
+		if c := a.DueAt.Compare(b.DueAt); c != 0 {
+			return c
+		}
+		return strings.Compare(a.ID, b.ID)
+	})
+	return refs, nil
+}
+
+// collectRefs runs q, a claim that answers the claimed rows' id, topic
+// and due_at, and appends their refs under token to refs.
+func (s *Store) collectRefs(ctx context.Context, db *sql.DB, q string, args []any, token int64, refs *[]store.Ref, numbered bool) error {
+	if numbered {
+		q = s.d.rebind(q)
+	}
+	rows, err := db.QueryContext(ctx, q, args...)
+	if err != nil {
+		return err
+	}
+	return scanRefs(rows, token, refs)
+}
+
+// scanRefs appends the refs of rows (id, topic, due_at), claimed under
+// token, to refs, and closes rows.
+func scanRefs(rows *sql.Rows, token int64, refs *[]store.Ref) error {
+	defer rows.Close()
+	for rows.Next() {
+		var r store.Ref
+		var due int64
+		if err := rows.Scan(&r.ID, &r.Topic, &due); err != nil {
+			return err
+		}
+		r.DueAt, r.Token = fromMicros(due), token
+		*refs = append(*refs, r)
+	}
+	return rows.Err()
+}
+
+// Release returns claimed tasks to pending.
+func (s *Store) Release(ctx context.Context, refs []store.Ref) (err error) {
+	defer classify(&err)
+	return s.updateRefs(ctx, "release", refs, `status = ?, owner = NULL, lease_until = 0, token = 0, updated_at = ?`,
+		[]any{int(task.StatusPending), time.Now().UnixMicro()}, `status = ?`, []any{int(task.StatusClaimed)})
+}
+
+func (s *Store) updateRefs(ctx context.Context, op string, refs []store.Ref, set string, setArgs []any, cond string, condArgs []any) error {
+	err := forEachGroup(s.refGroups(refs), func(g group) error {
+		for start := 0; start < len(g.idx); start += batchLimit {
+			match, margs := refMatch(pick(refs, g.idx[start:min(start+batchLimit, len(g.idx))]))
+			q := s.d.rebind(`UPDATE ` + s.names[g.table] + ` SET ` + set + ` WHERE ` + cond + ` AND ` + match)
+			args := append(append(append([]any{}, setArgs...), condArgs...), margs...)
+			if _, err := s.execRetried(ctx, g.db, q, args...); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("%s: %w", op, err)
+	}
+	return nil
+}

@@ -1,0 +1,84 @@
+package sqlstore
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/ontimehq/ontime/internal/store"
+	"github.com/ontimehq/ontime/internal/task"
+)
+
+// Start moves claimed tasks to running under their tokens: one
+// transaction per database, one statement per table.
+func (s *Store) Start(ctx context.Context, refs []store.Ref, leaseUntil time.Time) (_ []*task.Task, err error) {
+	defer classify(&err)
+	if s.liteOps != nil {
+		return s.startLite(ctx, refs, leaseUntil)
+	}
+	var out started
+	err = s.perDBTx(ctx, s.refGroups(refs), func(tx *sql.Tx, groups []group) error {
+		var got []*task.Task
+		for _, g := range groups {
+			for start := 0; start < len(g.idx); start += batchLimit {
+				part := pick(refs, g.idx[start:min(start+batchLimit, len(g.idx))])
+				ts, err := s.startChunk(ctx, tx, s.names[g.table], part, leaseUntil)
+				if err != nil {
+					return err
+				}
+				got = append(got, ts...)
+			}
+		}
+		out.add(got)
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("start: %w", err)
+	}
+	return out.byDue(), nil
+}
+
+// started gathers the tasks a Start moved to running, from the
+// transactions of its databases, which run at once.
+type started struct {
+	mu    sync.Mutex
+	tasks []*task.Task
+}
+
+func (c *started) add(ts []*task.Task) {
+	c.mu.Lock()
+	c.tasks = append(c.tasks, ts...)
+	c.mu.Unlock()
+}
+
+// byDue is the tasks in due order, the order Start answers in.
+func (c *started) byDue() []*task.Task {
+	slices.SortFunc(c.tasks, func(a, b *task.Task) int { return a.DueAt.Compare(b.DueAt) })
+	return c.tasks
+}
+
+func (s *Store) startChunk(ctx context.Context, tx *sql.Tx, t string, refs []store.Ref, leaseUntil time.Time) ([]*task.Task, error) {
+	match, margs := refMatch(refs)
+	now := time.Now().UnixMicro()
+	set := `status = ?, attempts = attempts + 1, lease_until = ?, updated_at = ?`
+	setArgs := []any{int(task.StatusRunning), micros(leaseUntil), now}
+	where := `status = ? AND ` + match
+	wargs := append([]any{int(task.StatusClaimed)}, margs...)
+	if s.d.returning {
+		return s.queryTasks(ctx, tx, `UPDATE `+t+` SET `+set+` WHERE `+where+` RETURNING `+cols, append(append([]any{}, setArgs...), wargs...)...)
+	}
+	out, err := s.queryTasks(ctx, tx, `SELECT `+cols+` FROM `+t+` WHERE `+where+` FOR UPDATE`, wargs...)
+	if err != nil || len(out) == 0 {
+		return nil, err
+	}
+	if _, err := tx.ExecContext(ctx, `UPDATE `+t+` SET `+set+` WHERE `+where, append(append([]any{}, setArgs...), wargs...)...); err != nil {
+		return nil, err
+	}
+	for _, tk := range out {
+		tk.Status, tk.Attempts, tk.LeaseUntil, tk.UpdatedAt = task.StatusRunning, tk.Attempts+1, fromMicros(micros(leaseUntil)), fromMicros(now)
+	}
+	return out, nil
+}
