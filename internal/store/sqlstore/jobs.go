@@ -175,30 +175,12 @@ func (s *Store) TakeItem(ctx context.Context, job, item, node string, token int6
 // still holds the item.
 func (s *Store) StartRun(ctx context.Context, r *store.JobRun, token int64) (held bool, err error) {
 	defer classify(&err)
-	err = withRetry(ctx, func() error {
-		tx, err := s.coordDB().BeginTx(ctx, nil)
-		if err != nil {
-			return err
-		}
-		defer tx.Rollback()
-		fire := micros(r.FireAt)
-		res, err := tx.ExecContext(ctx, s.d.rebind(`UPDATE ontime_job_items SET run_id = ?, cursor_val = ?,
+	fire := micros(r.FireAt)
+	held, err = s.fencedItemWrite(ctx, `UPDATE ontime_job_items SET run_id = ?, cursor_val = ?,
 			last_fire = CASE WHEN last_fire < ? THEN ? ELSE last_fire END, version = version + 1
-			WHERE job = ? AND item = ? AND token = ?`), r.ID, r.Cursor, fire, fire, r.Job, r.Item, token)
-		if err != nil {
-			return err
-		}
-		if n, _ := res.RowsAffected(); n != 1 {
-			held = false
-			return nil
-		}
-		if _, err := tx.ExecContext(ctx, s.d.rebind(`INSERT INTO ontime_job_runs (id, job, item, node_id, trig, fire_at, started_at, cursor_val, status)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`), r.ID, r.Job, r.Item, r.Node, r.Trigger, fire, r.StartedAt.UnixMicro(), r.Cursor, r.Status); err != nil {
-			return err
-		}
-		held = true
-		return tx.Commit()
-	})
+			WHERE job = ? AND item = ? AND token = ?`, []any{r.ID, r.Cursor, fire, fire, r.Job, r.Item, token},
+		`INSERT INTO ontime_job_runs (id, job, item, node_id, trig, fire_at, started_at, cursor_val, status)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`, r.ID, r.Job, r.Item, r.Node, r.Trigger, fire, r.StartedAt.UnixMicro(), r.Cursor, r.Status)
 	if err != nil {
 		return false, fmt.Errorf("start job run: %w", err)
 	}
@@ -213,37 +195,42 @@ func (s *Store) SaveRun(ctx context.Context, r *store.JobRun, token int64, finis
 	if len(errText) > 1000 {
 		errText = strings.ToValidUTF8(errText[:1000], "")
 	}
-	err = withRetry(ctx, func() error {
-		tx, err := s.coordDB().BeginTx(ctx, nil)
-		if err != nil {
-			return err
-		}
-		defer tx.Rollback()
-		runID := r.ID
-		if finished {
-			runID = ""
-		}
-		res, err := tx.ExecContext(ctx, s.d.rebind(`UPDATE ontime_job_items SET run_id = ?, cursor_val = ?, version = version + 1
-			WHERE job = ? AND item = ? AND token = ?`), runID, r.Cursor, r.Job, r.Item, token)
-		if err != nil {
-			return err
-		}
-		if n, _ := res.RowsAffected(); n != 1 {
-			held = false
-			return nil
-		}
-		if _, err := tx.ExecContext(ctx, s.d.rebind(`UPDATE ontime_job_runs SET fetched = ?, processed = ?, failed = ?, lefts = ?,
-			cursor_val = ?, status = ?, error = ?, ended_at = ? WHERE id = ?`),
-			r.Fetched, r.Processed, r.Failed, r.Left, r.Cursor, r.Status, errText, micros(r.EndedAt), r.ID); err != nil {
-			return err
-		}
-		held = true
-		return tx.Commit()
-	})
+	runID := r.ID
+	if finished {
+		runID = ""
+	}
+	held, err = s.fencedItemWrite(ctx, `UPDATE ontime_job_items SET run_id = ?, cursor_val = ?, version = version + 1
+			WHERE job = ? AND item = ? AND token = ?`, []any{runID, r.Cursor, r.Job, r.Item, token},
+		`UPDATE ontime_job_runs SET fetched = ?, processed = ?, failed = ?, lefts = ?,
+			cursor_val = ?, status = ?, error = ?, ended_at = ? WHERE id = ?`,
+		r.Fetched, r.Processed, r.Failed, r.Left, r.Cursor, r.Status, errText, micros(r.EndedAt), r.ID)
 	if err != nil {
 		return false, fmt.Errorf("save job run: %w", err)
 	}
 	return held, nil
+}
+
+// fencedItemWrite runs, in one transaction on the coordinator's database,
+// the item update itemQ (fenced: it names the item and its token, so it
+// changes one row only while the token holds the item) and then, if it
+// did, runQ on the item's run. held says whether the token still held.
+func (s *Store) fencedItemWrite(ctx context.Context, itemQ string, itemArgs []any, runQ string, runArgs ...any) (held bool, err error) {
+	err = s.retryTx(ctx, 0, nil, func(tx *sql.Tx) error {
+		held = false
+		res, err := tx.ExecContext(ctx, s.d.rebind(itemQ), itemArgs...)
+		if err != nil {
+			return err
+		}
+		if n, _ := res.RowsAffected(); n != 1 {
+			return nil
+		}
+		if _, err := tx.ExecContext(ctx, s.d.rebind(runQ), runArgs...); err != nil {
+			return err
+		}
+		held = true
+		return nil
+	})
+	return held, err
 }
 
 // JobItems lists the job's item states by item.
