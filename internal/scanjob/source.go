@@ -136,18 +136,28 @@ func (s *source) parseItem(key string) (target, error) {
 	return target{db: v[0], table: s.spec.TableName(v[1]), segment: v[2]}, nil
 }
 
+// sqlText is a statement being built and its arguments, each placeholder
+// in the source's dialect.
+type sqlText struct {
+	strings.Builder
+	args []any
+	ph   func(n int) string
+}
+
+// arg adds v to the arguments and returns its placeholder.
+func (t *sqlText) arg(v any) string {
+	t.args = append(t.args, v)
+	return t.ph(len(t.args))
+}
+
 // fetchQuery builds the page query of one table:
 //
 //	SELECT cols FROM t WHERE w = ? … [AND key > ?] [AND key % S = s]
 //	  [AND retry < ? AND (next IS NULL OR next <= ?)] ORDER BY key LIMIT n
 func (s *source) fetchQuery(tg target, after any, now time.Time, limit int) (string, []any) {
 	q := s.d.quote
-	var b strings.Builder
-	var args []any
-	arg := func(v any) string {
-		args = append(args, v)
-		return s.d.ph(len(args))
-	}
+	b := &sqlText{ph: s.d.ph}
+	arg := b.arg
 	cols := make([]string, 0, len(s.spec.Columns)+1)
 	for _, c := range s.spec.Columns {
 		cols = append(cols, q(c))
@@ -173,7 +183,7 @@ func (s *source) fetchQuery(tg target, after any, now time.Time, limit int) (str
 		b.WriteString(" AND (" + q(s.spec.NextColumn) + " IS NULL OR " + q(s.spec.NextColumn) + " <= " + arg(s.d.timeArg(now)) + ")")
 	}
 	b.WriteString(" ORDER BY " + q(s.spec.Key) + " LIMIT " + arg(limit))
-	return b.String(), args
+	return b.String(), b.args
 }
 
 // fetchStmt is fetchQuery as a statement.
@@ -360,12 +370,8 @@ func (st stmt) String() string { return st.what + " on " + st.tg.table }
 //	UPDATE t SET s = ? … WHERE key IN (…) AND w = ? …
 func (s *source) doneStmt(tg target, keys []any) stmt {
 	q := s.d.quote
-	var b strings.Builder
-	var args []any
-	arg := func(v any) string {
-		args = append(args, v)
-		return s.d.ph(len(args))
-	}
+	b := &sqlText{ph: s.d.ph}
+	arg := b.arg
 	b.WriteString("UPDATE " + q(tg.table) + " SET ")
 	for i, c := range s.setCols {
 		if i > 0 {
@@ -384,7 +390,7 @@ func (s *source) doneStmt(tg target, keys []any) stmt {
 	for i, c := range s.whereCols {
 		b.WriteString(" AND " + q(c) + " = " + arg(s.whereArgs[i]))
 	}
-	return stmt{what: "on_success", tg: tg, query: b.String(), args: args}
+	return stmt{what: "on_success", tg: tg, query: b.String(), args: b.args}
 }
 
 // failedStmt pushes failed rows that were tried retry times back (seed
@@ -399,12 +405,8 @@ func (s *source) failedStmt(tg target, keys []any, retry int64, now time.Time) s
 	}
 	delay = min(delay, s.spec.BackoffMax)
 	q := s.d.quote
-	var b strings.Builder
-	var args []any
-	arg := func(v any) string {
-		args = append(args, v)
-		return s.d.ph(len(args))
-	}
+	b := &sqlText{ph: s.d.ph}
+	arg := b.arg
 	rc, nc := q(s.spec.RetryColumn), q(s.spec.NextColumn)
 	b.WriteString("UPDATE " + q(tg.table) + " SET " + rc + " = " + rc + " + 1, " + nc + " = " + arg(s.d.timeArg(now.Add(delay))))
 	b.WriteString(" WHERE " + q(s.spec.Key) + " IN (")
@@ -418,7 +420,7 @@ func (s *source) failedStmt(tg target, keys []any, retry int64, now time.Time) s
 	for i, c := range s.whereCols {
 		b.WriteString(" AND " + q(c) + " = " + arg(s.whereArgs[i]))
 	}
-	return stmt{what: "retry_column", tg: tg, query: b.String(), args: args}
+	return stmt{what: "retry_column", tg: tg, query: b.String(), args: b.args}
 }
 
 // failedStmts are the push-backs of failed rows: one statement per

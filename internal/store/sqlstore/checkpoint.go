@@ -41,34 +41,17 @@ func startCheckpointer(ctx context.Context, db *sql.DB, log *slog.Logger) *check
 
 // Start runs the checkpoints until Stop.
 func (c *checkpointer) Start(ctx context.Context) error {
-	ctx, ok, started, stopped := c.StartInit(ctx)
-	if !ok {
-		return nil
-	}
-	go func() {
-		defer stopped()
-		started()
-		c.run(ctx)
-	}()
-	return nil
+	return c.Go(ctx, func(ctx context.Context) { startstop.Every(ctx, checkpointEvery, c.pass) })
 }
 
-func (c *checkpointer) run(ctx context.Context) {
-	t := time.NewTicker(checkpointEvery)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		busy, pages, done, err := c.checkpoint(ctx, "PASSIVE")
-		if err == nil && busy == 0 && pages-done >= checkpointForcePages {
-			_, _, _, err = c.checkpoint(ctx, "RESTART")
-		}
-		if err != nil && ctx.Err() == nil {
-			c.log.Warn("sqlite checkpoint failed; the writer's WAL grows until one succeeds", "err", err)
-		}
+// pass checkpoints the WAL, passively, and restarts it when it has grown.
+func (c *checkpointer) pass(ctx context.Context) {
+	busy, pages, done, err := c.checkpoint(ctx, "PASSIVE")
+	if err == nil && busy == 0 && pages-done >= checkpointForcePages {
+		_, _, _, err = c.checkpoint(ctx, "RESTART")
+	}
+	if err != nil && ctx.Err() == nil {
+		c.log.Warn("sqlite checkpoint failed; the writer's WAL grows until one succeeds", "err", err)
 	}
 }
 

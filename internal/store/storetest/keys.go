@@ -365,17 +365,10 @@ func testUpdateRace(t *testing.T, open KeyOpener) {
 	}()
 	go func() {
 		defer wg.Done()
-		for i := len(refs) - 1; i >= 0; i-- {
-			_, err := b.s.Update(b.ctx, refs[i].ID, store.Patch{DueAt: &later})
-			if err == nil {
-				mu.Lock()
-				moved[refs[i].ID] = true
-				mu.Unlock()
-			} else if !errors.Is(err, store.ErrConflict) {
-				t.Error(err)
-				return
-			}
-		}
+		fromTheEnd(t, refs, &mu, moved, func(id string) error {
+			_, err := b.s.Update(b.ctx, id, store.Patch{DueAt: &later})
+			return err
+		})
 	}()
 	wg.Wait()
 	for id := range started {

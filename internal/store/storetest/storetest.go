@@ -444,6 +444,23 @@ func (b *bundle) startInTens(refs []store.Ref, until time.Time, got func([]*task
 	}
 }
 
+// fromTheEnd runs op on refs from the last to the first, racing whoever
+// goes from the first, and records in won the IDs it succeeded on (under
+// mu); ErrConflict is a lost race, any other error fails t.
+func fromTheEnd(t *testing.T, refs []store.Ref, mu *sync.Mutex, won map[string]bool, op func(id string) error) {
+	for i := len(refs) - 1; i >= 0; i-- {
+		err := op(refs[i].ID)
+		if err == nil {
+			mu.Lock()
+			won[refs[i].ID] = true
+			mu.Unlock()
+		} else if !errors.Is(err, store.ErrConflict) {
+			t.Error(err)
+			return
+		}
+	}
+}
+
 func testCancelRace(t *testing.T, open Opener) {
 	b := setup(t, open, 1, 2, 1)
 	now := time.Now()
@@ -463,17 +480,10 @@ func testCancelRace(t *testing.T, open Opener) {
 	}()
 	go func() {
 		defer wg.Done()
-		for i := len(refs) - 1; i >= 0; i-- {
-			_, err := b.s.Cancel(b.ctx, refs[i].ID)
-			if err == nil {
-				mu.Lock()
-				cancelled[refs[i].ID] = true
-				mu.Unlock()
-			} else if !errors.Is(err, store.ErrConflict) {
-				t.Error(err)
-				return
-			}
-		}
+		fromTheEnd(t, refs, &mu, cancelled, func(id string) error {
+			_, err := b.s.Cancel(b.ctx, id)
+			return err
+		})
 	}()
 	wg.Wait()
 	for _, s := range started {
