@@ -168,35 +168,9 @@ func testConcurrentReuse(t *testing.T, open KeyOpener) {
 		old := b.newTask("cr", key, now.Add(-time.Second))
 		b.insert(old)
 		b.end(old, task.StatusDone)
-		const workers = 12
-		ids := make([]string, workers)
-		created := make([]bool, workers)
-		var wg sync.WaitGroup
-		for w := range workers {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				nt := b.newTask("cr", key, now.Add(time.Hour))
-				res, err := b.s.Insert(b.ctx, []store.NewTask{nt})
-				if err != nil {
-					t.Error(err)
-					return
-				}
-				ids[w], created[w] = res[0].Task.ID, !res[0].Existing
-			}()
-		}
-		wg.Wait()
-		n := 0
-		for w := range workers {
-			if created[w] {
-				n++
-			}
-			if ids[w] != ids[0] || ids[w] == old.ID {
-				t.Fatalf("round %d: concurrent submits of a freed key got %v (old %s)", round, ids, old.ID)
-			}
-		}
-		if n != 1 {
-			t.Fatalf("round %d: %d submits created a task; want exactly 1", round, n)
+		ids := b.insertRacing(t, 12, func() store.NewTask { return b.newTask("cr", key, now.Add(time.Hour)) })
+		if ids[0] == old.ID {
+			t.Fatalf("round %d: concurrent submits of a freed key got the old task %s", round, old.ID)
 		}
 	}
 	counts, err := b.s.Count(b.ctx)

@@ -145,35 +145,7 @@ func testRoundTrip(t *testing.T, open Opener) {
 func testIdempotent(t *testing.T, open Opener) {
 	b := setup(t, open, 2, 2, 1)
 	due := time.Now().Add(time.Hour)
-	const workers = 12
-	ids := make([]string, workers)
-	existing := make([]bool, workers)
-	var wg sync.WaitGroup
-	for w := range workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			res, err := b.s.Insert(b.ctx, []store.NewTask{b.newTask("idem", "same-key", due)})
-			if err != nil {
-				t.Error(err)
-				return
-			}
-			ids[w], existing[w] = res[0].Task.ID, res[0].Existing
-		}()
-	}
-	wg.Wait()
-	created := 0
-	for w := range workers {
-		if ids[w] != ids[0] {
-			t.Fatalf("concurrent resubmits got different tasks: %v", ids)
-		}
-		if !existing[w] {
-			created++
-		}
-	}
-	if created != 1 {
-		t.Fatalf("%d callers created the task; want exactly 1", created)
-	}
+	ids := b.insertRacing(t, 12, func() store.NewTask { return b.newTask("idem", "same-key", due) })
 	// Same key, other topic: a different task. Keyless tasks never collide.
 	other := b.insert(b.newTask("idem.other", "same-key", due))[0]
 	if other.Existing || other.Task.ID == ids[0] {
@@ -195,6 +167,40 @@ func testIdempotent(t *testing.T, open Opener) {
 	if counts[task.StatusPending] != 5 {
 		t.Fatalf("pending count %d, want 5", counts[task.StatusPending])
 	}
+}
+
+// insertRacing inserts workers tasks made by mk at once, each in its own
+// call, and checks that they all got one task and exactly one created it;
+// it returns the IDs they got, by worker.
+func (b *bundle) insertRacing(t *testing.T, workers int, mk func() store.NewTask) []string {
+	t.Helper()
+	ids := make([]string, workers)
+	created := make([]bool, workers)
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Go(func() {
+			res, err := b.s.Insert(b.ctx, []store.NewTask{mk()})
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			ids[w], created[w] = res[0].Task.ID, !res[0].Existing
+		})
+	}
+	wg.Wait()
+	n := 0
+	for w := range workers {
+		if ids[w] != ids[0] {
+			t.Fatalf("concurrent submits of one key got different tasks: %v", ids)
+		}
+		if created[w] {
+			n++
+		}
+	}
+	if n != 1 {
+		t.Fatalf("%d concurrent submits of one key created a task; want exactly 1", n)
+	}
+	return ids
 }
 
 func testStateMachine(t *testing.T, open Opener) {
