@@ -6,6 +6,7 @@ import (
 
 	"github.com/ontimehq/ontime/internal/store"
 	"github.com/ontimehq/ontime/internal/task"
+	"github.com/ontimehq/ontime/internal/topics"
 )
 
 // TopicInfo is one topic as GET /v1/topics shows it.
@@ -19,10 +20,14 @@ type TopicInfo struct {
 	OldestDueAt time.Time
 	// Paused: the topic delivers nothing, cluster wide; its tasks wait.
 	Paused bool
+	// Known: the topic has tasks (of any status). False after PauseTopic:
+	// no task of this name exists yet, and the pause waits for the first
+	// (check the name).
+	Known bool
 }
 
 func topicInfo(ts store.TopicStats) TopicInfo {
-	out := TopicInfo{Topic: ts.Topic, Counts: make(map[string]int64, 6), OldestDueAt: ts.OldestDueAt, Paused: ts.Paused}
+	out := TopicInfo{Topic: ts.Topic, Counts: make(map[string]int64, 6), OldestDueAt: ts.OldestDueAt, Paused: ts.Paused, Known: topics.Known(ts)}
 	for st := task.StatusPending; st <= task.StatusCancelled; st++ {
 		out.Counts[st.String()] = ts.Counts[st]
 	}
@@ -57,7 +62,8 @@ func (n *Node) PauseTopic(ctx context.Context, topic string) (*TopicInfo, error)
 }
 
 // ResumeTopic resumes a paused topic: the tasks whose due time passed
-// meanwhile are delivered at once, the others at their due time.
+// meanwhile are delivered at once, the others at their due time. The pause
+// is removed, so a topic without tasks is no longer listed.
 func (n *Node) ResumeTopic(ctx context.Context, topic string) (*TopicInfo, error) {
 	ts, err := n.admin.Resume(ctx, topic)
 	if err != nil {

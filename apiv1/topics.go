@@ -3,7 +3,8 @@ package apiv1
 import "time"
 
 // Topic is one topic's view: the answer of GET /v1/topics (a list of them)
-// and of POST /v1/topics/{topic}:pause and :resume.
+// and of POST /v1/topics/{topic}:pause and :resume. A resume removes the
+// pause, so a topic without tasks is no longer listed after it.
 type Topic struct {
 	Topic string `json:"topic"`
 	// Counts has one entry per status (pending, claimed, running, done,
@@ -14,6 +15,10 @@ type Topic struct {
 	OldestDueAt *time.Time `json:"oldest_due_at"`
 	// Paused: the topic delivers nothing, cluster wide; its tasks wait.
 	Paused bool `json:"paused"`
+	// Known: the topic has tasks (of any status). A topic may be paused
+	// ahead of its first task; false in the answer of a pause says that
+	// no task of this name exists yet (a typo pauses nothing anyone uses).
+	Known bool `json:"known"`
 }
 
 // TopicList answers GET /v1/topics: every topic that has tasks or is

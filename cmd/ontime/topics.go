@@ -41,13 +41,19 @@ is resumed, the overdue ones at once.`,
 	cmd.AddCommand(
 		topicChange(g, "pause", "Pause a topic cluster wide",
 			`Pause a topic: no node claims or starts its tasks any more (those already
-running finish); they wait, and their due times pass. Prints the topic.`,
+running finish); they wait, and their due times pass. Prints the topic.
+
+A topic that has no task yet may be paused ahead of its first one; the
+command says so on stderr (and "known": false with --json), since it may as
+well be a misspelt name.`,
 			func(ctx context.Context, c *client.Client, topic string) (*apiv1.Topic, error) {
 				return c.PauseTopic(ctx, topic)
 			}),
 		topicChange(g, "resume", "Resume a paused topic",
 			`Resume a paused topic: the tasks whose due time passed meanwhile are delivered
-at once, the others at their due time. Prints the topic.`,
+at once, the others at their due time. Prints the topic. The pause is
+removed: a topic without tasks (one paused ahead of its first task, or by
+mistake) is no longer listed.`,
 			func(ctx context.Context, c *client.Client, topic string) (*apiv1.Topic, error) {
 				return c.ResumeTopic(ctx, topic)
 			}),
@@ -77,11 +83,28 @@ func topicChange(g *globals, verb, short, long string, call func(ctx context.Con
 		Long:    long,
 		Example: "  ontime topics " + verb + " order.cancel",
 		Args:    exactArgs(1, "topic"),
-		RunE: runOne(g, call, func(w io.Writer, t *apiv1.Topic) error {
+		RunE: runCall(g, func(cmd *cobra.Command, c *client.Client, args []string) (*apiv1.Topic, error) {
+			topic := args[0]
+			t, err := call(cmd.Context(), c, topic)
+			if err == nil && !t.Known {
+				// Not an error (a pause may come before the first task), but
+				// not silence either: a misspelt name pauses nothing in use.
+				fmt.Fprintf(cmd.ErrOrStderr(), "ontime: topics %s: %s\n", verb, unknownTopicNote(verb, topic))
+			}
+			return t, err
+		}, func(w io.Writer, t *apiv1.Topic) error {
 			printTopics(w, []apiv1.Topic{*t})
 			return nil
 		}),
 	}
+}
+
+// unknownTopicNote says what a pause or resume of a topic without tasks did.
+func unknownTopicNote(verb, topic string) string {
+	if verb == "pause" {
+		return fmt.Sprintf("no task of topic %s exists yet; it is paused ahead of its first task (check the name; 'ontime topics resume %s' undoes it)", topic, topic)
+	}
+	return fmt.Sprintf("no task of topic %s exists; no pause is left under this name", topic)
 }
 
 // requeued is the answer of topics requeue: the API's, and the topic for

@@ -68,6 +68,28 @@ func TestCLITopics(t *testing.T) {
 		t.Fatalf("topics: %d %q", code, out)
 	}
 
+	// A topic without tasks: paused ahead of its first task, and said so.
+	code, out, errs = c.run("topics", "pause", "no.such.topic")
+	if code != 0 || !strings.Contains(out, "no.such.topic") || !strings.Contains(errs, "no task of topic no.such.topic exists yet") {
+		t.Fatalf("pause of a topic without tasks: %d %q %q", code, out, errs)
+	}
+	oneLine(t, errs)
+	code, out, errs = c.run("topics", "pause", "no.such.topic", "--json")
+	if code != 0 || !strings.Contains(out, `"known":false`) || !strings.Contains(out, `"paused":true`) {
+		t.Fatalf("pause --json of a topic without tasks: %d %q %q", code, out, errs)
+	}
+	code, out, errs = c.run("topics", "resume", "no.such.topic")
+	if code != 0 || !strings.Contains(errs, "no pause is left") {
+		t.Fatalf("resume of a topic without tasks: %d %q %q", code, out, errs)
+	}
+	if code, out, _ = c.run("topics"); code != 0 || strings.Contains(out, "no.such.topic") {
+		t.Fatalf("topics after the resume: %d %q", code, out)
+	}
+	if code, _, errs = c.run("topics", "pause", "cli.topic"); code != 0 || errs != "" {
+		t.Fatalf("pause of a known topic: %d %q", code, errs)
+	}
+	c.run("topics", "resume", "cli.topic")
+
 	code, _, errs = c.run("topics", "pause", "not a topic")
 	if code != exitUsage && code != exitError {
 		t.Fatalf("pause of a bad topic name: exit %d %q", code, errs)

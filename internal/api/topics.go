@@ -8,6 +8,7 @@ import (
 	"github.com/ontimehq/ontime/apiv1"
 	"github.com/ontimehq/ontime/internal/store"
 	"github.com/ontimehq/ontime/internal/task"
+	"github.com/ontimehq/ontime/internal/topics"
 )
 
 // Topics is what the topic routes need from the engine (topics.Admin).
@@ -21,7 +22,7 @@ type Topics interface {
 // TopicView converts a topic's stats to its JSON view: a count for every
 // status, zeros included, so clients need not know which are absent.
 func TopicView(ts store.TopicStats) apiv1.Topic {
-	v := apiv1.Topic{Topic: ts.Topic, Counts: make(map[string]int64, 6), Paused: ts.Paused}
+	v := apiv1.Topic{Topic: ts.Topic, Counts: make(map[string]int64, 6), Paused: ts.Paused, Known: topics.Known(ts)}
 	for st := task.StatusPending; st <= task.StatusCancelled; st++ {
 		v.Counts[st.String()] = ts.Counts[st]
 	}

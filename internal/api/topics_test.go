@@ -15,8 +15,18 @@ func TestTopicRoutesMatchTheSpec(t *testing.T) {
 	}
 	code, m := call(t, "POST", base+"/v1/topics/api.topic:pause", "")
 	counts, _ := m["counts"].(map[string]any)
-	if code != 200 || m["paused"] != true || m["topic"] != "api.topic" || counts["pending"] != float64(1) || m["oldest_due_at"] == nil {
+	if code != 200 || m["paused"] != true || m["topic"] != "api.topic" || counts["pending"] != float64(1) || m["oldest_due_at"] == nil || m["known"] != true {
 		t.Fatalf("pause: %d %v", code, m)
+	}
+	// Ahead of its first task: paused, and said to be unknown.
+	if code, m := call(t, "POST", base+"/v1/topics/api.ghost:pause", ""); code != 200 || m["paused"] != true || m["known"] != false {
+		t.Fatalf("pause of a topic without tasks: %d %v", code, m)
+	}
+	if code, m := call(t, "GET", base+"/v1/topics", ""); code != 200 || len(m["topics"].([]any)) != 2 {
+		t.Fatalf("list with a topic paused ahead: %d %v", code, m)
+	}
+	if code, m := call(t, "POST", base+"/v1/topics/api.ghost:resume", ""); code != 200 || m["paused"] != false || m["known"] != false {
+		t.Fatalf("resume of a topic without tasks: %d %v", code, m)
 	}
 	if code, m := call(t, "GET", base+"/v1/topics", ""); code != 200 || len(m["topics"].([]any)) != 1 {
 		t.Fatalf("list: %d %v", code, m)

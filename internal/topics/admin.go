@@ -35,6 +35,18 @@ func NewAdmin(st AdminStore, w *Watcher, wake Waker) (*Admin, error) {
 	return &Admin{st: st, w: w, wake: wake}, nil
 }
 
+// Known reports whether ts's topic has tasks, of any status. A pause of a
+// topic without any is legitimate (ahead of its first task) but may be a
+// typo; the answers say which it is rather than succeed in silence.
+func Known(ts store.TopicStats) bool {
+	for _, n := range ts.Counts {
+		if n > 0 {
+			return true
+		}
+	}
+	return false
+}
+
 // List returns every topic that has tasks or is paused.
 func (a *Admin) List(ctx context.Context) ([]store.TopicStats, error) {
 	return a.st.TopicStats(ctx, "")
@@ -48,7 +60,8 @@ func (a *Admin) Pause(ctx context.Context, topic string) (*store.TopicStats, err
 }
 
 // Resume resumes topic and returns its view; its overdue tasks are
-// delivered at once.
+// delivered at once. The pause is removed from the store, so a topic
+// without tasks (a typo paused) is no longer listed.
 func (a *Admin) Resume(ctx context.Context, topic string) (*store.TopicStats, error) {
 	return a.set(ctx, topic, false)
 }

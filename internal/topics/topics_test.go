@@ -2,6 +2,7 @@ package topics_test
 
 import (
 	"context"
+	"database/sql"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -80,5 +81,61 @@ func TestWatcherFollowsAnotherNode(t *testing.T) {
 	}
 	if _, err := admin.Pause(ctx, "not a topic"); err == nil {
 		t.Fatal("pausing an invalid topic name succeeded")
+	}
+}
+
+// A topic without tasks may be paused ahead of its first task; the answer
+// says it is not known (no silent success for a typo), the list shows it
+// paused, and a resume removes the pause from the store altogether.
+func TestPauseAheadOfFirstTask(t *testing.T) {
+	t.Parallel()
+	dsn := testdb.SQLite(t)
+	st := open(t, dsn)
+	w, err := topics.New(topics.Config{Store: st})
+	if err != nil {
+		t.Fatal(err)
+	}
+	admin, err := topics.NewAdmin(st, w, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	stagetest.Insert(t, st, stagetest.NewTask(t, "real.topic", "k1", time.Now().Add(time.Hour)))
+	v, err := admin.Pause(ctx, "real.topic")
+	if err != nil || !v.Paused || !topics.Known(*v) {
+		t.Fatalf("pause of a topic with a task: %v %+v, want paused and known", err, v)
+	}
+	v, err = admin.Pause(ctx, "no.such.topic")
+	if err != nil || !v.Paused || topics.Known(*v) {
+		t.Fatalf("pause of a topic without tasks: %v %+v, want paused and not known", err, v)
+	}
+	if !w.Paused("no.such.topic") {
+		t.Fatal("the pause ahead of the first task does not hold here")
+	}
+	list, err := admin.List(ctx)
+	if err != nil || len(list) != 2 || list[0].Topic != "no.such.topic" || !list[0].Paused || topics.Known(list[0]) {
+		t.Fatalf("list: %v %+v", err, list)
+	}
+	for _, topic := range []string{"no.such.topic", "real.topic"} {
+		if v, err = admin.Resume(ctx, topic); err != nil || v.Paused {
+			t.Fatalf("resume %s: %v %+v", topic, err, v)
+		}
+	}
+	if topics.Known(*v) != true {
+		t.Fatalf("resume of real.topic: %+v, want known", v)
+	}
+	list, err = admin.List(ctx)
+	if err != nil || len(list) != 1 || list[0].Topic != "real.topic" || list[0].Paused {
+		t.Fatalf("list after resume: %v %+v", err, list)
+	}
+	// The table holds paused topics only: a resume leaves no row behind.
+	db, err := sql.Open("sqlite", dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var rows int
+	if err := db.QueryRowContext(ctx, `SELECT COUNT(*) FROM ontime_topics`).Scan(&rows); err != nil || rows != 0 {
+		t.Fatalf("rows of ontime_topics after resume: %d %v, want 0", rows, err)
 	}
 }

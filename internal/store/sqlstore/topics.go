@@ -47,18 +47,21 @@ var upsertTopic = map[string]string{
 	"mysql":    `INSERT INTO ontime_topics (topic, paused, updated_at) VALUES (?, ?, ?) ON DUPLICATE KEY UPDATE paused = VALUES(paused), updated_at = VALUES(updated_at)`,
 }
 
-// SetTopicPaused stores topic's paused flag in the first database.
+// SetTopicPaused stores topic's paused flag in the first database: a
+// pause is a row, a resume deletes it, so the table holds the paused
+// topics only and a topic paused by mistake (one without tasks) leaves
+// nothing behind once resumed.
 func (s *Store) SetTopicPaused(ctx context.Context, topic string, paused bool) (err error) {
 	defer classify(&err)
 	if err := task.ValidateTopic(topic); err != nil {
 		return err
 	}
-	p := 0
-	if paused {
-		p = 1
+	q, args := s.d.rebind(upsertTopic[s.d.name]), []any{topic, 1, time.Now().UnixMicro()}
+	if !paused {
+		q, args = s.d.rebind(`DELETE FROM ontime_topics WHERE topic = ?`), []any{topic}
 	}
 	err = withRetry(ctx, func() error {
-		_, err := s.w[0].ExecContext(ctx, s.d.rebind(upsertTopic[s.d.name]), topic, p, time.Now().UnixMicro())
+		_, err := s.w[0].ExecContext(ctx, q, args...)
 		return err
 	})
 	if err != nil {
