@@ -125,6 +125,8 @@ func (a *Auth) lookup(presented string) *Token {
 // document none; /metrics
 // metrics (or admin); the operations that act across tasks or on the
 // cluster (a requeue, :pause, :resume, anything under /v1/cluster) admin;
+// so is defining, changing or deleting a schedule, which makes tasks for
+// ever on the cluster's clock (its :trigger makes one task: write);
 // other reads read; other changes write. It works on the path, not on a
 // list of patterns, so routes added later get a role without being listed.
 func RouteRole(method, p string) Role {
@@ -138,7 +140,8 @@ func RouteRole(method, p string) Role {
 		return RoleAdmin
 	}
 	last := p[strings.LastIndex(p, "/")+1:]
-	if _, op, ok := strings.Cut(last, ":"); ok {
+	_, op, isOp := strings.Cut(last, ":")
+	if isOp {
 		switch op {
 		case "requeue", "pause", "resume":
 			return RoleAdmin
@@ -146,6 +149,9 @@ func RouteRole(method, p string) Role {
 	}
 	if method == http.MethodGet || method == http.MethodHead {
 		return RoleRead
+	}
+	if (p == "/v1/schedules" || strings.HasPrefix(p, "/v1/schedules/")) && !(isOp && op == "trigger") {
+		return RoleAdmin
 	}
 	return RoleWrite
 }

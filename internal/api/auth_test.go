@@ -115,7 +115,14 @@ var wantRoles = map[string]api.Role{
 	"POST /v1/topics/{t}":       api.RoleWrite,
 	"GET /v1/topics":            api.RoleRead,
 	"POST /v1/topics/{topicop}": api.RoleAdmin, // :pause, :resume, :requeue
-	"POST /v1/schedules/{n}":    api.RoleWrite,
+	// A schedule makes tasks for ever: defining, changing or deleting one
+	// is an operator's act, like a pause; a trigger makes one task.
+	"POST /v1/schedules":          api.RoleAdmin,
+	"PUT /v1/schedules/{name}":    api.RoleAdmin,
+	"DELETE /v1/schedules/{name}": api.RoleAdmin,
+	"GET /v1/schedules":           api.RoleRead,
+	"GET /v1/schedules/{name}":    api.RoleRead,
+	"POST /v1/schedules/{nameop}": api.RoleAdmin, // :pause, :resume; :trigger is write (below)
 }
 
 // Every registered route, without a token, with a bad one, and with each
