@@ -236,7 +236,17 @@ func TestCLIErrors(t *testing.T) {
 		{[]string{"get", strings.Repeat("0", 26)}, 3, "HTTP 404"},
 		{[]string{"cancel", strings.Repeat("0", 26)}, 3, "HTTP 404"},
 		{[]string{"requeue", strings.Repeat("0", 26)}, 3, "HTTP 404"},
-		{[]string{"list", "--status", "sleeping"}, 1, "status"},
+		{[]string{"list", "--status", "sleeping"}, 2, `--status: "sleeping" is not one of pending`},
+		{[]string{"key", "bogus"}, 2, `unknown verb "bogus"; ontime key takes cancel, get, update`},
+		{[]string{"jobs", "bogus"}, 2, `unknown verb "bogus"`},
+		{[]string{"completion", "tcsh"}, 2, `unknown verb "tcsh"; ontime completion takes bash, fish, powershell, zsh`},
+		{[]string{"key"}, 2, "which verb? cancel, get, update"},
+		{[]string{"jobs"}, 2, "which verb?"},
+		{[]string{"completion"}, 2, "which verb?"},
+		{[]string{"topics", "bogus"}, 2, `unknown verb "bogus"; ontime topics takes pause, requeue, resume`},
+		{[]string{"schedules", "put", "n", "--cron", "@hourly", "--topic", "t", "--misfire", "later"}, 2, `--misfire: "later" is not one of skip, fire_once`},
+		{[]string{"schedules", "put", "n", "--cron", "@hourly", "--topic", "t", "--max-attempts", "0"}, 2, "--max-attempts"},
+		{[]string{"jobs", "runs", "j", "--limit", "0"}, 2, "--limit"},
 		{[]string{"list", "--limit", "0"}, 2, "--limit"},
 		{[]string{"list", "--frob"}, 2, "unknown flag"},
 		{[]string{"cluster", "x"}, 2, "unexpected argument"},
@@ -256,6 +266,36 @@ func TestCLIErrors(t *testing.T) {
 		if code != exitUsage || !strings.Contains(errs, "--server") {
 			t.Errorf("--server %q: exit %d %q", server, code, errs)
 		}
+	}
+}
+
+// TestCLIUnknownVerbs: every verb that has verbs of its own refuses one
+// it does not have with exit 2, and one given none asks which, instead of
+// printing its help and exiting 0 (README: an unknown verb is usage, 2).
+func TestCLIUnknownVerbs(t *testing.T) {
+	t.Parallel()
+	root := newRootCmd(&globals{env: func(string) string { return "" }})
+	root.InitDefaultCompletionCmd()
+	groups := 0
+	walk(root, func(cmd *cobra.Command) {
+		if !cmd.HasParent() || !cmd.HasAvailableSubCommands() {
+			return
+		}
+		groups++
+		path := strings.Fields(cmd.CommandPath())[1:]
+		code, out, errs := runCLI(append(path, "frobnicate")...)
+		if code != exitUsage || !strings.Contains(errs, `unknown verb "frobnicate"`) || out != "" {
+			t.Errorf("%v frobnicate: exit %d stdout %q stderr %q; want 2 and unknown verb", path, code, out, errs)
+		}
+		if !cmd.Runnable() || cmd.Name() == "schedules" || cmd.Name() == "shard" {
+			code, out, errs = runCLI(path...)
+			if code != exitUsage || !strings.Contains(errs, "which") || out != "" {
+				t.Errorf("%v: exit %d stdout %q stderr %q; want 2 and which verb", path, code, out, errs)
+			}
+		}
+	})
+	if groups < 6 { // key, topics, schedules, jobs, shard, completion
+		t.Fatalf("only %d verbs with verbs of their own", groups)
 	}
 }
 

@@ -130,8 +130,8 @@ processed, failed and left (failed max_attempts times), cursor, status and
 error.`,
 		Example: "  ontime jobs runs bill-settle\n  ontime jobs runs bill-settle --item 1.49.0 --limit 5",
 		Args:    exactArgs(1, "NAME"),
-		PreRunE: func(*cobra.Command, []string) error {
-			if limit < 0 || limit > 1000 {
+		PreRunE: func(cmd *cobra.Command, _ []string) error {
+			if limit < 0 || limit > 1000 || (cmd.Flags().Changed("limit") && limit < 1) {
 				return usagef("--limit: %d is not from 1 to 1000", limit)
 			}
 			return nil

@@ -3,6 +3,8 @@ package main
 import (
 	"fmt"
 	"io"
+	"slices"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -13,6 +15,16 @@ import (
 
 // statuses are the task statuses, for --status and its completion.
 var statuses = []cobra.Completion{"pending", "claimed", "running", "done", "dead", "cancelled"}
+
+// oneOf checks a flag whose value is one of a fixed set ("" when not
+// given): another value is a usage error (exit 2) here, not a 400 from the
+// server (exit 1).
+func oneOf(flag, v string, choices []cobra.Completion) error {
+	if v == "" || slices.Contains(choices, v) {
+		return nil
+	}
+	return usagef("%s: %q is not one of %s", flag, v, strings.Join(choices, ", "))
+}
 
 func newListCmd(g *globals) *cobra.Command {
 	var o client.ListOptions
@@ -29,7 +41,7 @@ line gives the --cursor of the next page.`,
 			if o.Limit < 1 || o.Limit > 1000 {
 				return usagef("--limit: %d is out of range 1..1000", o.Limit)
 			}
-			return nil
+			return oneOf("--status", o.Status, statuses)
 		},
 		RunE: runCall(g, func(cmd *cobra.Command, c *client.Client, _ []string) (*client.ListPage, error) {
 			return c.List(cmd.Context(), o)

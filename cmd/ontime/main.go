@@ -143,6 +143,42 @@ func newHelpCmd(root *cobra.Command) *cobra.Command {
 	}
 }
 
+// strictGroups makes every verb that has verbs of its own (key, jobs,
+// topics, schedules, completion …) refuse one it does not have, and one
+// given none ask which: cobra would print the help and exit 0, so that
+// `ontime key bogus` or `ontime completion tcsh` looked as if it worked.
+// The root refuses unknown verbs itself ("unknown command").
+func strictGroups(c *cobra.Command) {
+	for _, sub := range c.Commands() {
+		strictGroups(sub)
+	}
+	if !c.HasParent() || !c.HasAvailableSubCommands() {
+		return
+	}
+	c.Args = func(cmd *cobra.Command, args []string) error {
+		if len(args) > 0 {
+			return usagef("unknown verb %q; %s takes %s", args[0], cmd.CommandPath(), verbNames(cmd))
+		}
+		return nil
+	}
+	if !c.Runnable() {
+		c.RunE = func(cmd *cobra.Command, _ []string) error {
+			return usagef("which verb? %s", verbNames(cmd))
+		}
+	}
+}
+
+// verbNames lists the verbs of a group, for its usage errors.
+func verbNames(c *cobra.Command) string {
+	var names []string
+	for _, sub := range c.Commands() {
+		if sub.IsAvailableCommand() && sub.Name() != "help" {
+			names = append(names, sub.Name())
+		}
+	}
+	return strings.Join(names, ", ")
+}
+
 // run executes the CLI and returns the process exit code. Errors are
 // printed here, one line each, so every verb fails the same way.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -151,6 +187,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	root.SetArgs(args)
 	root.SetOut(stdout)
 	root.SetErr(stderr)
+	// After SetOut: cobra's completion verbs keep the writer they were
+	// made with.
+	root.InitDefaultCompletionCmd(args...)
+	strictGroups(root)
 	cmd, err := root.ExecuteContextC(ctx)
 	if err == nil {
 		return exitOK

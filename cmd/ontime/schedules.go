@@ -107,8 +107,11 @@ goes on with the next one; fire_once delivers one task for all of them.`,
 			if req.Cron == "" || req.Task.Topic == "" {
 				return usagef("--cron and --topic are required")
 			}
-			if req.Task.MaxAttempts < 0 {
+			if req.Task.MaxAttempts < 0 || (cmd.Flags().Changed("max-attempts") && req.Task.MaxAttempts < 1) {
 				return usagef("--max-attempts: %d; at least 1", req.Task.MaxAttempts)
+			}
+			if err := oneOf("--misfire", req.Misfire, misfires); err != nil {
+				return err
 			}
 			if data != "" {
 				raw, err := readData(data)
@@ -147,8 +150,13 @@ goes on with the next one; fire_once delivers one task for all of them.`,
 	f.IntVar(&req.Task.MaxAttempts, "max-attempts", 0, "attempts before a task is dead (default: the server's)")
 	f.StringVar(&req.Misfire, "misfire", "", "skip (default) or fire_once")
 	f.BoolVar(&req.Paused, "paused", false, "store it paused")
+	_ = cmd.RegisterFlagCompletionFunc("misfire", cobra.FixedCompletions(misfires, cobra.ShellCompDirectiveNoFileComp))
 	return cmd
 }
+
+// misfires are the values of --misfire: what a schedule does with fire
+// times missed while no node ran it.
+var misfires = []cobra.Completion{"skip", "fire_once"}
 
 func newSchedulesTriggerCmd(g *globals) *cobra.Command {
 	return &cobra.Command{
