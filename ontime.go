@@ -129,6 +129,7 @@ type Task struct {
 	Key         string
 	DueAt       time.Time // of the next attempt
 	FirstDueAt  time.Time // the due time it was submitted with; retries move DueAt only
+	MovedBy     string    // what last set DueAt since the submit: "retry", "update", "requeue"; "" when nothing did
 	Payload     json.RawMessage
 	Target      string
 	MaxAttempts int
@@ -140,7 +141,7 @@ type Task struct {
 }
 
 func viewOf(t *task.Task) *Task {
-	return &Task{ID: t.ID, Topic: t.Topic, Key: t.Key, DueAt: t.DueAt, FirstDueAt: t.FirstDueAt, Payload: t.Payload, Target: t.Target,
+	return &Task{ID: t.ID, Topic: t.Topic, Key: t.Key, DueAt: t.DueAt, FirstDueAt: t.FirstDueAt, MovedBy: t.MovedBy.String(), Payload: t.Payload, Target: t.Target,
 		MaxAttempts: t.MaxAttempts, Status: t.Status.String(), Attempts: t.Attempts, CreatedAt: t.CreatedAt, UpdatedAt: t.UpdatedAt, LastError: t.LastError}
 }
 

@@ -31,11 +31,14 @@ type TaskRequest struct {
 
 // Task is a stored task's view, the answer of every task route.
 type Task struct {
-	ID          string          `json:"id"`
-	Topic       string          `json:"topic"`
-	Key         string          `json:"key,omitempty"`
-	DueAt       time.Time       `json:"due_at"`       // of the next attempt
-	FirstDueAt  time.Time       `json:"first_due_at"` // as submitted; retries move due_at only
+	ID         string    `json:"id"`
+	Topic      string    `json:"topic"`
+	Key        string    `json:"key,omitempty"`
+	DueAt      time.Time `json:"due_at"`       // of the next attempt
+	FirstDueAt time.Time `json:"first_due_at"` // as submitted; retries move due_at only
+	// MovedBy is what last set due_at since the submit: MovedByRetry,
+	// MovedByUpdate or MovedByRequeue; empty when nothing did.
+	MovedBy     string          `json:"moved_by,omitempty"`
 	Payload     json.RawMessage `json:"payload"`
 	Target      string          `json:"target,omitempty"`
 	MaxAttempts int             `json:"max_attempts"`
@@ -45,6 +48,20 @@ type Task struct {
 	UpdatedAt   time.Time       `json:"updated_at"` // a final task's: when it ended
 	LastError   string          `json:"last_error,omitempty"`
 }
+
+// The values of Task.MovedBy: what last moved a task's due time.
+const (
+	// MovedByRetry: a delivery failed, was deferred (its destination's
+	// breaker open, the node stopping) or was snoozed by its handler;
+	// due_at is the retry's. last_error says which.
+	MovedByRetry = "retry"
+	// MovedByUpdate: an update set the due time (PATCH, ontime update,
+	// a submit with if_exists: replace).
+	MovedByUpdate = "update"
+	// MovedByRequeue: the task was dead and was requeued (by its ID or
+	// its topic), due at the requeue.
+	MovedByRequeue = "requeue"
+)
 
 // BatchRequest is the body of POST /v1/tasks:batch. The tasks stay raw so
 // that one malformed entry fails alone instead of the whole batch.

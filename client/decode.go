@@ -97,6 +97,8 @@ func (p *scan) taskField(name []byte, t *apiv1.Task) bool {
 		return p.timeInto(&t.DueAt)
 	case "first_due_at":
 		return p.timeInto(&t.FirstDueAt)
+	case "moved_by":
+		return p.strInto(&t.MovedBy)
 	case "payload":
 		return p.rawInto(&t.Payload)
 	case "target":

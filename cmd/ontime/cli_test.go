@@ -172,8 +172,43 @@ func TestCLIGetKeepsFirstDue(t *testing.T) {
 		t.Fatalf("after a retry: first due %s, due %s; submitted due %s", tk.FirstDueAt, tk.DueAt, sub.DueAt)
 	}
 	code, out, _ := c.run("get", sub.ID)
-	if code != 0 || !strings.Contains(out, "first due    "+sub.DueAt.Local().Format(time.RFC3339Nano)) {
+	if code != 0 || !strings.Contains(out, "first due    "+sub.DueAt.Local().Format(time.RFC3339Nano)) || !strings.Contains(out, "a retry moved it") {
 		t.Fatalf("get: %d %q", code, out)
+	}
+	c.run("cancel", sub.ID)
+}
+
+// TestCLIGetSaysWhatMovedIt: get names what moved a task's due time from
+// its first — an update, a requeue — as the server recorded it, and says
+// nothing of retries when none moved it.
+func TestCLIGetSaysWhatMovedIt(t *testing.T) {
+	t.Parallel()
+	c := newCLI(t)
+	hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Error(w, "no", http.StatusInternalServerError)
+	}))
+	t.Cleanup(hook.Close)
+
+	_, out, _ := c.run("submit", "--topic", "cli.moved", "--in", "1h", "--json")
+	sub := taskJSON(t, out)
+	code, out, errs := c.run("update", sub.ID, "--in", "2h")
+	if code != 0 || !strings.Contains(out, "an update moved it") || strings.Contains(out, "retr") {
+		t.Fatalf("update: %d %q %q", code, out, errs)
+	}
+	code, out, _ = c.run("get", sub.ID, "--json")
+	if code != 0 || !strings.Contains(out, `"moved_by":"update"`) {
+		t.Fatalf("get --json after an update: %d %q", code, out)
+	}
+
+	_, out, _ = c.run("submit", "--topic", "cli.moved", "--target", hook.URL, "--max-attempts", "1", "--json")
+	dead := taskJSON(t, out)
+	c.waitStatus(dead.ID, "dead")
+	if code, out, _ = c.run("get", dead.ID); code != 0 || strings.Contains(out, "first due") {
+		t.Fatalf("get of a dead task whose due time never moved: %d %q", code, out)
+	}
+	code, out, errs = c.run("requeue", dead.ID)
+	if code != 0 || !strings.Contains(out, "a requeue moved it") || strings.Contains(out, "retr") {
+		t.Fatalf("requeue: %d %q %q", code, out, errs)
 	}
 	c.run("cancel", sub.ID)
 }

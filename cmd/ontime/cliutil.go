@@ -15,6 +15,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/ontimehq/ontime/apiv1"
 	"github.com/ontimehq/ontime/client"
 )
 
@@ -124,7 +125,7 @@ func printTask(w io.Writer, t *client.Task) {
 	fmt.Fprintf(w, "status       %s\n", t.Status)
 	fmt.Fprintf(w, "due          %s (%s)\n", t.DueAt.Local().Format(time.RFC3339Nano), relative(t.DueAt))
 	if !t.FirstDueAt.IsZero() && !t.FirstDueAt.Equal(t.DueAt) {
-		fmt.Fprintf(w, "first due    %s (%s); retries moved it\n", t.FirstDueAt.Local().Format(time.RFC3339Nano), relative(t.FirstDueAt))
+		fmt.Fprintf(w, "first due    %s (%s); %s\n", t.FirstDueAt.Local().Format(time.RFC3339Nano), relative(t.FirstDueAt), movedBy(t))
 	}
 	fmt.Fprintf(w, "attempts     %d of %d\n", t.Attempts, t.MaxAttempts)
 	if t.Target != "" {
@@ -135,6 +136,25 @@ func printTask(w io.Writer, t *client.Task) {
 		fmt.Fprintf(w, "last error   %s\n", t.LastError)
 	}
 	fmt.Fprintf(w, "created      %s\n", t.CreatedAt.Local().Format(time.RFC3339Nano))
+}
+
+// movedBy says what moved a task's due time from its first, as the server
+// recorded it (moved_by): never a guess from attempts or errors.
+func movedBy(t *client.Task) string {
+	switch t.MovedBy {
+	case apiv1.MovedByRetry:
+		if t.LastError != "" {
+			return "a retry moved it (see last error)"
+		}
+		return "a retry moved it"
+	case apiv1.MovedByUpdate:
+		return "an update moved it (rescheduled)"
+	case apiv1.MovedByRequeue:
+		return "a requeue moved it"
+	case "":
+		return "moved since; by what, the server did not record"
+	}
+	return "moved by " + t.MovedBy
 }
 
 func relative(t time.Time) string {

@@ -158,6 +158,10 @@ func appendTask(b []byte, t *apiv1.Task) ([]byte, bool) {
 	if b, ok = appendTimeAgain(b, t.FirstDueAt, t.DueAt); !ok {
 		return b, false
 	}
+	if t.MovedBy != "" {
+		b = append(b, `,"moved_by":`...)
+		b = jsonw.AppendString(b, t.MovedBy)
+	}
 	b = append(b, `,"payload":`...)
 	if b, ok = jsonw.AppendRaw(b, t.Payload); !ok {
 		return b, false

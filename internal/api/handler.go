@@ -35,7 +35,7 @@ type Options struct {
 
 // View converts a stored task to its JSON view.
 func View(t *task.Task) apiv1.Task {
-	return apiv1.Task{ID: t.ID, Topic: t.Topic, Key: t.Key, DueAt: t.DueAt.UTC(), FirstDueAt: t.FirstDueAt.UTC(), Payload: json.RawMessage(t.Payload),
+	return apiv1.Task{ID: t.ID, Topic: t.Topic, Key: t.Key, DueAt: t.DueAt.UTC(), FirstDueAt: t.FirstDueAt.UTC(), MovedBy: t.MovedBy.String(), Payload: json.RawMessage(t.Payload),
 		Target: t.Target, MaxAttempts: t.MaxAttempts, Status: t.Status.String(), Attempts: t.Attempts,
 		CreatedAt: t.CreatedAt.UTC(), UpdatedAt: t.UpdatedAt.UTC(), LastError: t.LastError}
 }

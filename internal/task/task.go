@@ -74,4 +74,29 @@ type Task struct {
 	// FirstDueAt is the due time the task was submitted with: retries
 	// move DueAt to the next attempt's, not this.
 	FirstDueAt time.Time
+	// MovedBy is what last set DueAt since the submit: a retry, an update
+	// or a requeue; MovedNone when nothing did.
+	MovedBy Move
+}
+
+// Move is what last moved a task's due time away from the one it was
+// submitted with. The store keeps it beside due_at, so that a view can say
+// why the two differ instead of guessing from attempts and errors.
+type Move int8
+
+const (
+	MovedNone    Move = 0 // as submitted (or a row from before the store kept it)
+	MovedRetry   Move = 1 // a failed, deferred or snoozed delivery: the retry's time
+	MovedUpdate  Move = 2 // an update of the due time (PATCH, submit with if_exists: replace)
+	MovedRequeue Move = 3 // a requeue of the dead task, by its ID or its topic
+)
+
+var moveNames = [...]string{"", "retry", "update", "requeue"}
+
+// String is the move's name in the API's moved_by ("" for MovedNone).
+func (m Move) String() string {
+	if m < 0 || int(m) >= len(moveNames) {
+		return fmt.Sprintf("move(%d)", int(m))
+	}
+	return moveNames[m]
 }

@@ -39,7 +39,7 @@ func (s *Store) Requeue(ctx context.Context, id string, dueAt time.Time) (_ *tas
 	if err != nil {
 		return nil, err
 	}
-	res, err := s.w[db].ExecContext(ctx, s.d.rebind(`UPDATE `+s.names[t]+` SET status = ?, attempts = 0, due_at = ?, owner = NULL, lease_until = 0, token = 0, updated_at = ?
+	res, err := s.w[db].ExecContext(ctx, s.d.rebind(`UPDATE `+s.names[t]+` SET status = ?, attempts = 0, due_at = ?, `+setMovedRequeue+`, owner = NULL, lease_until = 0, token = 0, updated_at = ?
 		WHERE id = ? AND status = ?`), int(task.StatusPending), micros(dueAt), time.Now().UnixMicro(), id, int(task.StatusDead))
 	if err != nil && uniqueViolation(err) {
 		if cur, gerr := s.getW(ctx, id); gerr == nil {

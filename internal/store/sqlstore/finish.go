@@ -52,7 +52,7 @@ func (s *Store) finishGroup(ctx context.Context, tx *sql.Tx, g group, outcomes [
 		for start := 0; start < len(refs); start += batchLimit {
 			match, margs := refMatch(refs[start:min(start+batchLimit, len(refs))])
 			args := append(k.appendSet(make([]any, 0, 9+len(margs))), now, int64(task.StatusRunning))
-			if _, err := tx.ExecContext(ctx, s.d.rebind(`UPDATE `+t+` SET status = ?, due_at = ?, last_error = ?, attempts = attempts - ?, owner = ?, lease_until = ?, token = ?, updated_at = ?
+			if _, err := tx.ExecContext(ctx, s.d.rebind(`UPDATE `+t+` SET status = ?, due_at = ?, `+setMovedRetry+`, last_error = ?, attempts = attempts - ?, owner = ?, lease_until = ?, token = ?, updated_at = ?
 				WHERE status = ? AND `+match), append(args, margs...)...); err != nil {
 				return err
 			}

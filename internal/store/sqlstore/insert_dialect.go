@@ -118,10 +118,10 @@ func (s *Store) insertStatement(t string, idx []int, tasks []store.NewTask, out 
 		return s.insertArrays(t, idx, tasks, out, now)
 	}
 	var b strings.Builder
-	row := "(" + placeholders(ncols) + ")"
-	b.Grow(len(t) + len(cols) + 64 + len(idx)*(len(row)+2))
-	b.WriteString("INSERT INTO " + t + " (" + cols + ") VALUES ")
-	args := make([]any, 0, len(idx)*ncols)
+	row := "(" + placeholders(nInsertCols) + ")"
+	b.Grow(len(t) + len(insertCols) + 64 + len(idx)*(len(row)+2))
+	b.WriteString("INSERT INTO " + t + " (" + insertCols + ") VALUES ")
+	args := make([]any, 0, len(idx)*nInsertCols)
 	nowUs := now.UnixMicro()
 	for n, i := range idx {
 		nt := tasks[i]
@@ -147,7 +147,7 @@ func (s *Store) insertStatement(t string, idx []int, tasks []store.NewTask, out 
 // key exists, also one that an earlier row of the same statement inserted.
 func arrayInsertQuery(t string, first int) string {
 	var b strings.Builder
-	b.WriteString(`INSERT INTO ` + t + ` (` + cols + `)
+	b.WriteString(`INSERT INTO ` + t + ` (` + insertCols + `)
 		SELECT id, topic, task_key, shard_hash, seg, due_at, payload, target, max_attempts, 0, status, '', $1, $1, owner, lease_until, token, due_at
 		FROM unnest(`)
 	for j, typ := range arrayTypes {

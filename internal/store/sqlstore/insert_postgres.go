@@ -35,7 +35,7 @@ import (
 // runs its statements, which skip it.
 
 // copyColumns are the columns COPY writes, in the order copyRow encodes
-// them: every column of cols but the two whose default a new row keeps.
+// them: every column of insertCols but the two whose default a new row keeps.
 const copyColumns = `id, topic, task_key, shard_hash, seg, due_at, payload, target, max_attempts, status, created_at, updated_at, owner, lease_until, token, first_due_at`
 
 // copyChunk is the most COPY data sent in one CopyData message; the

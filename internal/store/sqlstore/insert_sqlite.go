@@ -52,8 +52,8 @@ func newLiteStmts() *liteStmts { return newStmtCache[liteKey](0) }
 func liteInsertQuery(t string, n int) string {
 	const row = "(?, ?, ?, ?, ?, ?, ?, ?, ?, 0, ?, '', ?, ?, ?, ?, ?, ?)"
 	var b strings.Builder
-	b.Grow(len(t) + len(cols) + 64 + n*(len(row)+2))
-	b.WriteString("INSERT INTO " + t + " (" + cols + ") VALUES ")
+	b.Grow(len(t) + len(insertCols) + 64 + n*(len(row)+2))
+	b.WriteString("INSERT INTO " + t + " (" + insertCols + ") VALUES ")
 	for i := range n {
 		if i > 0 {
 			b.WriteString(", ")

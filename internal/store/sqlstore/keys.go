@@ -209,6 +209,7 @@ func (s *Store) Update(ctx context.Context, id string, p store.Patch) (_ *task.T
 	}
 	if p.DueAt != nil {
 		add(`due_at`, micros(*p.DueAt))
+		set = append(set, setMovedUpdate)
 		if c := p.Claim; c != nil {
 			add(`status`, int(task.StatusClaimed))
 			add(`owner`, c.Owner)

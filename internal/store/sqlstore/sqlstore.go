@@ -193,7 +193,8 @@ func (s *Store) connect(dsn string) (w, r *sql.DB, err error) {
 //	8  SQLite, PostgreSQL: the key indexes hold keyed rows only (schema8.go)
 //	9  created_at on the scan jobs' items: the first take, the lower bound
 //	   of the fire times an item may have missed (jobs_created.go)
-const SchemaVersion = 9
+//	10 moved_by on the task tables: what last moved due_at (task.Move)
+const SchemaVersion = 10
 
 // migrateTo runs the step that brings a database from version v-1 to v.
 // Every statement is idempotent (IF NOT EXISTS, insert-if-absent), so a
@@ -233,6 +234,14 @@ func (s *Store) migrateTo(ctx context.Context, c *sql.Conn, v int) error {
 		return s.migrateKeyed(ctx, c)
 	case 9:
 		return s.migrateJobCreated(ctx, c)
+	case 10:
+		// Rows from before keep 0 (task.MovedNone): what moved them was
+		// not recorded.
+		for _, t := range s.names {
+			if err := s.addColumn(ctx, c, t, "moved_by", "SMALLINT NOT NULL DEFAULT 0"); err != nil {
+				return err
+			}
+		}
 	default:
 		return fmt.Errorf("no migration to schema version %d", v)
 	}
@@ -428,10 +437,22 @@ func (s *Store) CleanupMoved(ctx context.Context, db int) (_ int64, err error) {
 
 // ---- rows ----
 
-const cols = `id, topic, task_key, shard_hash, seg, due_at, payload, target, max_attempts, attempts, status, last_error, created_at, updated_at, owner, lease_until, token, first_due_at`
+// cols are the columns a task is read from (scanTask).
+const cols = insertCols + `, moved_by`
 
-// ncols is the number of columns in cols.
-const ncols = 18
+// insertCols are the columns an insert writes; a new row keeps moved_by's
+// default.
+const insertCols = `id, topic, task_key, shard_hash, seg, due_at, payload, target, max_attempts, attempts, status, last_error, created_at, updated_at, owner, lease_until, token, first_due_at`
+
+// nInsertCols is the number of columns in insertCols.
+const nInsertCols = 18
+
+// The SET terms that record what moved due_at (task.Move), beside it.
+const (
+	setMovedRetry   = `moved_by = 1`
+	setMovedUpdate  = `moved_by = 2`
+	setMovedRequeue = `moved_by = 3`
+)
 
 func micros(t time.Time) int64 {
 	if t.IsZero() {
@@ -453,11 +474,12 @@ func scanTask(sc scanner) (*task.Task, error) {
 	var t task.Task
 	var key, owner sql.NullString
 	var hash, due, created, updated, lease, firstDue int64
-	var status int64
+	var status, moved int64
 	if err := sc.Scan(&t.ID, &t.Topic, &key, &hash, &t.Seg, &due, &t.Payload, &t.Target, &t.MaxAttempts, &t.Attempts,
-		&status, &t.LastError, &created, &updated, &owner, &lease, &t.Token, &firstDue); err != nil {
+		&status, &t.LastError, &created, &updated, &owner, &lease, &t.Token, &firstDue, &moved); err != nil {
 		return nil, err
 	}
+	t.MovedBy = task.Move(moved)
 	t.Key, t.Owner = key.String, owner.String
 	t.ShardHash = uint32(hash)
 	t.Status = task.Status(status)

@@ -72,7 +72,7 @@ func liteOpQuery(k liteOpKey, t string) string {
 	case liteOpDone:
 		return `UPDATE ` + t + ` SET status = ?, owner = NULL, lease_until = 0, updated_at = ?` + where
 	case liteOpRetry:
-		return `UPDATE ` + t + ` SET status = ?, due_at = ?, last_error = ?, attempts = attempts - ?, owner = ?, lease_until = ?, token = ?, updated_at = ?` + where
+		return `UPDATE ` + t + ` SET status = ?, due_at = ?, ` + setMovedRetry + `, last_error = ?, attempts = attempts - ?, owner = ?, lease_until = ?, token = ?, updated_at = ?` + where
 	default:
 		return `UPDATE ` + t + ` SET status = ?, last_error = ?, owner = NULL, lease_until = 0, updated_at = ?` + where
 	}

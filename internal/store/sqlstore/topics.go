@@ -191,7 +191,7 @@ func (s *Store) topicCounts(ctx context.Context, db *sql.DB, q string, args []an
 }
 
 func requeueTopicQuery(t string) string {
-	return `UPDATE ` + t + ` SET status = ?, attempts = 0, due_at = ?, owner = NULL, lease_until = 0, token = 0, updated_at = ?
+	return `UPDATE ` + t + ` SET status = ?, attempts = 0, due_at = ?, ` + setMovedRequeue + `, owner = NULL, lease_until = 0, token = 0, updated_at = ?
 		WHERE topic = ? AND status = ?` + notDone
 }
 
