@@ -171,6 +171,13 @@ type HTTPConfig struct {
 	WriteTimeout      Duration `yaml:"write_timeout"`       // from the end of the headers to the end of the answer; default 60s
 	IdleTimeout       Duration `yaml:"idle_timeout"`        // a keep-alive connection waiting for its next request; default 2m
 	MaxConnections    int      `yaml:"max_connections"`     // open at once; more wait to be accepted; default 1024
+
+	// MaxInflightBodyBytes bounds the bytes of request bodies the API
+	// reads or holds at once, node wide: a body with a Content-Length
+	// waits up to 5 s for its share, one without is refused 503 (retry)
+	// when the share of its next piece is not there. Default 256 MiB,
+	// never below max_batch_bytes.
+	MaxInflightBodyBytes int64 `yaml:"max_inflight_body_bytes"`
 }
 
 // Defaults and bounds of the configuration. Where a part of the pipeline
@@ -210,6 +217,8 @@ const (
 	DefaultShutdownGrace     = deliver.DefaultShutdownGrace
 	DefaultMaxBatchBytes     = api.DefaultMaxBatchBytes
 	MaxMaxBatchBytes         = 1 << 30
+	DefaultMaxInflightBody   = api.DefaultMaxInflightBodyBytes
+	MaxMaxInflightBody       = 1 << 40
 	DefaultReadHeaderTimeout = 10 * time.Second
 	DefaultReadTimeout       = 30 * time.Second
 	DefaultWriteTimeout      = time.Minute
@@ -237,7 +246,7 @@ func DefaultConfig() Config {
 			ShutdownGrace: Duration(DefaultShutdownGrace), BrokerConcurrency: DefaultBrokerConcurrency,
 		},
 		HTTP: HTTPConfig{
-			MaxBatchBytes: DefaultMaxBatchBytes, ReadHeaderTimeout: Duration(DefaultReadHeaderTimeout),
+			MaxBatchBytes: DefaultMaxBatchBytes, MaxInflightBodyBytes: DefaultMaxInflightBody, ReadHeaderTimeout: Duration(DefaultReadHeaderTimeout),
 			ReadTimeout: Duration(DefaultReadTimeout), WriteTimeout: Duration(DefaultWriteTimeout),
 			IdleTimeout: Duration(DefaultIdleTimeout), MaxConnections: DefaultMaxConnections,
 		},
@@ -465,6 +474,10 @@ func (h HTTPConfig) validate(maxPayload int) error {
 	// A batch must be able to carry one task of the largest payload.
 	if lo := maxPayload + api.EnvelopeBytes; h.MaxBatchBytes < lo || h.MaxBatchBytes > MaxMaxBatchBytes {
 		return fmt.Errorf("http.max_batch_bytes: %d is out of range %d..%d (delivery.max_payload_bytes + %d)", h.MaxBatchBytes, lo, MaxMaxBatchBytes, api.EnvelopeBytes)
+	}
+	// The budget must hold one batch of the largest size, or none could be read.
+	if lo := int64(h.MaxBatchBytes); h.MaxInflightBodyBytes < lo || h.MaxInflightBodyBytes > MaxMaxInflightBody {
+		return fmt.Errorf("http.max_inflight_body_bytes: %d is out of range %d..%d (at least http.max_batch_bytes)", h.MaxInflightBodyBytes, lo, int64(MaxMaxInflightBody))
 	}
 	for _, ck := range []struct {
 		key string

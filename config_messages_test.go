@@ -41,6 +41,8 @@ func TestConfigMessagesNameTheKey(t *testing.T) {
 		"value out of range":    {yaml: "hot: {window: 1ms}", want: "hot.window: 1ms is out of range"},
 		"byte budget too small": {yaml: "hot: {max_bytes: 1000}", want: "hot.max_bytes: 1000 is out of range 1048576..1099511627776"},
 		"env byte budget":       {env: []string{"ONTIME_HOT_MAX_BYTES=1000"}, want: "hot.max_bytes: 1000 is out of range"},
+		"body budget too small": {yaml: "http: {max_batch_bytes: 8388608, max_inflight_body_bytes: 1048576}", want: "http.max_inflight_body_bytes: 1048576 is out of range 8388608..1099511627776 (at least http.max_batch_bytes)"},
+		"env body budget":       {env: []string{"ONTIME_HTTP_MAX_INFLIGHT_BODY_BYTES=-1"}, want: "http.max_inflight_body_bytes: -1 is out of range"},
 		"env value validated":   {env: []string{"ONTIME_STORE_DRIVER=mongo"}, want: `store.driver: "mongo" is not one of sqlite, mysql, postgres`},
 	} {
 		path := ""

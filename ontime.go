@@ -652,10 +652,11 @@ func (n *Node) HTTPHandler() http.Handler {
 		Cluster:   n,
 		Metrics:   promhttp.HandlerFor(n.reg, promhttp.HandlerOpts{Registry: n.reg}),
 	}, api.Options{
-		MaxPayloadBytes: n.cfg.Delivery.MaxPayloadBytes,
-		MaxBatchBytes:   int64(n.cfg.HTTP.MaxBatchBytes),
-		Logger:          n.log,
-		Auth:            n.auth(),
+		MaxPayloadBytes:      n.cfg.Delivery.MaxPayloadBytes,
+		MaxBatchBytes:        int64(n.cfg.HTTP.MaxBatchBytes),
+		MaxInflightBodyBytes: n.cfg.HTTP.MaxInflightBodyBytes,
+		Logger:               n.log,
+		Auth:                 n.auth(),
 	})
 }
 

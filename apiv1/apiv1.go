@@ -124,8 +124,9 @@ const (
 	CodeUnauthorized Code = "unauthorized"
 	// CodeForbidden (403): the credentials do not allow this.
 	CodeForbidden Code = "forbidden"
-	// CodeUnavailable (503): the node is starting, stopping or cannot reach
-	// its store; retry later or on another node.
+	// CodeUnavailable (503): the node is starting, stopping, cannot reach
+	// its store, or is reading as many request bodies as its budget allows;
+	// retry later or on another node.
 	CodeUnavailable Code = "unavailable"
 	// CodeInternal (500): a failure on the server's side; the node's log has
 	// the cause.

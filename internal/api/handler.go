@@ -31,6 +31,11 @@ type Options struct {
 	MaxBatchBytes   int64 // body limit of POST /v1/tasks:batch; default DefaultMaxBatchBytes
 	Logger          *slog.Logger
 	Auth            *Auth // nil: no tokens, every request is served (loopback only; see auth.go)
+
+	// MaxInflightBodyBytes bounds the bytes of the request bodies this
+	// handler reads or holds at once (body.go); default
+	// DefaultMaxInflightBodyBytes, never below the batch limit.
+	MaxInflightBodyBytes int64
 }
 
 // View converts a stored task to its JSON view.
@@ -47,6 +52,7 @@ type handler struct {
 	metricsHandler http.Handler
 	opts           Options
 	log            *slog.Logger
+	budget         *bodyBudget // of the request bodies read at once (body.go)
 }
 
 // NewHandler serves API v1 over s: every route of the table in routes.go.
@@ -61,6 +67,10 @@ func NewHandler(s Services, opts Options) http.Handler {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
 	h := &handler{svc: scoped{s.Tasks}, clusterSvc: s.Cluster, metricsHandler: s.Metrics, opts: opts, log: opts.Logger}
+	if opts.MaxInflightBodyBytes <= 0 {
+		opts.MaxInflightBodyBytes = DefaultMaxInflightBodyBytes
+	}
+	h.budget = newBodyBudget(max(opts.MaxInflightBodyBytes, h.batchLimit()))
 	if s.Keys != nil {
 		h.keys = scopedKeys{ks: s.Keys, sc: scoped{s.Tasks}}
 	}
@@ -87,16 +97,11 @@ const EnvelopeBytes = 64 << 10
 // what one request can make the node hold.
 const DefaultMaxBatchBytes = 64 << 20
 
-// bodyError turns a failure to read or tokenize a body into an answer.
-// Over-limit bodies are 413 as soon as the limit is crossed: the reader
-// stops there, so the excess is never buffered.
-func bodyError(err error, limit int64, field string) error {
-	var mbe *http.MaxBytesError
+// bodyError turns a failure to tokenize a body read whole (readBody) into
+// an answer.
+func bodyError(err error) error {
 	var se *json.SyntaxError
 	switch {
-	case errors.As(err, &mbe):
-		return &httpError{status: http.StatusRequestEntityTooLarge, code: apiv1.CodeTooLarge, field: field,
-			message: fmt.Sprintf("request body exceeds %d bytes", limit)}
 	case errors.Is(err, io.EOF):
 		return badRequest("", "empty body; want a JSON object")
 	case errors.Is(err, io.ErrUnexpectedEOF), errors.As(err, &se):
@@ -108,7 +113,7 @@ func bodyError(err error, limit int64, field string) error {
 
 // endOfBody checks that nothing but white space follows the JSON value
 // dec has read.
-func endOfBody(dec *json.Decoder, limit int64, field string) error {
+func endOfBody(dec *json.Decoder) error {
 	_, err := dec.Token()
 	switch {
 	case errors.Is(err, io.EOF):
@@ -116,12 +121,29 @@ func endOfBody(dec *json.Decoder, limit int64, field string) error {
 	case err == nil:
 		return badRequest("", "trailing data after the JSON object")
 	default:
-		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) {
-			return bodyError(err, limit, field)
-		}
 		return badRequest("", "trailing data after the JSON object: %v", err)
 	}
+}
+
+// readJSON reads a body whole (readBody) and splits out its one JSON
+// value: what the routes with a single object as their body decode. The
+// value is the decoder's copy, so the body's share of the budget goes back
+// at once.
+func (h *handler) readJSON(w http.ResponseWriter, r *http.Request, limit int64, field string) (json.RawMessage, error) {
+	b, err := h.readBody(w, r, limit, field)
+	defer b.release()
+	if err != nil {
+		return nil, err
+	}
+	dec := json.NewDecoder(bytes.NewReader(b.b))
+	var raw json.RawMessage
+	if err := dec.Decode(&raw); err != nil {
+		return nil, bodyError(err)
+	}
+	if err := endOfBody(dec); err != nil {
+		return nil, err
+	}
+	return raw, nil
 }
 
 // decodeTask decodes one task's raw JSON, rejecting unknown fields and
@@ -167,52 +189,57 @@ func checkUTF8(raw []byte) error {
 	return badRequest("", "the body is not valid UTF-8")
 }
 
-// readTask reads the body of POST /v1/tasks: one task, at most limit bytes.
-func readTask(w http.ResponseWriter, r *http.Request, limit int64, v *apiv1.TaskRequest) error {
-	body := http.MaxBytesReader(w, r.Body, limit)
-	// As readBatch: the whole body (within limit) for fastDecodeTask, and
-	// the decoder below, over the same bytes, for any body it declines.
-	// Sized by Content-Length, up to 64 KiB: a length a client claims but
-	// does not send costs no more than that.
-	buf := bytes.NewBuffer(make([]byte, 0, min(max(r.ContentLength+1, 512), 64<<10)))
-	if _, err := buf.ReadFrom(body); err == nil && utf8.Valid(buf.Bytes()) && fastDecodeTask(buf.Bytes(), v, false) {
+// readTask reads the body of POST /v1/tasks: one task, at most limit
+// bytes, read whole (readBody) for fastDecodeTask; the decoder below reads
+// any body it declines from the same bytes, so its answer is the one it
+// always was.
+func (h *handler) readTask(w http.ResponseWriter, r *http.Request, limit int64, v *apiv1.TaskRequest) error {
+	b, err := h.readBody(w, r, limit, "payload")
+	defer b.release()
+	if err != nil {
+		return err
+	}
+	if utf8.Valid(b.b) && fastDecodeTask(b.b, v, false) {
 		return nil
 	}
-	dec := json.NewDecoder(io.MultiReader(bytes.NewReader(buf.Bytes()), body))
+	dec := json.NewDecoder(bytes.NewReader(b.b))
 	var raw json.RawMessage
 	if err := dec.Decode(&raw); err != nil {
-		return bodyError(err, limit, "payload")
+		return bodyError(err)
 	}
-	if err := endOfBody(dec, limit, "payload"); err != nil {
+	if err := endOfBody(dec); err != nil {
 		return err
 	}
 	return decodeTask(raw, v)
 }
 
-// readBatch reads the body of POST /v1/tasks:batch, {"tasks": [...]}. The
-// body is read whole, up to limit bytes: MaxBytesReader refuses the byte
-// past it (413), so the excess is never buffered. A well-formed body is
-// split by fastBatch; any other is read token by token by the decoder,
-// which answers as it always did (more than MaxBatch tasks, malformed
-// JSON, an unknown field). The tasks stay raw, so that one malformed task
-// fails alone.
-func readBatch(w http.ResponseWriter, r *http.Request, limit int64) ([]json.RawMessage, error) {
-	body := http.MaxBytesReader(w, r.Body, limit)
-	// The body is read whole first (within limit: MaxBytesReader stops
-	// there) and split by fastBatch; a body it does not vouch for, or a
-	// read that failed, is decoded below from the same bytes followed by
-	// the rest of the stream, so its answer is the one it always was.
-	var buf bytes.Buffer
-	if _, err := buf.ReadFrom(body); err == nil {
-		if tasks, ok := fastBatch(buf.Bytes()); ok {
-			return tasks, nil
-		}
+// readBatch reads the body of POST /v1/tasks:batch, {"tasks": [...]}, whole
+// (readBody: refused 413 at the byte past limit, which is never buffered).
+// A well-formed body is split by fastBatch; any other is read token by
+// token by the decoder, which answers as it always did (more than MaxBatch
+// tasks, malformed JSON, an unknown field). The tasks stay raw, so that
+// one malformed task fails alone; they share the body's bytes, so the
+// caller releases its share of the budget once it is done with them.
+func (h *handler) readBatch(w http.ResponseWriter, r *http.Request, limit int64) ([]json.RawMessage, func(), error) {
+	b, err := h.readBody(w, r, limit, "tasks")
+	if err != nil {
+		b.release()
+		return nil, nil, err
 	}
-	dec := json.NewDecoder(io.MultiReader(bytes.NewReader(buf.Bytes()), body))
-	fail := func(err error) error { return bodyError(err, limit, "tasks") }
+	if tasks, ok := fastBatch(b.b); ok {
+		return tasks, b.release, nil
+	}
+	tasks, err := decodeBatch(b.b)
+	b.release() // the decoder's tasks are copies
+	return tasks, func() {}, err
+}
+
+// decodeBatch is readBatch's decoder, for the bodies fastBatch declines.
+func decodeBatch(body []byte) ([]json.RawMessage, error) {
+	dec := json.NewDecoder(bytes.NewReader(body))
 	tok, err := dec.Token()
 	if err != nil {
-		return nil, fail(err)
+		return nil, bodyError(err)
 	}
 	if tok != json.Delim('{') {
 		return nil, badRequest("", `want a JSON object {"tasks": [...]}`)
@@ -221,19 +248,19 @@ func readBatch(w http.ResponseWriter, r *http.Request, limit int64) ([]json.RawM
 	for dec.More() {
 		tok, err := dec.Token()
 		if err != nil {
-			return nil, fail(err)
+			return nil, bodyError(err)
 		}
 		if name, _ := tok.(string); name != "tasks" {
 			return nil, badRequest(name, "unknown field")
 		}
-		if tasks, err = readTaskArray(dec, fail); err != nil {
+		if tasks, err = readTaskArray(dec, bodyError); err != nil {
 			return nil, err
 		}
 	}
 	if _, err := dec.Token(); err != nil { // the closing brace
-		return nil, fail(err)
+		return nil, bodyError(err)
 	}
-	if err := endOfBody(dec, limit, "tasks"); err != nil {
+	if err := endOfBody(dec); err != nil {
 		return nil, err
 	}
 	return tasks, nil
@@ -303,7 +330,7 @@ func (h *handler) batchLimit() int64 { return max(h.opts.MaxBatchBytes, h.taskLi
 
 func (h *handler) submit(w http.ResponseWriter, r *http.Request) {
 	var in apiv1.TaskRequest
-	if err := readTask(w, r, h.taskLimit(), &in); err != nil {
+	if err := h.readTask(w, r, h.taskLimit(), &in); err != nil {
 		h.fail(w, r, err)
 		return
 	}
@@ -339,11 +366,12 @@ func (h *handler) itemError(r *http.Request, err error) *apiv1.ErrorDetail {
 }
 
 func (h *handler) batch(w http.ResponseWriter, r *http.Request) {
-	tasks, err := readBatch(w, r, h.batchLimit())
+	tasks, release, err := h.readBatch(w, r, h.batchLimit())
 	if err != nil {
 		h.fail(w, r, err)
 		return
 	}
+	defer release()
 	if len(tasks) == 0 {
 		h.fail(w, r, badRequest("tasks", "is empty"))
 		return

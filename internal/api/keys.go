@@ -111,13 +111,8 @@ func (h *handler) answer(w http.ResponseWriter, r *http.Request, t *task.Task, e
 // them: they name the task, they are not changed) are refused.
 func (h *handler) readPatch(w http.ResponseWriter, r *http.Request) (task.PatchSpec, error) {
 	var p task.PatchSpec
-	limit := h.taskLimit()
-	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, limit))
-	var raw json.RawMessage
-	if err := dec.Decode(&raw); err != nil {
-		return p, bodyError(err, limit, "payload")
-	}
-	if err := endOfBody(dec, limit, "payload"); err != nil {
+	raw, err := h.readJSON(w, r, h.taskLimit(), "payload")
+	if err != nil {
 		return p, err
 	}
 	if err := checkUTF8(raw); err != nil {

@@ -104,13 +104,8 @@ func strictDecode(raw []byte, v any, prefix string) error {
 // readSchedule reads a schedule body: one JSON object under the single
 // task's byte limit, nothing after it, UTF-8 throughout.
 func (s *scheduleHandler) readSchedule(w http.ResponseWriter, r *http.Request) (store.ScheduleDef, error) {
-	limit := s.h.taskLimit()
-	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, limit))
-	var raw json.RawMessage
-	if err := dec.Decode(&raw); err != nil {
-		return store.ScheduleDef{}, bodyError(err, limit, "task.payload")
-	}
-	if err := endOfBody(dec, limit, "task.payload"); err != nil {
+	raw, err := s.h.readJSON(w, r, s.h.taskLimit(), "task.payload")
+	if err != nil {
 		return store.ScheduleDef{}, err
 	}
 	if err := checkUTF8(raw); err != nil {
