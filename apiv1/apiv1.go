@@ -31,14 +31,12 @@ type TaskRequest struct {
 
 // Task is a stored task's view, the answer of every task route.
 type Task struct {
-	ID         string    `json:"id"`
-	Topic      string    `json:"topic"`
-	Key        string    `json:"key,omitempty"`
-	DueAt      time.Time `json:"due_at"`       // of the next attempt
-	FirstDueAt time.Time `json:"first_due_at"` // as submitted; retries move due_at only
-	// MovedBy is what last set due_at since the submit: MovedByRetry,
-	// MovedByUpdate or MovedByRequeue; empty when nothing did.
-	MovedBy     string          `json:"moved_by,omitempty"`
+	ID          string          `json:"id"`
+	Topic       string          `json:"topic"`
+	Key         string          `json:"key,omitempty"`
+	DueAt       time.Time       `json:"due_at"`             // of the next attempt
+	FirstDueAt  time.Time       `json:"first_due_at"`       // as submitted; retries move due_at only
+	MovedBy     string          `json:"moved_by,omitempty"` // what last set due_at: MovedByRetry, …Update, …Requeue; "" when nothing did
 	Payload     json.RawMessage `json:"payload"`
 	Target      string          `json:"target,omitempty"`
 	MaxAttempts int             `json:"max_attempts"`

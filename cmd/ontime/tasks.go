@@ -12,8 +12,9 @@ func newGetCmd(g *globals) *cobra.Command {
 	return taskVerb(g, taskVerbSpec{
 		use:   "get TASK_ID",
 		short: "Show a task",
-		long: `Show a task: its status, the due time of its next attempt and the time it was
-first due, attempts, target, payload and last error.`,
+		long: `Show a task: its status, the due time of its next attempt and, when it moved,
+the time it was first due and what moved it (a retry, an update, a requeue),
+attempts, target, payload and last error.`,
 		example: `  ontime get 01JD5Q5H0C8Y2X4ZV7M3N9P6RT
   ontime get 01JD5Q5H0C8Y2X4ZV7M3N9P6RT --json | jq .status`,
 		call: func(ctx context.Context, c *client.Client, id string) (*client.Task, error) { return c.Get(ctx, id) },
