@@ -60,11 +60,7 @@ func (s *Store) SetTopicPaused(ctx context.Context, topic string, paused bool) (
 	if !paused {
 		q, args = s.d.rebind(`DELETE FROM ontime_topics WHERE topic = ?`), []any{topic}
 	}
-	err = withRetry(ctx, func() error {
-		_, err := s.w[0].ExecContext(ctx, q, args...)
-		return err
-	})
-	if err != nil {
+	if _, err := s.execRetried(ctx, 0, q, args...); err != nil {
 		return fmt.Errorf("set paused %s: %w", topic, err)
 	}
 	return nil
