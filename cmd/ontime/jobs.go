@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -46,13 +47,22 @@ func newJobsListCmd(g *globals) *cobra.Command {
 			return apiv1.JobList{Jobs: jobs}, err
 		}, func(w io.Writer, l apiv1.JobList) error {
 			tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-			fmt.Fprintln(tw, "NAME\tKIND\tCRON\tITEMS\tPAUSED\tNEXT FIRE\tINDEX")
+			fmt.Fprintln(tw, "NAME\tKIND\tSTATE\tCRON\tITEMS\tPAUSED\tNEXT FIRE\tINDEX")
 			for _, j := range l.Jobs {
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%v\t%s\t%s\n", j.Name, j.Kind, j.Cron, j.Items, j.Paused, fmtTime(j.NextFire), indexWord(j.Index))
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%v\t%s\t%s\n", j.Name, j.Kind, stateWord(j.State), j.Cron, j.Items, j.Paused, fmtTime(j.NextFire), indexWord(j.Index))
 			}
 			return tw.Flush()
 		}),
 	}
+}
+
+// stateWord shouts a job state that needs an operator: a broken job runs
+// nothing until its statements pass again.
+func stateWord(state string) string {
+	if state == "" || state == "ok" {
+		return "ok"
+	}
+	return strings.ToUpper(state)
 }
 
 func indexWord(ic *apiv1.JobIndexView) string {
@@ -95,6 +105,9 @@ func printJob(out io.Writer, j *apiv1.JobView) error {
 		j.Name, j.Kind, j.Cron, j.TimeZone, j.Misfire, j.Overlap, j.Items, j.Paused, fmtTime(j.NextFire))
 	if j.Target != "" {
 		fmt.Fprintf(out, "target %s\n", j.Target)
+	}
+	if j.State != "" && j.State != "ok" {
+		fmt.Fprintf(out, "%s since %s: %s\n", stateWord(j.State), fmtTime(j.BrokenSince), j.Error)
 	}
 	if ic := j.Index; ic != nil {
 		fmt.Fprintf(out, "index on %s: %s\n", ic.Table, indexWord(ic))

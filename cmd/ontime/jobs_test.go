@@ -118,3 +118,33 @@ func TestCLIJobs(t *testing.T) {
 		oneLine(t, errs)
 	}
 }
+
+// TestCLIJobBroken: a job whose on_success.set names a column the table
+// lacks is listed BROKEN, and get prints the database's message.
+func TestCLIJobBroken(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "app.db")
+	db, err := sql.Open("sqlite", "file:"+path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if _, err := db.Exec(`CREATE TABLE bill_0 (id INTEGER PRIMARY KEY, status INT NOT NULL)`); err != nil {
+		t.Fatal(err)
+	}
+	c := cli{t: t, server: apitest.Start(t, func(cfg *ontime.Config) {
+		cfg.Jobs = []ontime.JobConfig{{Name: "typo", Cron: "0 0 0 1 1 *",
+			Source: ontime.JobSourceConfig{Driver: "sqlite", Databases: []string{path}, Table: "bill_{table}", Tables: 1,
+				Key: "id", Columns: []string{"id"}, Where: map[string]any{"status": 1}},
+			Process:   ontime.JobProcessConfig{Target: "http://127.0.0.1:9/"},
+			OnSuccess: ontime.JobOnSuccessConfig{Set: map[string]any{"stauts": 2}}}}
+	})}
+	code, out, _ := c.run("jobs", "list")
+	if code != 0 || !strings.Contains(out, "BROKEN") {
+		t.Fatalf("jobs list: %d %q", code, out)
+	}
+	code, out, _ = c.run("jobs", "get", "typo")
+	if code != 0 || !strings.Contains(out, "BROKEN since") || !strings.Contains(out, "stauts") {
+		t.Fatalf("jobs get: %d %q", code, out)
+	}
+}
