@@ -234,7 +234,9 @@ func (s *Store) connect(dsn string) (w, r *sql.DB, err error) {
 //	8  SQLite, PostgreSQL: the key indexes hold keyed rows only (schema8.go)
 //	9  created_at on the scan jobs' items: the first take, the lower bound
 //	   of the fire times an item may have missed (jobs_created.go)
-const SchemaVersion = 9
+//	10 the topics each node handles with Go handlers, and the handoffs of
+//	   tasks without a target to a node that handles them (handoff.go)
+const SchemaVersion = 10
 
 // migrateTo runs the step that brings a database from version v-1 to v.
 // Every statement is idempotent (IF NOT EXISTS, insert-if-absent), so a
@@ -274,6 +276,8 @@ func (s *Store) migrateTo(ctx context.Context, c *sql.Conn, v int) error {
 		return s.migrateKeyed(ctx, c)
 	case 9:
 		return s.migrateJobCreated(ctx, c)
+	case 10:
+		return s.migrateHandlers(ctx, c)
 	default:
 		return fmt.Errorf("no migration to schema version %d", v)
 	}
