@@ -195,13 +195,6 @@ func Validate(s Spec, l Limits, now time.Time) (Validated, error) {
 			return Validated{}, fieldErr("target", "%v", err)
 		}
 	}
-	if s.Target == "" {
-		target, err := l.Untargeted(s.Topic, s.AwaitHandler)
-		if err != nil {
-			return Validated{}, err
-		}
-		v.Target = target
-	}
 	switch {
 	case s.MaxAttempts == 0:
 		v.MaxAttempts = l.DefaultMaxAttempts
@@ -209,6 +202,15 @@ func Validate(s Spec, l Limits, now time.Time) (Validated, error) {
 		return Validated{}, fieldErr("max_attempts", "is %d; want 1 to %d", s.MaxAttempts, MaxAttemptsLimit)
 	default:
 		v.MaxAttempts = s.MaxAttempts
+	}
+	// Last: every other field is judged before whether the task could be
+	// delivered at all.
+	if s.Target == "" {
+		target, err := l.Untargeted(s.Topic, s.AwaitHandler)
+		if err != nil {
+			return Validated{}, err
+		}
+		v.Target = target
 	}
 	return v, nil
 }
