@@ -132,7 +132,7 @@ func (n *Node) Cluster(ctx context.Context) (*apiv1.ClusterView, error) {
 	owner := map[string]string{}
 	if n.cluster == nil {
 		v.Leader = n.cfg.NodeID
-		v.Nodes = []ClusterNodeView{{ID: n.cfg.NodeID, Addr: n.cfg.Listen, Heartbeat: time.Now(), Live: true, Items: len(items)}}
+		v.Nodes = []ClusterNodeView{{ID: n.cfg.NodeID, Addr: n.cfg.Listen, Heartbeat: time.Now(), Live: true, Items: len(items), Topics: n.router.Topics()}}
 		for _, it := range items {
 			owner[cluster.ItemKey(it)] = n.cfg.NodeID
 		}
@@ -143,7 +143,7 @@ func (n *Node) Cluster(ctx context.Context) (*apiv1.ClusterView, error) {
 		}
 		v.Leader, v.Term, owner = st.Leader, st.Term, st.Assignment
 		for _, ns := range st.Nodes {
-			v.Nodes = append(v.Nodes, ClusterNodeView{ID: ns.ID, Addr: ns.Addr, Heartbeat: ns.Heartbeat, Live: ns.Live, Items: ns.Items})
+			v.Nodes = append(v.Nodes, ClusterNodeView{ID: ns.ID, Addr: ns.Addr, Heartbeat: ns.Heartbeat, Live: ns.Live, Items: ns.Items, Topics: ns.Topics})
 		}
 	}
 	now := time.Now()

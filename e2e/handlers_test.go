@@ -158,6 +158,16 @@ func TestClusterHandlerOnOneNode(t *testing.T) {
 				first = tk
 				return err == nil
 			})
+			// The cluster view shows who handles what.
+			view, err := a.api.Cluster(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, nv := range view.Nodes {
+				if want := map[string]string{"a": "", "b": topic}[nv.ID]; strings.Join(nv.Topics, ",") != want {
+					t.Fatalf("cluster view: node %s handles %v; want %q", nv.ID, nv.Topics, want)
+				}
+			}
 			// Through A's API too, due now and over the next second: A fires
 			// those of its items and of its own submits, and hands them to B.
 			var ids []string
