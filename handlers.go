@@ -16,8 +16,8 @@ import (
 
 // handled reports whether a live node has a Go handler for topic: this
 // one, or in a cluster one of those the membership last showed. Until the
-// coordinator's first read a node waits for it, at most a lease TTL,
-// before it refuses a topic it does not handle itself.
+// coordinator's first read, and at most a lease TTL after Start, a node
+// waits for it before it refuses a topic it does not handle itself.
 func (n *Node) handled(topic string) bool {
 	if n.router.Handles(topic) {
 		return true
@@ -29,11 +29,13 @@ func (n *Node) handled(topic string) bool {
 	select {
 	case <-h.Loaded():
 	default:
-		t := time.NewTimer(time.Duration(n.cfg.Cluster.LeaseTTL))
-		defer t.Stop()
-		select {
-		case <-h.Loaded():
-		case <-t.C:
+		if wait := time.Until(n.joinedAt.Add(time.Duration(n.cfg.Cluster.LeaseTTL))); wait > 0 {
+			t := time.NewTimer(wait)
+			defer t.Stop()
+			select {
+			case <-h.Loaded():
+			case <-t.C:
+			}
 		}
 	}
 	return len(h.Nodes(topic)) > 0

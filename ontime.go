@@ -184,6 +184,9 @@ type Node struct {
 	// firing: started and not stopping; retries go straight to the hot
 	// tier only meanwhile.
 	firing atomic.Bool
+	// joinedAt is when Start started the coordinator (handlers.go); set
+	// before the submit path opens.
+	joinedAt time.Time
 
 	lifeMu   sync.Mutex
 	started  bool
@@ -560,6 +563,7 @@ func (n *Node) Start(ctx context.Context) error {
 	if n.cluster != nil {
 		services = append(services[:len(services):len(services)], n.cluster)
 	}
+	n.joinedAt = time.Now()
 	if err := startstop.StartAll(ctx, services...); err != nil {
 		return err
 	}
