@@ -68,11 +68,11 @@ type Config struct {
 	// writes after the queue emptied: outcomes arriving meanwhile are
 	// written together. 0 is DefaultFlushGap; negative, no gap.
 	FlushGap time.Duration
+	Logger   *slog.Logger
+	Metrics  *metrics.Metrics // nil: series kept but not registered
 	// Unhandled decides what becomes of a task without a target this
 	// node has no Go handler for (unhandled.go).
 	Unhandled *Unhandled
-	Logger    *slog.Logger
-	Metrics   *metrics.Metrics // nil: series kept but not registered
 }
 
 // HotRetry is what sending retries straight to the hot tier needs; every
