@@ -59,7 +59,7 @@ func (n *Node) newCoordinator(ctx context.Context, st *sqlstore.Store) error {
 		}
 		ec, err := etcdcoord.New(ctx, etcdcoord.Config{Endpoints: n.cfg.Cluster.EtcdEndpoints, NodeID: n.cfg.NodeID, Addr: addr,
 			Username: n.cfg.Cluster.EtcdUsername, Password: n.sec.etcdPassword, TLS: etcdTLS,
-			TTL: ttl, Items: keys, Logger: n.log, OnAssign: onAssign, HandOverAtOnce: atOnce})
+			TTL: ttl, Items: keys, Topics: n.router.Topics, Logger: n.log, OnAssign: onAssign, HandOverAtOnce: atOnce})
 		if err != nil {
 			return err
 		}
@@ -67,7 +67,7 @@ func (n *Node) newCoordinator(ctx context.Context, st *sqlstore.Store) error {
 	default:
 		// The store made the coordinator's tables when it migrated.
 		dc, err := dbcoord.New(dbcoord.Config{Store: st, NodeID: n.cfg.NodeID, Addr: addr,
-			TTL: ttl, Items: keys, Logger: n.log, OnAssign: onAssign, HandOverAtOnce: atOnce})
+			TTL: ttl, Items: keys, Topics: n.router.Topics, Logger: n.log, OnAssign: onAssign, HandOverAtOnce: atOnce})
 		if err != nil {
 			return err
 		}
@@ -132,7 +132,7 @@ func (n *Node) Cluster(ctx context.Context) (*apiv1.ClusterView, error) {
 	owner := map[string]string{}
 	if n.cluster == nil {
 		v.Leader = n.cfg.NodeID
-		v.Nodes = []ClusterNodeView{{ID: n.cfg.NodeID, Addr: n.cfg.Listen, Heartbeat: time.Now(), Live: true, Items: len(items)}}
+		v.Nodes = []ClusterNodeView{{ID: n.cfg.NodeID, Addr: n.cfg.Listen, Heartbeat: time.Now(), Live: true, Items: len(items), Topics: n.router.Topics()}}
 		for _, it := range items {
 			owner[cluster.ItemKey(it)] = n.cfg.NodeID
 		}
@@ -143,7 +143,7 @@ func (n *Node) Cluster(ctx context.Context) (*apiv1.ClusterView, error) {
 		}
 		v.Leader, v.Term, owner = st.Leader, st.Term, st.Assignment
 		for _, ns := range st.Nodes {
-			v.Nodes = append(v.Nodes, ClusterNodeView{ID: ns.ID, Addr: ns.Addr, Heartbeat: ns.Heartbeat, Live: ns.Live, Items: ns.Items})
+			v.Nodes = append(v.Nodes, ClusterNodeView{ID: ns.ID, Addr: ns.Addr, Heartbeat: ns.Heartbeat, Live: ns.Live, Items: ns.Items, Topics: ns.Topics})
 		}
 	}
 	now := time.Now()

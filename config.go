@@ -70,6 +70,9 @@ type Config struct {
 	Destinations map[string]DestinationConfig `yaml:"destinations"`
 	// Retention: config_retention.go.
 	Retention RetentionConfig `yaml:"retention"`
+	// Topics are settings per topic (config_topics.go): NAME → target,
+	// the default target of the topic's tasks submitted without one.
+	Topics map[string]TopicConfig `yaml:"topics"`
 }
 
 // StoreConfig configures the task store.
@@ -465,6 +468,9 @@ func (c *Config) Validate() error {
 		return err
 	}
 	if err := validateDestinations(c.Destinations); err != nil {
+		return err
+	}
+	if err := c.validateTopics(); err != nil {
 		return err
 	}
 	return c.validateSchedules()

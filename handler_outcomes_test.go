@@ -5,6 +5,10 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -178,33 +182,123 @@ func TestHandlerTimeoutAndTheLease(t *testing.T) {
 	}
 }
 
-// A task whose topic has no handler (and no target) uses an attempt each
-// time it fires, ends dead after max_attempts instead of circling for
-// ever, and its death is logged at WARN with its ID, topic and last error.
-func TestNoHandlerEndsDeadWithWarn(t *testing.T) {
+// A task without a target is refused when no live node has a handler for
+// its topic and the config gives it no default target (issue 25 item 1:
+// before, it was accepted and retried into dead for hours): Submit's
+// error is ErrNoHandler, an ErrInvalid on field "target"; a batch refuses
+// such items one by one; a patch that removes a target is judged alike.
+// A handler registered, or a default target, makes the same submit
+// accepted, and the default target is stored on the task and delivered.
+func TestSubmitWithoutTargetNeedsAHandler(t *testing.T) {
 	t.Parallel()
+	ctx := context.Background()
+	rcv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+	defer rcv.Close()
+	var got atomic.Int32
+	node := fastNode(t, func(cfg *ontime.Config) {
+		cfg.Topics = map[string]ontime.TopicConfig{"t.default": {Target: rcv.URL + "/default"}}
+	}, func(n *ontime.Node) {
+		must(t, n.Handle("t.handled", func(context.Context, *ontime.Delivery) error { got.Add(1); return nil }))
+	})
+	_, _, err := node.Submit(ctx, ontime.TaskSpec{Topic: "t.nobody", Delay: time.Minute})
+	var fe *ontime.FieldError
+	if !errors.Is(err, ontime.ErrNoHandler) || !errors.Is(err, ontime.ErrInvalid) || !errors.As(err, &fe) || fe.Field != "target" ||
+		!strings.Contains(fe.Message, `"t.nobody"`) || !strings.Contains(fe.Message, "topics.t.nobody.target") {
+		t.Fatalf("submit without a target nobody handles: %v; want ErrNoHandler on field target naming the topic", err)
+	}
+	res, err := node.SubmitBatch(ctx, []ontime.TaskSpec{
+		{Topic: "t.nobody"}, {Topic: "t.handled"}, {Topic: "t.default"}, {Topic: "t.nobody", Target: rcv.URL + "/own"},
+	})
+	must(t, err)
+	if !errors.Is(res[0].Err, ontime.ErrNoHandler) || res[1].Err != nil || res[2].Err != nil || res[3].Err != nil {
+		t.Fatalf("batch answers: %v, %v, %v, %v; want only the first refused", res[0].Err, res[1].Err, res[2].Err, res[3].Err)
+	}
+	if res[1].Task.Target != "" || res[2].Task.Target != rcv.URL+"/default" || res[3].Task.Target != rcv.URL+"/own" {
+		t.Fatalf("targets stored: %q, %q, %q", res[1].Task.Target, res[2].Task.Target, res[3].Task.Target)
+	}
+	statusIs(t, node, res[1].Task.ID, "done")
+	statusIs(t, node, res[2].Task.ID, "done") // delivered to the default target
+	if got.Load() != 1 {
+		t.Fatalf("the handler ran %d times, want 1", got.Load())
+	}
+	// A patch removing the target of a task nobody could then deliver is
+	// refused; one whose topic has a default target takes it.
+	none := ""
+	_, err = node.Update(ctx, res[3].Task.ID, ontime.TaskPatch{Target: &none})
+	if !errors.Is(err, ontime.ErrNoHandler) {
+		t.Fatalf("patch target \"\" of a topic nobody handles: %v, want ErrNoHandler", err)
+	}
+	later, _, err := node.Submit(ctx, ontime.TaskSpec{Topic: "t.default", Delay: time.Hour, Target: rcv.URL + "/own"})
+	must(t, err)
+	up, err := node.Update(ctx, later.ID, ontime.TaskPatch{Target: &none})
+	if err != nil || up.Target != rcv.URL+"/default" {
+		t.Fatalf("patch target \"\" of a topic with a default target: %+v %v", up, err)
+	}
+}
+
+// A task without a target that no live node can deliver when it comes due
+// (here a schedule's, accepted without a handler: AwaitHandler) is not
+// retried into dead: it waits unattempted, its last_error says why, the
+// metric counts it, a WARN line names its topic; once a handler is
+// registered it is delivered, on its first attempt.
+func TestNoHandlerTaskWaitsUnattempted(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
 	var logs lockedBuffer
 	node := fastNode(t, nil, nil, ontime.WithLogger(ontime.NewLogger(&logs, "warn")))
-	tk, _, err := node.Submit(context.Background(), ontime.TaskSpec{Topic: "h.nobody", MaxAttempts: 2})
+	_, err := node.CreateSchedule(ctx, ontime.Schedule{Name: "nobody", Cron: "0 0 1 1 *", Task: ontime.ScheduleTask{Topic: "h.nobody", MaxAttempts: 2}})
 	must(t, err)
-	dead := statusIs(t, node, tk.ID, "dead")
-	if dead.Attempts != 2 || !strings.Contains(dead.LastError, "no handler registered") {
-		t.Fatalf("dead task: attempts %d, last_error %q", dead.Attempts, dead.LastError)
+	tk, err := node.TriggerSchedule(ctx, "nobody")
+	must(t, err)
+	srv := httptest.NewServer(node.HTTPHandler())
+	defer srv.Close()
+	waitUntil(t, "three unattempted tries", func() bool {
+		return metricValue(t, srv.URL, `ontime_tasks_unhandled_total{topic="h.nobody"}`) >= 3
+	})
+	var cur *ontime.Task
+	waitUntil(t, "the task between two tries", func() bool {
+		var err error
+		cur, err = node.Get(ctx, tk.ID)
+		must(t, err)
+		return cur.Status != "running" // while running, its attempt is counted until the outcome takes it back
+	})
+	if cur.Status == "dead" || cur.Status == "done" || cur.Attempts != 0 || !strings.Contains(cur.LastError, `no live node handles topic "h.nobody"`) {
+		t.Fatalf("a task nobody handles: status %s, attempts %d, last_error %q; want it waiting, unattempted, saying why", cur.Status, cur.Attempts, cur.LastError)
 	}
 	var found map[string]any
-	waitUntil(t, "the WARN line", func() bool {
-		for _, line := range strings.Split(logs.String(), "\n") {
-			var r map[string]any
-			if json.Unmarshal([]byte(line), &r) == nil && r["msg"] == "task dead" && r["id"] == tk.ID {
-				found = r
-				return true
-			}
+	for _, line := range strings.Split(logs.String(), "\n") {
+		var r map[string]any
+		if json.Unmarshal([]byte(line), &r) == nil && r["topic"] == "h.nobody" && r["level"] == "WARN" {
+			found = r
 		}
-		return false
-	})
-	if found["level"] != "WARN" || found["topic"] != "h.nobody" || !strings.Contains(found["err"].(string), "no handler registered") {
-		t.Fatalf("task-dead line: %v", found)
 	}
+	if found == nil || !strings.Contains(found["msg"].(string), "no live node handles their topic") {
+		t.Fatalf("no WARN line names the unhandled topic:\n%s", logs.String())
+	}
+	var calls atomic.Int32
+	must(t, node.Handle("h.nobody", func(context.Context, *ontime.Delivery) error { calls.Add(1); return nil }))
+	done := statusIs(t, node, tk.ID, "done")
+	if done.Attempts != 1 || calls.Load() != 1 {
+		t.Fatalf("delivered after %d attempts, %d calls; want its first attempt", done.Attempts, calls.Load())
+	}
+}
+
+// metricValue reads one series of a node's /metrics (0 when absent).
+func metricValue(t *testing.T, base, series string) float64 {
+	t.Helper()
+	resp, err := http.Get(base + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, series+" "); ok {
+			f, _ := strconv.ParseFloat(strings.TrimSpace(v), 64)
+			return f
+		}
+	}
+	return 0
 }
 
 type lockedBuffer struct {

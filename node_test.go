@@ -100,7 +100,7 @@ func TestNodeNotReadyOutsideStartStop(t *testing.T) {
 	if err := node.Start(ctx); err == nil {
 		t.Fatal("a second Start succeeded")
 	}
-	if _, _, err := node.Submit(ctx, ontime.TaskSpec{Topic: "t", Delay: time.Hour}); err != nil {
+	if _, _, err := node.Submit(ctx, ontime.TaskSpec{Topic: "t", Delay: time.Hour, Target: "http://127.0.0.1:9/t"}); err != nil {
 		t.Fatalf("submit while running: %v", err)
 	}
 	if err := node.Stop(ctx); err != nil {
@@ -135,11 +135,11 @@ func TestNodeLevelGauges(t *testing.T) {
 	}
 	t.Cleanup(func() { node.Stop(ctx) })
 	for i := range 3 {
-		if _, _, err := node.Submit(ctx, ontime.TaskSpec{Topic: "t", Key: fmt.Sprint(i), Delay: time.Hour}); err != nil {
+		if _, _, err := node.Submit(ctx, ontime.TaskSpec{Topic: "t", Key: fmt.Sprint(i), Delay: time.Hour, Target: "http://127.0.0.1:9/t"}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if _, _, err := node.Submit(ctx, ontime.TaskSpec{Topic: "t", Key: "soon", Delay: 20 * time.Second}); err != nil {
+	if _, _, err := node.Submit(ctx, ontime.TaskSpec{Topic: "t", Key: "soon", Delay: 20 * time.Second, Target: "http://127.0.0.1:9/t"}); err != nil {
 		t.Fatal(err)
 	}
 	srv := httptest.NewServer(node.HTTPHandler())

@@ -37,6 +37,7 @@ import (
 	"github.com/ontimehq/ontime/internal/deliver"
 	"github.com/ontimehq/ontime/internal/deliver/webhook"
 	"github.com/ontimehq/ontime/internal/fire"
+	"github.com/ontimehq/ontime/internal/handoff"
 	"github.com/ontimehq/ontime/internal/hot"
 	"github.com/ontimehq/ontime/internal/hot/memory"
 	hotredis "github.com/ontimehq/ontime/internal/hot/redis"
@@ -60,6 +61,11 @@ var (
 	ErrConflict = store.ErrConflict  // the task's state forbids the change
 	ErrInvalid  = task.ErrInvalid    // bad input; errors.As to *FieldError names the field
 	ErrNotReady = submit.ErrNotReady // the node is not started, or stopping
+	// ErrNoHandler refuses a task without a target whose topic no live
+	// node has a Go handler for and the config gives no default target
+	// (topics.NAME.target): nobody could deliver it. It is an ErrInvalid
+	// too, a *FieldError on "target".
+	ErrNoHandler = task.ErrNoHandler
 )
 
 // FieldError is bad input in one named field.
@@ -115,7 +121,7 @@ type TaskSpec struct {
 	DueAt       time.Time
 	Delay       time.Duration
 	Payload     json.RawMessage // any JSON value; nil means null
-	Target      string          // webhook URL, mq://BROKER/ADDRESS, or "" for the topic's Go handler
+	Target      string          // webhook URL, mq://BROKER/ADDRESS, or "" for the topic's default target, else its Go handler
 	MaxAttempts int             // 0: the configured default
 	// Replace (if_exists: replace): when the key names a live task, update
 	// it with this spec's fields (like Update) instead of returning it.
@@ -179,6 +185,9 @@ type Node struct {
 	// firing: started and not stopping; retries go straight to the hot
 	// tier only meanwhile.
 	firing atomic.Bool
+	// joinedAt is when Start started the coordinator (handlers.go); set
+	// before the submit path opens.
+	joinedAt time.Time
 
 	lifeMu   sync.Mutex
 	started  bool
@@ -299,7 +308,10 @@ func (n *Node) build(ctx context.Context, resolver Resolver) error {
 	comp, err := complete.New(complete.Config{Store: n.store, Logger: n.log, Metrics: m, Lease: maxLead + deliveryLease,
 		Retry: deliver.RetryPolicy{Base: time.Duration(cfg.Delivery.RetryBase), Max: time.Duration(cfg.Delivery.RetryMax)},
 		Hot: &complete.HotRetry{Tier: n.tier, Planner: planner, NodeID: cfg.NodeID, Window: window, LeaseTTL: time.Duration(cfg.Delivery.LeaseTTL),
-			Open: n.firing.Load}})
+			Open: n.firing.Load},
+		// A task without a target this node has no handler for goes to a
+		// live node that has one (handlers.go), or waits for one.
+		Unhandled: &complete.Unhandled{NodeID: cfg.NodeID, Nodes: n.handlerNodes, Handoffs: n.store, LeaseTTL: time.Duration(cfg.Delivery.LeaseTTL)}})
 	if err != nil {
 		return err
 	}
@@ -331,9 +343,12 @@ func (n *Node) build(ctx context.Context, resolver Resolver) error {
 	}
 	rc := deliver.RouterConfig{Dispatcher: disp, Webhook: redactingSink{wh, n.sec.redactor()}, Outcomes: comp, NodeID: cfg.NodeID, Metrics: m}
 	limits := task.Limits{MaxPayloadBytes: cfg.Delivery.MaxPayloadBytes, DefaultMaxAttempts: cfg.Delivery.MaxAttempts,
-		CheckTarget: targets.CheckTarget}
+		CheckTarget: targets.CheckTarget, TopicTarget: n.cfg.topicTarget, Handled: n.handled}
 	if brokers.Len() > 0 {
 		rc.Brokers, limits.Brokers = brokers, brokers
+	}
+	if err := cfg.checkTopicTargets(limits); err != nil {
+		return err
 	}
 	n.router, err = deliver.NewRouter(rc)
 	if err != nil {
@@ -343,6 +358,17 @@ func (n *Node) build(ctx context.Context, resolver Resolver) error {
 		Window: window, LeaseTTL: time.Duration(cfg.Delivery.LeaseTTL), Logger: n.log, Metrics: m, Live: n.liveNodes, Wait: comp.Wait})
 	if err != nil {
 		return err
+	}
+	// In a cluster, other nodes hand this one the tasks without a target
+	// they have no handler for, when this one has (handlers.go).
+	var handoffs []startstop.Service
+	if cfg.Cluster.Coordinator != "none" {
+		recv, err := handoff.New(handoff.Config{Store: n.store, Tier: n.tier, Planner: planner, NodeID: cfg.NodeID, Logger: n.log,
+			Active: func() bool { return len(n.router.Topics()) > 0 }})
+		if err != nil {
+			return err
+		}
+		handoffs = append(handoffs, recv)
 	}
 	n.topics, err = topics.New(topics.Config{Store: n.store, Waker: n.scan, Logger: n.log})
 	if err != nil {
@@ -419,8 +445,11 @@ func (n *Node) build(ctx context.Context, resolver Resolver) error {
 		// waits for the tasks it started to reach their lanes, then hands
 		// back what a memory tier still holds (Drain).
 		services{firer},
-		// The scanner claims due tasks into the hot tier fire empties.
+		// The scanner claims due tasks into the hot tier fire empties; in
+		// a cluster, the handoff receiver puts there the tasks other
+		// nodes hand this one.
 		services{n.scan},
+		handoffs,
 		// Scan jobs send through the brokers and webhooks themselves; the
 		// cleaner deletes old rows of the items the scanner owns.
 		services{n.jobs, cleaner},
@@ -451,10 +480,13 @@ func (n *Node) closeResources() error {
 }
 
 // Handle registers h for tasks of topic submitted without a target.
-// Register before Start, on every node that may deliver the topic: a task
-// fired on a node without a handler for its topic fails that attempt
-// (it uses one, so a topic no node handles ends dead, logged at WARN,
-// rather than circling for ever).
+// Register before Start: the node publishes its topics to the cluster
+// when it joins. A task without a target is accepted only while a live
+// node has a handler for its topic (or the topic has a default target in
+// the config); one fired on a node without the handler is handed to a
+// live node that has it, or, when none has, waits without using an
+// attempt until one is back (its last_error says why; metric
+// ontime_tasks_unhandled_total, a WARN line a minute per topic).
 //
 // h runs with a context that ends after the topic's handler timeout
 // (HandlerTimeout; default delivery.timeout). Until h returns, this node
@@ -532,6 +564,7 @@ func (n *Node) Start(ctx context.Context) error {
 	if n.cluster != nil {
 		services = append(services[:len(services):len(services)], n.cluster)
 	}
+	n.joinedAt = time.Now()
 	if err := startstop.StartAll(ctx, services...); err != nil {
 		return err
 	}

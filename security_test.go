@@ -280,7 +280,7 @@ func TestSecretsAbsentFromLogs(t *testing.T) {
 		cfg.Hot.RedisPrefix = "logtest2"
 	}
 	c2, _ := secureNode(t, mod2, ontime.WithLogger(log))
-	if _, _, err := c2.Submit(ctx, client.TaskRequest{Topic: "logs"}); err != nil {
+	if _, _, err := c2.Submit(ctx, client.TaskRequest{Topic: "logs", Target: rcv.URL + "/hook"}); err != nil {
 		t.Fatal(err)
 	}
 	out := logs.String()

@@ -148,6 +148,9 @@ type ClusterNodeView struct {
 	Heartbeat time.Time `json:"heartbeat"`
 	Live      bool      `json:"live"`
 	Items     int       `json:"items"`
+	// Topics are those the node has Go handlers for: tasks without a
+	// target of these topics are accepted while it is live.
+	Topics []string `json:"topics,omitempty"`
 }
 
 // ClusterItemView is one sharding item: its owner and scan lag (how far

@@ -29,7 +29,7 @@ func TestAPIErrorCarriesCodeAndField(t *testing.T) {
 	t.Parallel()
 	c := newClient(t, apitest.Start(t, func(cfg *ontime.Config) { cfg.Delivery.MaxPayloadBytes = 100 }))
 	ctx := context.Background()
-	tk, created, err := c.Submit(ctx, client.TaskRequest{Topic: "client.errs", Delay: "1h"})
+	tk, created, err := c.Submit(ctx, client.TaskRequest{Topic: "client.errs", Delay: "1h", Target: "http://127.0.0.1:9/t"})
 	if err != nil || !created {
 		t.Fatalf("submit: %v created=%v", err, created)
 	}

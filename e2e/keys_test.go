@@ -311,7 +311,7 @@ func TestKeyReuseAndReplace(t *testing.T) {
 				t.Fatalf("if_exists merge: %v", err)
 			}
 			// Replace with no task under the key creates one.
-			if _, created, err := c.Submit(t.Context(), apiv1.TaskRequest{Topic: "e2e.reuse", Key: "fresh", Delay: "1h", IfExists: "replace"}); err != nil || !created {
+			if _, created, err := c.Submit(t.Context(), apiv1.TaskRequest{Topic: "e2e.reuse", Key: "fresh", Delay: "1h", IfExists: "replace", Target: rcv.srv.URL}); err != nil || !created {
 				t.Fatalf("replace of an unknown key: %v created %v", err, created)
 			}
 
@@ -324,7 +324,7 @@ func TestKeyReuseAndReplace(t *testing.T) {
 				wg.Add(1)
 				go func() {
 					defer wg.Done()
-					v, cr, err := c.Submit(t.Context(), apiv1.TaskRequest{Topic: "e2e.reuse", Key: "contended", Delay: "1h"})
+					v, cr, err := c.Submit(t.Context(), apiv1.TaskRequest{Topic: "e2e.reuse", Key: "contended", Delay: "1h", Target: rcv.srv.URL})
 					if err != nil {
 						t.Error(err)
 						return

@@ -51,7 +51,7 @@ auth:
 		t.Fatal(err)
 	}
 	ctx := t.Context()
-	task, created, err := c1.Submit(ctx, apiv1.TaskRequest{Topic: "tls.e2e", Delay: "1h"})
+	task, created, err := c1.Submit(ctx, apiv1.TaskRequest{Topic: "tls.e2e", Delay: "1h", Target: "http://127.0.0.1:9/hook"})
 	if err != nil || !created {
 		t.Fatalf("submit over TLS with the token: %v", err)
 	}

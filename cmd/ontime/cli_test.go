@@ -77,13 +77,18 @@ func TestCLISubmitGetListCancel(t *testing.T) {
 		t.Fatalf("submit --json: %q", out)
 	}
 	// Resubmit: same task, said so.
-	code, out, _ = c.run("submit", "--topic", "cli.test", "--key", "o-42", "--in", "2h")
+	code, out, _ = c.run("submit", "--topic", "cli.test", "--key", "o-42", "--in", "2h", "--target", "http://127.0.0.1:9/hook")
 	if code != 0 || !strings.Contains(out, tk.ID) || !strings.Contains(out, "exists already") {
 		t.Fatalf("resubmit: %d %q", code, out)
 	}
-	code, out, _ = c.run("submit", "--topic", "cli.other", "--in", "2h")
+	code, out, _ = c.run("submit", "--topic", "cli.other", "--in", "2h", "--target", "http://127.0.0.1:9/hook")
 	if code != 0 || !strings.Contains(out, " submitted, due ") {
 		t.Fatalf("submit: %d %q", code, out)
+	}
+	// Without a target, on a node no Go handler runs on: refused, saying why.
+	code, _, errs = c.run("submit", "--topic", "cli.nobody", "--in", "2h")
+	if code != 1 || !strings.Contains(errs, "target: is required") || !strings.Contains(errs, `no live node has a Go handler for topic "cli.nobody"`) {
+		t.Fatalf("submit without a target: %d %q", code, errs)
 	}
 	code, out, _ = c.run("get", tk.ID)
 	if code != 0 || !strings.Contains(out, "pending") || !strings.Contains(out, `{"order":42}`) || !strings.Contains(out, "http://127.0.0.1:9/hook") {
@@ -516,7 +521,7 @@ func TestCLICompletion(t *testing.T) {
 		}
 	}
 	c := newCLI(t)
-	_, out, _ := c.run("submit", "--topic", "cli.complete", "--in", "1h", "--json")
+	_, out, _ := c.run("submit", "--topic", "cli.complete", "--in", "1h", "--target", "http://127.0.0.1:9/hook", "--json")
 	id := taskJSON(t, out).ID
 	code, out, _ := runCLI(cobra.ShellCompRequestCmd, "--server", c.server, "get", "")
 	if code != 0 || !strings.Contains(out, id) {

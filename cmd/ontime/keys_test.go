@@ -8,7 +8,7 @@ import (
 func TestCLIUpdateAndKey(t *testing.T) {
 	t.Parallel()
 	c := newCLI(t)
-	code, out, errs := c.run("submit", "--topic", "cli.key", "--key", "user/7", "--in", "1h", "--json")
+	code, out, errs := c.run("submit", "--topic", "cli.key", "--key", "user/7", "--in", "1h", "--json", "--target", "http://127.0.0.1:9/hook")
 	if code != 0 {
 		t.Fatalf("submit: %d %s", code, errs)
 	}
@@ -25,7 +25,7 @@ func TestCLIUpdateAndKey(t *testing.T) {
 	if code != 0 || !strings.Contains(out, `"target":"http://127.0.0.1:9/x"`) {
 		t.Fatalf("key update: %d %q %s", code, out, errs)
 	}
-	code, out, _ = c.run("submit", "--topic", "cli.key", "--key", "user/7", "--in", "3h", "--replace")
+	code, out, _ = c.run("submit", "--topic", "cli.key", "--key", "user/7", "--in", "3h", "--replace", "--target", "http://127.0.0.1:9/hook")
 	if code != 0 || !strings.Contains(out, "replaced") || !strings.Contains(out, tk.ID) {
 		t.Fatalf("submit --replace: %d %q", code, out)
 	}

@@ -29,17 +29,17 @@ func TestCLIToken(t *testing.T) {
 		code := run(context.Background(), append(args, "--server", server), &o, &e)
 		return code, o.String(), e.String()
 	}
-	code, _, errs := runTok("submit", "--topic", "cli.auth", "--in", "1h")
+	code, _, errs := runTok("submit", "--topic", "cli.auth", "--in", "1h", "--target", "http://127.0.0.1:9/hook")
 	if code != exitUnauthorized || !strings.Contains(errs, "unauthorized") {
 		t.Fatalf("without a token: %d %q", code, errs)
 	}
 	oneLine(t, errs)
-	code, _, errs = runTok("submit", "--topic", "cli.auth", "--in", "1h", "--token", readTok)
+	code, _, errs = runTok("submit", "--topic", "cli.auth", "--in", "1h", "--token", readTok, "--target", "http://127.0.0.1:9/hook")
 	if code != exitUnauthorized || !strings.Contains(errs, "forbidden") || strings.Contains(errs, readTok) {
 		t.Fatalf("read token: %d %q", code, errs)
 	}
 	oneLine(t, errs)
-	code, out, errs := runTok("submit", "--topic", "cli.auth", "--in", "1h", "--token", writeTok, "--json")
+	code, out, errs := runTok("submit", "--topic", "cli.auth", "--in", "1h", "--token", writeTok, "--json", "--target", "http://127.0.0.1:9/hook")
 	if code != 0 {
 		t.Fatalf("write token: %d %q", code, errs)
 	}

@@ -60,7 +60,7 @@ func submitN(t *testing.T, c *client.Client, prefix string, workers, n int) {
 		wg.Go(func() {
 			for i := range n {
 				key := prefix + strconv.Itoa(w) + "-" + strconv.Itoa(i)
-				tk, created, err := c.Submit(context.Background(), client.TaskRequest{Topic: "edge", Key: key, Delay: "1h", Payload: json.RawMessage(`{"n":1}`)})
+				tk, created, err := c.Submit(context.Background(), client.TaskRequest{Topic: "edge", Key: key, Delay: "1h", Payload: json.RawMessage(`{"n":1}`), Target: "http://127.0.0.1:9/hook"})
 				if err != nil {
 					t.Error(err)
 					return
@@ -113,7 +113,7 @@ func TestServeH2C(t *testing.T) {
 	}
 	submitN(t, c, "r4-", 1, 100)
 	submitN(t, c, "r5-", 16, 10)
-	items, err := c.SubmitBatch(context.Background(), []client.TaskRequest{{Topic: "edge", Delay: "1h"}, {Topic: "bad topic"}})
+	items, err := c.SubmitBatch(context.Background(), []client.TaskRequest{{Topic: "edge", Delay: "1h", Target: "http://127.0.0.1:9/hook"}, {Topic: "bad topic"}})
 	if err != nil || len(items) != 2 || items[0].Task == nil || items[1].Error == nil || items[1].Error.Field != "topic" {
 		t.Fatalf("batch over h2c: %v %+v", err, items)
 	}

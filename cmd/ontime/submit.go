@@ -25,11 +25,14 @@ func newSubmitCmd(g *globals) *cobra.Command {
 With --key, the key names at most one live task in its topic: submitting it
 again returns the existing task and writes nothing ("exists already").
 --target is a webhook URL (http:// or https://), mq://BROKER/ADDRESS, or
-empty for a Go handler registered for the topic.`,
+empty: the topic's default target (topics.NAME.target in the config), else
+a Go handler for the topic on a live node; with neither, the task is
+refused (no node could deliver it).`,
 		Example: `  ontime submit --topic order.cancel --key order-42 --in 30m \
       --target https://shop.example/hooks/cancel --data '{"order": 42}'
-  ontime submit --topic report.daily --at 2026-11-24T06:00:00Z --data @payload.json
-  ontime submit --topic t --in 1h --json | jq -r .id`,
+  ontime submit --topic report.daily --at 2026-11-24T06:00:00Z --data @payload.json \
+      --target https://reports.example/hooks/daily
+  ontime submit --topic t --in 1h --target https://example.com/hook --json | jq -r .id`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if req.Topic == "" {
@@ -89,7 +92,7 @@ empty for a Go handler registered for the topic.`,
 	f.StringVar(&req.Key, "key", "", "key: at most one live task per topic and key; also the shard key")
 	f.StringVar(&in, "in", "", "delay from now, e.g. 30s, 1h30m")
 	f.StringVar(&at, "at", "", "due time, RFC 3339 (2026-11-23T18:00:00Z)")
-	f.StringVar(&req.Target, "target", "", "webhook URL or mq://BROKER/ADDRESS (empty: the topic's Go handler)")
+	f.StringVar(&req.Target, "target", "", "webhook URL or mq://BROKER/ADDRESS (empty: the topic's default target, else its Go handler)")
 	f.StringVar(&data, "data", "", "payload JSON, or @file to read it from a file")
 	f.IntVar(&req.MaxAttempts, "max-attempts", 0, "attempts before the task is dead (default: the server's)")
 	f.BoolVar(&repl, "replace", false, "when the key names a live task, update it with these fields (if_exists: replace)")

@@ -184,7 +184,7 @@ func TestTopicLimitedToken(t *testing.T) {
 	t.Parallel()
 	_, base := authServer(t)
 	orders, admin := "Bearer "+testTokens["orders"], "Bearer "+testTokens["admin"]
-	code, mine, _ := authCall(t, "POST", base+"/v1/tasks", orders, `{"topic":"orders.cancel","delay":"1h"}`)
+	code, mine, _ := authCall(t, "POST", base+"/v1/tasks", orders, `{"topic":"orders.cancel","delay":"1h","target":"http://127.0.0.1:9/t"}`)
 	if code != 201 {
 		t.Fatalf("own topic: %d %v", code, mine)
 	}
@@ -192,7 +192,7 @@ func TestTopicLimitedToken(t *testing.T) {
 	if code != 403 || errField(m) != "topic" {
 		t.Fatalf("other topic: %d %v", code, m)
 	}
-	code, other, _ := authCall(t, "POST", base+"/v1/tasks", admin, `{"topic":"billing.charge","delay":"1h"}`)
+	code, other, _ := authCall(t, "POST", base+"/v1/tasks", admin, `{"topic":"billing.charge","delay":"1h","target":"http://127.0.0.1:9/t"}`)
 	if code != 201 {
 		t.Fatalf("admin: %d %v", code, other)
 	}
@@ -217,7 +217,7 @@ func TestTopicLimitedToken(t *testing.T) {
 	if code, m, _ := authCall(t, "GET", base+"/v1/tasks?topic=orders.cancel", orders, ""); code != 200 || len(m["tasks"].([]any)) != 1 {
 		t.Errorf("list of own topic: %d %v", code, m)
 	}
-	code, m, _ = authCall(t, "POST", base+"/v1/tasks:batch", orders, `{"tasks":[{"topic":"orders.a"},{"topic":"billing.b"}]}`)
+	code, m, _ = authCall(t, "POST", base+"/v1/tasks:batch", orders, `{"tasks":[{"topic":"orders.a","target":"http://127.0.0.1:9/t"},{"topic":"billing.b"}]}`)
 	items, _ := m["tasks"].([]any)
 	if code != 200 || len(items) != 2 {
 		t.Fatalf("batch: %d %v", code, m)

@@ -60,7 +60,7 @@ func TestErrorAnswers(t *testing.T) {
 	broken := serve(t, api.NewHandler(api.Services{Tasks: failing{errors.New("disk on fire")}}, api.Options{}))
 	wrappedNotReady := serve(t, api.NewHandler(api.Services{Tasks: failing{fmt.Errorf("submit: %w", submit.ErrNotReady)}}, api.Options{}))
 
-	code, pending := call(t, "POST", live+"/v1/tasks", `{"topic":"errs","delay":"1h"}`)
+	code, pending := call(t, "POST", live+"/v1/tasks", `{"topic":"errs","delay":"1h","target":"http://127.0.0.1:9/t"}`)
 	if code != 201 {
 		t.Fatalf("submit: %d %v", code, pending)
 	}
@@ -144,7 +144,7 @@ func TestBatchItemErrorsCarryCodes(t *testing.T) {
 	t.Parallel()
 	base := server(t)
 	big := `{"topic":"t","payload":"` + strings.Repeat("x", 1500) + `"}`
-	code, m := call(t, "POST", base+"/v1/tasks:batch", `{"tasks":[{"topic":"ok"},{"topic":"bad topic"},`+big+`,{"topic":"t","colour":1}]}`)
+	code, m := call(t, "POST", base+"/v1/tasks:batch", `{"tasks":[{"topic":"ok","target":"http://127.0.0.1:9/t"},{"topic":"bad topic"},`+big+`,{"topic":"t","colour":1}]}`)
 	if code != 200 {
 		t.Fatalf("batch: %d %v", code, m)
 	}

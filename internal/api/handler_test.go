@@ -78,7 +78,7 @@ func TestBadInputNamesTheField(t *testing.T) {
 func TestBatchReportsEachTask(t *testing.T) {
 	t.Parallel()
 	base := server(t)
-	body := `{"tasks":[{"topic":"b","key":"1","delay":"1h"},{"topic":"bad topic"},{"topic":"b","key":"2","delay":"1h","payload":[1,2,3]},{"topic":"b","key":"1"}]}`
+	body := `{"tasks":[{"topic":"b","key":"1","delay":"1h","target":"http://127.0.0.1:9/t"},{"topic":"bad topic"},{"topic":"b","key":"2","delay":"1h","payload":[1,2,3],"target":"http://127.0.0.1:9/t"},{"topic":"b","key":"1","target":"http://127.0.0.1:9/t"}]}`
 	code, m := call(t, "POST", base+"/v1/tasks:batch", body)
 	if code != 200 {
 		t.Fatalf("batch: HTTP %d %v", code, m)
@@ -122,7 +122,7 @@ func TestListParamsAndPaging(t *testing.T) {
 	t.Parallel()
 	base := server(t)
 	for i := range 7 {
-		call(t, "POST", base+"/v1/tasks", `{"topic":"page","delay":"1h","key":"`+string(rune('a'+i))+`"}`)
+		call(t, "POST", base+"/v1/tasks", `{"topic":"page","delay":"1h","target":"http://127.0.0.1:9/t","key":"`+string(rune('a'+i))+`"}`)
 	}
 	seen := map[string]bool{}
 	cursor := ""
@@ -159,7 +159,7 @@ func TestListParamsAndPaging(t *testing.T) {
 		if i > 0 {
 			batch.WriteString(",")
 		}
-		batch.WriteString(`{"topic":"page.default","delay":"1h"}`)
+		batch.WriteString(`{"topic":"page.default","delay":"1h","target":"http://127.0.0.1:9/t"}`)
 	}
 	batch.WriteString("]}")
 	if code, m := call(t, "POST", base+"/v1/tasks:batch", batch.String()); code != 200 {

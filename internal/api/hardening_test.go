@@ -111,7 +111,7 @@ func TestInvalidUTF8(t *testing.T) {
 			t.Errorf("%q: HTTP %d field %q %v; want 400 naming %q", tc.body, code, errField(m), m, tc.field)
 		}
 	}
-	code, m := call(t, "POST", base+"/v1/tasks:batch", "{\"tasks\":[{\"topic\":\"u\",\"key\":\"good\"},{\"topic\":\"u\",\"key\":\"bad\xff\"}]}")
+	code, m := call(t, "POST", base+"/v1/tasks:batch", "{\"tasks\":[{\"topic\":\"u\",\"key\":\"good\",\"target\":\"http://127.0.0.1:9/t\"},{\"topic\":\"u\",\"key\":\"bad\xff\"}]}")
 	if code != 200 {
 		t.Fatalf("batch: %d %v", code, m)
 	}
@@ -170,7 +170,7 @@ func TestStoreDown503(t *testing.T) {
 	})
 	submit := func(key string) (*http.Response, string) {
 		t.Helper()
-		req, _ := http.NewRequest("POST", base+"/v1/tasks", strings.NewReader(`{"topic":"down","delay":"1h","key":"`+key+`"}`))
+		req, _ := http.NewRequest("POST", base+"/v1/tasks", strings.NewReader(`{"topic":"down","delay":"1h","target":"http://127.0.0.1:9/t","key":"`+key+`"}`))
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
 			t.Fatal(err)

@@ -14,7 +14,7 @@ func TestKeyRoutes(t *testing.T) {
 	base := server(t)
 	key := "order/42 é"
 	kp := base + "/v1/topics/k.t/keys/" + url.PathEscape(key)
-	code, m := call(t, "POST", base+"/v1/tasks", `{"topic":"k.t","key":"order/42 é","delay":"1h","payload":{"a":1}}`)
+	code, m := call(t, "POST", base+"/v1/tasks", `{"topic":"k.t","key":"order/42 é","delay":"1h","payload":{"a":1},"target":"http://127.0.0.1:9/t"}`)
 	if code != 201 {
 		t.Fatalf("submit: %d %v", code, m)
 	}
@@ -101,7 +101,7 @@ func TestKeyRoutes(t *testing.T) {
 	}
 	// With the default key hold (10m) the key still names the cancelled
 	// task, and a resubmit returns it.
-	code, m = call(t, "POST", base+"/v1/tasks", `{"topic":"k.t","key":"order/42 é"}`)
+	code, m = call(t, "POST", base+"/v1/tasks", `{"topic":"k.t","key":"order/42 é","target":"http://127.0.0.1:9/t"}`)
 	if code != 200 || m["id"] != id || m["status"] != "cancelled" {
 		t.Fatalf("resubmit within the key hold: %d %v", code, m)
 	}

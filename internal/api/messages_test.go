@@ -11,7 +11,7 @@ import (
 func TestMessagesInUsersTerms(t *testing.T) {
 	t.Parallel()
 	base := server(t)
-	_, sub := call(t, "POST", base+"/v1/tasks", `{"topic":"msg","delay":"1h"}`)
+	_, sub := call(t, "POST", base+"/v1/tasks", `{"topic":"msg","delay":"1h","target":"http://127.0.0.1:9/t"}`)
 	id := sub["id"].(string)
 	if code, m := call(t, "DELETE", base+"/v1/tasks/"+id, ""); code != 200 {
 		t.Fatalf("cancel: %d %v", code, m)

@@ -10,7 +10,7 @@ import (
 func TestTopicRoutesMatchTheSpec(t *testing.T) {
 	t.Parallel()
 	base := server(t)
-	if code, m := call(t, "POST", base+"/v1/tasks", `{"topic":"api.topic","delay":"1h"}`); code != 201 {
+	if code, m := call(t, "POST", base+"/v1/tasks", `{"topic":"api.topic","delay":"1h","target":"http://127.0.0.1:9/t"}`); code != 201 {
 		t.Fatalf("submit: %d %v", code, m)
 	}
 	code, m := call(t, "POST", base+"/v1/topics/api.topic:pause", "")

@@ -17,6 +17,9 @@ type Coordinator interface {
 	Status(ctx context.Context) (Status, error)
 	// AddItems adds scan jobs' items before Start.
 	AddItems(items ...string)
+	// Handlers is which live nodes handle which topic with a Go handler,
+	// refreshed with the membership every round.
+	Handlers() *Handlers
 }
 
 // ItemKey names a task store's sharding item in the coordinators' tables:

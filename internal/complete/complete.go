@@ -70,6 +70,9 @@ type Config struct {
 	FlushGap time.Duration
 	Logger   *slog.Logger
 	Metrics  *metrics.Metrics // nil: series kept but not registered
+	// Unhandled decides what becomes of a task without a target this
+	// node has no Go handler for (unhandled.go).
+	Unhandled *Unhandled
 }
 
 // HotRetry is what sending retries straight to the hot tier needs; every
@@ -115,6 +118,9 @@ type Completer struct {
 	hot   *HotRetry
 	log   *slog.Logger
 	m     *metrics.Metrics
+
+	unhand *Unhandled
+	topics unhandledTopics // the topics no live node handles, as seen here
 
 	// outstanding counts started tasks whose outcome is not in yet
 	// (Expect adds, Finish subtracts); unwritten those whose outcome is
@@ -169,12 +175,15 @@ func New(cfg Config) (*Completer, error) {
 	if h := cfg.Hot; h != nil && (h.Tier == nil || h.Planner == nil || h.NodeID == "" || h.Window <= 0 || h.LeaseTTL <= 0) {
 		return nil, errors.New("complete: Hot needs a Tier, a Planner, a NodeID and a positive Window and LeaseTTL")
 	}
+	if u := cfg.Unhandled; u != nil && (u.NodeID == "" || u.LeaseTTL <= 0) {
+		return nil, errors.New("complete: Unhandled needs a NodeID and a positive LeaseTTL")
+	}
 	if cfg.FlushGap == 0 {
 		cfg.FlushGap = DefaultFlushGap
 	}
 	return &Completer{st: cfg.Store, retry: cfg.Retry, lease: cfg.Lease, hot: cfg.Hot, log: cfg.Logger, m: cfg.Metrics,
 		wake: make(chan struct{}, 1), held: map[string]int64{}, tokens: map[int64]*hold{}, gaveUp: map[int64][]string{},
-		gap: max(cfg.FlushGap, 0), after: time.After}, nil
+		gap: max(cfg.FlushGap, 0), after: time.After, unhand: cfg.Unhandled}, nil
 }
 
 // Start runs the writer.
@@ -310,6 +319,8 @@ func (c *Completer) HeldBytes() int64 { return c.heldBytes.Load() }
 //	lane full, node stopping         again soon, no attempt used
 //	breaker open                     again when the destination may answer, no attempt used (deferral)
 //	Snooze(d)                        again in d, no attempt used
+//	no Go handler here (ErrNoHandler) handed off to a node that has one, else
+//	                                 again when one may be back, no attempt used (unhandled.go)
 //	Cancel(err), Drop(reason)        cancelled, final
 //	Permanent(err), attempts spent   dead (logged at WARN)
 //	any other error                  again after the retry policy's backoff
@@ -339,6 +350,8 @@ func (c *Completer) outcome(t *task.Task, err error) store.Outcome {
 		o.RetryAt = now.Add(snooze)
 		o.Error = errText(err)
 		c.m.Outcomes.WithLabelValues("snoozed").Inc()
+	case errors.Is(err, deliver.ErrNoHandler):
+		c.unhandled(&o, t, err, now)
 	case deliver.IsCancel(err):
 		o.Cancelled = true
 		o.Error = errText(err)
@@ -393,16 +406,7 @@ func (c *Completer) deferral(now time.Time, e *deliver.CircuitOpenError) time.Du
 		d = max(d, outageGrowth*now.Sub(e.Since))
 	}
 	d = min(max(d, c.retry.Next(1, nil)), maxd)
-	q := e.OpenFor
-	if q <= 0 {
-		return d
-	}
-	for 2*q <= d/4 {
-		q *= 2
-	}
-	at := now.Add(d).UnixNano()
-	at = (at + int64(q) - 1) / int64(q) * int64(q)
-	return time.Unix(0, at).Sub(now)
+	return roundUp(now, d, e.OpenFor)
 }
 
 // errText is what is kept as last_error.
@@ -598,6 +602,9 @@ func (c *Completer) flushAll(ctx context.Context, quit <-chan struct{}, tries in
 				c.pace.add(took, len(batch))
 			}
 			c.written(batch, lost)
+			if ok {
+				c.handOff(ctx, batch)
+			}
 			if ok && len(entries) > 0 {
 				// The rows are committed claimed under these tokens; if the
 				// Add fails the retries are late, not lost: their claims
@@ -624,8 +631,8 @@ func (c *Completer) claimRetries(batch []store.Outcome) []hot.Entry {
 	var token int64
 	for i := range batch {
 		o := &batch[i]
-		if o.Done || o.Dead || o.Cancelled || o.RetryAt.After(horizon) {
-			continue
+		if o.Done || o.Dead || o.Cancelled || o.Claim != nil || o.RetryAt.After(horizon) {
+			continue // (a claim already: handed off to another node)
 		}
 		if token == 0 {
 			token = store.NewToken()

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -13,9 +14,24 @@ import (
 	"github.com/ontimehq/ontime/internal/task"
 )
 
-// errNoHandler: a task without target reached a node with no Go handler for
-// its topic. It is retried, so a node that has the handler can take it.
-var errNoHandler = errors.New("no handler registered for topic")
+// ErrNoHandler: a task without a target reached a node with no Go handler
+// for its topic (a *NoHandlerError). It never reached anyone, so it uses
+// no attempt: the completion stage hands it to a live node that has the
+// handler, or defers it, visibly, until one comes back.
+var ErrNoHandler = errors.New("no handler registered for topic")
+
+// NoHandlerError is ErrNoHandler for one topic on one node.
+type NoHandlerError struct {
+	Topic string
+	Node  string
+}
+
+func (e *NoHandlerError) Error() string {
+	return fmt.Sprintf("%s %q on node %s", ErrNoHandler, e.Topic, e.Node)
+}
+
+// Is makes errors.Is(err, ErrNoHandler) true.
+func (e *NoHandlerError) Is(target error) bool { return target == ErrNoHandler }
 
 // Outcomes is told the result of every task handed to Router.Send, exactly
 // once (the completion stage).
@@ -70,6 +86,22 @@ func (r *Router) Handle(topic string, h Sink) error {
 	return nil
 }
 
+// Topics lists the topics this node has Go handlers for: what it
+// publishes to the cluster.
+func (r *Router) Topics() []string {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	out := make([]string, 0, len(r.handlers))
+	for t := range r.handlers {
+		out = append(out, t)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// Handles reports whether this node has a Go handler for topic.
+func (r *Router) Handles(topic string) bool { return r.handler(topic) != nil }
+
 func (r *Router) handler(topic string) Sink {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
@@ -94,7 +126,7 @@ func (r *Router) Send(tasks []*task.Task) {
 		if t.Target == "" {
 			sink, dest = r.handler(t.Topic), "handler:"+t.Topic
 			if sink == nil {
-				r.cfg.Outcomes.Finish(t, fmt.Errorf("%w %q on node %s", errNoHandler, t.Topic, r.cfg.NodeID))
+				r.cfg.Outcomes.Finish(t, &NoHandlerError{Topic: t.Topic, Node: r.cfg.NodeID})
 				continue
 			}
 		} else if strings.HasPrefix(t.Target, task.MQScheme) {

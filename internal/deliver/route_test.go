@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -156,16 +157,24 @@ func TestHandlerByTopic(t *testing.T) {
 	}
 }
 
-// A task of a topic this node has no handler for fails with an error that
-// is retried (another node may have the handler), naming topic and node.
+// A task of a topic this node has no handler for fails with ErrNoHandler
+// (not permanent: another node may have the handler), naming topic and
+// node; Topics and Handles say what the node handles.
 func TestNoHandlerForTopic(t *testing.T) {
 	x := setup(t, nil)
 	tk := due("unknown.topic", "")
 	x.r.Send([]*task.Task{tk})
 	x.out.wait(t, 1)
 	err, _ := x.out.of(tk.ID)
-	if err == nil || deliver.IsPermanent(err) {
-		t.Fatalf("outcome %v; want a retryable error", err)
+	var nh *deliver.NoHandlerError
+	if err == nil || deliver.IsPermanent(err) || !errors.Is(err, deliver.ErrNoHandler) || !errors.As(err, &nh) || nh.Topic != "unknown.topic" {
+		t.Fatalf("outcome %v; want a NoHandlerError", err)
+	}
+	if err := x.r.Handle("audit", &recorder{}); err != nil {
+		t.Fatal(err)
+	}
+	if x.r.Handles("unknown.topic") || !slices.Equal(x.r.Topics(), []string{"audit"}) || !x.r.Handles("audit") {
+		t.Fatalf("Handles/Topics: %v", x.r.Topics())
 	}
 	if !strings.Contains(err.Error(), "unknown.topic") || !strings.Contains(err.Error(), nodeID) {
 		t.Fatalf("outcome %q does not name the topic and the node", err)

@@ -14,7 +14,7 @@ type Metrics struct {
 	Submitted *prometheus.CounterVec // result: created | existing | invalid
 	Claimed   prometheus.Counter
 	Started   prometheus.Counter
-	Outcomes  *prometheus.CounterVec // outcome: done | retry | dead | deferred | snoozed | cancelled
+	Outcomes  *prometheus.CounterVec // outcome: done | retry | dead | deferred | snoozed | cancelled | handed_off | unhandled
 	Lateness  prometheus.Histogram   // seconds from due time to the start of delivery
 	Extended  prometheus.Counter     // running leases extended while the outcome waited
 	Scans     prometheus.Counter
@@ -44,6 +44,9 @@ type Metrics struct {
 	EntriesRestored prometheus.Counter
 	FinishSeconds   prometheus.Histogram // one batch of outcomes written
 	ExtendSeconds   prometheus.Histogram // one heartbeat (all held leases)
+	// Unhandled: deliveries of tasks without a target deferred because no
+	// live node has a Go handler for their topic, by topic.
+	Unhandled *prometheus.CounterVec
 }
 
 // New creates the series and registers them on reg (nil: not registered).
@@ -53,6 +56,8 @@ func New(reg prometheus.Registerer) *Metrics {
 		Claimed:   prometheus.NewCounter(prometheus.CounterOpts{Name: "ontime_tasks_claimed_total", Help: "Tasks claimed into the hot tier by scanners."}),
 		Started:   prometheus.NewCounter(prometheus.CounterOpts{Name: "ontime_deliveries_started_total", Help: "Delivery attempts started."}),
 		Outcomes:  prometheus.NewCounterVec(prometheus.CounterOpts{Name: "ontime_deliveries_total", Help: "Delivery attempts finished, by outcome."}, []string{"outcome"}),
+		Unhandled: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "ontime_tasks_unhandled_total",
+			Help: "Deliveries of tasks without a target deferred, unattempted, because no live node has a Go handler for their topic, by topic."}, []string{"topic"}),
 		Lateness: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "ontime_fire_lateness_seconds", Help: "Time from a task's due time to the start of its delivery.",
 			Buckets: []float64{.0005, .001, .002, .005, .01, .025, .05, .1, .25, .5, 1, 5, 30}}),
 		Extended: prometheus.NewCounter(prometheus.CounterOpts{Name: "ontime_leases_extended_total", Help: "Running leases extended because the task's outcome was not written yet."}),
@@ -76,7 +81,7 @@ func New(reg prometheus.Registerer) *Metrics {
 			Buckets: []float64{.001, .005, .01, .05, .1, .5, 1, 5, 30}}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.Submitted, m.Claimed, m.Started, m.Outcomes, m.Lateness, m.Extended, m.Scans, m.ScanErrs, m.ItemsScanned, m.LeasesEnded, m.Paused, m.GroupSubmits,
+		reg.MustRegister(m.Submitted, m.Claimed, m.Started, m.Outcomes, m.Unhandled, m.Lateness, m.Extended, m.Scans, m.ScanErrs, m.ItemsScanned, m.LeasesEnded, m.Paused, m.GroupSubmits,
 			m.OutcomesPending, m.ClaimsExtended, m.EntriesRestored, m.FinishSeconds, m.ExtendSeconds)
 	}
 	return m

@@ -441,9 +441,13 @@ func (s *Service) spec(r store.Schedule) (cronspec.Spec, error) {
 }
 
 // taskSpec is the task of fire time at; due at at, or now when dueNow.
+//
+// A task without a target waits for a Go handler (AwaitHandler) when no
+// live node has one: the schedule was accepted, and a fire time refused
+// while its handler's only node restarts would be lost.
 func taskSpec(r store.Schedule, at time.Time, dueNow bool) task.Spec {
 	sp := task.Spec{Topic: r.Task.Topic, Key: Key(r.Name, at), Payload: r.Task.Payload, Target: r.Task.Target,
-		MaxAttempts: r.Task.MaxAttempts}
+		MaxAttempts: r.Task.MaxAttempts, AwaitHandler: true}
 	if !dueNow {
 		due := at
 		sp.DueAt = &due

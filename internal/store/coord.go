@@ -32,6 +32,8 @@ type NodeStatus struct {
 	// Started is when the node's process started (zero: the coordinator
 	// does not know): a change means it was restarted under the same ID.
 	Started time.Time
-	Live    bool
-	Items   int
+	// Topics are those the node has Go handlers for.
+	Topics []string
+	Live   bool
+	Items  int
 }

@@ -106,11 +106,9 @@ type Outcome struct {
 	RetryAt time.Time
 	Error   string // kept as last_error when not Done
 	// NotAttempted: the delivery never reached the target (its destination's
-	// queue was full, its breaker open, the node stopping) or the handler
-	// snoozed it, so the retry does not count against max_attempts. A task
-	// that found no Go handler for its topic on the node that fired it was
-	// attempted: it uses an attempt, so a topic no node handles ends dead
-	// (and logged) instead of circling for ever.
+	// queue was full, its breaker open, the node stopping, no Go handler
+	// for its topic on the node that fired it) or the handler snoozed it,
+	// so the retry does not count against max_attempts.
 	NotAttempted bool
 	// Cancelled: the handler gave up on the task (ontime.Cancel): it
 	// becomes cancelled, with Error as last_error, and is not retried.
@@ -119,7 +117,7 @@ type Outcome struct {
 	// claimed under this lease instead of pending, because its retry is
 	// due within the preheat window and the caller puts it in the hot tier
 	// itself once the outcome is written (retries on time, not after the
-	// next scan).
+	// next scan), or hands it off to the lease's owner, another node.
 	Claim *Lease
 }
 

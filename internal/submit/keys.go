@@ -43,6 +43,9 @@ func (s *Service) UpdateByKey(ctx context.Context, topic, key string, p task.Pat
 	if err != nil {
 		return nil, err
 	}
+	if err := s.untargeted(&v, t.Topic); err != nil {
+		return nil, err
+	}
 	return s.update(ctx, t.ID, v)
 }
 
@@ -53,7 +56,32 @@ func (s *Service) Update(ctx context.Context, id string, p task.PatchSpec) (*tas
 	if err != nil {
 		return nil, err
 	}
+	if v.Target != nil && *v.Target == "" {
+		// Its topic decides: read the task (only for this rare patch).
+		t, err := s.cfg.Store.Get(ctx, id)
+		if err != nil {
+			return nil, err
+		}
+		if err := s.untargeted(&v, t.Topic); err != nil {
+			return nil, err
+		}
+	}
 	return s.update(ctx, id, v)
+}
+
+// untargeted resolves a patch that removes a task's target as a submit
+// without one is (task.Limits.Untargeted): the topic's default target, or
+// its Go handler when a live node has one, or ErrNoHandler.
+func (s *Service) untargeted(v *task.ValidPatch, topic string) error {
+	if v.Target == nil || *v.Target != "" {
+		return nil
+	}
+	target, err := s.cfg.Limits.Untargeted(topic, false)
+	if err != nil {
+		return err
+	}
+	v.Target = &target
+	return nil
 }
 
 // update writes a validated patch. A new due time replaces the task's

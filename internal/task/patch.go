@@ -40,9 +40,10 @@ func ValidatePatch(p PatchSpec, l Limits, now time.Time) (ValidPatch, error) {
 	case p.DueAt != nil && p.Delay != nil:
 		return v, fieldErr("due_at", "give due_at or delay, not both")
 	case p.DueAt != nil, p.Delay != nil:
-		// The same rules as a submit's.
-		s := Spec{Topic: "x", DueAt: p.DueAt, Delay: p.Delay}
-		sv, err := Validate(s, l, now)
+		// The same rules as a submit's (the due time's only: the target
+		// is the patch's own question, Limits.Untargeted the caller's).
+		s := Spec{Topic: "x", DueAt: p.DueAt, Delay: p.Delay, AwaitHandler: true}
+		sv, err := Validate(s, Limits{MaxPayloadBytes: l.MaxPayloadBytes, DefaultMaxAttempts: l.DefaultMaxAttempts}, now)
 		if err != nil {
 			return v, err
 		}

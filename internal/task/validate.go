@@ -22,6 +22,15 @@ type Limits struct {
 	// Brokers judges mq:// targets against the configured brokers; nil:
 	// none is configured, so every mq:// target is refused.
 	Brokers BrokerTargets
+	// TopicTarget, when set, gives a topic's default target ("" none): a
+	// task submitted without a target takes it, stored on the task. The
+	// caller has judged it already (the config's topics section).
+	TopicTarget func(topic string) string
+	// Handled, when set, says whether a live node has a Go handler for a
+	// topic: a task without a target, of a topic with no default target,
+	// is refused (ErrNoHandler) unless one has. Nil: not asked (the
+	// task is accepted, as a library stage that knows no handlers must).
+	Handled func(topic string) bool
 }
 
 // BrokerTargets checks that an mq://NAME/ADDRESS target names a configured
@@ -60,6 +69,9 @@ type FieldError struct {
 	Field    string
 	Message  string
 	TooLarge bool
+	// Err, when set, is the sentinel that says why (ErrNoHandler), for
+	// errors.Is beside ErrInvalid.
+	Err error
 }
 
 func (e *FieldError) Error() string { return e.Field + ": " + e.Message }
@@ -67,7 +79,22 @@ func (e *FieldError) Error() string { return e.Field + ": " + e.Message }
 // ErrInvalid matches every *FieldError with errors.Is.
 var ErrInvalid = errors.New("invalid task")
 
+// ErrNoHandler refuses a task without a target whose topic no live node
+// handles with a Go handler and has no default target in the config:
+// nobody could deliver it. It comes as a *FieldError on "target".
+var ErrNoHandler = errors.New("no live node handles the topic and it has no default target")
+
 func (e *FieldError) Is(target error) bool { return target == ErrInvalid }
+
+// Unwrap returns Err.
+func (e *FieldError) Unwrap() error { return e.Err }
+
+// NoHandlerError is the refusal of a task without a target whose topic
+// nobody can deliver (ErrNoHandler).
+func NoHandlerError(topic string) error {
+	return &FieldError{Field: "target", Err: ErrNoHandler, Message: fmt.Sprintf(
+		"is required: no live node has a Go handler for topic %q, and the config gives the topic no default target (topics.%s.target)", topic, topic)}
+}
 
 func fieldErr(field, format string, args ...any) error {
 	return &FieldError{Field: field, Message: fmt.Sprintf(format, args...)}
@@ -85,6 +112,12 @@ type Spec struct {
 	// Replace (if_exists: replace): a live task of the same topic and key
 	// is updated with this spec's fields instead of returned unchanged.
 	Replace bool
+	// AwaitHandler accepts the task without a target even when no live
+	// node handles its topic (Limits.Handled): a schedule's task, whose
+	// definition was accepted before, waits for a handler visibly
+	// rather than being refused, its fire time lost, while the only
+	// handler's node restarts.
+	AwaitHandler bool
 }
 
 // Validated is a Spec that passed validation, with its due time resolved.
@@ -170,7 +203,32 @@ func Validate(s Spec, l Limits, now time.Time) (Validated, error) {
 	default:
 		v.MaxAttempts = s.MaxAttempts
 	}
+	// Last: every other field is judged before whether the task could be
+	// delivered at all.
+	if s.Target == "" {
+		target, err := l.Untargeted(s.Topic, s.AwaitHandler)
+		if err != nil {
+			return Validated{}, err
+		}
+		v.Target = target
+	}
 	return v, nil
+}
+
+// Untargeted resolves the target of a task of topic given without one:
+// the topic's default target when it has one (TopicTarget); else "" (its
+// Go handler), when a live node handles the topic (Handled) or await is
+// set; else ErrNoHandler.
+func (l Limits) Untargeted(topic string, await bool) (string, error) {
+	if l.TopicTarget != nil {
+		if t := l.TopicTarget(topic); t != "" {
+			return t, nil
+		}
+	}
+	if l.Handled != nil && !await && !l.Handled(topic) {
+		return "", NoHandlerError(topic)
+	}
+	return "", nil
 }
 
 // ValidateTopic checks a topic name: 1–64 of A-Z a-z 0-9 _ . -

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ontimehq/ontime/internal/cluster"
 	"github.com/ontimehq/ontime/internal/store"
 )
 
@@ -107,5 +108,18 @@ func WaitHandedOver(t *testing.T, grants func() (map[string]store.Grant, error),
 			t.Fatalf("%s after %s joined: items granted to it %v, still waiting for their handover %v", time.Since(joined).Round(time.Millisecond), node, toNode, waiting)
 		}
 		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// WaitHandlers waits until h shows exactly want (sorted) as the live nodes
+// handling topic, failing once within passes.
+func WaitHandlers(t *testing.T, h *cluster.Handlers, topic string, want []string, within time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for !slices.Equal(h.Nodes(topic), want) {
+		if time.Now().After(deadline) {
+			t.Fatalf("handlers of %s: %v after %s; want %v", topic, h.Nodes(topic), within, want)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }

@@ -42,15 +42,16 @@ import (
 // the task database (*sqlstore.Store implements it). Times are compared
 // by the store as given: every node's clock takes part, as with any lease.
 type Store interface {
-	// Heartbeat registers node, or refreshes its heartbeat and address.
-	Heartbeat(ctx context.Context, node, addr string, started, now time.Time) error
+	// Heartbeat registers node, or refreshes its heartbeat, address and
+	// the topics it has Go handlers for.
+	Heartbeat(ctx context.Context, node, addr string, topics []string, started, now time.Time) error
 	// Deregister removes node's registration.
 	Deregister(ctx context.Context, node string) error
 	// PruneNodes removes registrations last heard of before cutoff.
 	PruneNodes(ctx context.Context, cutoff time.Time) error
 	// LiveNodes lists the nodes heard of at or after since.
 	LiveNodes(ctx context.Context, since time.Time) ([]string, error)
-	// Nodes lists every registration (ID, Addr, Heartbeat) by ID.
+	// Nodes lists every registration (ID, Addr, Heartbeat, Topics) by ID.
 	Nodes(ctx context.Context) ([]store.NodeStatus, error)
 
 	// Leader reads the leader lease.
@@ -84,6 +85,9 @@ type Config struct {
 	Addr   string        // the node's API address, shown in the cluster view
 	TTL    time.Duration // default 10s
 	Items  []string      // every sharding item's key, identical on all nodes
+	// Topics returns the topics this node has Go handlers for (nil:
+	// none), published with every heartbeat.
+	Topics func() []string
 	Logger *slog.Logger
 	// OnAssign is called from the coordinator's goroutine whenever the set
 	// of items this node owns changes (nil: none owned).
@@ -108,6 +112,7 @@ type Coordinator struct {
 	log *slog.Logger
 
 	owned    *cluster.Tracker
+	handlers *cluster.Handlers
 	mu       sync.Mutex
 	term     int64 // leader term this node holds, 0 if not leader
 	lastBeat time.Time
@@ -142,7 +147,8 @@ func New(cfg Config) (*Coordinator, error) {
 	items := slices.Clone(cfg.Items)
 	slices.Sort(items)
 	cfg.Items = items
-	return &Coordinator{cfg: cfg, st: cfg.Store, log: cfg.Logger, owned: cluster.NewTracker(cfg.OnAssign), started: time.Now()}, nil
+	return &Coordinator{cfg: cfg, st: cfg.Store, log: cfg.Logger, owned: cluster.NewTracker(cfg.OnAssign), handlers: cluster.NewHandlers(),
+		started: time.Now()}, nil
 }
 
 // AddItems adds sharding items (scan jobs' items) to those the
@@ -178,7 +184,11 @@ func (c *Coordinator) round(ctx context.Context, started time.Time) {
 	now := time.Now()
 	rctx, cancel := context.WithTimeout(ctx, c.cfg.TTL/3)
 	defer cancel()
-	if err := c.st.Heartbeat(rctx, c.cfg.NodeID, c.cfg.Addr, started, now); err != nil {
+	var topics []string
+	if c.cfg.Topics != nil {
+		topics = c.cfg.Topics()
+	}
+	if err := c.st.Heartbeat(rctx, c.cfg.NodeID, c.cfg.Addr, topics, started, now); err != nil {
 		c.log.Warn("cluster heartbeat failed", "err", err)
 		c.mu.Lock()
 		last := c.lastBeat
@@ -210,7 +220,31 @@ func (c *Coordinator) round(ctx context.Context, started time.Time) {
 	if err := c.readOwn(rctx); err != nil {
 		c.log.Warn("cluster read assignment failed", "err", err)
 	}
+	if err := c.readHandlers(rctx, now); err != nil {
+		c.log.Warn("cluster read membership failed", "err", err)
+	}
 }
+
+// readHandlers refreshes which live nodes handle which topic: one read of
+// the registrations a round, so the submit path never asks the database.
+func (c *Coordinator) readHandlers(ctx context.Context, now time.Time) error {
+	nodes, err := c.st.Nodes(ctx)
+	if err != nil {
+		return err
+	}
+	cutoff := c.liveCutoff(now)
+	live := make(map[string][]string, len(nodes))
+	for _, ns := range nodes {
+		if !ns.Heartbeat.Before(cutoff) {
+			live[ns.ID] = ns.Topics
+		}
+	}
+	c.handlers.Set(live)
+	return nil
+}
+
+// Handlers is which live nodes handle which topic, as the last round read.
+func (c *Coordinator) Handlers() *cluster.Handlers { return c.handlers }
 
 // lead renews or acquires the leader lease; it returns the term held, 0 if
 // another node leads.

@@ -238,3 +238,42 @@ func (w testWriter) Write(p []byte) (int, error) {
 	w.t.Log(strings.TrimSpace(string(p)))
 	return len(p), nil
 }
+
+// TestHandlersFollowTheMembership: each node publishes the topics it has
+// Go handlers for with its heartbeat and reads everyone's each round:
+// every node sees which live nodes handle a topic, a topic added to a
+// running node within a round, and a node that left drops out.
+func TestHandlersFollowTheMembership(t *testing.T) {
+	for _, engine := range testdb.Engines {
+		t.Run(engine, func(t *testing.T) {
+			t.Parallel()
+			dsn := testdb.DSNs(t, engine, 1)[0]
+			var mu sync.Mutex
+			topics := map[string][]string{"a": nil, "b": {"orders", "mail"}}
+			start := func(id string) *Coordinator {
+				c, err := New(Config{Store: openStore(t, engine, dsn), NodeID: id, Addr: "127.0.0.1:0", TTL: 600 * time.Millisecond,
+					Items: []string{"0.0.0"}, Topics: func() []string { mu.Lock(); defer mu.Unlock(); return topics[id] }})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := c.Start(context.Background()); err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(c.Stop)
+				return c
+			}
+			a, b := start("a"), start("b")
+			for _, c := range []*Coordinator{a, b} {
+				clustertest.WaitHandlers(t, c.Handlers(), "orders", []string{"b"}, 10*time.Second)
+				clustertest.WaitHandlers(t, c.Handlers(), "mail", []string{"b"}, 10*time.Second)
+			}
+			mu.Lock()
+			topics["a"] = []string{"orders"}
+			mu.Unlock()
+			clustertest.WaitHandlers(t, b.Handlers(), "orders", []string{"a", "b"}, 10*time.Second)
+			b.Stop()
+			clustertest.WaitHandlers(t, a.Handlers(), "orders", []string{"a"}, 10*time.Second)
+			clustertest.WaitHandlers(t, a.Handlers(), "mail", nil, 10*time.Second)
+		})
+	}
+}

@@ -5,7 +5,7 @@
 // one key per item, written by the leader in a transaction that fails if
 // its leader key is gone.
 //
-//	<prefix>/nodes/<id>     node address, under the node's session lease
+//	<prefix>/nodes/<id>     {"addr", "topics"} (cluster.Member), under the node's session lease
 //	<prefix>/leader/…       election keys
 //	<prefix>/assign/<item>  "node|since µs|term"
 //
@@ -50,6 +50,9 @@ type Config struct {
 	Addr     string
 	TTL      time.Duration // whole seconds, at least 1s; default 10s
 	Items    []string
+	// Topics returns the topics this node has Go handlers for (nil:
+	// none), published with its membership key at each session's start.
+	Topics   func() []string
 	Logger   *slog.Logger
 	OnAssign func(term int64, items []string)
 	// HandOverAtOnce says which items this node, once it has read that
@@ -69,7 +72,8 @@ type Coordinator struct {
 	cli *clientv3.Client
 	log *slog.Logger
 
-	owned *cluster.Tracker
+	owned    *cluster.Tracker
+	handlers *cluster.Handlers
 
 	mu        sync.Mutex
 	stopping  bool // Stop was called: no more starts, the client closes
@@ -109,7 +113,7 @@ func New(ctx context.Context, cfg Config) (*Coordinator, error) {
 		cli.Close()
 		return nil, fmt.Errorf("cluster.etcd_endpoints: cannot reach etcd at %s: %w", strings.Join(cfg.Endpoints, ","), err)
 	}
-	return &Coordinator{cfg: cfg, cli: cli, log: cfg.Logger, owned: cluster.NewTracker(cfg.OnAssign)}, nil
+	return &Coordinator{cfg: cfg, cli: cli, log: cfg.Logger, owned: cluster.NewTracker(cfg.OnAssign), handlers: cluster.NewHandlers()}, nil
 }
 
 // AddItems adds sharding items (scan jobs' items) to those the
@@ -177,7 +181,11 @@ func (c *Coordinator) session(ctx context.Context) error {
 		_, _ = c.cli.Revoke(rctx, s.Lease())
 		s.Orphan()
 	}()
-	if _, err := c.cli.Put(ctx, c.cfg.Prefix+"/nodes/"+c.cfg.NodeID, c.cfg.Addr, clientv3.WithLease(s.Lease())); err != nil {
+	me := cluster.Member{Addr: c.cfg.Addr}
+	if c.cfg.Topics != nil {
+		me.Topics = c.cfg.Topics()
+	}
+	if _, err := c.cli.Put(ctx, c.cfg.Prefix+"/nodes/"+c.cfg.NodeID, cluster.EncodeMember(me), clientv3.WithLease(s.Lease())); err != nil {
 		return err
 	}
 	e := concurrency.NewElection(s, c.cfg.Prefix+"/leader")
@@ -206,6 +214,9 @@ func (c *Coordinator) session(ctx context.Context) error {
 		}
 		if err := c.readOwn(ctx); err != nil {
 			c.log.Warn("cluster read assignment failed", "err", err)
+		}
+		if err := c.readHandlers(ctx); err != nil {
+			c.log.Warn("cluster read membership failed", "err", err)
 		}
 		select {
 		case <-ctx.Done():
@@ -236,17 +247,37 @@ func (c *Coordinator) assignment(ctx context.Context) (map[string]store.Grant, e
 	return out, nil
 }
 
-func (c *Coordinator) liveNodes(ctx context.Context) (map[string]string, error) {
+// liveNodes reads the membership: every key is a live node's (its
+// session's lease keeps it).
+func (c *Coordinator) liveNodes(ctx context.Context) (map[string]cluster.Member, error) {
 	resp, err := c.cli.Get(ctx, c.cfg.Prefix+"/nodes/", clientv3.WithPrefix())
 	if err != nil {
 		return nil, err
 	}
-	out := map[string]string{}
+	out := map[string]cluster.Member{}
 	for _, kv := range resp.Kvs {
-		out[strings.TrimPrefix(string(kv.Key), c.cfg.Prefix+"/nodes/")] = string(kv.Value)
+		out[strings.TrimPrefix(string(kv.Key), c.cfg.Prefix+"/nodes/")] = cluster.DecodeMember(string(kv.Value))
 	}
 	return out, nil
 }
+
+// readHandlers refreshes which live nodes handle which topic from the
+// membership, once a round, so the submit path never asks etcd.
+func (c *Coordinator) readHandlers(ctx context.Context) error {
+	live, err := c.liveNodes(ctx)
+	if err != nil {
+		return err
+	}
+	topics := make(map[string][]string, len(live))
+	for id, m := range live {
+		topics[id] = m.Topics
+	}
+	c.handlers.Set(topics)
+	return nil
+}
+
+// Handlers is which live nodes handle which topic, as the last round read.
+func (c *Coordinator) Handlers() *cluster.Handlers { return c.handlers }
 
 // rebalance writes the assignment for the live nodes, fenced by the
 // leader key: if this node is no longer leader, the transaction fails.
@@ -349,8 +380,8 @@ func (c *Coordinator) Status(ctx context.Context) (cluster.Status, error) {
 		st.Assignment[it] = g.Node
 		counts[g.Node]++
 	}
-	for id, addr := range live {
-		st.Nodes = append(st.Nodes, store.NodeStatus{ID: id, Addr: addr, Heartbeat: time.Now(), Live: true, Items: counts[id]})
+	for id, m := range live {
+		st.Nodes = append(st.Nodes, store.NodeStatus{ID: id, Addr: m.Addr, Topics: m.Topics, Heartbeat: time.Now(), Live: true, Items: counts[id]})
 	}
 	slices.SortFunc(st.Nodes, func(a, b store.NodeStatus) int { return strings.Compare(a.ID, b.ID) })
 	return st, nil

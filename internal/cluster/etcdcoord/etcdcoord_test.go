@@ -160,3 +160,33 @@ func TestStopConcurrent(t *testing.T) {
 		t.Error("Stop before Start left the client open")
 	}
 }
+
+// TestHandlersFollowTheMembership: each node's membership key carries the
+// topics it has Go handlers for; every node sees which live nodes handle a
+// topic, and a node whose session ends drops out.
+func TestHandlersFollowTheMembership(t *testing.T) {
+	endpoint := testetcd.Start(t)
+	start := func(id string, topics ...string) *Coordinator {
+		c, err := New(context.Background(), Config{Endpoints: []string{endpoint}, Prefix: "/th", NodeID: id, Addr: id + ":7070",
+			TTL: time.Second, Items: []string{"0.0.0"}, Topics: func() []string { return topics }})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := c.Start(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(c.Stop)
+		return c
+	}
+	a, b := start("a"), start("b", "orders", "mail")
+	for _, c := range []*Coordinator{a, b} {
+		clustertest.WaitHandlers(t, c.Handlers(), "orders", []string{"b"}, 10*time.Second)
+		clustertest.WaitHandlers(t, c.Handlers(), "mail", []string{"b"}, 10*time.Second)
+	}
+	st, err := a.Status(context.Background())
+	if err != nil || len(st.Nodes) != 2 || st.Nodes[1].Addr != "b:7070" || len(st.Nodes[1].Topics) != 2 {
+		t.Fatalf("status %+v %v", st, err)
+	}
+	b.Stop()
+	clustertest.WaitHandlers(t, a.Handlers(), "orders", nil, 10*time.Second)
+}

@@ -14,7 +14,7 @@ import (
 // The database coordinator's state (dbcoord.Store), in the first database
 // beside the tasks; times are Unix microseconds, like the tasks'.
 //
-//	ontime_nodes       node_id → addr, heartbeat_at, started_at
+//	ontime_nodes       node_id → addr, heartbeat_at, started_at, topics (handoff.go)
 //	ontime_leader      one row (id 1): node_id, term, lease_until, version
 //	ontime_assignment  item → node_id, term, since
 //
@@ -25,10 +25,12 @@ import (
 // coordDB is the pool the coordinator's statements run on.
 func (s *Store) coordDB() *sql.DB { return s.w[0] }
 
-// Heartbeat registers node, or refreshes its heartbeat and address.
-func (s *Store) Heartbeat(ctx context.Context, node, addr string, started, now time.Time) (err error) {
+// Heartbeat registers node, or refreshes its heartbeat, address and the
+// topics it has Go handlers for.
+func (s *Store) Heartbeat(ctx context.Context, node, addr string, topics []string, started, now time.Time) (err error) {
 	defer classify(&err)
-	if _, err := s.coordDB().ExecContext(ctx, s.d.rebind(s.d.upsertNode), node, addr, now.UnixMicro(), started.UnixMicro()); err != nil {
+	if _, err := s.coordDB().ExecContext(ctx, s.d.rebind(s.d.upsertNode), node, addr, now.UnixMicro(), started.UnixMicro(),
+		encodeTopics(topics)); err != nil {
 		return fmt.Errorf("heartbeat: %w", err)
 	}
 	return nil
@@ -75,11 +77,11 @@ func (s *Store) LiveNodes(ctx context.Context, since time.Time) (_ []string, err
 	return nodes, nil
 }
 
-// Nodes lists every registration by node ID, with its ID, address and
-// last heartbeat.
+// Nodes lists every registration by node ID, with its ID, address, last
+// heartbeat and topics.
 func (s *Store) Nodes(ctx context.Context) (_ []store.NodeStatus, err error) {
 	defer classify(&err)
-	rows, err := s.coordDB().QueryContext(ctx, `SELECT node_id, addr, heartbeat_at, started_at FROM ontime_nodes ORDER BY node_id`)
+	rows, err := s.coordDB().QueryContext(ctx, `SELECT node_id, addr, heartbeat_at, started_at, COALESCE(topics, '') FROM ontime_nodes ORDER BY node_id`)
 	if err != nil {
 		return nil, fmt.Errorf("nodes: %w", err)
 	}
@@ -88,10 +90,11 @@ func (s *Store) Nodes(ctx context.Context) (_ []store.NodeStatus, err error) {
 	for rows.Next() {
 		var ns store.NodeStatus
 		var hb, started int64
-		if err := rows.Scan(&ns.ID, &ns.Addr, &hb, &started); err != nil {
+		var topics string
+		if err := rows.Scan(&ns.ID, &ns.Addr, &hb, &started, &topics); err != nil {
 			return nil, fmt.Errorf("nodes: %w", err)
 		}
-		ns.Heartbeat, ns.Started = time.UnixMicro(hb), time.UnixMicro(started)
+		ns.Heartbeat, ns.Started, ns.Topics = time.UnixMicro(hb), time.UnixMicro(started), decodeTopics(topics)
 		out = append(out, ns)
 	}
 	if err := rows.Err(); err != nil {

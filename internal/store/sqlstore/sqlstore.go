@@ -194,7 +194,9 @@ func (s *Store) connect(dsn string) (w, r *sql.DB, err error) {
 //	9  created_at on the scan jobs' items: the first take, the lower bound
 //	   of the fire times an item may have missed (jobs_created.go)
 //	10 moved_by on the task tables: what last moved due_at (task.Move)
-const SchemaVersion = 10
+//	11 the topics each node handles with Go handlers, and the handoffs of
+//	   tasks without a target to a node that handles them (handoff.go)
+const SchemaVersion = 11
 
 // migrateTo runs the step that brings a database from version v-1 to v.
 // Every statement is idempotent (IF NOT EXISTS, insert-if-absent), so a
@@ -242,6 +244,8 @@ func (s *Store) migrateTo(ctx context.Context, c *sql.Conn, v int) error {
 				return err
 			}
 		}
+	case 11:
+		return s.migrateHandlers(ctx, c)
 	default:
 		return fmt.Errorf("no migration to schema version %d", v)
 	}
