@@ -419,6 +419,11 @@ func (h *handler) postTaskOp(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	t, err := h.svc.Requeue(r.Context(), id)
+	h.answerTask(w, r, t, err)
+}
+
+// answerTask answers t's view, or err when the operation failed.
+func (h *handler) answerTask(w http.ResponseWriter, r *http.Request, t *task.Task, err error) {
 	if err != nil {
 		h.fail(w, r, err)
 		return
@@ -428,20 +433,12 @@ func (h *handler) postTaskOp(w http.ResponseWriter, r *http.Request) {
 
 func (h *handler) get(w http.ResponseWriter, r *http.Request) {
 	t, err := h.svc.Get(r.Context(), r.PathValue("id"))
-	if err != nil {
-		h.fail(w, r, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, View(t))
+	h.answerTask(w, r, t, err)
 }
 
 func (h *handler) cancel(w http.ResponseWriter, r *http.Request) {
 	t, err := h.svc.Cancel(r.Context(), r.PathValue("id"))
-	if err != nil {
-		h.fail(w, r, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, View(t))
+	h.answerTask(w, r, t, err)
 }
 
 // parseQuery parses a raw query string as url.ParseQuery does, but fails

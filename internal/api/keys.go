@@ -99,11 +99,7 @@ func (s scopedKeys) CancelByKey(ctx context.Context, topic, key string) (*task.T
 }
 
 func (h *handler) answer(w http.ResponseWriter, r *http.Request, t *task.Task, err error) {
-	if err != nil {
-		h.fail(w, r, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, View(t))
+	h.answerTask(w, r, t, err)
 }
 
 // readPatch reads a PATCH body: an object of the patchable fields, under
