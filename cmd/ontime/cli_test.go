@@ -194,7 +194,7 @@ func TestCLIGetSaysWhatMovedIt(t *testing.T) {
 	}))
 	t.Cleanup(hook.Close)
 
-	_, out, _ := c.run("submit", "--topic", "cli.moved", "--in", "1h", "--json")
+	_, out, _ := c.run("submit", "--topic", "cli.moved", "--target", hook.URL, "--in", "1h", "--json")
 	sub := taskJSON(t, out)
 	code, out, errs := c.run("update", sub.ID, "--in", "2h")
 	if code != 0 || !strings.Contains(out, "an update moved it") || strings.Contains(out, "retr") {
