@@ -25,14 +25,7 @@ func TestMigrateAddsFirstDueAt(t *testing.T) {
 				t.Fatal(err)
 			}
 			// Back to version 2: the column gone, the version recorded.
-			for _, name := range s.names {
-				if _, err := s.w[0].ExecContext(ctx, `ALTER TABLE `+name+` DROP COLUMN first_due_at`); err != nil {
-					t.Fatal(err)
-				}
-			}
-			if _, err := s.w[0].ExecContext(ctx, s.d.rebind(s.d.upsertMeta), "schema_version", "2"); err != nil {
-				t.Fatal(err)
-			}
+			backTo(t, s, "first_due_at", 2)
 			s.Close()
 
 			s = openT(t, engine, dsns, 2, 1)
@@ -43,14 +36,7 @@ func TestMigrateAddsFirstDueAt(t *testing.T) {
 			if !got.FirstDueAt.Equal(due) || !got.DueAt.Equal(due) {
 				t.Fatalf("after migration: first due %s, due %s; want both %s", got.FirstDueAt, got.DueAt, due)
 			}
-			c, err := s.w[0].Conn(ctx)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer c.Close()
-			if err := s.migrateTo(ctx, c, 7); err != nil {
-				t.Fatalf("step 7 again: %v", err)
-			}
+			stepAgain(t, s, 0, 7)
 		})
 	}
 }

@@ -51,14 +51,7 @@ func TestMigrateHandlersFromVersion10(t *testing.T) {
 				if err != nil || len(nodes) != 1 || nodes[0].ID != "old" || !nodes[0].Heartbeat.Equal(beat) || nodes[0].Topics != nil {
 					t.Fatalf("nodes after the migration: %+v %v", nodes, err)
 				}
-				c, err := s.w[0].Conn(ctx)
-				if err != nil {
-					t.Fatal(err)
-				}
-				if err := s.migrateTo(ctx, c, 11); err != nil {
-					t.Fatalf("step 11 again: %v", err)
-				}
-				c.Close()
+				stepAgain(t, s, 0, 11)
 				s.Close()
 			}
 			s = openT(t, engine, dsns, 1, 1)

@@ -54,14 +54,7 @@ func TestMigrateJobCreatedFromVersion8(t *testing.T) {
 			}
 			migrated := items[0].Created
 
-			c, err := s.w[0].Conn(ctx)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := s.migrateTo(ctx, c, 9); err != nil {
-				t.Fatalf("step 9 again: %v", err)
-			}
-			c.Close()
+			stepAgain(t, s, 0, 9)
 			s.Close()
 			s = openT(t, engine, dsns, 1, 1)
 			var v string

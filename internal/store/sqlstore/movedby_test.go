@@ -99,28 +99,14 @@ func TestMigrateAddsMovedBy(t *testing.T) {
 			if _, err := s.Insert(ctx, []store.NewTask{nt}); err != nil {
 				t.Fatal(err)
 			}
-			for _, name := range s.names {
-				if _, err := s.w[0].ExecContext(ctx, `ALTER TABLE `+name+` DROP COLUMN moved_by`); err != nil {
-					t.Fatal(err)
-				}
-			}
-			if _, err := s.w[0].ExecContext(ctx, s.d.rebind(s.d.upsertMeta), "schema_version", "9"); err != nil {
-				t.Fatal(err)
-			}
+			backTo(t, s, "moved_by", 9)
 			s.Close()
 
 			s = openT(t, engine, dsns, 2, 1)
 			if got, err := s.Get(ctx, nt.ID); err != nil || got.MovedBy != task.MovedNone {
 				t.Fatalf("after migration: %v %+v", err, got)
 			}
-			c, err := s.w[0].Conn(ctx)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer c.Close()
-			if err := s.migrateTo(ctx, c, 10); err != nil {
-				t.Fatalf("step 10 again: %v", err)
-			}
+			stepAgain(t, s, 0, 10)
 		})
 	}
 }

@@ -84,14 +84,7 @@ func TestMigrateKeyedFromVersion7(t *testing.T) {
 			}
 			s = openT(t, engine, dsns, tables, 1)
 			s.cfg.KeyHold = 10 * time.Minute
-			c, err := s.w[1].Conn(ctx)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := s.migrateTo(ctx, c, 8); err != nil {
-				t.Fatalf("step 8 again: %v", err)
-			}
-			c.Close()
+			stepAgain(t, s, 1, 8)
 			if engine != "mysql" {
 				for db := range s.w {
 					for _, tn := range s.names {

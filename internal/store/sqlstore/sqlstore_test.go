@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -327,4 +328,34 @@ func planRows(t *testing.T, engine string) (*Store, []store.NewTask, time.Time) 
 		t.Fatal(err)
 	}
 	return s, tasks, now
+}
+
+// stepAgain runs migration step v once more on database db of s: every
+// step must find its work done and change nothing.
+func stepAgain(t *testing.T, s *Store, db, v int) {
+	t.Helper()
+	ctx := context.Background()
+	c, err := s.w[db].Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if err := s.migrateTo(ctx, c, v); err != nil {
+		t.Fatalf("step %d again: %v", v, err)
+	}
+}
+
+// backTo makes s's first database look as version v left it: column
+// dropped from every task table and v recorded.
+func backTo(t *testing.T, s *Store, column string, v int) {
+	t.Helper()
+	ctx := context.Background()
+	for _, name := range s.names {
+		if _, err := s.w[0].ExecContext(ctx, `ALTER TABLE `+name+` DROP COLUMN `+column); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := s.w[0].ExecContext(ctx, s.d.rebind(s.d.upsertMeta), "schema_version", strconv.Itoa(v)); err != nil {
+		t.Fatal(err)
+	}
 }
