@@ -5,11 +5,14 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/ontimehq/ontime"
+	"github.com/ontimehq/ontime/apiv1"
 	"github.com/ontimehq/ontime/internal/testdb"
 	"github.com/ontimehq/ontime/outbox"
 )
@@ -226,4 +229,74 @@ func TestOutboxRelayEveryEngine(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestOutboxRelayFailover: two nodes relay one MariaDB outbox of 4
+// segments (their items split by the database coordinator); one node
+// stops while messages are written; the other takes its items and every
+// message is delivered, every key's in order.
+func TestOutboxRelayFailover(t *testing.T) {
+	t.Parallel()
+	app := newOutboxApp(t, "mysql")
+	rcv := newReceiver(t)
+	store := testdb.DSNs(t, "postgres", 1)
+	nodeCfg := func(id string) ontime.Config {
+		cfg := ontime.DefaultConfig()
+		cfg.NodeID = id
+		cfg.DataDir = t.TempDir()
+		cfg.Store.Driver = "postgres"
+		cfg.Store.Databases = store
+		cfg.Cluster.Coordinator = "database"
+		cfg.Cluster.LeaseTTL = ontime.Duration(2 * time.Second)
+		cfg.Delivery.LeaseTTL = ontime.Duration(2 * time.Second)
+		oc := outboxConfig("mysql", app.dsn)
+		oc.Segments = 4
+		cfg.Outboxes = []ontime.OutboxConfig{oc}
+		return cfg
+	}
+	ctx := context.Background()
+	n1, err := ontime.NewNode(ctx, nodeCfg("o1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := n1.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	stopped := false
+	t.Cleanup(func() {
+		if !stopped {
+			_ = n1.Stop(context.Background())
+		}
+	})
+	n2 := outboxNode(t, nodeCfg("o2"))
+	api := httptest.NewServer(n2.HTTPHandler())
+	defer api.Close()
+	waitFor(t, 30*time.Second, "the outbox's items split over both nodes", func() bool {
+		var v apiv1.JobView
+		if getJSON(t, api.URL+"/v1/jobs/outbox.main", &v) != http.StatusOK {
+			return false
+		}
+		owners := map[string]bool{}
+		for _, it := range v.ItemStates {
+			owners[it.Owner] = true
+		}
+		return owners["o1"] && owners["o2"]
+	})
+	const keys, perKey = 16, 10
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		app.writeKeys(t, keys, perKey, 4, rcv.srv.URL)
+	}()
+	waitFor(t, 60*time.Second, "some messages delivered", func() bool { return len(rcv.delivered()) >= keys*perKey/4 })
+	sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if err := n1.Stop(sctx); err != nil {
+		t.Fatal(err)
+	}
+	stopped = true
+	<-done
+	waitFor(t, 90*time.Second, "every message delivered after the failover", func() bool { return len(rcv.delivered()) >= keys*perKey })
+	checkOrder(t, rcv.allCalls(), keys, perKey)
+	waitFor(t, 30*time.Second, "delivered rows deleted", func() bool { return countRows(t, app.db, "1 = 1") == 0 })
 }
