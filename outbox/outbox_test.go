@@ -28,7 +28,9 @@ func TestValidateNamesTheField(t *testing.T) {
 		{"key", func(m *outbox.Message) { m.Key = "a\nb" }},
 		{"key", func(m *outbox.Message) { m.Key = "\xff" }},
 		{"payload", func(m *outbox.Message) { m.Payload = json.RawMessage(`{"a":`) }},
-		{"payload", func(m *outbox.Message) { m.Payload = json.RawMessage(`"` + strings.Repeat("x", outbox.MaxPayloadBytes) + `"`) }},
+		{"payload", func(m *outbox.Message) {
+			m.Payload = json.RawMessage(`"` + strings.Repeat("x", outbox.MaxPayloadBytes) + `"`)
+		}},
 		{"target", func(m *outbox.Message) { m.Target = "ftp://x" }},
 		{"target", func(m *outbox.Message) { m.Target = "mq://" }},
 		{"due_at", func(m *outbox.Message) { m.DueAt, m.Delay = time.Now(), time.Second }},
