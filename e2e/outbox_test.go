@@ -300,3 +300,47 @@ func TestOutboxRelayFailover(t *testing.T) {
 	checkOrder(t, rcv.allCalls(), keys, perKey)
 	waitFor(t, 30*time.Second, "delivered rows deleted", func() bool { return countRows(t, app.db, "1 = 1") == 0 })
 }
+
+// TestOutboxReRelayFindsItsTask: a relay that died after submitting a
+// message's task but before recording it leaves the row waiting; the next
+// relay finds the task it made (same key) instead of making a second one,
+// and the message is delivered once.
+func TestOutboxReRelayFindsItsTask(t *testing.T) {
+	t.Parallel()
+	app := newOutboxApp(t, "sqlite")
+	rcv := newReceiver(t)
+	due := time.Now().Add(2 * time.Second)
+	if err := app.register(context.Background(), "a", outbox.Message{Topic: "user.registered", Key: "acct-1", DueAt: due,
+		Payload: json.RawMessage(`{"k":"acct-1","seq":0}`), Target: rcv.srv.URL}, true); err != nil {
+		t.Fatal(err)
+	}
+	dataDir := t.TempDir()
+	// The dead relay's submit: the task of row 1 of database 0, table 0.
+	cfg := ontime.DefaultConfig()
+	cfg.DataDir = dataDir
+	ctx := context.Background()
+	n1, err := ontime.NewNode(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := n1.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	first, created, err := n1.Submit(ctx, ontime.TaskSpec{Topic: "user.registered", Key: "acct-1#main/0.0/1", DueAt: due,
+		Payload: json.RawMessage(`{"k":"acct-1","seq":0}`), Target: rcv.srv.URL})
+	if err != nil || !created {
+		t.Fatal(created, err)
+	}
+	if err := n1.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	cfg.Outboxes = []ontime.OutboxConfig{outboxConfig("sqlite", app.dsn)}
+	outboxNode(t, cfg)
+	waitFor(t, 60*time.Second, "the message delivered and its row deleted", func() bool {
+		return len(rcv.delivered()) >= 1 && countRows(t, app.db, "1 = 1") == 0
+	})
+	time.Sleep(500 * time.Millisecond) // a second task would be due already
+	if d := rcv.delivered(); len(d) != 1 || d[first.ID] != 1 {
+		t.Fatalf("deliveries %v, want one of task %s", d, first.ID)
+	}
+}
