@@ -20,10 +20,11 @@ import (
 // it always was, if it is alone — and Submits arriving while the calls are
 // in flight queue; when a call returns, the first of them sends everything
 // queued by then (up to MaxTasks tasks and MaxBytes of body) in one batch.
+// (With Calls at its default, 1: one call in flight, everyone else queued.)
 // A leader in a crowd first yields its processor (up to 4 times, while the
 // queue grows) so the crowd's Submits reach the queue. So a lone or
 // sequential caller pays nothing, and 16 goroutines submitting in a loop
-// send batches of about 16 / Calls.
+// send batches of about 15.
 //
 // Each caller gets what a single submit would have given it: the task and
 // created (the item's "created", a single submit's 201 or 200), or its
@@ -49,9 +50,13 @@ const (
 	// configured lower is met by the single-submit fallback.
 	DefaultCoalesceBytes = 1 << 20
 	// DefaultCoalesceCalls is how many coalesced calls may be in flight at
-	// once. Two keep the node busy (one being committed while the next is
-	// read and decoded); more split a crowd into smaller batches.
-	DefaultCoalesceCalls = 2
+	// once. One gathers a crowd best: 16 goroutines submitting keyed tasks
+	// to a SQLite node over loopback (e2e BenchmarkHTTPSubmit, loaded
+	// 2-core machine) sent 15.2 tasks per call and 3,971–5,108 submits/s
+	// with one, 3.7 and 2,353–2,751/s with two, 2.6 and 1,486–1,759/s with
+	// four: calls in flight split the crowd, and the node commits each
+	// call's tasks alone anyway.
+	DefaultCoalesceCalls = 1
 	// soloBytes: a task whose body is larger is sent alone. A single
 	// submit's body may hold the node's largest payload plus 64 KiB
 	// (internal/api EnvelopeBytes), so a task within 64 KiB is never
