@@ -6,6 +6,7 @@ package client
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -138,7 +139,7 @@ func (c *Client) do(ctx context.Context, method, path string, in, out any) (int,
 	var body []byte
 	if in != nil {
 		var err error
-		if body, err = marshal(in); err != nil {
+		if body, err = json.Marshal(in); err != nil {
 			return 0, err
 		}
 	}
