@@ -13,6 +13,7 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/ontimehq/ontime"
@@ -557,6 +558,122 @@ func TestCoalesceOptionsValidated(t *testing.T) {
 	for _, o := range []client.Coalesce{{}, {Off: true}, {MaxTasks: 1, MaxBytes: 4 << 10, Calls: 1}, {MaxTasks: apiv1.MaxBatch, MaxBytes: 64 << 20, Calls: 64}} {
 		if _, err := client.New("http://127.0.0.1:1", client.WithCoalesce(o)); err != nil {
 			t.Errorf("%+v: %v", o, err)
+		}
+	}
+}
+
+// TestLargeTaskGoesAlone: a task over 64 KiB is sent as its own single
+// call even while other Submits are in flight (a single submit's body
+// limit is the node's largest payload plus 64 KiB: such a task could not
+// be refused for its size in a batch where it would not be alone).
+func TestLargeTaskGoesAlone(t *testing.T) {
+	t.Parallel()
+	g := newGate()
+	c := gatedClient(t, apitest.Start(t, nil), g)
+	ctx := context.Background()
+	g.setHold(true)
+	first := submitAsync(ctx, c, client.TaskRequest{Topic: "large", Key: "small", Delay: "1h", Target: hook})
+	<-g.arrived
+	big := submitAsync(ctx, c, client.TaskRequest{Topic: "large", Key: "big", Delay: "1h", Target: hook,
+		Payload: json.RawMessage(`"` + strings.Repeat("z", 65<<10) + `"`)})
+	if p := <-g.arrived; p != "/v1/tasks" {
+		t.Fatalf("a large task submitted while another call is in flight went to %s", p)
+	}
+	g.setHold(false)
+	g.release <- struct{}{}
+	g.release <- struct{}{}
+	for _, ch := range []chan result{first, big} {
+		if r := <-ch; r.err != nil || !r.created {
+			t.Fatalf("%+v", r)
+		}
+	}
+	if singles, batches := g.counts(); singles != 2 || len(batches) != 0 {
+		t.Fatalf("%d singles, batches %v", singles, batches)
+	}
+}
+
+// goneCtx is a context whose caller gives up (leave) without its Done
+// firing (as when the coalescer looks before the caller's goroutine
+// runs): the coalescer must go by Err.
+type goneCtx struct {
+	context.Context
+	gone atomic.Bool
+}
+
+func (g *goneCtx) leave() { g.gone.Store(true) }
+
+func (g *goneCtx) Err() error {
+	if g.gone.Load() {
+		return context.Canceled
+	}
+	return nil
+}
+
+// TestGoneCallersAreNotSent: a queued Submit whose caller has given up is
+// answered its context's error and not sent, whether it was to ride a
+// batch or to lead the next one (the lead passes on).
+func TestGoneCallersAreNotSent(t *testing.T) {
+	t.Parallel()
+	g := newGate()
+	base := apitest.Start(t, nil)
+	c := gatedClient(t, base, g)
+	ctx := context.Background()
+	req := func(k string) client.TaskRequest {
+		return client.TaskRequest{Topic: "gone", Key: k, Delay: "1h", Target: hook}
+	}
+	// Y leads, X is skipped, Z rides with Y.
+	g.setHold(true)
+	lead := submitAsync(ctx, c, req("lead1"))
+	<-g.arrived
+	y := submitAsync(ctx, c, req("y"))
+	waitQueued(t, c, 1)
+	xctx := &goneCtx{Context: ctx}
+	x := submitAsync(xctx, c, req("x"))
+	waitQueued(t, c, 2)
+	xctx.leave()
+	z := submitAsync(ctx, c, req("z"))
+	waitQueued(t, c, 3)
+	g.setHold(false)
+	g.release <- struct{}{}
+	if r := <-x; !errors.Is(r.err, context.Canceled) {
+		t.Fatalf("gone caller in the queue: %+v", r)
+	}
+	for _, ch := range []chan result{lead, y, z} {
+		if r := <-ch; r.err != nil || !r.created {
+			t.Fatalf("%+v", r)
+		}
+	}
+	if singles, batches := g.counts(); singles != 1 || !reflect.DeepEqual(batches, []int{2}) {
+		t.Fatalf("%d singles, batches %v; want the lead alone, then [y z]", singles, batches)
+	}
+
+	// X would lead the next group: it passes the lead to W, which goes alone.
+	g.setHold(true)
+	lead = submitAsync(ctx, c, req("lead2"))
+	<-g.arrived
+	xctx = &goneCtx{Context: ctx}
+	x = submitAsync(xctx, c, req("x2"))
+	waitQueued(t, c, 1)
+	xctx.leave()
+	w := submitAsync(ctx, c, req("w"))
+	waitQueued(t, c, 2)
+	g.setHold(false)
+	g.release <- struct{}{}
+	if r := <-x; !errors.Is(r.err, context.Canceled) {
+		t.Fatalf("gone caller made leader: %+v", r)
+	}
+	for _, ch := range []chan result{lead, w} {
+		if r := <-ch; r.err != nil || !r.created {
+			t.Fatalf("%+v", r)
+		}
+	}
+	if singles, batches := g.counts(); singles != 3 || len(batches) != 1 {
+		t.Fatalf("%d singles, batches %v; want lead2 and w alone", singles, batches)
+	}
+	plain := newClient(t, base)
+	for _, k := range []string{"x", "x2"} {
+		if _, err := plain.GetByKey(ctx, "gone", k); !client.IsNotFound(err) {
+			t.Errorf("gone caller's task %s: %v; want not written", k, err)
 		}
 	}
 }
