@@ -42,9 +42,9 @@ import (
 // the task database (*sqlstore.Store implements it). Times are compared
 // by the store as given: every node's clock takes part, as with any lease.
 type Store interface {
-	// Heartbeat registers node, or refreshes its heartbeat, address and
-	// the topics it has Go handlers for.
-	Heartbeat(ctx context.Context, node, addr string, topics []string, started, now time.Time) error
+	// Heartbeat registers node, or refreshes its heartbeat, address,
+	// process and the topics it has Go handlers for.
+	Heartbeat(ctx context.Context, node, addr string, topics []string, proc store.Process, now time.Time) error
 	// Deregister removes node's registration.
 	Deregister(ctx context.Context, node string) error
 	// PruneNodes removes registrations last heard of before cutoff.
@@ -88,7 +88,12 @@ type Config struct {
 	// Topics returns the topics this node has Go handlers for (nil:
 	// none), published with every heartbeat.
 	Topics func() []string
-	Logger *slog.Logger
+	// Incarnation is the ID of this process (store.Incarnation; 0: none),
+	// published with every heartbeat: when it changes, the others know the
+	// node restarted and end the leases held under its previous process's
+	// tokens at once, however short the restart.
+	Incarnation int64
+	Logger      *slog.Logger
 	// OnAssign is called from the coordinator's goroutine whenever the set
 	// of items this node owns changes (nil: none owned).
 	OnAssign func(term int64, items []string)
@@ -169,8 +174,9 @@ func (c *Coordinator) Start(ctx context.Context) error {
 func (c *Coordinator) run(ctx context.Context) {
 	tick := time.NewTicker(c.cfg.TTL / 3)
 	defer tick.Stop()
+	proc := store.Process{Started: c.started, Incarnation: c.cfg.Incarnation}
 	for {
-		c.round(ctx, c.started)
+		c.round(ctx, proc)
 		select {
 		case <-ctx.Done():
 			c.leave()
@@ -180,7 +186,7 @@ func (c *Coordinator) run(ctx context.Context) {
 	}
 }
 
-func (c *Coordinator) round(ctx context.Context, started time.Time) {
+func (c *Coordinator) round(ctx context.Context, proc store.Process) {
 	now := time.Now()
 	rctx, cancel := context.WithTimeout(ctx, c.cfg.TTL/3)
 	defer cancel()
@@ -188,7 +194,7 @@ func (c *Coordinator) round(ctx context.Context, started time.Time) {
 	if c.cfg.Topics != nil {
 		topics = c.cfg.Topics()
 	}
-	if err := c.st.Heartbeat(rctx, c.cfg.NodeID, c.cfg.Addr, topics, started, now); err != nil {
+	if err := c.st.Heartbeat(rctx, c.cfg.NodeID, c.cfg.Addr, topics, proc, now); err != nil {
 		c.log.Warn("cluster heartbeat failed", "err", err)
 		c.mu.Lock()
 		last := c.lastBeat

@@ -31,11 +31,11 @@ func (s *cutStore) err() error {
 	return nil
 }
 
-func (s *cutStore) Heartbeat(ctx context.Context, node, addr string, topics []string, started, now time.Time) error {
+func (s *cutStore) Heartbeat(ctx context.Context, node, addr string, topics []string, proc store.Process, now time.Time) error {
 	if err := s.err(); err != nil {
 		return err
 	}
-	return s.Store.Heartbeat(ctx, node, addr, topics, started, now)
+	return s.Store.Heartbeat(ctx, node, addr, topics, proc, now)
 }
 func (s *cutStore) Deregister(ctx context.Context, node string) error {
 	if err := s.err(); err != nil {
