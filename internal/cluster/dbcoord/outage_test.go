@@ -191,6 +191,53 @@ func TestOutageDoesNotKillTheOthers(t *testing.T) {
 	}
 }
 
+// TestStatusBeforeFirstBeatBack: between the database's return and a
+// node's first heartbeat after it (up to TTL/3: its next round), the
+// database answers reads again and the node's scanner asks who is alive
+// every second. Every answer in that window must count the other node
+// alive: its last heartbeat is older than the TTL only because nobody
+// could write one. Before, a's scanner read b as gone there and ended the
+// leases of the tasks b was delivering (duplicates).
+func TestStatusBeforeFirstBeatBack(t *testing.T) {
+	for _, engine := range testdb.Engines {
+		t.Run(engine, func(t *testing.T) {
+			t.Parallel()
+			dsn := testdb.DSNs(t, engine, 1)[0]
+			items := []string{"0.0.0", "0.1.0", "0.2.0", "0.3.0"}
+			const ttl = 3 * time.Second
+			start := func(id string) (*history, *cutStore, *Coordinator) {
+				h := &history{Recorder: clustertest.Recorder{ID: id}}
+				st := &cutStore{Store: openStore(t, engine, dsn)}
+				return h, st, startCoordinator(t, st, id, items, ttl, h.OnAssign)
+			}
+			a, sa, ca := start("a")
+			b, sb, _ := start("b")
+			clustertest.WaitBalanced(t, []*clustertest.Recorder{&a.Recorder, &b.Recorder}, items, 30*time.Second)
+
+			sa.down.Store(true)
+			sb.down.Store(true)
+			waitOwned(t, &a.Recorder, 0, 5*ttl)
+			waitOwned(t, &b.Recorder, 0, 5*ttl)
+			time.Sleep(ttl) // every heartbeat is now older than the TTL
+
+			sa.down.Store(false)
+			for first := true; first || len(a.Owned()) == 0; first = false { // until a's first round back has run
+				st, err := ca.Status(context.Background())
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, ns := range st.Nodes {
+					if ns.ID == "b" && !ns.Live {
+						t.Fatalf("a, reading before its first heartbeat back, counts b dead: %+v", st.Nodes)
+					}
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
+			sb.down.Store(false)
+		})
+	}
+}
+
 // waitOwned waits until r owns n items.
 func waitOwned(t *testing.T, r *clustertest.Recorder, n int, within time.Duration) {
 	t.Helper()
