@@ -174,22 +174,8 @@ func chaosKillRounds(t *testing.T, engine string) {
 		}
 	}
 	chaosVerdict(t, "kill-rounds/"+engine, res, true,
-		fmt.Sprintf("%d rounds: a random node of 3 killed with SIGKILL every %s, restarted %s later (%s); %d tasks/s due %s–%s ahead; %s; %s; load average %s",
-			rounds, every, down, strings.Join(events, ", "), rate, lo, hi, leases, load.failures(), loadAvg()))
-}
-
-// loadAvg is the machine's load average (1, 5 and 15 minutes), printed
-// beside lateness figures: they depend on it.
-func loadAvg() string {
-	b, err := os.ReadFile("/proc/loadavg")
-	if err != nil {
-		return "unknown"
-	}
-	f := strings.Fields(string(b))
-	if len(f) < 3 {
-		return "unknown"
-	}
-	return strings.Join(f[:3], " ")
+		fmt.Sprintf("%d rounds: a random node of 3 killed with SIGKILL every %s, restarted %s later (%s); %d tasks/s due %s–%s ahead; %s; %s",
+			rounds, every, down, strings.Join(events, ", "), rate, lo, hi, leases, load.failures()))
 }
 
 // TestChaosPostgresRestart: two nodes on a private PostgreSQL (its own

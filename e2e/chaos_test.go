@@ -475,6 +475,7 @@ func chaosVerdict(t *testing.T, scenario string, res chaosResult, dupsAllowed bo
 	if extra != "" {
 		line += "; " + extra
 	}
+	line += "; load average " + loadAvg()
 	t.Log(line)
 	if out := os.Getenv("ONTIME_CHAOS_OUT"); out != "" {
 		if f, err := os.OpenFile(out, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644); err == nil {
@@ -497,6 +498,20 @@ func chaosVerdict(t *testing.T, scenario string, res chaosResult, dupsAllowed bo
 	if res.Duplicated > 0 && !dupsAllowed {
 		t.Errorf("%s: %d tasks delivered more than once with no kill or restart", scenario, res.Duplicated)
 	}
+}
+
+// loadAvg is the machine's load average (1, 5 and 15 minutes), printed
+// beside lateness figures: they depend on it.
+func loadAvg() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "unknown"
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 3 {
+		return "unknown"
+	}
+	return strings.Join(f[:3], " ")
 }
 
 // writeChaosConfig writes an ontime.yaml into dir.
