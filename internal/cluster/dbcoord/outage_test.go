@@ -238,6 +238,83 @@ func TestStatusBeforeFirstBeatBack(t *testing.T) {
 	}
 }
 
+// TestOutagesBackToBack: the database comes back for less than a TTL
+// between two outages; a heartbeats in that window, b does not (its rounds
+// come every TTL/3 at best and here it stays cut off). Back after the
+// second outage, a must judge b from before the first one, not from the
+// short window: b keeps its items and a never receives one of them, and
+// every status a reads counts b alive until b is back.
+func TestOutagesBackToBack(t *testing.T) {
+	for _, engine := range testdb.Engines {
+		t.Run(engine, func(t *testing.T) {
+			t.Parallel()
+			dsn := testdb.DSNs(t, engine, 1)[0]
+			items := []string{"0.0.0", "0.1.0", "0.2.0", "0.3.0", "0.4.0", "0.5.0"}
+			const ttl = 3 * time.Second
+			start := func(id string) (*history, *cutStore, *Coordinator) {
+				h := &history{Recorder: clustertest.Recorder{ID: id}}
+				st := &cutStore{Store: openStore(t, engine, dsn)}
+				return h, st, startCoordinator(t, st, id, items, ttl, h.OnAssign)
+			}
+			a, sa, ca := start("a")
+			b, sb, _ := start("b")
+			clustertest.WaitBalanced(t, []*clustertest.Recorder{&a.Recorder, &b.Recorder}, items, 30*time.Second)
+			ofA, ofB := a.Owned(), b.Owned()
+			a.mu.Lock()
+			a.seen = nil
+			a.mu.Unlock()
+			checkB := func() {
+				t.Helper()
+				st, err := ca.Status(context.Background())
+				if err != nil {
+					return // a is cut off: no answer
+				}
+				for _, ns := range st.Nodes {
+					if ns.ID == "b" && !ns.Live {
+						t.Fatalf("a counts b dead: %+v", st.Nodes)
+					}
+				}
+			}
+
+			sa.down.Store(true)
+			sb.down.Store(true)
+			waitOwned(t, &a.Recorder, 0, 5*ttl)
+			waitOwned(t, &b.Recorder, 0, 5*ttl)
+			time.Sleep(ttl)
+			// A short window: a is back for one round, b stays cut off.
+			sa.down.Store(false)
+			waitOwned(t, &a.Recorder, len(ofA), 5*ttl)
+			checkB()
+			sa.down.Store(true)
+			waitOwned(t, &a.Recorder, 0, 5*ttl)
+			time.Sleep(ttl)
+			// Back for good: until a has run its first round back and a
+			// while after (b comes back within a TTL, as the database
+			// does for it), a keeps judging b alive.
+			sa.down.Store(false)
+			for len(a.Owned()) == 0 {
+				checkB()
+				time.Sleep(20 * time.Millisecond)
+			}
+			for until := time.Now().Add(ttl / 2); time.Now().Before(until); {
+				checkB()
+				time.Sleep(20 * time.Millisecond)
+			}
+			sb.down.Store(false)
+			clustertest.WaitBalanced(t, []*clustertest.Recorder{&a.Recorder, &b.Recorder}, items, 30*time.Second)
+			ever := a.everOwned()
+			for _, it := range ofB {
+				if ever[it] {
+					t.Fatalf("item %s of b was handed to a after the outages", it)
+				}
+			}
+			if got := b.Owned(); !slices.Equal(got, ofB) {
+				t.Fatalf("b owns %v after the outages; before them %v", got, ofB)
+			}
+		})
+	}
+}
+
 // waitOwned waits until r owns n items.
 func waitOwned(t *testing.T, r *clustertest.Recorder, n int, within time.Duration) {
 	t.Helper()
