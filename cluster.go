@@ -59,7 +59,7 @@ func (n *Node) newCoordinator(ctx context.Context, st *sqlstore.Store) error {
 		}
 		ec, err := etcdcoord.New(ctx, etcdcoord.Config{Endpoints: n.cfg.Cluster.EtcdEndpoints, NodeID: n.cfg.NodeID, Addr: addr,
 			Username: n.cfg.Cluster.EtcdUsername, Password: n.sec.etcdPassword, TLS: etcdTLS,
-			TTL: ttl, Items: keys, Topics: n.router.Topics, Logger: n.log, OnAssign: onAssign, HandOverAtOnce: atOnce})
+			TTL: ttl, Items: keys, Topics: n.router.Topics, Incarnation: n.inc.ID(), Logger: n.log, OnAssign: onAssign, HandOverAtOnce: atOnce})
 		if err != nil {
 			return err
 		}
@@ -67,7 +67,7 @@ func (n *Node) newCoordinator(ctx context.Context, st *sqlstore.Store) error {
 	default:
 		// The store made the coordinator's tables when it migrated.
 		dc, err := dbcoord.New(dbcoord.Config{Store: st, NodeID: n.cfg.NodeID, Addr: addr,
-			TTL: ttl, Items: keys, Topics: n.router.Topics, Logger: n.log, OnAssign: onAssign, HandOverAtOnce: atOnce})
+			TTL: ttl, Items: keys, Topics: n.router.Topics, Incarnation: n.inc.ID(), Logger: n.log, OnAssign: onAssign, HandOverAtOnce: atOnce})
 		if err != nil {
 			return err
 		}
@@ -91,7 +91,7 @@ func (n *Node) liveNodes(ctx context.Context) ([]scan.Node, error) {
 	var live []scan.Node
 	for _, ns := range st.Nodes {
 		if ns.Live {
-			live = append(live, scan.Node{ID: ns.ID, Started: ns.Started})
+			live = append(live, scan.Node{ID: ns.ID, Started: ns.Started, Incarnation: ns.Incarnation})
 		}
 	}
 	return live, nil

@@ -180,6 +180,9 @@ type Node struct {
 	relays  []*outboxrelay.Relay // the config's outboxes
 	// services in start order; stopped in reverse.
 	services []startstop.Service
+	// inc is this process's incarnation: published by the coordinator,
+	// carried by every claim token this process makes (store.Incarnation).
+	inc *store.Incarnation
 
 	// deliveryLease is a started task's running lease beyond its wait for
 	// the due time: a handler timeout must be shorter.
@@ -246,7 +249,7 @@ func NewNode(ctx context.Context, cfg Config, opts ...NodeOption) (_ *Node, err 
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	n := &Node{cfg: cfg, log: o.logger, store: st, reg: reg, sec: sec}
+	n := &Node{cfg: cfg, log: o.logger, store: st, reg: reg, sec: sec, inc: store.NewIncarnation()}
 	if err := n.build(ctx, o.resolver); err != nil {
 		n.closeResources()
 		return nil, err
@@ -313,7 +316,7 @@ func (n *Node) build(ctx context.Context, resolver Resolver) error {
 	deliveryLease := cfg.deliveryTimeout() + time.Duration(cfg.Delivery.LeaseTTL)
 	comp, err := complete.New(complete.Config{Store: n.store, Logger: n.log, Metrics: m, Lease: maxLead + deliveryLease,
 		Retry: deliver.RetryPolicy{Base: time.Duration(cfg.Delivery.RetryBase), Max: time.Duration(cfg.Delivery.RetryMax)},
-		Hot: &complete.HotRetry{Tier: n.tier, Planner: planner, NodeID: cfg.NodeID, Window: window, LeaseTTL: time.Duration(cfg.Delivery.LeaseTTL),
+		Hot: &complete.HotRetry{Tier: n.tier, Planner: planner, NodeID: cfg.NodeID, Incarnation: n.inc, Window: window, LeaseTTL: time.Duration(cfg.Delivery.LeaseTTL),
 			Open: n.firing.Load},
 		// A task without a target this node has no handler for goes to a
 		// live node that has one (handlers.go), or waits for one.
@@ -360,7 +363,7 @@ func (n *Node) build(ctx context.Context, resolver Resolver) error {
 	if err != nil {
 		return err
 	}
-	n.scan, err = scan.New(scan.Config{Store: n.store, Tier: n.tier, Planner: planner, NodeID: cfg.NodeID, MaxEntries: cfg.Hot.MaxEntries,
+	n.scan, err = scan.New(scan.Config{Store: n.store, Tier: n.tier, Planner: planner, NodeID: cfg.NodeID, Incarnation: n.inc, MaxEntries: cfg.Hot.MaxEntries,
 		Window: window, LeaseTTL: time.Duration(cfg.Delivery.LeaseTTL), Logger: n.log, Metrics: m, Live: n.liveNodes, Wait: comp.Wait})
 	if err != nil {
 		return err
@@ -398,7 +401,7 @@ func (n *Node) build(ctx context.Context, resolver Resolver) error {
 	}
 	n.submit, err = submit.New(submit.Config{Store: n.store, Tier: n.tier, Planner: planner, Notifier: n.scan,
 		Topology: router.Topology{Databases: len(cfg.Store.Databases), Tables: cfg.Store.Tables},
-		Segments: cfg.Store.Segments, NodeID: cfg.NodeID, Window: window, LeaseTTL: time.Duration(cfg.Delivery.LeaseTTL),
+		Segments: cfg.Store.Segments, NodeID: cfg.NodeID, Incarnation: n.inc, Window: window, LeaseTTL: time.Duration(cfg.Delivery.LeaseTTL),
 		Limits: limits, Logger: n.log, Metrics: m, GroupByTable: serverEngine, GroupWriters: groupWriters})
 	if err != nil {
 		return err

@@ -75,6 +75,17 @@ type chaosRecord struct {
 	oks      int32     // calls answered 2xx: deliveries
 	earliest time.Time // arrival of its earliest call
 	firstOK  time.Time // arrival of its first delivery
+	attempt  int32     // the attempt of its first delivery (Ontime-Attempt)
+	// later: the calls after the first (arrival, attempt, answered 2xx),
+	// kept to trace duplicates; nil for the tasks called once.
+	later []chaosCall
+}
+
+// chaosCall is one call after a task's first.
+type chaosCall struct {
+	at      time.Time
+	attempt int
+	ok      bool
 }
 
 // chaosReceiver is a webhook endpoint that keeps, per task, counts and
@@ -110,6 +121,7 @@ func (r *chaosReceiver) serve(w http.ResponseWriter, req *http.Request) {
 		r.recs[id] = rec
 	}
 	rec.calls++
+	nth := rec.calls
 	if at.Before(rec.earliest) {
 		rec.earliest = at
 	}
@@ -120,13 +132,17 @@ func (r *chaosReceiver) serve(w http.ResponseWriter, req *http.Request) {
 	} else {
 		_, _ = io.Copy(io.Discard, req.Body)
 	}
+	r.mu.Lock()
+	if nth > 1 {
+		rec.later = append(rec.later, chaosCall{at: at, attempt: attempt, ok: ok})
+	}
 	if !ok {
+		r.mu.Unlock()
 		return
 	}
-	r.mu.Lock()
 	rec.oks++
 	if rec.oks == 1 {
-		rec.firstOK = at
+		rec.firstOK, rec.attempt = at, int32(attempt)
 		r.delivered.Add(1)
 	}
 	r.mu.Unlock()
@@ -142,6 +158,9 @@ type chaosLoad struct {
 	target  string
 	payload json.RawMessage
 	clients []*client.Client
+	// down marks the nodes known to be down (killed, not yet restarted):
+	// submits go round-robin to the others, as a load balancer would.
+	down []atomic.Bool
 
 	mu      sync.Mutex
 	due     map[string]time.Time // acknowledged tasks: ID → submitted due time
@@ -165,7 +184,23 @@ func newChaosLoad(t *testing.T, name, target string, addrs ...string) *chaosLoad
 		}
 		l.clients = append(l.clients, c)
 	}
+	l.down = make([]atomic.Bool, len(l.clients))
 	return l
+}
+
+// setDown marks node i down (no submits sent to it) or up again.
+func (l *chaosLoad) setDown(i int, down bool) { l.down[i].Store(down) }
+
+// pick is the next node in turn that is not marked down (any node when all
+// are).
+func (l *chaosLoad) pick() *client.Client {
+	for range len(l.clients) {
+		i := int(l.turn.Add(1)) % len(l.clients)
+		if !l.down[i].Load() {
+			return l.clients[i]
+		}
+	}
+	return l.clients[int(l.turn.Add(1))%len(l.clients)]
 }
 
 // submit submits one task per due time and returns once every one is
@@ -193,7 +228,7 @@ func (l *chaosLoad) submit(ctx context.Context, dues []time.Time) {
 			l.retried.Add(1)
 			time.Sleep(time.Duration(min(try, 10)) * 50 * time.Millisecond)
 		}
-		c := l.clients[int(l.turn.Add(1))%len(l.clients)]
+		c := l.pick()
 		batch := make([]apiv1.TaskRequest, len(pending))
 		for j, i := range pending {
 			batch[j] = reqs[i]
@@ -291,15 +326,17 @@ type chaosResult struct {
 	Submitted, Delivered, Lost, Duplicated, Extra, Early, Unknown int
 	// RoundedDown: tasks the API answered with a due time before the one
 	// submitted (a store or the API rounding down: early by design).
-	RoundedDown             int
+	RoundedDown int
+	// Over30s: tasks first delivered more than 30 s after their due time.
+	Over30s                 int
 	P50, P99, Max, MaxEarly time.Duration
 	Calls                   int
 }
 
 func (c chaosResult) String() string {
-	return fmt.Sprintf("submitted %d delivered %d lost %d duplicated %d (%d extra deliveries) early %d (max %s) unknown %d calls %d lateness p50 %s p99 %s max %s",
+	return fmt.Sprintf("submitted %d delivered %d lost %d duplicated %d (%d extra deliveries) early %d (max %s) unknown %d calls %d lateness p50 %s p99 %s max %s, %d over 30s",
 		c.Submitted, c.Delivered, c.Lost, c.Duplicated, c.Extra, c.Early, c.MaxEarly, c.Unknown, c.Calls,
-		c.P50.Round(time.Microsecond), c.P99.Round(time.Microsecond), c.Max.Round(time.Microsecond))
+		c.P50.Round(time.Microsecond), c.P99.Round(time.Microsecond), c.Max.Round(time.Microsecond), c.Over30s)
 }
 
 // settle waits until every acknowledged task was delivered or timeout
@@ -353,6 +390,9 @@ func (r *chaosReceiver) countDue(l *chaosLoad, keep func(due time.Time) bool) ch
 		} else {
 			res.Delivered++
 			late = append(late, rec.firstOK.Sub(due))
+			if rec.firstOK.Sub(due) > 30*time.Second {
+				res.Over30s++
+			}
 			if rec.oks > 1 {
 				res.Duplicated++
 				res.Extra += int(rec.oks - 1)
@@ -378,6 +418,55 @@ func (r *chaosReceiver) countDue(l *chaosLoad, keep func(due time.Time) bool) ch
 	return res
 }
 
+// lateTask is one task's first delivery, for tracing the latest.
+type lateTask struct {
+	id      string
+	due     time.Time
+	late    time.Duration
+	attempt int32
+	calls   int32
+}
+
+// latest lists the k tasks delivered latest after their due time.
+func (r *chaosReceiver) latest(l *chaosLoad, k int) []lateTask {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []lateTask
+	for id, due := range l.due {
+		if rec := r.recs[id]; rec != nil && rec.oks > 0 {
+			out = append(out, lateTask{id: id, due: due, late: rec.firstOK.Sub(due), attempt: rec.attempt, calls: rec.calls})
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].late > out[j].late })
+	return out[:min(k, len(out))]
+}
+
+// duplicates describes up to k duplicated tasks, call by call, relative
+// to start: to trace why they were delivered again.
+func (r *chaosReceiver) duplicates(l *chaosLoad, start time.Time, k int) []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []string
+	for id, due := range l.due {
+		rec := r.recs[id]
+		if rec == nil || rec.oks < 2 {
+			continue
+		}
+		line := fmt.Sprintf("%s due +%s: first call +%s (attempt of first 2xx %d)", id, due.Sub(start).Round(time.Millisecond),
+			rec.earliest.Sub(start).Round(time.Millisecond), rec.attempt)
+		for _, c := range rec.later {
+			line += fmt.Sprintf(", +%s attempt %d ok %v", c.at.Sub(start).Round(time.Millisecond), c.attempt, c.ok)
+		}
+		out = append(out, line)
+	}
+	sort.Strings(out)
+	return out[:min(k, len(out))]
+}
+
 // chaosVerdict prints the scenario's line and fails it on a lost or early
 // task, and on a duplicate unless dupsAllowed (a kill or restart happened).
 func chaosVerdict(t *testing.T, scenario string, res chaosResult, dupsAllowed bool, extra string) {
@@ -386,6 +475,7 @@ func chaosVerdict(t *testing.T, scenario string, res chaosResult, dupsAllowed bo
 	if extra != "" {
 		line += "; " + extra
 	}
+	line += "; load average " + loadAvg()
 	t.Log(line)
 	if out := os.Getenv("ONTIME_CHAOS_OUT"); out != "" {
 		if f, err := os.OpenFile(out, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644); err == nil {
@@ -408,6 +498,20 @@ func chaosVerdict(t *testing.T, scenario string, res chaosResult, dupsAllowed bo
 	if res.Duplicated > 0 && !dupsAllowed {
 		t.Errorf("%s: %d tasks delivered more than once with no kill or restart", scenario, res.Duplicated)
 	}
+}
+
+// loadAvg is the machine's load average (1, 5 and 15 minutes), printed
+// beside lateness figures: they depend on it.
+func loadAvg() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "unknown"
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 3 {
+		return "unknown"
+	}
+	return strings.Join(f[:3], " ")
 }
 
 // writeChaosConfig writes an ontime.yaml into dir.

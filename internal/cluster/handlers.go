@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 )
 
 // Handlers is which live nodes have a Go handler for which topic, as the
@@ -51,11 +52,14 @@ func (h *Handlers) Nodes(topic string) []string {
 // Loaded is closed once the set was read at least once.
 func (h *Handlers) Loaded() <-chan struct{} { return h.loaded }
 
-// Member is a node's membership value in etcd: its API address and the
-// topics it handles.
+// Member is a node's membership value in etcd: its API address, the
+// topics it handles, and its process (when it started, its incarnation:
+// see store.Incarnation; zero from nodes of earlier versions).
 type Member struct {
-	Addr   string   `json:"addr"`
-	Topics []string `json:"topics,omitempty"`
+	Addr        string    `json:"addr"`
+	Topics      []string  `json:"topics,omitempty"`
+	Started     time.Time `json:"started,omitzero"`
+	Incarnation int64     `json:"incarnation,omitempty"`
 }
 
 // EncodeMember is m as etcdcoord keeps it under the node's key.

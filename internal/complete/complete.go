@@ -81,6 +81,9 @@ type HotRetry struct {
 	Tier    Tier
 	Planner *hot.Planner // when each entry leaves the tier
 	NodeID  string
+	// Incarnation is this process's (nil: unattributed tokens): the
+	// retries' claims carry its tokens (see scan.Config).
+	Incarnation *store.Incarnation
 	// Window is the preheat window: retries due within it go to the tier.
 	Window time.Duration
 	// LeaseTTL is how long the claim outlives the retry's due time (the
@@ -636,6 +639,9 @@ func (c *Completer) claimRetries(batch []store.Outcome) []hot.Entry {
 		}
 		if token == 0 {
 			token = store.NewToken()
+			if c.hot.Incarnation != nil {
+				token = c.hot.Incarnation.Token()
+			}
 		}
 		o.Claim = &store.Lease{Owner: c.hot.NodeID, Until: o.RetryAt.Add(c.hot.LeaseTTL), Token: token}
 		entries = append(entries, c.hot.Planner.Entry(now, o.ID, o.Topic, o.RetryAt, token))

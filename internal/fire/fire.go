@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -130,6 +131,7 @@ type Firer struct {
 
 	waiting   sync.WaitGroup // started tasks waiting for their due time
 	restoring sync.WaitGroup // restore of live claims whose entry lost (restore.go)
+	unsure    unsure         // entries whose Start failed, maybe committed (unsure.go)
 }
 
 // New checks cfg and builds a Firer; nothing runs until Start.
@@ -225,6 +227,7 @@ func (f *Firer) loop(ctx context.Context) {
 		f.cfg.Planner.StartEnd(time.Now(), len(entries), time.Since(t0))
 		if err != nil {
 			f.log.Warn("start failed; entries retried in 1s", "count", len(entries), "err", err)
+			f.unsure.add(entries)
 			if err := f.cfg.Tier.Nack(wctx, time.Now().Add(time.Second), entries...); err != nil {
 				f.log.Warn("hot tier nack failed; tasks wait for lease expiry", "err", err)
 			}
@@ -234,6 +237,16 @@ func (f *Firer) loop(ctx context.Context) {
 		// including those whose Start lost (cancelled or claimed elsewhere).
 		if err := f.cfg.Tier.Ack(wctx, entries...); err != nil {
 			f.log.Warn("hot tier ack failed", "err", err)
+		}
+		if mine, lease := f.startedBefore(wctx, f.unsure.take(entries, started)); len(mine) > 0 {
+			f.log.Info("tasks started by a Start whose answer was lost; delivering them", "count", len(mine))
+			f.cfg.Outcomes.Expect(mine, lease)
+			f.waiting.Add(1)
+			go f.release(mine)
+			f.m.Started.Add(float64(len(mine)))
+			entries = slices.DeleteFunc(entries, func(en hot.Entry) bool {
+				return slices.ContainsFunc(mine, func(t *task.Task) bool { return t.ID == en.ID })
+			})
 		}
 		f.m.Started.Add(float64(len(started)))
 		if len(started) < len(entries) {

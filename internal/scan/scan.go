@@ -61,6 +61,11 @@ type Config struct {
 	Tier    Tier
 	Planner *hot.Planner // when each claimed task leaves the tier
 	NodeID  string
+	// Incarnation is this process's (nil: claims carry unattributed
+	// tokens, and a restart is told by time alone): its tokens mark the
+	// claims this process makes, so the node's next process, and every
+	// other node, end them at once when it restarts.
+	Incarnation *store.Incarnation
 	// Window is how far ahead tasks are claimed into the hot tier.
 	Window time.Duration
 	// LeaseTTL is how long a claim outlives the latest due time it covers.
@@ -75,9 +80,10 @@ type Config struct {
 	MaxEntries int
 	// Live returns the nodes alive in the cluster (this one may be left
 	// out); nil means this node is alone. When an item starts being scanned
-	// here, and whenever a node leaves the list or restarts (its Started
-	// changes), the leases in this node's items held by nodes not alive,
-	// or by a restarted node's previous process, are ended: their tasks are
+	// here, and whenever a node leaves the list or restarts (its
+	// Incarnation or Started changes), the leases in this node's items held
+	// by nodes not alive, or by a restarted node's previous process, are
+	// ended: their tasks are
 	// taken at once rather than when their leases run out (a dead node
 	// fenced itself before its items moved). Every item, not only those
 	// that move: a node's submit path claims tasks into any item.
@@ -97,6 +103,10 @@ type Node struct {
 	// Started is when the node's process started (zero: unknown). Rows it
 	// wrote before were written by its previous process.
 	Started time.Time
+	// Incarnation is the ID of the node's process (store.Incarnation; 0:
+	// unknown): leases it holds under tokens of another incarnation are
+	// its previous processes'.
+	Incarnation int64
 }
 
 // livePoll is how often the scanner asks Live whether a node left or
@@ -355,10 +365,14 @@ func (s *Scanner) adopt(ctx context.Context, it store.Item, log *slog.Logger) {
 		log.Warn("cannot tell which nodes are alive; a dead node's tasks wait for their leases", "err", err)
 		return
 	}
-	h := store.Holders{Except: make([]string, len(live)), Restarted: make(map[string]time.Time, len(live))}
+	h := store.Holders{Except: make([]string, len(live)), Restarted: make(map[string]time.Time, len(live)),
+		Incarnations: make(map[string]int64, len(live))}
 	for i, n := range live {
 		h.Except[i] = n.ID
 		h.Restarted[n.ID] = n.Started
+		if n.Incarnation != 0 {
+			h.Incarnations[n.ID] = n.Incarnation
+		}
 	}
 	n, err := s.cfg.Store.EndLeases(ctx, it, time.Now(), h)
 	if err != nil {
@@ -376,6 +390,9 @@ func (s *Scanner) adopt(ctx context.Context, it store.Item, log *slog.Logger) {
 // scanner's start as its Started (the scanner is what claims).
 func (s *Scanner) liveNodes(ctx context.Context, fresh bool) ([]Node, error) {
 	self := Node{ID: s.cfg.NodeID, Started: s.startedAt}
+	if s.cfg.Incarnation != nil {
+		self.Incarnation = s.cfg.Incarnation.ID()
+	}
 	if s.cfg.Live == nil {
 		return []Node{self}, nil
 	}
@@ -401,7 +418,7 @@ func (s *Scanner) liveNodes(ctx context.Context, fresh bool) ([]Node, error) {
 func (s *Scanner) watchLive(ctx context.Context) {
 	t := time.NewTicker(livePoll)
 	defer t.Stop()
-	var prev map[string]time.Time
+	var prev map[string]Node
 	for {
 		select {
 		case <-ctx.Done():
@@ -412,16 +429,16 @@ func (s *Scanner) watchLive(ctx context.Context) {
 		if err != nil {
 			continue // adopt at the next answer: prev is kept
 		}
-		cur := make(map[string]time.Time, len(live))
+		cur := make(map[string]Node, len(live))
 		for _, n := range live {
-			cur[n.ID] = n.Started
+			cur[n.ID] = n
 		}
 		changed := false
-		for id, started := range prev {
+		for id, was := range prev {
 			now, ok := cur[id]
-			if !ok || (!started.IsZero() && !now.IsZero() && !now.Equal(started)) {
+			if !ok || restarted(was, now) {
 				changed = true
-				s.log.Info("a node left or restarted; taking what it held", "node", id)
+				s.log.Info("a node left or restarted; taking what it held", "node", id, "incarnation", now.Incarnation)
 			}
 		}
 		prev = cur
@@ -429,6 +446,23 @@ func (s *Scanner) watchLive(ctx context.Context) {
 			s.markAll(func(is *item) { is.adopt = true })
 		}
 	}
+}
+
+// restarted says whether now is another process of the node was: its
+// incarnation changed, or (either unknown) its start.
+func restarted(was, now Node) bool {
+	if was.Incarnation != 0 && now.Incarnation != 0 {
+		return was.Incarnation != now.Incarnation
+	}
+	return !was.Started.IsZero() && !now.Started.IsZero() && !now.Started.Equal(was.Started)
+}
+
+// token is a fresh claim token of this process.
+func (s *Scanner) token() int64 {
+	if s.cfg.Incarnation != nil {
+		return s.cfg.Incarnation.Token()
+	}
+	return store.NewToken()
 }
 
 // TierLost says the hot tier lost its entries (a Redis FLUSHALL or
@@ -476,7 +510,7 @@ func (s *Scanner) reclaim(ctx context.Context, it store.Item, log *slog.Logger) 
 func (s *Scanner) claim(ctx context.Context, it store.Item, limit int) ([]store.Ref, error) {
 	now := time.Now()
 	horizon := now.Add(s.cfg.Window)
-	lease := store.Lease{Owner: s.cfg.NodeID, Until: horizon.Add(s.cfg.LeaseTTL + s.backlog(limit)), Token: store.NewToken()}
+	lease := store.Lease{Owner: s.cfg.NodeID, Until: horizon.Add(s.cfg.LeaseTTL + s.backlog(limit)), Token: s.token()}
 	refs, err := s.cfg.Store.Claim(ctx, it, horizon, now, lease, limit)
 	if err != nil {
 		s.unreserve(limit, 0)

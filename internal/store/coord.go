@@ -32,8 +32,18 @@ type NodeStatus struct {
 	// Started is when the node's process started (zero: the coordinator
 	// does not know): a change means it was restarted under the same ID.
 	Started time.Time
+	// Incarnation is the ID of the node's current process (Incarnation;
+	// 0: unknown): a change means it was restarted under the same ID.
+	Incarnation int64
 	// Topics are those the node has Go handlers for.
 	Topics []string
 	Live   bool
 	Items  int
+}
+
+// Process is what a node registers of its current process: when it
+// started and its incarnation's ID.
+type Process struct {
+	Started     time.Time
+	Incarnation int64
 }

@@ -13,6 +13,7 @@ import (
 	"errors"
 	"math/rand/v2"
 	"strings"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
@@ -227,16 +228,23 @@ type Store interface {
 }
 
 // Holders selects lease holders for EndLeases: those in Only (when set),
-// or all but those in Except. With Restarted (node → when its process
-// started), the leases a node held in rows last written before that
-// instant count as gone too, even when the node is in Except: a node
-// restarted under the same ID does not hold what its previous process
-// claimed.
+// or all but those in Except. A node restarted under the same ID does not
+// hold what its previous process claimed, even when it is in Except:
+//
+//   - Incarnations (node → the incarnation of its current process): the
+//     leases it holds under tokens of another incarnation (see Incarnation)
+//     count as gone. Tokens say which process made them, so no clock is
+//     compared.
+//   - Restarted (node → when its current process started): for the rows it
+//     holds under unattributed tokens (NewToken's), or when its
+//     incarnation is unknown, the rows last written before that instant
+//     count as gone.
 type Holders struct {
-	Only        []string
-	Except      []string
-	ClaimedOnly bool
-	Restarted   map[string]time.Time
+	Only         []string
+	Except       []string
+	ClaimedOnly  bool
+	Incarnations map[string]int64
+	Restarted    map[string]time.Time
 }
 
 // MaxErrorBytes is the longest last_error a task keeps (the column's width).
@@ -258,11 +266,59 @@ func ErrorText(s string) string {
 	return s[:cut]
 }
 
-// NewToken returns a fresh, non-zero claim token (Lease.Token).
+// NewToken returns a fresh, non-zero claim token (Lease.Token) that says
+// nothing of the process that made it (below AttributedTokens). A node
+// claims under its Incarnation's tokens; NewToken is for claims made for
+// another node (a handoff) and for versions.
 func NewToken() int64 {
-	for {
-		if t := rand.Int64(); t != 0 {
-			return t
-		}
-	}
+	return 1 + rand.Int64N(AttributedTokens-1)
 }
+
+// Claim tokens carry the incarnation of the process that made them: bits
+// 40–62 hold the incarnation's ID, bits 0–39 a counter that starts at a
+// random point. Tokens below AttributedTokens (incarnation 0) are
+// unattributed (NewToken).
+const (
+	incarnationShift = 40
+	// AttributedTokens is the least token that carries an incarnation.
+	AttributedTokens = int64(1) << incarnationShift
+	maxIncarnation   = int64(1)<<(63-incarnationShift) - 1
+)
+
+// Incarnation is one process of a node: a random ID drawn at its start,
+// published with the node's registration (ontime_nodes, etcd's membership
+// value), and carried by every claim token the process makes. A node
+// killed and restarted under the same node_id within cluster.lease_ttl
+// never leaves the live list; its new incarnation tells every node at
+// once that the leases under the old one's tokens are held by nobody.
+// Safe for concurrent use.
+type Incarnation struct {
+	id   int64
+	next atomic.Int64
+}
+
+// NewIncarnation draws a process's incarnation.
+func NewIncarnation() *Incarnation {
+	i := &Incarnation{id: 1 + rand.Int64N(maxIncarnation)}
+	// A random start keeps two nodes that drew the same ID (one chance in
+	// 8 million) from making the same tokens.
+	i.next.Store(rand.Int64N(AttributedTokens / 2))
+	return i
+}
+
+// ID is the incarnation's ID, never 0.
+func (i *Incarnation) ID() int64 { return i.id }
+
+// Token returns a fresh claim token of this incarnation.
+func (i *Incarnation) Token() int64 {
+	return i.id<<incarnationShift | (i.next.Add(1) & (AttributedTokens - 1))
+}
+
+// IncarnationTokens is the range of the tokens incarnation id makes.
+func IncarnationTokens(id int64) (lo, hi int64) {
+	lo = id << incarnationShift
+	return lo, lo | (AttributedTokens - 1)
+}
+
+// TokenIncarnation is the incarnation that made token (0: unattributed).
+func TokenIncarnation(token int64) int64 { return token >> incarnationShift }

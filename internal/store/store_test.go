@@ -33,3 +33,27 @@ func TestErrorTextValidAndBounded(t *testing.T) {
 		t.Errorf("cut inside é: got %d bytes ending %q", len(got), got[len(got)-3:])
 	}
 }
+
+// TestIncarnationTokens: an incarnation's tokens carry its ID, fall in its
+// range and are distinct; NewToken's carry none.
+func TestIncarnationTokens(t *testing.T) {
+	a, b := store.NewIncarnation(), store.NewIncarnation()
+	seen := map[int64]bool{}
+	for range 10000 {
+		tok := a.Token()
+		lo, hi := store.IncarnationTokens(a.ID())
+		if tok <= 0 || tok < lo || tok > hi || store.TokenIncarnation(tok) != a.ID() || seen[tok] {
+			t.Fatalf("token %d of incarnation %d (range %d..%d, seen %v)", tok, a.ID(), lo, hi, seen[tok])
+		}
+		seen[tok] = true
+		if u := store.NewToken(); u <= 0 || u >= store.AttributedTokens || store.TokenIncarnation(u) != 0 {
+			t.Fatalf("unattributed token %d", u)
+		}
+	}
+	for b.ID() == a.ID() { // one chance in 8 million
+		b = store.NewIncarnation()
+	}
+	if lo, hi := store.IncarnationTokens(b.ID()); store.TokenIncarnation(lo) != b.ID() || store.TokenIncarnation(hi) != b.ID() {
+		t.Fatalf("range of %d: %d..%d", b.ID(), lo, hi)
+	}
+}

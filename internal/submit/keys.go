@@ -105,7 +105,7 @@ func (s *Service) update(ctx context.Context, id string, v task.ValidPatch) (*ta
 	now := time.Now()
 	p := store.Patch{DueAt: v.DueAt, Payload: v.Payload, Target: v.Target, MaxAttempts: v.MaxAttempts}
 	if v.DueAt != nil && !v.DueAt.After(now.Add(s.cfg.Window)) {
-		p.Claim = &store.Lease{Owner: s.cfg.NodeID, Until: v.DueAt.Add(s.cfg.LeaseTTL), Token: store.NewToken()}
+		p.Claim = &store.Lease{Owner: s.cfg.NodeID, Until: v.DueAt.Add(s.cfg.LeaseTTL), Token: s.token()}
 	}
 	t, err := s.cfg.Store.Update(ctx, id, p)
 	if err != nil {

@@ -56,6 +56,9 @@ type Config struct {
 	Topology router.Topology // must match the store's
 	Segments int             // must match the store's
 	NodeID   string
+	// Incarnation is this process's (nil: unattributed tokens): the
+	// claims of tasks due soon carry its tokens (see scan.Config).
+	Incarnation *store.Incarnation
 	// Window is how far ahead tasks are claimed into the hot tier.
 	Window time.Duration
 	// LeaseTTL is how long a claim outlives the task's due time.
@@ -151,7 +154,7 @@ func (s *Service) Submit(ctx context.Context, specs []task.Spec) ([]Result, erro
 	horizon := now.Add(s.cfg.Window)
 	// One claim token for the tasks of one submit: they travel together,
 	// and the store matches them in one predicate.
-	token := store.NewToken()
+	token := s.token()
 	for i, sp := range specs {
 		v, err := task.Validate(sp, s.cfg.Limits, now)
 		if err != nil {
@@ -231,7 +234,7 @@ func (s *Service) insertGroup(ctx context.Context, tasks []store.NewTask) ([]sto
 	if err := oneTable(tasks); err != nil {
 		return nil, err
 	}
-	token := store.NewToken()
+	token := s.token()
 	for i := range tasks {
 		if c := tasks[i].Claim; c != nil {
 			l := *c
@@ -380,4 +383,12 @@ func (s *Service) Ready(ctx context.Context) error {
 func (s *Service) item(hash uint32, seg int) store.Item {
 	db, table := s.cfg.Topology.Locate(hash)
 	return store.Item{DB: db, Table: table, Segment: seg}
+}
+
+// token is a fresh claim token of this process.
+func (s *Service) token() int64 {
+	if s.cfg.Incarnation != nil {
+		return s.cfg.Incarnation.Token()
+	}
+	return store.NewToken()
 }

@@ -33,7 +33,7 @@ func TestHandOverEndsTheWait(t *testing.T) {
 			a := startNode(t, engine, dsn, "a", items, ttl)
 			clustertest.WaitBalanced(t, recs([]*node{a}), items, 20*time.Second)
 			joined := time.Now()
-			if err := a.st.Heartbeat(ctx, "b", "127.0.0.1:0", nil, joined, joined); err != nil {
+			if err := a.st.Heartbeat(ctx, "b", "127.0.0.1:0", nil, store.Process{Started: joined}, joined); err != nil {
 				t.Fatal(err)
 			}
 			// a's next round comes within ttl/3; the rest is room for a

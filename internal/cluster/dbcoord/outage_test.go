@@ -31,11 +31,11 @@ func (s *cutStore) err() error {
 	return nil
 }
 
-func (s *cutStore) Heartbeat(ctx context.Context, node, addr string, topics []string, started, now time.Time) error {
+func (s *cutStore) Heartbeat(ctx context.Context, node, addr string, topics []string, proc store.Process, now time.Time) error {
 	if err := s.err(); err != nil {
 		return err
 	}
-	return s.Store.Heartbeat(ctx, node, addr, topics, started, now)
+	return s.Store.Heartbeat(ctx, node, addr, topics, proc, now)
 }
 func (s *cutStore) Deregister(ctx context.Context, node string) error {
 	if err := s.err(); err != nil {
@@ -187,6 +187,130 @@ func TestOutageDoesNotKillTheOthers(t *testing.T) {
 			// b silent for good: a takes its items once b is dead.
 			sb.down.Store(true)
 			waitOwned(t, &a.Recorder, len(items), 10*ttl)
+		})
+	}
+}
+
+// TestStatusBeforeFirstBeatBack: between the database's return and a
+// node's first heartbeat after it (up to TTL/3: its next round), the
+// database answers reads again and the node's scanner asks who is alive
+// every second. Every answer in that window must count the other node
+// alive: its last heartbeat is older than the TTL only because nobody
+// could write one. Before, a's scanner read b as gone there and ended the
+// leases of the tasks b was delivering (duplicates).
+func TestStatusBeforeFirstBeatBack(t *testing.T) {
+	for _, engine := range testdb.Engines {
+		t.Run(engine, func(t *testing.T) {
+			t.Parallel()
+			dsn := testdb.DSNs(t, engine, 1)[0]
+			items := []string{"0.0.0", "0.1.0", "0.2.0", "0.3.0"}
+			const ttl = 3 * time.Second
+			start := func(id string) (*history, *cutStore, *Coordinator) {
+				h := &history{Recorder: clustertest.Recorder{ID: id}}
+				st := &cutStore{Store: openStore(t, engine, dsn)}
+				return h, st, startCoordinator(t, st, id, items, ttl, h.OnAssign)
+			}
+			a, sa, ca := start("a")
+			b, sb, _ := start("b")
+			clustertest.WaitBalanced(t, []*clustertest.Recorder{&a.Recorder, &b.Recorder}, items, 30*time.Second)
+
+			sa.down.Store(true)
+			sb.down.Store(true)
+			waitOwned(t, &a.Recorder, 0, 5*ttl)
+			waitOwned(t, &b.Recorder, 0, 5*ttl)
+			time.Sleep(ttl) // every heartbeat is now older than the TTL
+
+			sa.down.Store(false)
+			for first := true; first || len(a.Owned()) == 0; first = false { // until a's first round back has run
+				st, err := ca.Status(context.Background())
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, ns := range st.Nodes {
+					if ns.ID == "b" && !ns.Live {
+						t.Fatalf("a, reading before its first heartbeat back, counts b dead: %+v", st.Nodes)
+					}
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
+			sb.down.Store(false)
+		})
+	}
+}
+
+// TestOutagesBackToBack: the database comes back for less than a TTL
+// between two outages; a heartbeats in that window, b does not (its rounds
+// come every TTL/3 at best and here it stays cut off). Back after the
+// second outage, a must judge b from before the first one, not from the
+// short window: b keeps its items and a never receives one of them, and
+// every status a reads counts b alive until b is back.
+func TestOutagesBackToBack(t *testing.T) {
+	for _, engine := range testdb.Engines {
+		t.Run(engine, func(t *testing.T) {
+			t.Parallel()
+			dsn := testdb.DSNs(t, engine, 1)[0]
+			items := []string{"0.0.0", "0.1.0", "0.2.0", "0.3.0", "0.4.0", "0.5.0"}
+			const ttl = 3 * time.Second
+			start := func(id string) (*history, *cutStore, *Coordinator) {
+				h := &history{Recorder: clustertest.Recorder{ID: id}}
+				st := &cutStore{Store: openStore(t, engine, dsn)}
+				return h, st, startCoordinator(t, st, id, items, ttl, h.OnAssign)
+			}
+			a, sa, ca := start("a")
+			b, sb, _ := start("b")
+			clustertest.WaitBalanced(t, []*clustertest.Recorder{&a.Recorder, &b.Recorder}, items, 30*time.Second)
+			ofA, ofB := a.Owned(), b.Owned()
+			a.mu.Lock()
+			a.seen = nil
+			a.mu.Unlock()
+			checkB := func() {
+				t.Helper()
+				st, err := ca.Status(context.Background())
+				if err != nil {
+					return // a is cut off: no answer
+				}
+				for _, ns := range st.Nodes {
+					if ns.ID == "b" && !ns.Live {
+						t.Fatalf("a counts b dead: %+v", st.Nodes)
+					}
+				}
+			}
+
+			sa.down.Store(true)
+			sb.down.Store(true)
+			waitOwned(t, &a.Recorder, 0, 5*ttl)
+			waitOwned(t, &b.Recorder, 0, 5*ttl)
+			time.Sleep(ttl)
+			// A short window: a is back for one round, b stays cut off.
+			sa.down.Store(false)
+			waitOwned(t, &a.Recorder, len(ofA), 5*ttl)
+			checkB()
+			sa.down.Store(true)
+			waitOwned(t, &a.Recorder, 0, 5*ttl)
+			time.Sleep(ttl)
+			// Back for good: until a has run its first round back and a
+			// while after (b comes back within a TTL, as the database
+			// does for it), a keeps judging b alive.
+			sa.down.Store(false)
+			for len(a.Owned()) == 0 {
+				checkB()
+				time.Sleep(20 * time.Millisecond)
+			}
+			for until := time.Now().Add(ttl / 2); time.Now().Before(until); {
+				checkB()
+				time.Sleep(20 * time.Millisecond)
+			}
+			sb.down.Store(false)
+			clustertest.WaitBalanced(t, []*clustertest.Recorder{&a.Recorder, &b.Recorder}, items, 30*time.Second)
+			ever := a.everOwned()
+			for _, it := range ofB {
+				if ever[it] {
+					t.Fatalf("item %s of b was handed to a after the outages", it)
+				}
+			}
+			if got := b.Owned(); !slices.Equal(got, ofB) {
+				t.Fatalf("b owns %v after the outages; before them %v", got, ofB)
+			}
 		})
 	}
 }

@@ -5,7 +5,7 @@
 // one key per item, written by the leader in a transaction that fails if
 // its leader key is gone.
 //
-//	<prefix>/nodes/<id>     {"addr", "topics"} (cluster.Member), under the node's session lease
+//	<prefix>/nodes/<id>     {"addr", "topics", "started", "incarnation"} (cluster.Member), under the node's session lease
 //	<prefix>/leader/…       election keys
 //	<prefix>/assign/<item>  "node|since µs|term"
 //
@@ -52,9 +52,15 @@ type Config struct {
 	Items    []string
 	// Topics returns the topics this node has Go handlers for (nil:
 	// none), published with its membership key at each session's start.
-	Topics   func() []string
-	Logger   *slog.Logger
-	OnAssign func(term int64, items []string)
+	Topics func() []string
+	// Incarnation is the ID of this process (store.Incarnation; 0: none),
+	// published with its membership key: a node restarted under the same
+	// ID puts its key again under a new session before the old session's
+	// lease ends, so the key never disappears; the changed incarnation is
+	// how the others know to end the leases its previous process held.
+	Incarnation int64
+	Logger      *slog.Logger
+	OnAssign    func(term int64, items []string)
 	// HandOverAtOnce says which items this node, once it has read that
 	// they moved away and stopped on them, hands over at once instead of
 	// letting the new owner wait a TTL (nil: none). Only items that two
@@ -74,6 +80,7 @@ type Coordinator struct {
 
 	owned    *cluster.Tracker
 	handlers *cluster.Handlers
+	started  time.Time // this process's start, published with the membership key
 
 	mu        sync.Mutex
 	stopping  bool // Stop was called: no more starts, the client closes
@@ -113,7 +120,8 @@ func New(ctx context.Context, cfg Config) (*Coordinator, error) {
 		cli.Close()
 		return nil, fmt.Errorf("cluster.etcd_endpoints: cannot reach etcd at %s: %w", strings.Join(cfg.Endpoints, ","), err)
 	}
-	return &Coordinator{cfg: cfg, cli: cli, log: cfg.Logger, owned: cluster.NewTracker(cfg.OnAssign), handlers: cluster.NewHandlers()}, nil
+	return &Coordinator{cfg: cfg, cli: cli, log: cfg.Logger, owned: cluster.NewTracker(cfg.OnAssign), handlers: cluster.NewHandlers(),
+		started: time.Now()}, nil
 }
 
 // AddItems adds sharding items (scan jobs' items) to those the
@@ -181,7 +189,7 @@ func (c *Coordinator) session(ctx context.Context) error {
 		_, _ = c.cli.Revoke(rctx, s.Lease())
 		s.Orphan()
 	}()
-	me := cluster.Member{Addr: c.cfg.Addr}
+	me := cluster.Member{Addr: c.cfg.Addr, Started: c.started, Incarnation: c.cfg.Incarnation}
 	if c.cfg.Topics != nil {
 		me.Topics = c.cfg.Topics()
 	}
@@ -381,7 +389,8 @@ func (c *Coordinator) Status(ctx context.Context) (cluster.Status, error) {
 		counts[g.Node]++
 	}
 	for id, m := range live {
-		st.Nodes = append(st.Nodes, store.NodeStatus{ID: id, Addr: m.Addr, Topics: m.Topics, Heartbeat: time.Now(), Live: true, Items: counts[id]})
+		st.Nodes = append(st.Nodes, store.NodeStatus{ID: id, Addr: m.Addr, Topics: m.Topics, Heartbeat: time.Now(), Live: true, Items: counts[id],
+			Started: m.Started, Incarnation: m.Incarnation})
 	}
 	slices.SortFunc(st.Nodes, func(a, b store.NodeStatus) int { return strings.Compare(a.ID, b.ID) })
 	return st, nil

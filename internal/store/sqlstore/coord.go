@@ -14,7 +14,8 @@ import (
 // The database coordinator's state (dbcoord.Store), in the first database
 // beside the tasks; times are Unix microseconds, like the tasks'.
 //
-//	ontime_nodes       node_id → addr, heartbeat_at, started_at, topics (handoff.go)
+//	ontime_nodes       node_id → addr, heartbeat_at, started_at, topics (handoff.go),
+//	                   incarnation (schema 12)
 //	ontime_leader      one row (id 1): node_id, term, lease_until, version
 //	ontime_assignment  item → node_id, term, since
 //
@@ -25,12 +26,12 @@ import (
 // coordDB is the pool the coordinator's statements run on.
 func (s *Store) coordDB() *sql.DB { return s.w[0] }
 
-// Heartbeat registers node, or refreshes its heartbeat, address and the
-// topics it has Go handlers for.
-func (s *Store) Heartbeat(ctx context.Context, node, addr string, topics []string, started, now time.Time) (err error) {
+// Heartbeat registers node, or refreshes its heartbeat, address, process
+// and the topics it has Go handlers for.
+func (s *Store) Heartbeat(ctx context.Context, node, addr string, topics []string, proc store.Process, now time.Time) (err error) {
 	defer classify(&err)
-	if _, err := s.coordDB().ExecContext(ctx, s.d.rebind(s.d.upsertNode), node, addr, now.UnixMicro(), started.UnixMicro(),
-		encodeTopics(topics)); err != nil {
+	if _, err := s.coordDB().ExecContext(ctx, s.d.rebind(s.d.upsertNode), node, addr, now.UnixMicro(), proc.Started.UnixMicro(),
+		encodeTopics(topics), proc.Incarnation); err != nil {
 		return fmt.Errorf("heartbeat: %w", err)
 	}
 	return nil
@@ -78,10 +79,10 @@ func (s *Store) LiveNodes(ctx context.Context, since time.Time) (_ []string, err
 }
 
 // Nodes lists every registration by node ID, with its ID, address, last
-// heartbeat and topics.
+// heartbeat, process and topics.
 func (s *Store) Nodes(ctx context.Context) (_ []store.NodeStatus, err error) {
 	defer classify(&err)
-	rows, err := s.coordDB().QueryContext(ctx, `SELECT node_id, addr, heartbeat_at, started_at, COALESCE(topics, '') FROM ontime_nodes ORDER BY node_id`)
+	rows, err := s.coordDB().QueryContext(ctx, `SELECT node_id, addr, heartbeat_at, started_at, COALESCE(topics, ''), incarnation FROM ontime_nodes ORDER BY node_id`)
 	if err != nil {
 		return nil, fmt.Errorf("nodes: %w", err)
 	}
@@ -91,7 +92,7 @@ func (s *Store) Nodes(ctx context.Context) (_ []store.NodeStatus, err error) {
 		var ns store.NodeStatus
 		var hb, started int64
 		var topics string
-		if err := rows.Scan(&ns.ID, &ns.Addr, &hb, &started, &topics); err != nil {
+		if err := rows.Scan(&ns.ID, &ns.Addr, &hb, &started, &topics, &ns.Incarnation); err != nil {
 			return nil, fmt.Errorf("nodes: %w", err)
 		}
 		ns.Heartbeat, ns.Started, ns.Topics = time.UnixMicro(hb), time.UnixMicro(started), decodeTopics(topics)

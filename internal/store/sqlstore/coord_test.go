@@ -30,11 +30,11 @@ func TestCoordination(t *testing.T) {
 				if id == "old" {
 					beat = now.Add(-time.Hour)
 				}
-				if err := s.Heartbeat(ctx, id, "h"+strconv.Itoa(i)+":7070", nil, now.Add(-2*time.Hour), beat); err != nil {
+				if err := s.Heartbeat(ctx, id, "h"+strconv.Itoa(i)+":7070", nil, store.Process{Started: now.Add(-2 * time.Hour)}, beat); err != nil {
 					t.Fatal(err)
 				}
 			}
-			if err := s.Heartbeat(ctx, "a", "h9:7070", nil, now.Add(-time.Minute), now); err != nil { // refresh: new address, one row
+			if err := s.Heartbeat(ctx, "a", "h9:7070", nil, store.Process{Started: now.Add(-time.Minute)}, now); err != nil { // refresh: new address, one row
 				t.Fatal(err)
 			}
 			live, err := s.LiveNodes(ctx, now.Add(-ttl))
@@ -184,7 +184,7 @@ func TestMigrateFromVersion1(t *testing.T) {
 				if err != nil || term != wantTerm {
 					t.Fatalf("TryLead after migration: term %d %v, want %d", term, err, wantTerm)
 				}
-				if err := s2.Heartbeat(ctx, "n1", "h:1", nil, now, now); err != nil {
+				if err := s2.Heartbeat(ctx, "n1", "h:1", nil, store.Process{Started: now}, now); err != nil {
 					t.Fatal(err)
 				}
 				g := map[string]store.Grant{"0.0.0": {Node: "n1", Since: time.UnixMicro(now.UnixMicro()), Term: term}}

@@ -56,10 +56,10 @@ func TestMigrateHandlersFromVersion10(t *testing.T) {
 			}
 			s = openT(t, engine, dsns, 1, 1)
 			now := time.Now()
-			if err := s.Heartbeat(ctx, "old", "h:1", []string{"orders.cancel", "a.b"}, now, now); err != nil {
+			if err := s.Heartbeat(ctx, "old", "h:1", []string{"orders.cancel", "a.b"}, store.Process{Started: now}, now); err != nil {
 				t.Fatal(err)
 			}
-			if err := s.Heartbeat(ctx, "new", "h:2", nil, now, now); err != nil {
+			if err := s.Heartbeat(ctx, "new", "h:2", nil, store.Process{Started: now}, now); err != nil {
 				t.Fatal(err)
 			}
 			nodes, err := s.Nodes(ctx)

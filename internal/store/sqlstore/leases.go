@@ -43,11 +43,26 @@ func (s *Store) EndLeases(ctx context.Context, it store.Item, now time.Time, h s
 		for _, o := range owners {
 			args = append(args, o)
 		}
-		// Sorted: the statement's text is the same for the same holders.
+		// A restarted node's previous processes: by the incarnation its
+		// tokens carry; by time for unattributed tokens or when the
+		// incarnation is unknown. Sorted: the statement's text is the same
+		// for the same holders.
+		for _, node := range slices.Sorted(maps.Keys(h.Incarnations)) {
+			if inc := h.Incarnations[node]; inc != 0 {
+				lo, hi := store.IncarnationTokens(inc)
+				q += ` OR (owner = ? AND token >= ? AND (token < ? OR token > ?))`
+				args = append(args, node, store.AttributedTokens, lo, hi)
+			}
+		}
 		for _, node := range slices.Sorted(maps.Keys(h.Restarted)) {
 			if at := h.Restarted[node]; !at.IsZero() {
-				q += ` OR (owner = ? AND updated_at < ?)`
-				args = append(args, node, micros(at))
+				if h.Incarnations[node] != 0 {
+					q += ` OR (owner = ? AND token < ? AND updated_at < ?)`
+					args = append(args, node, store.AttributedTokens, micros(at))
+				} else {
+					q += ` OR (owner = ? AND updated_at < ?)`
+					args = append(args, node, micros(at))
+				}
 			}
 		}
 		q += `)`

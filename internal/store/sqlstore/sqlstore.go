@@ -196,7 +196,9 @@ func (s *Store) connect(dsn string) (w, r *sql.DB, err error) {
 //	10 moved_by on the task tables: what last moved due_at (task.Move)
 //	11 the topics each node handles with Go handlers, and the handoffs of
 //	   tasks without a target to a node that handles them (handoff.go)
-const SchemaVersion = 11
+//	12 incarnation on ontime_nodes: the ID of each node's current process,
+//	   which its claim tokens carry (store.Incarnation)
+const SchemaVersion = 12
 
 // migrateTo runs the step that brings a database from version v-1 to v.
 // Every statement is idempotent (IF NOT EXISTS, insert-if-absent), so a
@@ -246,6 +248,10 @@ func (s *Store) migrateTo(ctx context.Context, c *sql.Conn, v int) error {
 		}
 	case 11:
 		return s.migrateHandlers(ctx, c)
+	case 12:
+		// Registrations from before keep 0: incarnation unknown, their
+		// restarts told by started_at as before.
+		return s.addColumn(ctx, c, "ontime_nodes", "incarnation", "BIGINT NOT NULL DEFAULT 0")
 	default:
 		return fmt.Errorf("no migration to schema version %d", v)
 	}

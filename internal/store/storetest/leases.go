@@ -1,6 +1,7 @@
 package storetest
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -97,6 +98,44 @@ func testEndLeases(t *testing.T, open Opener) {
 	}
 	if n, err := b.s.EndLeases(b.ctx, it, time.Now(), store.Holders{Except: []string{"self", "new", "alive"}, Restarted: map[string]time.Time{"self": boot, "alive": {}}}); err != nil || n != 0 {
 		t.Fatalf("EndLeases ended a lease self took after it restarted: %d %v", n, err)
+	}
+	// By incarnation: the rows "inc" holds under another incarnation's
+	// tokens are its previous processes', whatever the clock says; those
+	// under its current incarnation's are kept, and those under an
+	// unattributed token (a handoff to it) go by time.
+	curInc := store.NewIncarnation()
+	prevTok := store.NewIncarnation().Token()
+	byTok := map[int64]string{}
+	for _, tok := range []int64{prevTok, curInc.Token(), store.NewToken()} {
+		nt := mk(fmt.Sprintf("inc-%d", tok))
+		b.insert(nt)
+		if r, err := b.s.Claim(b.ctx, it, now, now, store.Lease{Owner: "inc", Until: now.Add(time.Hour), Token: tok}, 10); err != nil || len(r) != 1 {
+			t.Fatalf("claim by inc: %v %d", err, len(r))
+		}
+		byTok[tok] = nt.ID
+	}
+	longAgo := now.Add(-time.Hour)
+	h := store.Holders{Except: []string{"self", "new", "alive", "inc"}, Incarnations: map[string]int64{"inc": curInc.ID()},
+		Restarted: map[string]time.Time{"inc": longAgo}}
+	if n, err := b.s.EndLeases(b.ctx, it, now, h); err != nil || n != 1 {
+		t.Fatalf("EndLeases of inc's previous incarnation: %d %v, want 1", n, err)
+	}
+	if got := claim("self", 20, 10); len(got) != 1 || got[0].ID != byTok[prevTok] {
+		t.Fatalf("after ending inc's previous incarnation: %+v, want %s", got, byTok[prevTok])
+	}
+	time.Sleep(2 * time.Millisecond)
+	h.Restarted["inc"] = time.Now()
+	if n, err := b.s.EndLeases(b.ctx, it, now, h); err != nil || n != 1 {
+		t.Fatalf("EndLeases of inc's unattributed claim written before its start: %d %v, want 1", n, err)
+	}
+	for tok, id := range byTok {
+		tk := b.get(id)
+		if store.TokenIncarnation(tok) == curInc.ID() && (tk.Owner != "inc" || tk.Token != tok) {
+			t.Fatalf("inc's current incarnation lost its claim: %+v", tk)
+		}
+		if store.TokenIncarnation(tok) == 0 && tk.Status != task.StatusClaimed {
+			t.Fatalf("inc's handed claim: %+v", tk)
+		}
 	}
 	// Only with an empty list touches nothing.
 	if n, err := b.s.EndLeases(b.ctx, it, now, store.Holders{Only: []string{}}); err != nil || n != 0 {
