@@ -119,8 +119,15 @@ func (r *Router) Send(tasks []*task.Task) {
 	}
 	var lanes map[string]*lane
 	var order []string
+	sent := time.Now()
 	for _, t := range tasks {
-		r.m.Lateness.Observe(time.Since(t.DueAt).Seconds())
+		late := sent.Sub(t.DueAt).Seconds()
+		r.m.Lateness.Observe(late)
+		// The topic's series, looked up once per task (one sync.Map load).
+		ts := r.m.Topics.For(t.Topic)
+		if t.Attempts <= 1 {
+			ts.Lateness.Observe(late)
+		}
 		var sink Sink
 		var dest string
 		if t.Target == "" {
@@ -153,13 +160,36 @@ func (r *Router) Send(tasks []*task.Task) {
 		}
 		l.jobs = append(l.jobs, Job{
 			Delivery: Delivery{Dest: dest, ID: t.ID, Topic: t.Topic, Key: t.Key, Target: t.Target, Payload: t.Payload, DueAt: t.DueAt, Attempt: t.Attempts},
-			Done:     func(err error) { r.cfg.Outcomes.Finish(t, err) },
+			Done:     func(err error) { r.done(t, dest, ts, sent, err) },
 		})
 	}
 	ctx := r.cfg.Dispatcher.Context()
 	for _, dest := range order {
 		r.cfg.Dispatcher.DispatchAll(ctx, dest, lanes[dest].sink, lanes[dest].jobs)
 	}
+}
+
+// done records a delivery's answer in the metrics and hands it to
+// Outcomes.
+func (r *Router) done(t *task.Task, dest string, ts *metrics.TopicSeries, sent time.Time, err error) {
+	ts.Duration.Observe(time.Since(sent).Seconds())
+	if destFailed(err) {
+		r.m.Dests.Failed(dest, err)
+	}
+	r.cfg.Outcomes.Finish(t, err)
+}
+
+// destFailed reports whether err is a failure of the destination: not a
+// delivery that never reached it (lane full, breaker open, stopping), nor
+// an answer that is an outcome the receiver chose (snooze, cancel), nor a
+// missing Go handler.
+func destFailed(err error) bool {
+	if err == nil || errors.Is(err, ErrLaneFull) || errors.Is(err, ErrCircuitOpen) || errors.Is(err, ErrStopped) ||
+		errors.Is(err, ErrNoHandler) || IsCancel(err) {
+		return false
+	}
+	_, snoozed := SnoozedFor(err)
+	return !snoozed
 }
 
 // Destination is the lane key of a target. A webhook's is its scheme and
