@@ -31,3 +31,14 @@ func NewJobs(reg prometheus.Registerer) *Jobs {
 	}
 	return m
 }
+
+// Add makes job's series present at 0 (a job's label values come from the
+// config and the program, so they are bounded).
+func (m *Jobs) Add(job string) {
+	for _, r := range []string{"fetched", "processed", "failed", "left"} {
+		m.Rows.WithLabelValues(job, r)
+	}
+	m.Duration.WithLabelValues(job)
+	m.Skipped.WithLabelValues(job)
+	m.Broken.WithLabelValues(job)
+}

@@ -94,6 +94,17 @@ func NewWith(reg prometheus.Registerer, o Options) *Metrics {
 		ExtendSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "ontime_lease_heartbeat_seconds", Help: "Per node: time to extend the leases a node holds (one heartbeat).",
 			Buckets: []float64{.001, .005, .01, .05, .1, .5, 1, 5, 30}}),
 	}
+	// Every fixed label value is present from the first scrape, at 0:
+	// rate() and alerts see a series before its first event.
+	for _, r := range []string{"created", "existing", "updated", "invalid"} {
+		m.Submitted.WithLabelValues(r)
+	}
+	for _, o := range []string{OutcomeDone, OutcomeRetry, OutcomeDead, OutcomeCancelled, "deferred", "snoozed", "handed_off", "unhandled"} {
+		m.Outcomes.WithLabelValues(o)
+	}
+	for _, r := range []string{"node_gone", "tier_lost"} {
+		m.LeasesEnded.WithLabelValues(r)
+	}
 	if reg != nil {
 		reg.MustRegister(m.Submitted, m.Claimed, m.Started, m.Outcomes, m.Lateness, m.Extended, m.Scans, m.ScanErrs, m.ItemsScanned, m.LeasesEnded, m.Paused, m.GroupSubmits,
 			m.OutcomesPending, m.ClaimsExtended, m.EntriesRestored, m.FinishSeconds, m.ExtendSeconds)

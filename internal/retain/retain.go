@@ -79,6 +79,9 @@ func New(cfg Config) (*Cleaner, error) {
 		keep: map[task.Status]time.Duration{task.StatusDone: cfg.Done, task.StatusCancelled: cfg.Cancelled, task.StatusDead: cfg.Dead},
 		deleted: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "ontime_retention_deleted_total",
 			Help: "Per node: final tasks deleted after their retention, by status."}, []string{"status"})}
+	for s := range c.keep {
+		c.deleted.WithLabelValues(s.String())
+	}
 	if cfg.Registerer != nil {
 		if err := cfg.Registerer.Register(c.deleted); err != nil {
 			return nil, err

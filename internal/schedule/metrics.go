@@ -27,6 +27,10 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		failures: prometheus.NewCounter(prometheus.CounterOpts{Name: "ontime_schedule_round_failures_total",
 			Help: "Per node: schedule rounds that failed on the store (retried)."}),
 	}
+	for _, p := range []string{"skip", "fire_once"} {
+		m.missed.WithLabelValues(p)
+		m.firesMissed.WithLabelValues(p)
+	}
 	if reg != nil {
 		reg.MustRegister(m.made, m.missed, m.withdrawn, m.firesMissed, m.failures)
 	}
