@@ -39,6 +39,7 @@ func (m *Jobs) Add(job string) {
 		m.Rows.WithLabelValues(job, r)
 	}
 	m.Duration.WithLabelValues(job)
+	m.ItemLag.WithLabelValues(job)
 	m.Skipped.WithLabelValues(job)
 	m.Broken.WithLabelValues(job)
 }
