@@ -7,6 +7,7 @@ import (
 	"runtime/debug"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -103,9 +104,10 @@ type Gauges struct {
 	tasks, topicTasks, overdue, lagMax, lag                    *prometheus.Desc
 	buildLabels                                                []string
 
-	wake  chan struct{} // one pending request for a round
-	ready chan struct{} // closed when the first round is done
-	once  sync.Once
+	wake    chan struct{} // one pending request for a round
+	ready   chan struct{} // closed when the first round is done
+	once    sync.Once
+	started atomic.Bool // the worker runs: a scrape may wait for its first round
 
 	mu       sync.Mutex
 	roundAt  time.Time // when the last round ended
@@ -234,9 +236,17 @@ func (g *Gauges) collectLanes(gauge func(*prometheus.Desc, float64, ...string)) 
 // collectRound reports what the worker's last round found, asking for a
 // new round when it is stale; the first scrape waits for the first round.
 func (g *Gauges) collectRound(gauge func(*prometheus.Desc, float64, ...string), ch chan<- prometheus.Metric) {
-	select {
-	case <-g.ready:
-	case <-time.After(firstWait):
+	if g.started.Load() {
+		select {
+		case <-g.ready:
+		default:
+			t := time.NewTimer(firstWait)
+			select {
+			case <-g.ready:
+			case <-t.C:
+			}
+			t.Stop()
+		}
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -319,6 +329,7 @@ func (g *Gauges) Start(ctx context.Context) error {
 	case g.wake <- struct{}{}:
 	default:
 	}
+	g.started.Store(true)
 	return g.Go(ctx, g.work)
 }
 
