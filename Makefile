@@ -13,6 +13,7 @@ build:
 # The whole test suite, against the real local servers (started if down).
 test: services vet
 	$(GO) test -race -count=1 -timeout 40m $(PKGS)
+	cd deploy && $(GO) test -count=1 ./...   # the dashboard and alert rules (own go.mod: the PromQL parser)
 
 services:
 	./scripts/services.sh
@@ -25,6 +26,7 @@ vet:
 	cd bench && $(GO) vet ./...   # the benchmark module builds (its own go.mod)
 	cd bench && $(GO) run $(STATICCHECK) ./...
 	cd bench && $(GO) mod tidy -diff
+	cd deploy && $(GO) vet ./... && $(GO) mod tidy -diff
 
 run:
 	$(GO) run ./cmd/ontime serve

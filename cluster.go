@@ -10,6 +10,7 @@ import (
 	"github.com/ontimehq/ontime/internal/cluster"
 	"github.com/ontimehq/ontime/internal/cluster/dbcoord"
 	"github.com/ontimehq/ontime/internal/cluster/etcdcoord"
+	"github.com/ontimehq/ontime/internal/metrics"
 	"github.com/ontimehq/ontime/internal/scan"
 	"github.com/ontimehq/ontime/internal/store"
 	"github.com/ontimehq/ontime/internal/store/sqlstore"
@@ -146,11 +147,28 @@ func (n *Node) Cluster(ctx context.Context) (*apiv1.ClusterView, error) {
 			v.Nodes = append(v.Nodes, ClusterNodeView{ID: ns.ID, Addr: ns.Addr, Heartbeat: ns.Heartbeat, Live: ns.Live, Items: ns.Items, Topics: ns.Topics})
 		}
 	}
+	lags, err := n.itemLags(ctx)
+	if err != nil {
+		return nil, err
+	}
+	v.Items = make([]ClusterItemView, len(items))
+	for i, it := range items {
+		v.Items[i] = ClusterItemView{Item: cluster.ItemKey(it), Owner: owner[cluster.ItemKey(it)], LagSecs: lags[i]}
+	}
+	sort.Slice(v.Nodes, func(a, b int) bool { return v.Nodes[a].ID < v.Nodes[b].ID })
+	return v, nil
+}
+
+// itemLags is each task item's scan lag in seconds, in store.Items' order:
+// how long its earliest unclaimed pending task has been due (0 when none
+// is). Eight items are read at a time.
+func (n *Node) itemLags(ctx context.Context) ([]float64, error) {
+	items := n.store.Items()
 	now := time.Now()
+	lags := make([]float64, len(items))
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, 8)
-	v.Items = make([]ClusterItemView, len(items))
 	var firstErr error
 	for i, it := range items {
 		wg.Add(1)
@@ -159,22 +177,40 @@ func (n *Node) Cluster(ctx context.Context) (*apiv1.ClusterView, error) {
 			defer wg.Done()
 			defer func() { <-sem }()
 			due, _, err := n.store.NextDue(ctx, it)
-			lag := 0.0
 			if err == nil && !due.IsZero() && due.Before(now) {
-				lag = now.Sub(due).Seconds()
+				lags[i] = now.Sub(due).Seconds()
 			}
-			mu.Lock()
-			if err != nil && firstErr == nil {
-				firstErr = err
+			if err != nil {
+				mu.Lock()
+				if firstErr == nil {
+					firstErr = err
+				}
+				mu.Unlock()
 			}
-			v.Items[i] = ClusterItemView{Item: cluster.ItemKey(it), Owner: owner[cluster.ItemKey(it)], LagSecs: lag}
-			mu.Unlock()
 		}()
 	}
 	wg.Wait()
 	if firstErr != nil {
 		return nil, firstErr
 	}
-	sort.Slice(v.Nodes, func(a, b int) bool { return v.Nodes[a].ID < v.Nodes[b].ID })
-	return v, nil
+	return lags, nil
+}
+
+// clusterState is the cluster as this node sees it, for the metrics: a
+// node without a coordinator is alone and its own leader.
+func (n *Node) clusterState(ctx context.Context) (metrics.ClusterState, error) {
+	if n.cluster == nil {
+		return metrics.ClusterState{Leader: true, Live: 1}, nil
+	}
+	st, err := n.cluster.coord.Status(ctx)
+	if err != nil {
+		return metrics.ClusterState{}, err
+	}
+	cs := metrics.ClusterState{Leader: st.Leader == n.cfg.NodeID, Term: st.Term}
+	for _, ns := range st.Nodes {
+		if ns.Live {
+			cs.Live++
+		}
+	}
+	return cs, nil
 }

@@ -76,6 +76,8 @@ type Config struct {
 	// Topics are settings per topic (config_topics.go): NAME → target,
 	// the default target of the topic's tasks submitted without one.
 	Topics map[string]TopicConfig `yaml:"topics"`
+	// Metrics: config_metrics.go.
+	Metrics MetricsConfig `yaml:"metrics"`
 }
 
 // StoreConfig configures the task store.
@@ -257,6 +259,7 @@ func DefaultConfig() Config {
 			IdleTimeout: Duration(DefaultIdleTimeout), MaxConnections: DefaultMaxConnections,
 		},
 		Retention: defaultRetention(),
+		Metrics:   MetricsConfig{MaxTopics: DefaultMetricsMaxTopics},
 	}
 }
 
@@ -474,6 +477,9 @@ func (c *Config) Validate() error {
 		return err
 	}
 	if err := validateDestinations(c.Destinations); err != nil {
+		return err
+	}
+	if err := c.Metrics.validate(); err != nil {
 		return err
 	}
 	if err := c.validateTopics(); err != nil {

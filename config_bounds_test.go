@@ -1,6 +1,8 @@
 package ontime_test
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -20,6 +22,7 @@ func TestConfigBoundsAreThePartsBounds(t *testing.T) {
 		{"store.tables", func(c *ontime.Config, v int) { c.Store.Tables = v }, ontime.MaxTables, "store.tables"},
 		{"store.segments", func(c *ontime.Config, v int) { c.Store.Segments = v }, ontime.MaxSegments, "store.segments"},
 		{"hot.slots", func(c *ontime.Config, v int) { c.Hot.Slots = v }, ontime.MaxSlots, "hot.slots"},
+		{"metrics.max_topics", func(c *ontime.Config, v int) { c.Metrics.MaxTopics = v }, ontime.MaxMetricsMaxTopics, "metrics.max_topics"},
 	}
 	for _, tc := range cases {
 		for _, v := range []int{1, tc.max} {
@@ -41,7 +44,32 @@ func TestConfigBoundsAreThePartsBounds(t *testing.T) {
 		}
 	}
 	if d := ontime.DefaultConfig(); d.Store.Tables != ontime.DefaultTables || int(d.Hot.Slots) != ontime.DefaultSlots ||
-		d.Delivery.MaxAttempts != ontime.DefaultMaxAttempts || d.Delivery.Concurrency != ontime.DefaultConcurrency {
+		d.Delivery.MaxAttempts != ontime.DefaultMaxAttempts || d.Delivery.Concurrency != ontime.DefaultConcurrency ||
+		d.Metrics.MaxTopics != ontime.DefaultMetricsMaxTopics {
 		t.Fatalf("DefaultConfig disagrees with the exported defaults: %+v", d)
+	}
+}
+
+// metrics.max_topics comes from the file and from ONTIME_METRICS_MAX_TOPICS,
+// and a bad value's error names the key and its line.
+func TestConfigMetricsMaxTopics(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "ontime.yaml")
+	if err := os.WriteFile(path, []byte("metrics:\n  max_topics: 50\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c, err := ontime.LoadConfig(path, nil)
+	if err != nil || c.Metrics.MaxTopics != 50 {
+		t.Fatalf("from the file: %v, max_topics %d", err, c.Metrics.MaxTopics)
+	}
+	c, err = ontime.LoadConfig(path, []string{"ONTIME_METRICS_MAX_TOPICS=7"})
+	if err != nil || c.Metrics.MaxTopics != 7 {
+		t.Fatalf("from the environment: %v, max_topics %d", err, c.Metrics.MaxTopics)
+	}
+	if err := os.WriteFile(path, []byte("metrics:\n  max_topics: many\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ontime.LoadConfig(path, nil); err == nil || !strings.Contains(err.Error(), "metrics.max_topics") {
+		t.Fatalf("a bad value: %v, want an error naming metrics.max_topics", err)
 	}
 }

@@ -307,7 +307,7 @@ func (n *Node) build(ctx context.Context, resolver Resolver) error {
 		}
 		n.tier, tierListener = t, []startstop.Service{t}
 	}
-	m := metrics.New(n.reg)
+	m := metrics.NewWith(n.reg, cfg.metricsOptions())
 	planner := hot.NewPlanner(FireLead, maxFireLead(cfg.Hot.MaxFireLead, window))
 	// A started task's running lease covers the wait until its due time
 	// (at most maxLead) and its delivery, which may last the webhook
@@ -422,7 +422,8 @@ func (n *Node) build(ctx context.Context, resolver Resolver) error {
 	if err != nil {
 		return err
 	}
-	g := metrics.NewGauges(metrics.GaugesConfig{Tasks: n.store, Hot: n.tier, Lanes: disp, Logger: n.log})
+	g := metrics.NewGauges(metrics.GaugesConfig{Tasks: n.store, Hot: n.tier, Lanes: disp, Topics: m.Topics, Dests: m.Dests,
+		Cluster: n.clusterState, ItemLags: n.itemLags, HeldBytes: comp.HeldBytes, Window: window, Logger: n.log})
 	n.reg.MustRegister(g)
 	if err := n.buildSchedules(); err != nil {
 		return err

@@ -5,6 +5,12 @@ set -u
 up() { timeout 1 bash -c "exec 3<>/dev/tcp/127.0.0.1/$1" 2>/dev/null; }
 wait_port() { for _ in $(seq 1 60); do up "$1" && return 0; sleep 1; done; echo "services: $2 did not come up on port $1" >&2; return 1; }
 rc=0
+# promtool (Debian's prometheus package) checks /metrics and the shipped
+# alert rules (e2e/metrics_cluster_test.go, deploy/deploy_test.go): those
+# tests fail without it, so a fresh machine gets it here.
+if ! command -v promtool >/dev/null 2>&1; then
+  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus >/dev/null) || { echo "services: could not install promtool (apt-get install prometheus)" >&2; rc=1; }
+fi
 if ! up 5432; then pg_ctlcluster --skip-systemctl-redirect "$(ls /etc/postgresql | head -1)" main start; wait_port 5432 postgresql || rc=1; fi
 if ! up 3306; then start-stop-daemon --start --oknodo --background --exec /usr/sbin/mariadbd; wait_port 3306 mariadb || rc=1; fi
 if ! up 6379; then redis-server --daemonize yes --bind 127.0.0.1 -::1 --port 6379 --save "" --appendonly no --dir /var/lib/redis --logfile /var/log/redis/ci.log; wait_port 6379 redis || rc=1; fi

@@ -336,6 +336,7 @@ func (c *Completer) outcome(t *task.Task, err error) store.Outcome {
 	case err == nil:
 		o.Done = true
 		c.m.Outcomes.WithLabelValues("done").Inc()
+		c.m.Topics.For(t.Topic).Done.Inc()
 	case errors.As(err, &open):
 		o.NotAttempted = true
 		o.RetryAt = now.Add(c.deferral(now, open))
@@ -359,11 +360,13 @@ func (c *Completer) outcome(t *task.Task, err error) store.Outcome {
 		o.Cancelled = true
 		o.Error = errText(err)
 		c.m.Outcomes.WithLabelValues("cancelled").Inc()
+		c.m.Topics.For(t.Topic).Cancelled.Inc()
 		c.log.Info("task cancelled", "id", t.ID, "topic", t.Topic, "attempt", t.Attempts, "err", err)
 	case deliver.IsPermanent(err) || t.Attempts >= t.MaxAttempts:
 		o.Dead = true
 		o.Error = errText(err)
 		c.m.Outcomes.WithLabelValues("dead").Inc()
+		c.m.Topics.For(t.Topic).Dead.Inc()
 		// An operator must hear of it: nothing will deliver this task
 		// again unless someone requeues it.
 		c.log.Warn("task dead", "id", t.ID, "topic", t.Topic, "attempts", t.Attempts, "permanent", deliver.IsPermanent(err), "err", o.Error)
@@ -371,6 +374,7 @@ func (c *Completer) outcome(t *task.Task, err error) store.Outcome {
 		o.RetryAt = now.Add(c.retry.Next(t.Attempts, nil))
 		o.Error = errText(err)
 		c.m.Outcomes.WithLabelValues("retry").Inc()
+		c.m.Topics.For(t.Topic).Retry.Inc()
 	}
 	if err != nil && !o.Dead {
 		c.log.Debug("delivery failed", "id", t.ID, "attempt", t.Attempts, "err", err)

@@ -121,7 +121,7 @@ func (c *Completer) unhandled(o *store.Outcome, t *task.Task, err error, now tim
 	o.Error = errText(fmt.Errorf("no live node handles topic %q (no Go handler registered for it, since %s): %w; tried again at %s",
 		t.Topic, since.UTC().Format(time.RFC3339), err, o.RetryAt.UTC().Format(time.RFC3339)))
 	c.m.Outcomes.WithLabelValues("unhandled").Inc()
-	c.m.Unhandled.WithLabelValues(t.Topic).Inc()
+	c.m.Topics.For(t.Topic).Unhandled.Inc()
 	if warn {
 		// An operator must hear of it, once a minute per topic: its
 		// tasks wait for a handler nobody may be about to register.

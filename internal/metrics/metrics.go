@@ -44,44 +44,69 @@ type Metrics struct {
 	EntriesRestored prometheus.Counter
 	FinishSeconds   prometheus.Histogram // one batch of outcomes written
 	ExtendSeconds   prometheus.Histogram // one heartbeat (all held leases)
-	// Unhandled: deliveries of tasks without a target deferred because no
-	// live node has a Go handler for their topic, by topic.
-	Unhandled *prometheus.CounterVec
+	// Topics are the per-topic series, label values bounded
+	// (metrics.max_topics); ontime_tasks_unhandled_total among them.
+	Topics *Topics
+	// Dests labels destinations with bounded values and counts failed
+	// attempts per destination and class.
+	Dests *Dests
 }
 
-// New creates the series and registers them on reg (nil: not registered).
-func New(reg prometheus.Registerer) *Metrics {
-	m := &Metrics{
-		Submitted: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "ontime_tasks_submitted_total", Help: "Tasks submitted, by result."}, []string{"result"}),
-		Claimed:   prometheus.NewCounter(prometheus.CounterOpts{Name: "ontime_tasks_claimed_total", Help: "Tasks claimed into the hot tier by scanners."}),
-		Started:   prometheus.NewCounter(prometheus.CounterOpts{Name: "ontime_deliveries_started_total", Help: "Delivery attempts started."}),
-		Outcomes:  prometheus.NewCounterVec(prometheus.CounterOpts{Name: "ontime_deliveries_total", Help: "Delivery attempts finished, by outcome."}, []string{"outcome"}),
-		Unhandled: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "ontime_tasks_unhandled_total",
-			Help: "Deliveries of tasks without a target deferred, unattempted, because no live node has a Go handler for their topic, by topic."}, []string{"topic"}),
-		Lateness: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "ontime_fire_lateness_seconds", Help: "Time from a task's due time to the start of its delivery.",
+// Options size the labelled series.
+type Options struct {
+	MaxTopics int      // topics with a label of their own; 0: DefaultMaxTopics
+	Webhooks  []string // configured webhook destinations (lane keys): dest label values
+	Brokers   []string // configured broker names: dest="mq://NAME"
+}
+
+// New creates the series with default Options and registers them on reg
+// (nil: not registered).
+func New(reg prometheus.Registerer) *Metrics { return NewWith(reg, Options{}) }
+
+// NewWith creates the series and registers them on reg (nil: not
+// registered). Every help text says whether the series is per node (sum
+// over nodes for the cluster) or cluster-wide.
+func NewWith(reg prometheus.Registerer, o Options) *Metrics {
+	m := &Metrics{Topics: NewTopics(reg, o.MaxTopics), Dests: NewDests(reg, o.Webhooks, o.Brokers),
+		Submitted: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "ontime_tasks_submitted_total", Help: "Per node: tasks submitted, by result."}, []string{"result"}),
+		Claimed:   prometheus.NewCounter(prometheus.CounterOpts{Name: "ontime_tasks_claimed_total", Help: "Per node: tasks claimed into the hot tier by scanners."}),
+		Started:   prometheus.NewCounter(prometheus.CounterOpts{Name: "ontime_deliveries_started_total", Help: "Per node: delivery attempts started."}),
+		Outcomes:  prometheus.NewCounterVec(prometheus.CounterOpts{Name: "ontime_deliveries_total", Help: "Per node: delivery attempts finished, by outcome."}, []string{"outcome"}),
+		Lateness: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "ontime_fire_lateness_seconds", Help: "Per node: time from a task's due time to the start of its delivery.",
 			Buckets: []float64{.0005, .001, .002, .005, .01, .025, .05, .1, .25, .5, 1, 5, 30}}),
-		Extended: prometheus.NewCounter(prometheus.CounterOpts{Name: "ontime_leases_extended_total", Help: "Running leases extended because the task's outcome was not written yet."}),
-		Scans:    prometheus.NewCounter(prometheus.CounterOpts{Name: "ontime_scans_total", Help: "Item scans (claim rounds) run."}),
-		ScanErrs: prometheus.NewCounter(prometheus.CounterOpts{Name: "ontime_scan_errors_total", Help: "Item scans that failed."}),
+		Extended: prometheus.NewCounter(prometheus.CounterOpts{Name: "ontime_leases_extended_total", Help: "Per node: running leases extended because the task's outcome was not written yet."}),
+		Scans:    prometheus.NewCounter(prometheus.CounterOpts{Name: "ontime_scans_total", Help: "Per node: item scans (claim rounds) run."}),
+		ScanErrs: prometheus.NewCounter(prometheus.CounterOpts{Name: "ontime_scan_errors_total", Help: "Per node: item scans that failed."}),
 		ItemsScanned: prometheus.NewGauge(prometheus.GaugeOpts{Name: "ontime_items_scanned",
-			Help: "Sharding items this node scans now (an item handed over from a live node counts once the handover is done)."}),
+			Help: "Per node: sharding items this node scans now (an item handed over from a live node counts once the handover is done)."}),
 		LeasesEnded: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "ontime_leases_ended_total",
-			Help: "Leases ended early so their tasks were claimed again at once, by reason: node_gone, tier_lost."}, []string{"reason"}),
-		Paused: prometheus.NewCounter(prometheus.CounterOpts{Name: "ontime_paused_released_total", Help: "Claimed tasks of paused topics handed back to the store unstarted."}),
-		GroupSubmits: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "ontime_submit_group_submits", Help: "Submits written together by one group commit (one transaction per database).",
+			Help: "Per node: leases ended early so their tasks were claimed again at once, by reason: node_gone, tier_lost."}, []string{"reason"}),
+		Paused: prometheus.NewCounter(prometheus.CounterOpts{Name: "ontime_paused_released_total", Help: "Per node: claimed tasks of paused topics handed back to the store unstarted."}),
+		GroupSubmits: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "ontime_submit_group_submits", Help: "Per node: submits written together by one group commit (one transaction per database).",
 			Buckets: []float64{1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1000}}),
 		OutcomesPending: prometheus.NewGauge(prometheus.GaugeOpts{Name: "ontime_tasks_held",
-			Help: "Started tasks whose outcome is not written yet (being delivered, or queued for the store)."}),
-		ClaimsExtended: prometheus.NewCounter(prometheus.CounterOpts{Name: "ontime_claims_extended_total", Help: "Claims of tasks waiting in the hot tier extended by the scanner's heartbeat."}),
+			Help: "Per node: started tasks whose outcome is not written yet (being delivered, or queued for the store)."}),
+		ClaimsExtended: prometheus.NewCounter(prometheus.CounterOpts{Name: "ontime_claims_extended_total", Help: "Per node: claims of tasks waiting in the hot tier extended by the scanner's heartbeat."}),
 		EntriesRestored: prometheus.NewCounter(prometheus.CounterOpts{Name: "ontime_entries_restored_total",
-			Help: "Hot entries put back for tasks still claimed after a stale entry of theirs lost its start."}),
-		FinishSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "ontime_outcome_write_seconds", Help: "Time to write one batch of delivery outcomes.",
+			Help: "Per node: hot entries put back for tasks still claimed after a stale entry of theirs lost its start."}),
+		FinishSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "ontime_outcome_write_seconds", Help: "Per node: time to write one batch of delivery outcomes.",
 			Buckets: []float64{.001, .005, .01, .05, .1, .5, 1, 5, 30}}),
-		ExtendSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "ontime_lease_heartbeat_seconds", Help: "Time to extend the leases a node holds (one heartbeat).",
+		ExtendSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "ontime_lease_heartbeat_seconds", Help: "Per node: time to extend the leases a node holds (one heartbeat).",
 			Buckets: []float64{.001, .005, .01, .05, .1, .5, 1, 5, 30}}),
 	}
+	// Every fixed label value is present from the first scrape, at 0:
+	// rate() and alerts see a series before its first event.
+	for _, r := range []string{"created", "existing", "updated", "invalid"} {
+		m.Submitted.WithLabelValues(r)
+	}
+	for _, o := range []string{OutcomeDone, OutcomeRetry, OutcomeDead, OutcomeCancelled, "deferred", "snoozed", "handed_off", "unhandled"} {
+		m.Outcomes.WithLabelValues(o)
+	}
+	for _, r := range []string{"node_gone", "tier_lost"} {
+		m.LeasesEnded.WithLabelValues(r)
+	}
 	if reg != nil {
-		reg.MustRegister(m.Submitted, m.Claimed, m.Started, m.Outcomes, m.Unhandled, m.Lateness, m.Extended, m.Scans, m.ScanErrs, m.ItemsScanned, m.LeasesEnded, m.Paused, m.GroupSubmits,
+		reg.MustRegister(m.Submitted, m.Claimed, m.Started, m.Outcomes, m.Lateness, m.Extended, m.Scans, m.ScanErrs, m.ItemsScanned, m.LeasesEnded, m.Paused, m.GroupSubmits,
 			m.OutcomesPending, m.ClaimsExtended, m.EntriesRestored, m.FinishSeconds, m.ExtendSeconds)
 	}
 	return m

@@ -12,10 +12,10 @@ type Outbox struct {
 func NewOutbox(reg prometheus.Registerer) *Outbox {
 	m := &Outbox{
 		Messages: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "ontime_outbox_messages_total",
-			Help: "Outbox messages handled by the relay, by result: relayed (became a task), delivered (its task ended done), dead (its task ended dead or cancelled), set_aside (malformed row), retried (could not be relayed yet)."},
+			Help: "Per node: outbox messages handled by this node's relay, by result: relayed (became a task), delivered (its task ended done), dead (its task ended dead or cancelled), set_aside (malformed row), retried (could not be relayed yet)."},
 			[]string{"outbox", "result"}),
 		Oldest: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "ontime_outbox_oldest_seconds",
-			Help: "Per outbox, the age of the oldest message not yet delivered (waiting or in flight) among the items this node relays; 0 when none."},
+			Help: "Per node: per outbox, the age of the oldest message not yet delivered (waiting or in flight) among the items this node relays; 0 when none."},
 			[]string{"outbox"}),
 	}
 	if reg != nil {

@@ -78,7 +78,10 @@ func New(cfg Config) (*Cleaner, error) {
 	c := &Cleaner{cfg: cfg, log: cfg.Logger,
 		keep: map[task.Status]time.Duration{task.StatusDone: cfg.Done, task.StatusCancelled: cfg.Cancelled, task.StatusDead: cfg.Dead},
 		deleted: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "ontime_retention_deleted_total",
-			Help: "Final tasks deleted after their retention, by status."}, []string{"status"})}
+			Help: "Per node: final tasks deleted after their retention, by status."}, []string{"status"})}
+	for s := range c.keep {
+		c.deleted.WithLabelValues(s.String())
+	}
 	if cfg.Registerer != nil {
 		if err := cfg.Registerer.Register(c.deleted); err != nil {
 			return nil, err

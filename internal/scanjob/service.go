@@ -173,7 +173,7 @@ func (s *Service) AddSQL(ctx context.Context, spec SQLSpec) error {
 	// job (issue 25 items 6 and 7) instead of repeating its rows forever.
 	ictx, cancel := context.WithTimeout(ctx, checkTimeout)
 	defer cancel()
-	s.m.Broken.WithLabelValues(spec.Name).Set(0)
+	s.m.Add(spec.Name)
 	now := s.cfg.Clock.Now()
 	res := src.check(ictx, []target{src.firstTable()}, nil, now)
 	if res.down != nil {
@@ -229,6 +229,7 @@ func (s *Service) AddGo(g GoJob) error {
 	for i := range g.Items {
 		j.items = append(j.items, fmt.Sprint(i))
 	}
+	s.m.Add(g.Name)
 	s.jobs[g.Name] = j
 	return nil
 }

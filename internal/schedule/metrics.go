@@ -17,15 +17,19 @@ type metrics struct {
 func newMetrics(reg prometheus.Registerer) *metrics {
 	m := &metrics{
 		made: prometheus.NewCounter(prometheus.CounterOpts{Name: "ontime_schedule_tasks_made_total",
-			Help: "Tasks made from schedules' fire times (and triggers) by this node."}),
+			Help: "Per node: tasks made from schedules' fire times (and triggers) by this node."}),
 		missed: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "ontime_schedule_misfires_total",
-			Help: "Times a schedule found fire times missed while no node made them, by misfire policy."}, []string{"misfire"}),
+			Help: "Per node: times a schedule found fire times missed while no node made them, by misfire policy."}, []string{"misfire"}),
 		withdrawn: prometheus.NewCounter(prometheus.CounterOpts{Name: "ontime_schedule_tasks_withdrawn_total",
-			Help: "Tasks made ahead and withdrawn because their schedule changed, was paused or deleted."}),
+			Help: "Per node: tasks made ahead and withdrawn because their schedule changed, was paused or deleted."}),
 		firesMissed: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "ontime_schedule_fires_missed_total",
-			Help: "Tasks made ahead that started later than the misfire threshold and were cancelled, not delivered, by misfire policy."}, []string{"misfire"}),
+			Help: "Per node: tasks made ahead that started later than the misfire threshold and were cancelled, not delivered, by misfire policy."}, []string{"misfire"}),
 		failures: prometheus.NewCounter(prometheus.CounterOpts{Name: "ontime_schedule_round_failures_total",
-			Help: "Schedule rounds that failed on the store (retried)."}),
+			Help: "Per node: schedule rounds that failed on the store (retried)."}),
+	}
+	for _, p := range []string{"skip", "fire_once"} {
+		m.missed.WithLabelValues(p)
+		m.firesMissed.WithLabelValues(p)
 	}
 	if reg != nil {
 		reg.MustRegister(m.made, m.missed, m.withdrawn, m.firesMissed, m.failures)

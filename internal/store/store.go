@@ -218,6 +218,11 @@ type Store interface {
 	// Count returns the number of tasks per status across all shards.
 	Count(ctx context.Context) (map[task.Status]int64, error)
 
+	// CountTopics returns the number of tasks per topic and status across
+	// all shards, with each pending group's earliest due time (the
+	// leader's metrics: metrics.Gauges). It reads every row.
+	CountTopics(ctx context.Context) ([]TopicCount, error)
+
 	// Items lists every sharding item of the topology.
 	Items() []Item
 
@@ -322,3 +327,13 @@ func IncarnationTokens(id int64) (lo, hi int64) {
 
 // TokenIncarnation is the incarnation that made token (0: unattributed).
 func TokenIncarnation(token int64) int64 { return token >> incarnationShift }
+
+// TopicCount is one topic's tasks in one status (Store.CountTopics).
+type TopicCount struct {
+	Topic  string
+	Status task.Status
+	N      int64
+	// MinDue is the earliest due time among them (pending only; zero
+	// for the other statuses).
+	MinDue time.Time
+}

@@ -299,6 +299,7 @@ func (s *Service) committed(ctx context.Context, news []store.NewTask, ins []sto
 			continue
 		}
 		s.m.Submitted.WithLabelValues("created").Inc()
+		s.m.Topics.For(news[j].Topic).Submitted.Inc()
 		if nt := news[j]; nt.Claim != nil {
 			entries = append(entries, s.cfg.Planner.Entry(now, nt.ID, nt.Topic, nt.DueAt, nt.Claim.Token))
 			claimed = append(claimed, nt)

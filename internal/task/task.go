@@ -31,6 +31,15 @@ const (
 
 var statusNames = [...]string{"pending", "claimed", "running", "done", "dead", "cancelled"}
 
+// Statuses lists every status in order (metrics report each, 0 included).
+func Statuses() []Status {
+	out := make([]Status, len(statusNames))
+	for i := range out {
+		out[i] = Status(i)
+	}
+	return out
+}
+
 func (s Status) String() string {
 	if s < 0 || int(s) >= len(statusNames) {
 		return fmt.Sprintf("status(%d)", int(s))

@@ -36,6 +36,9 @@ func (e *DeniedError) Error() string {
 // Is makes errors.Is(err, ErrDenied) true.
 func (e *DeniedError) Is(target error) bool { return target == ErrDenied }
 
+// PolicyDenied classes the error for metrics (metrics.PolicyDenier).
+func (e *DeniedError) PolicyDenied() bool { return true }
+
 // Defaults denied whatever delivery.deny_targets says, unless an entry of
 // delivery.allow_targets names them: no webhook has a reason to live there.
 var (

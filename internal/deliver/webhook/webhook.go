@@ -195,6 +195,9 @@ type StatusError struct {
 // ExcerptBytes bounds the excerpt of an answer kept in last_error.
 const ExcerptBytes = 64
 
+// HTTPStatus classes the error for metrics (metrics.HTTPStatuser).
+func (e *StatusError) HTTPStatus() int { return e.Code }
+
 func (e *StatusError) Error() string {
 	if e.Body == "" {
 		return fmt.Sprintf("webhook answered HTTP %d", e.Code)

@@ -2,8 +2,10 @@ package sqlstore
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/ontimehq/ontime/internal/store"
@@ -111,6 +113,54 @@ func (s *Store) List(ctx context.Context, f store.ListFilter) (_ []*task.Task, e
 		return nil, fmt.Errorf("list: %w", err)
 	}
 	return all, nil
+}
+
+// CountTopics counts tasks per topic and status, with the earliest due
+// time of the pending ones. No index leads with topic and status, so this
+// reads every row: the metrics' leader runs it, at most every 15 s and
+// less often when it is slow (metrics.Gauges).
+func (s *Store) CountTopics(ctx context.Context) (_ []store.TopicCount, err error) {
+	defer classify(&err)
+	type key struct {
+		topic  string
+		status task.Status
+	}
+	at := map[key]int{}
+	var out []store.TopicCount
+	for db := range s.r {
+		for _, t := range s.names {
+			q := `SELECT topic, status, COUNT(*), MIN(CASE WHEN status = ` + strconv.Itoa(int(task.StatusPending)) + ` THEN due_at END) FROM ` + t + ` GROUP BY topic, status`
+			rows, err := s.r[db].QueryContext(ctx, q)
+			if err != nil {
+				return nil, fmt.Errorf("count topics: %w", err)
+			}
+			for rows.Next() {
+				var topic string
+				var st, n int64
+				var due sql.NullInt64
+				if err := rows.Scan(&topic, &st, &n, &due); err != nil {
+					rows.Close()
+					return nil, fmt.Errorf("count topics: %w", err)
+				}
+				k := key{topic, task.Status(st)}
+				i, ok := at[k]
+				if !ok {
+					i = len(out)
+					at[k] = i
+					out = append(out, store.TopicCount{Topic: topic, Status: k.status})
+				}
+				out[i].N += n
+				if d := fromMicros(due.Int64); due.Valid && !d.IsZero() && (out[i].MinDue.IsZero() || d.Before(out[i].MinDue)) {
+					out[i].MinDue = d
+				}
+			}
+			rows.Close()
+			if err := rows.Err(); err != nil {
+				return nil, fmt.Errorf("count topics: %w", err)
+			}
+		}
+	}
+	return out, nil
 }
 
 // Count counts tasks per status.

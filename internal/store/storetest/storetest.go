@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"sync"
 	"testing"
@@ -674,6 +675,26 @@ func testListCount(t *testing.T, open Opener) {
 	counts, err := b.s.Count(b.ctx)
 	if err != nil || counts[task.StatusPending] != 44 || counts[task.StatusCancelled] != 1 {
 		t.Fatalf("count %v %v", counts, err)
+	}
+	// By topic and status across tables, with the pending ones' earliest
+	// due time (all are due in an hour; none earlier).
+	byTopic, err := b.s.CountTopics(b.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]int64{}
+	for _, tc := range byTopic {
+		got[tc.Topic+"/"+tc.Status.String()] += tc.N
+		switch {
+		case tc.Status == task.StatusPending && (tc.MinDue.Before(now.Add(time.Hour-time.Second)) || tc.MinDue.After(now.Add(time.Hour+time.Second))):
+			t.Errorf("count topics: %s pending min due %v, want %v", tc.Topic, tc.MinDue, now.Add(time.Hour))
+		case tc.Status != task.StatusPending && !tc.MinDue.IsZero():
+			t.Errorf("count topics: %s %s has a min due", tc.Topic, tc.Status)
+		}
+	}
+	wantTopics := map[string]int64{"list.a/pending": 30, "list.b/pending": 14, "list.b/cancelled": 1}
+	if len(byTopic) != len(wantTopics) || !maps.Equal(got, wantTopics) {
+		t.Fatalf("count topics: %v (%d groups), want %v", got, len(byTopic), wantTopics)
 	}
 }
 
