@@ -33,6 +33,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/ontimehq/ontime/internal/api"
+	"github.com/ontimehq/ontime/internal/console"
 	"github.com/ontimehq/ontime/internal/complete"
 	"github.com/ontimehq/ontime/internal/deliver"
 	"github.com/ontimehq/ontime/internal/deliver/webhook"
@@ -176,6 +177,9 @@ type Node struct {
 	cluster *clusterRun // nil without a coordinator
 	sec     *secrets    // the config's secrets, read (config_security.go)
 	jobs    *scanjob.Service
+	// samples feeds the console's charts; lanes its open breakers.
+	samples *console.Sampler
+	lanes   metrics.Lanes
 	// services in start order; stopped in reverse.
 	services []startstop.Service
 
@@ -415,6 +419,12 @@ func (n *Node) build(ctx context.Context, resolver Resolver) error {
 	}
 	g := metrics.NewGauges(metrics.GaugesConfig{Tasks: n.store, Hot: n.tier, Lanes: disp, Logger: n.log})
 	n.reg.MustRegister(g)
+	// The console's charts sample two of the node's series each second:
+	// a registry of their own, so a sample runs no other collector (the
+	// gauges count the store).
+	sampled := prometheus.NewRegistry()
+	sampled.MustRegister(m.Outcomes, m.Lateness)
+	n.samples, n.lanes = console.NewSampler(sampled), disp
 	if err := n.buildSchedules(); err != nil {
 		return err
 	}
@@ -429,6 +439,9 @@ func (n *Node) build(ctx context.Context, resolver Resolver) error {
 		// The gauges' counting worker only reads: it needs nothing
 		// running, and serves scrapes until the rest has stopped.
 		services{g},
+		// The console's sampler reads counters only; like the gauges it
+		// serves until the rest has stopped.
+		services{n.samples},
 		// The completer writes the outcomes delivery reports: running
 		// before the first delivery, stopped after the last one reported.
 		services{comp},
@@ -674,8 +687,37 @@ func (n *Node) Cancel(ctx context.Context, id string) (*Task, error) {
 }
 
 // HTTPHandler serves the HTTP API v1 for this node: every route, from the
-// services below (internal/api routes.go holds the table).
+// services below (internal/api routes.go holds the table); beside it the
+// web console at /ui/ (internal/console), a client of that same handler,
+// and GET / redirecting to it.
 func (n *Node) HTTPHandler() http.Handler {
+	h := n.apiHandler()
+	c, err := console.New(console.Options{API: h, Auth: n.auth(), Samples: n.samples, Breakers: n.openBreakers, Logger: n.log})
+	if err != nil {
+		// The console's templates are embedded and parsed by its tests:
+		// this is a build that was never tested. The API still serves.
+		n.log.Error("console disabled", "err", err)
+		return h
+	}
+	return console.Mount(h, c)
+}
+
+// openBreakers lists the destinations whose breaker is not closed.
+func (n *Node) openBreakers() map[string]string {
+	out := map[string]string{}
+	if n.lanes == nil {
+		return out
+	}
+	for dest, l := range n.lanes.Levels() {
+		if l.Breaker != "closed" {
+			out[dest] = l.Breaker
+		}
+	}
+	return out
+}
+
+// apiHandler is the HTTP API v1 alone.
+func (n *Node) apiHandler() http.Handler {
 	return api.NewHandler(api.Services{
 		Tasks:     n.submit,
 		Keys:      n.submit,
