@@ -33,8 +33,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/ontimehq/ontime/internal/api"
-	"github.com/ontimehq/ontime/internal/console"
 	"github.com/ontimehq/ontime/internal/complete"
+	"github.com/ontimehq/ontime/internal/console"
 	"github.com/ontimehq/ontime/internal/deliver"
 	"github.com/ontimehq/ontime/internal/deliver/webhook"
 	"github.com/ontimehq/ontime/internal/fire"

@@ -34,6 +34,23 @@ func describeCron(expr string) string {
 		return expr
 	}
 	var parts []string
+	// Plain numbers for the time of day read as a clock: "at 09:00".
+	clock := f[:len(f)-3]
+	if allNumbers(clock) {
+		hms := make([]any, len(clock))
+		for i := range clock {
+			hms[len(clock)-1-i] = atoi(clock[i])
+		}
+		format := "at %02d:%02d"
+		if len(clock) == 3 {
+			format = "at %02d:%02d:%02d"
+		}
+		parts = append(parts, fmt.Sprintf(format, hms...))
+		f, names = f[len(clock):], names[len(clock):]
+		if f[0] == "*" && f[1] == "*" && f[2] == "*" {
+			parts = append(parts, "every day")
+		}
+	}
 	for i, v := range f {
 		if p := describeField(v, names[i]); p != "" {
 			parts = append(parts, p)
@@ -107,4 +124,21 @@ func nameValue(part, name string) string {
 		out = "every " + step + " from " + out
 	}
 	return out
+}
+
+func allNumbers(fields []string) bool {
+	for _, f := range fields {
+		if f == "" || strings.Trim(f, "0123456789") != "" {
+			return false
+		}
+	}
+	return true
+}
+
+func atoi(s string) int {
+	n := 0
+	for _, c := range s {
+		n = n*10 + int(c-'0')
+	}
+	return n
 }

@@ -146,14 +146,16 @@ var funcs = template.FuncMap{
 		}
 		return int64(math.Round(100 * float64(part) / float64(whole)))
 	},
-	"add":   func(a, b int64) int64 { return a + b },
+	"add":    func(a, b int64) int64 { return a + b },
 	"jobctx": func(p *page, job any) map[string]any { return map[string]any{"P": p, "Job": job} },
-	"trunc": trunc,
-	"join":  strings.Join,
+	"trunc":  trunc,
+	"join":   strings.Join,
 	"statuses": func() []string {
 		return []string{"pending", "claimed", "running", "done", "dead", "cancelled"}
 	},
-	"secs": func(f float64) string { return (time.Duration(f * float64(time.Second))).Round(time.Millisecond).String() },
+	"secs": func(f float64) string {
+		return (time.Duration(f * float64(time.Second))).Round(time.Millisecond).String()
+	},
 }
 
 func trunc(s string, n int) string {

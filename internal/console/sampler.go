@@ -15,7 +15,7 @@ import (
 
 // The series the sampler reads from the node's counters.
 const (
-	outcomesMetric = "ontime_deliveries_total"     // by outcome
+	outcomesMetric = "ontime_deliveries_total"      // by outcome
 	latenessMetric = "ontime_fire_lateness_seconds" // histogram
 	// SampleWindow is how far back the overview's charts reach.
 	SampleWindow = 15 * time.Minute
@@ -39,10 +39,10 @@ type Sampler struct {
 	startstop.Base
 	src prometheus.Gatherer
 
-	mu    sync.Mutex
-	ring  []Sample // len SampleWindow/s once full, oldest at next
-	next  int
-	prev  snapshot
+	mu   sync.Mutex
+	ring []Sample // len SampleWindow/s once full, oldest at next
+	next int
+	prev snapshot
 }
 
 type snapshot struct {
