@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/cookiejar"
@@ -15,6 +16,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -160,11 +162,16 @@ func submit(t *testing.T, base, token string, req apiv1.TaskRequest) apiv1.Task 
 	return task
 }
 
+// deadHost numbers the loopback addresses dead tasks are sent to: each
+// its own destination, so one's open breaker does not defer the next.
+var deadHost atomic.Int32
+
 // deadTask submits a task to a closed port with one attempt and waits
 // until it is dead.
 func deadTask(t *testing.T, base, token, topic, key string) apiv1.Task {
 	t.Helper()
-	task := submit(t, base, token, apiv1.TaskRequest{Topic: topic, Key: key, Target: "http://127.0.0.1:1/hook", MaxAttempts: 1})
+	target := fmt.Sprintf("http://127.0.%d.%d:1/hook", 1+deadHost.Load()/250, 2+deadHost.Add(1)%250)
+	task := submit(t, base, token, apiv1.TaskRequest{Topic: topic, Key: key, Target: target, MaxAttempts: 1})
 	deadline := time.Now().Add(30 * time.Second)
 	for time.Now().Before(deadline) {
 		_, raw := api(t, base, token, http.MethodGet, "/v1/tasks/"+task.ID, nil)
