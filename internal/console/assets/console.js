@@ -36,8 +36,8 @@
     return { width: el.clientWidth || 400, height: 200, series: [{}].concat(series), axes: [axis, axis], scales: { x: { time: true } }, legend: { live: true } };
   }
   var empty = [[], [], []];
-  var pr = new uPlot(opts(rate, [{ label: "deliveries/s", stroke: "#2e7d32", width: 1.5 }, { label: "failures/s", stroke: "#c62828", width: 1.5 }]), empty, rate);
-  var pl = new uPlot(opts(late, [{ label: "p50 ms", stroke: "#2563eb", width: 1.5 }, { label: "p99 ms", stroke: "#b26a00", width: 1.5 }]), empty, late);
+  var pr = new uPlot(opts(rate, [{ label: "deliveries/s", stroke: "#2e7d32", width: 1.5, points: { show: false } }, { label: "failures/s", stroke: "#c62828", width: 1.5, points: { show: false } }]), empty, rate);
+  var pl = new uPlot(opts(late, [{ label: "p50 ms", stroke: "#2563eb", width: 1.5, spanGaps: false }, { label: "p99 ms", stroke: "#b26a00", width: 1.5 }]), empty, late);
   function load() {
     fetch("/ui/overview/series", { credentials: "same-origin", headers: { "Accept": "application/json" } })
       .then(function (r) { return r.ok ? r.json() : null; })
