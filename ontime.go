@@ -692,7 +692,8 @@ func (n *Node) Cancel(ctx context.Context, id string) (*Task, error) {
 // and GET / redirecting to it.
 func (n *Node) HTTPHandler() http.Handler {
 	h := n.apiHandler()
-	c, err := console.New(console.Options{API: h, Auth: n.auth(), Samples: n.samples, Breakers: n.openBreakers, Logger: n.log})
+	c, err := console.New(console.Options{API: h, Auth: n.auth(), Samples: n.samples, Breakers: n.openBreakers,
+		Upcoming: n.upcoming, Logger: n.log})
 	if err != nil {
 		// The console's templates are embedded and parsed by its tests:
 		// this is a build that was never tested. The API still serves.
@@ -700,6 +701,19 @@ func (n *Node) HTTPHandler() http.Handler {
 		return h
 	}
 	return console.Mount(h, c)
+}
+
+// upcoming is the console's Coming up: the store's due histogram.
+func (n *Node) upcoming(ctx context.Context, from time.Time, step time.Duration, buckets int) ([]console.DueCounts, error) {
+	hs, err := n.store.DueHistogram(ctx, from, step, buckets)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]console.DueCounts, len(hs))
+	for i, h := range hs {
+		out[i] = console.DueCounts{Topic: h.Topic, Counts: h.Counts}
+	}
+	return out, nil
 }
 
 // openBreakers lists the destinations whose breaker is not closed.

@@ -217,6 +217,13 @@ func TestConsoleInBrowser(t *testing.T) {
 		shot(t, dir, "02-overview"),
 	)
 
+	// What falls due, per topic.
+	run(t, ctx, "coming up",
+		follow(`//nav//a[text()="Coming up"]`, "/ui/upcoming"),
+		chromedp.WaitVisible(`.hist .seg`, chromedp.ByQuery),
+		shot(t, dir, "02b-coming-up"),
+	)
+
 	// Find a task by its key, reschedule it, cancel it.
 	run(t, ctx, "find by key",
 		follow(`//nav//a[text()="Tasks"]`, "/ui/tasks"),

@@ -18,6 +18,7 @@
 package console
 
 import (
+	"context"
 	"embed"
 	"errors"
 	"fmt"
@@ -27,6 +28,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"time"
 
 	"github.com/ontimehq/ontime/internal/api"
 )
@@ -44,10 +46,20 @@ type Options struct {
 	Auth *api.Auth
 	// Samples feeds the overview's charts; nil shows none.
 	Samples *Sampler
+	// Upcoming counts the pending tasks per topic in n buckets of step
+	// from from (the store's DueHistogram); nil hides the Coming up page.
+	Upcoming func(ctx context.Context, from time.Time, step time.Duration, n int) ([]DueCounts, error)
 	// Breakers returns each destination whose circuit breaker is not
 	// closed, with its state; nil shows none.
 	Breakers func() map[string]string
 	Logger   *slog.Logger
+}
+
+// DueCounts is one topic's row of Options.Upcoming: Counts[i] tasks fall
+// due in bucket i.
+type DueCounts struct {
+	Topic  string
+	Counts []int64
 }
 
 // Console is the /ui/ handler.

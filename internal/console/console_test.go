@@ -225,7 +225,7 @@ func TestEveryPageWithoutTokens(t *testing.T) {
 	base := node(t, false)
 	task := submit(t, base, "", apiv1.TaskRequest{Topic: "orders", Key: "o-1", Delay: "1h", Target: "http://127.0.0.1:1/x", Payload: json.RawMessage(`{"order":1}`)})
 	b := newBrowser(t, base)
-	for _, p := range []string{"/ui/", "/ui/tasks", "/ui/tasks?topic=orders&status=pending", "/ui/tasks?topic=orders&key=o-1", "/ui/tasks/" + task.ID,
+	for _, p := range []string{"/ui/", "/ui/upcoming", "/ui/upcoming?range=7d", "/ui/upcoming?range=1h&topic=orders", "/ui/tasks", "/ui/tasks?topic=orders&status=pending", "/ui/tasks?topic=orders&key=o-1", "/ui/tasks/" + task.ID,
 		"/ui/dead", "/ui/dead?topic=orders", "/ui/topics", "/ui/schedules", "/ui/schedules/new", "/ui/jobs", "/ui/cluster"} {
 		code, body, h := b.get(p)
 		if code != 200 {
@@ -265,6 +265,42 @@ func TestEveryPageWithoutTokens(t *testing.T) {
 	for _, a := range []string{"htmx.min.js", "uPlot.iife.min.js", "console.js", "console.css"} {
 		if code, _, _ := b.get("/ui/assets/" + a); code != 200 {
 			t.Errorf("asset %s: %d", a, code)
+		}
+	}
+}
+
+// TestUpcoming: the Coming up page counts pending tasks per topic by due
+// time, over the range asked, filtered by topic.
+func TestUpcoming(t *testing.T) {
+	t.Parallel()
+	base := node(t, false)
+	for i, tc := range []struct{ topic, delay string }{{"up.a", "90m"}, {"up.a", "100m"}, {"up.b", "5h"}, {"up.b", "30h"}} {
+		submit(t, base, "", apiv1.TaskRequest{Topic: tc.topic, Key: fmt.Sprint(i), Delay: tc.delay, Target: "http://127.0.0.1:1/x"})
+	}
+	b := newBrowser(t, base)
+	for _, tc := range []struct {
+		query string
+		want  []string
+		not   []string
+	}{
+		{"?range=6h", []string{"3 pending tasks due in the next 6h", "up.a <b>2</b>", "up.b <b>1</b>"}, nil},
+		{"?range=7d", []string{"4 pending tasks due in the next 7d"}, nil},
+		{"?range=1h", []string{"0 pending tasks due in the next 1h"}, []string{"up.a <b>"}},
+		{"?range=6h&topic=up.b", []string{"1 pending tasks due in the next 6h"}, []string{"up.a <b>"}},
+	} {
+		code, body, _ := b.get("/ui/upcoming" + tc.query)
+		if code != 200 {
+			t.Fatalf("%s: %d", tc.query, code)
+		}
+		for _, w := range tc.want {
+			if !strings.Contains(body, w) {
+				t.Errorf("%s: no %q", tc.query, w)
+			}
+		}
+		for _, w := range tc.not {
+			if strings.Contains(body, w) {
+				t.Errorf("%s: %q shown", tc.query, w)
+			}
 		}
 	}
 }

@@ -40,6 +40,8 @@ func (c *Console) routes() []route {
 		{"GET /ui/{$}", on(c.overview)},
 		{"GET /ui/overview/series", on(c.series)},
 
+		{"GET /ui/upcoming", on(c.upcoming)},
+
 		{"GET /ui/tasks", on(c.tasks)},
 		{"GET /ui/tasks/{id}", on(c.taskDetail)},
 		{"POST /ui/tasks/{id}/{op}", on(c.taskAction)}, // cancel, reschedule, payload, requeue
@@ -174,6 +176,120 @@ func (c *Console) series(w http.ResponseWriter, r *http.Request, _ *viewer) {
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Cache-Control", "no-store")
 	_ = json.NewEncoder(w).Encode(cols)
+}
+
+// ---- Coming up ----
+
+// upcomingRanges are the Coming up page's spans: each cut into at most 60
+// buckets, so the page (and the query behind it) stays small.
+var upcomingRanges = []struct {
+	Name  string
+	Span  time.Duration
+	Step  time.Duration
+	Label string // time layout of a bucket's start
+}{
+	{"1h", time.Hour, time.Minute, "15:04"},
+	{"6h", 6 * time.Hour, 10 * time.Minute, "15:04"},
+	{"24h", 24 * time.Hour, 30 * time.Minute, "Mon 15:04"},
+	{"7d", 7 * 24 * time.Hour, 4 * time.Hour, "Mon 02 15:04"},
+}
+
+type upcomingData struct {
+	Range  string
+	Ranges []string
+	Topic  string
+	Topics []upcomingTopic
+	Rows   []upcomingRow
+	Total  int64
+	Step   time.Duration
+}
+
+type upcomingTopic struct {
+	Topic string
+	Total int64
+	Color int // the palette class of its bars
+}
+
+type upcomingRow struct {
+	At    time.Time
+	Label string
+	Total int64
+	Parts []upcomingPart
+}
+
+type upcomingPart struct {
+	Topic string
+	Count int64
+	Color int
+	Pct   float64 // of the fullest bucket's width
+}
+
+// upcoming shows what falls due over the next hour, 6 hours, day or week,
+// per topic, as a histogram: tomorrow's 09:00 spike is visible today.
+func (c *Console) upcoming(w http.ResponseWriter, r *http.Request, v *viewer) {
+	p := c.newPage(w, r, v, "Coming up", "upcoming")
+	q := r.URL.Query()
+	d := &upcomingData{Range: q.Get("range"), Topic: strings.TrimSpace(q.Get("topic"))}
+	p.Data = d
+	rg := upcomingRanges[2]
+	for _, x := range upcomingRanges {
+		d.Ranges = append(d.Ranges, x.Name)
+		if x.Name == d.Range {
+			rg = x
+		}
+	}
+	d.Range, d.Step = rg.Name, rg.Step
+	switch {
+	case c.opts.Upcoming == nil:
+		p.Err = &pageError{Status: http.StatusNotFound, Message: "this node has no store to ask"}
+	case !v.Can(http.MethodGet, "/v1/topics") || (v.tok != nil && v.tok.Topics != ""):
+		// The counts span topics, like GET /v1/topics.
+		p.Err = &pageError{Status: http.StatusForbidden, Code: "forbidden", Message: "this token may not read counts across topics (GET /v1/topics)"}
+	}
+	if p.Err != nil {
+		c.render(w, r, "upcoming", p, http.StatusOK)
+		return
+	}
+	from := p.Now.Truncate(rg.Step)
+	n := int((rg.Span + rg.Step - 1) / rg.Step)
+	counts, err := c.opts.Upcoming(r.Context(), from, rg.Step, n+1)
+	if err != nil {
+		c.log.Warn("console: upcoming", "err", err)
+		p.Err = &pageError{Status: http.StatusServiceUnavailable, Code: "unavailable", Message: "the task store did not answer; retry later"}
+		c.render(w, r, "upcoming", p, http.StatusOK)
+		return
+	}
+	d.Rows = make([]upcomingRow, n+1)
+	for i := range d.Rows {
+		at := from.Add(time.Duration(i) * rg.Step)
+		d.Rows[i] = upcomingRow{At: at, Label: at.Format(rg.Label)}
+	}
+	for i, tc := range counts {
+		if d.Topic != "" && tc.Topic != d.Topic {
+			continue
+		}
+		ut := upcomingTopic{Topic: tc.Topic, Color: i % 8}
+		for b, n := range tc.Counts {
+			if n == 0 {
+				continue
+			}
+			ut.Total += n
+			d.Rows[b].Total += n
+			d.Rows[b].Parts = append(d.Rows[b].Parts, upcomingPart{Topic: tc.Topic, Count: n, Color: ut.Color})
+		}
+		d.Total += ut.Total
+		d.Topics = append(d.Topics, ut)
+	}
+	var most int64
+	for _, row := range d.Rows {
+		most = max(most, row.Total)
+	}
+	for i := range d.Rows {
+		for j := range d.Rows[i].Parts {
+			d.Rows[i].Parts[j].Pct = 100 * float64(d.Rows[i].Parts[j].Count) / float64(max(most, 1))
+		}
+	}
+	c.render(w, r, "upcoming", p, http.StatusOK)
 }
 
 // ---- Tasks ----

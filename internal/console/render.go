@@ -153,6 +153,17 @@ var funcs = template.FuncMap{
 	"statuses": func() []string {
 		return []string{"pending", "claimed", "running", "done", "dead", "cancelled"}
 	},
+	// dur prints a whole duration without its zero tail: "30m", "4h".
+	"dur": func(d time.Duration) string {
+		s := d.String()
+		if strings.HasSuffix(s, "m0s") {
+			s = strings.TrimSuffix(s, "0s")
+		}
+		if strings.HasSuffix(s, "h0m") {
+			s = strings.TrimSuffix(s, "0m")
+		}
+		return s
+	},
 	"secs": func(f float64) string {
 		return (time.Duration(f * float64(time.Second))).Round(time.Millisecond).String()
 	},
