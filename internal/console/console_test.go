@@ -658,3 +658,26 @@ func TestVendoredChecksums(t *testing.T) {
 		}
 	}
 }
+
+// TestScheduleLastFires: the schedules list shows a schedule's last fire
+// times with the tasks they made.
+func TestScheduleLastFires(t *testing.T) {
+	t.Parallel()
+	base := node(t, false)
+	code, raw := api(t, base, "", http.MethodPost, "/v1/schedules", apiv1.ScheduleRequest{Name: "tick", Cron: "* * * * * *", Task: apiv1.ScheduleTask{Topic: "ticks", Target: "http://127.0.0.1:1/x"}})
+	if code != 201 {
+		t.Fatalf("schedule: %d %s", code, raw)
+	}
+	b := newBrowser(t, base)
+	re := regexp.MustCompile(`<a href="/ui/tasks/([0-9a-z]+)">[^<]+</a> <span class="badge`)
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
+		_, body, _ := b.get("/ui/schedules")
+		if m := re.FindStringSubmatch(body); m != nil {
+			if got := getTask(t, base, "", m[1]); got.Topic != "ticks" || !strings.HasPrefix(got.Key, "tick@") {
+				t.Fatalf("the last fire links to %+v", got)
+			}
+			return
+		}
+	}
+	t.Fatal("the schedules page never showed a last fire with its task")
+}

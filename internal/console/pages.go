@@ -7,6 +7,7 @@ import (
 	"math"
 	"net/http"
 	"net/url"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -816,6 +817,40 @@ func (c *Console) jobAction(w http.ResponseWriter, r *http.Request, v *viewer) {
 
 type schedulesData struct {
 	Schedules []apiv1.Schedule
+	// Last holds each schedule's last fires (by name) and their tasks.
+	Last map[string][]lastFire
+}
+
+// lastFire is one past fire time of a schedule and the task it made (its
+// key NAME@<fire time>); no task when the misfire policy skipped it or
+// retention deleted it.
+type lastFire struct {
+	At     time.Time
+	TaskID string
+	Status string
+}
+
+// lastFiresShown bounds the schedules whose last fires the list looks up
+// (3 task reads each), so a long list stays quick.
+const lastFiresShown = 50
+
+// lastFires returns up to n of the fire times of s at or before its
+// ScheduledUntil, newest first: Between over windows growing from a
+// minute to a year, until one holds n.
+func lastFires(s apiv1.Schedule, n int) []time.Time {
+	spec, err := cronspec.Parse(s.Cron, s.TimeZone)
+	if err != nil || s.ScheduledUntil.IsZero() {
+		return nil
+	}
+	var fires []time.Time
+	for _, w := range []time.Duration{time.Minute, time.Hour, 24 * time.Hour, 8 * 24 * time.Hour, 32 * 24 * time.Hour, 366 * 24 * time.Hour} {
+		fires = spec.Between(s.ScheduledUntil.Add(-w), s.ScheduledUntil, 10000)
+		if len(fires) >= n {
+			break
+		}
+	}
+	slices.Reverse(fires)
+	return fires[:min(n, len(fires))]
 }
 
 func (c *Console) schedules(w http.ResponseWriter, r *http.Request, v *viewer) {
@@ -832,6 +867,20 @@ func (c *Console) showSchedules(w http.ResponseWriter, r *http.Request, v *viewe
 		p.Err = asPageError(err)
 	}
 	d.Schedules = ss
+	d.Last = map[string][]lastFire{}
+	for i, sc := range ss {
+		if i == lastFiresShown {
+			break
+		}
+		for _, at := range lastFires(sc, 3) {
+			lf := lastFire{At: at}
+			key := sc.Name + "@" + at.UTC().Format(time.RFC3339Nano)
+			if t, err := v.client.GetByKey(r.Context(), sc.Task.Topic, key); err == nil {
+				lf.TaskID, lf.Status = t.ID, t.Status
+			}
+			d.Last[sc.Name] = append(d.Last[sc.Name], lf)
+		}
+	}
 	if actionErr != nil {
 		p.Err = actionErr
 	}
