@@ -38,10 +38,13 @@ const (
 
 // uiNode starts a node with an admin and a read token and returns its base
 // URL and an admin API client.
-func uiNode(t *testing.T) (string, *client.Client) {
+func uiNode(t *testing.T, mod func(*ontime.Config)) (string, *client.Client) {
 	t.Helper()
 	dir := t.TempDir()
 	cfg := ontime.DefaultConfig()
+	if mod != nil {
+		mod(&cfg)
+	}
 	cfg.DataDir = dir
 	cfg.Store.Tables = 2
 	for name, tok := range map[string]string{"admin": uiAdminToken, "read": uiReadToken} {
@@ -180,7 +183,15 @@ func uiDead(t *testing.T, c *client.Client, topic, key string, host int) *apiv1.
 }
 
 func TestConsoleInBrowser(t *testing.T) {
-	base, c := uiNode(t)
+	// A scan job over two SQLite tables of 300 bills, run when triggered.
+	const billTables, billRows = 2, 300
+	bills := newBillDB(t, "sqlite", billTables, billRows)
+	rcv := newJobReceiver(t)
+	base, c := uiNode(t, func(cfg *ontime.Config) {
+		j := billJob("bill-settle", "sqlite", []string{bills.dsn}, billTables, rcv.srv.URL)
+		j.Cron = "0 0 * * * *"
+		cfg.Jobs = []ontime.JobConfig{j}
+	})
 	ctx := uiBrowser(t)
 	dir := screenshotDir(t)
 	tc := t.Context()
@@ -329,11 +340,28 @@ func TestConsoleInBrowser(t *testing.T) {
 		waitJS(`document.querySelector("#preview .bad") !== null`),
 	)
 
-	// Scan jobs and the cluster.
-	run(t, ctx, "jobs and cluster",
+	// Trigger the scan job and watch its items' progress bars fill.
+	run(t, ctx, "scan job",
 		follow(`//nav//a[text()="Scan jobs"]`, "/ui/jobs"),
-		chromedp.WaitVisible(`#live`, chromedp.ByQuery),
+		chromedp.WaitVisible(`//a[text()="bill-settle"]`),
 		shot(t, dir, "10-jobs"),
+		follow(`//a[text()="bill-settle"]`, "/ui/jobs/bill-settle"),
+		chromedp.WaitVisible(`//div[@class="toolbar"]//button[text()="Trigger"]`),
+		chromedp.Click(`//div[@class="toolbar"]//button[text()="Trigger"]`),
+		flash("trigger done"),
+		// The live region refreshes by itself (htmx, every 2 s) until
+		// both items' last runs are done and their bars full.
+		waitJS(`(() => { const p = [...document.querySelectorAll("#live progress")];
+			const done = [...document.querySelectorAll("#live tbody tr td:nth-child(3) .badge")].filter(b => b.textContent === "done");
+			return p.length === 2 && p.every(x => x.value === 100) && done.length === 2; })()`),
+		shot(t, dir, "10b-job-progress"),
+	)
+	if n := bills.count(t, billTables, 2); n != billTables*billRows {
+		t.Fatalf("the job settled %d bills of %d", n, billTables*billRows)
+	}
+
+	// The cluster.
+	run(t, ctx, "cluster",
 		follow(`//nav//a[text()="Cluster"]`, "/ui/cluster"),
 		chromedp.WaitVisible(`//h2[text()="Items map"]`),
 		shot(t, dir, "11-cluster"),
