@@ -18,10 +18,13 @@
 package console
 
 import (
+	"sync"
+
 	"context"
 	"embed"
 	"errors"
 	"fmt"
+	"github.com/ontimehq/ontime/apiv1"
 	"html/template"
 	"io/fs"
 	"log/slog"
@@ -69,7 +72,18 @@ type Console struct {
 	pages map[string]*template.Template
 	mux   *http.ServeMux
 	csrf  csrfKey
+
+	// The overview's cluster summary, shared by every viewer allowed
+	// GET /v1/cluster for clusterTTL: the view computes every item's lag
+	// (~9 ms of CPU with 64 items, measured), five times the rest of an
+	// overview refresh, and the overview shows only nodes and leader.
+	clusterMu sync.Mutex
+	clusterV  *apiv1.ClusterView
+	clusterAt time.Time
 }
+
+// clusterTTL is how stale the overview's node count and leader may be.
+const clusterTTL = 10 * time.Second
 
 // New builds the console.
 func New(o Options) (*Console, error) {

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/ontimehq/ontime/internal/api"
 )
 
 // TestSamplerRates: the ring holds per-second rates of the outcomes
@@ -100,6 +102,39 @@ func TestSafeBack(t *testing.T) {
 	} {
 		if got := safeBack(in, "/ui/"); got != want {
 			t.Errorf("%q: %q, want %q", in, got, want)
+		}
+	}
+}
+
+// TestViewerCan: the console offers what the API would allow: roles by
+// route, and for a token limited to topics only its tasks and topics.
+func TestViewerCan(t *testing.T) {
+	t.Parallel()
+	admin := &viewer{tok: &api.Token{Name: "a", Role: api.RoleAdmin}}
+	read := &viewer{tok: &api.Token{Name: "r", Role: api.RoleRead}}
+	orders := &viewer{tok: &api.Token{Name: "o", Role: api.RoleAdmin, Topics: "orders.*"}}
+	open := &viewer{}
+	for _, tc := range []struct {
+		v            *viewer
+		method, path string
+		want         bool
+	}{
+		{open, "POST", "/v1/topics/x:pause", true},
+		{admin, "GET", "/v1/cluster", true},
+		{admin, "POST", "/v1/topics/x:pause", true},
+		{read, "GET", "/v1/cluster", false},
+		{read, "GET", "/v1/topics", true},
+		{read, "POST", "/v1/topics/x:pause", false},
+		{read, "DELETE", "/v1/tasks/x", false},
+		{orders, "GET", "/v1/cluster", false},
+		{orders, "GET", "/v1/topics", false},
+		{orders, "POST", "/v1/schedules/s:trigger", false},
+		{orders, "POST", "/v1/topics/orders.eu:pause", true},
+		{orders, "POST", "/v1/topics/billing:pause", false},
+		{orders, "DELETE", "/v1/tasks/x", true},
+	} {
+		if got := tc.v.Can(tc.method, tc.path); got != tc.want {
+			t.Errorf("%+v %s %s: %v", tc.v.tok, tc.method, tc.path, got)
 		}
 	}
 }

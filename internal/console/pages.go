@@ -1,6 +1,7 @@
 package console
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io/fs"
@@ -128,7 +129,7 @@ func (c *Console) overview(w http.ResponseWriter, r *http.Request, v *viewer) {
 		}
 	}
 	if v.Can(http.MethodGet, "/v1/cluster") {
-		if cv, err := v.client.Cluster(ctx); err != nil {
+		if cv, err := c.clusterSummary(ctx, v); err != nil {
 			d.ClusterErr = asPageError(err)
 		} else {
 			d.Cluster = cv
@@ -147,6 +148,22 @@ func (c *Console) overview(w http.ResponseWriter, r *http.Request, v *viewer) {
 	}
 	p.Data = d
 	c.render(w, r, "overview", p, http.StatusOK)
+}
+
+// clusterSummary is the cluster view for the overview, read at most
+// every clusterTTL (the cluster page reads it fresh).
+func (c *Console) clusterSummary(ctx context.Context, v *viewer) (*apiv1.ClusterView, error) {
+	c.clusterMu.Lock()
+	defer c.clusterMu.Unlock()
+	if c.clusterV != nil && time.Since(c.clusterAt) < clusterTTL {
+		return c.clusterV, nil
+	}
+	cv, err := v.client.Cluster(ctx)
+	if err != nil {
+		return nil, err
+	}
+	c.clusterV, c.clusterAt = cv, time.Now()
+	return cv, nil
 }
 
 // series answers the charts' data, uPlot's columnar form: unix seconds,
