@@ -36,6 +36,13 @@ var tokens = map[string]string{
 // test tokens when auth is set, and returns its base URL.
 func node(t *testing.T, auth bool) string {
 	t.Helper()
+	return nodeServer(t, auth, httptest.NewServer).URL
+}
+
+// nodeServer is node, served by newServer (httptest.NewServer or
+// NewTLSServer).
+func nodeServer(t *testing.T, auth bool, newServer func(http.Handler) *httptest.Server) *httptest.Server {
+	t.Helper()
 	dir := t.TempDir()
 	cfg := ontime.DefaultConfig()
 	cfg.DataDir = dir
@@ -57,14 +64,14 @@ func node(t *testing.T, auth bool) string {
 	if err := n.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(n.HTTPHandler())
+	srv := newServer(n.HTTPHandler())
 	t.Cleanup(func() {
 		srv.Close()
 		if err := n.Stop(context.Background()); err != nil {
 			t.Errorf("stop: %v", err)
 		}
 	})
-	return srv.URL
+	return srv
 }
 
 // browser is a cookie-keeping HTTP client that does not follow redirects.
@@ -358,6 +365,22 @@ func TestSignIn(t *testing.T) {
 	}
 	if code, _, _ := b.get("/ui/"); code != http.StatusSeeOther {
 		t.Fatalf("after logout: %d", code)
+	}
+}
+
+// TestSignInTLS: under TLS the sign-in cookie is Secure too.
+func TestSignInTLS(t *testing.T) {
+	t.Parallel()
+	srv := nodeServer(t, true, httptest.NewTLSServer)
+	b := newBrowser(t, srv.URL)
+	b.hc.Transport = srv.Client().Transport
+	code, _, h := b.post("/ui/login", url.Values{"token": {tokens["admin"]}})
+	ck := h.Get("Set-Cookie")
+	if code != http.StatusSeeOther || !strings.Contains(ck, "Secure") || !strings.Contains(ck, "HttpOnly") || !strings.Contains(ck, "SameSite=Strict") {
+		t.Fatalf("sign-in over TLS: %d, cookie %q", code, ck)
+	}
+	if code, body, _ := b.get("/ui/"); code != 200 || !strings.Contains(body, "admin (admin)") {
+		t.Fatalf("signed in over TLS: %d", code)
 	}
 }
 
