@@ -7,6 +7,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/ontimehq/ontime/apiv1"
 	"github.com/ontimehq/ontime/internal/api"
 )
 
@@ -136,5 +137,22 @@ func TestViewerCan(t *testing.T) {
 		if got := tc.v.Can(tc.method, tc.path); got != tc.want {
 			t.Errorf("%+v %s %s: %v", tc.v.tok, tc.method, tc.path, got)
 		}
+	}
+}
+
+// TestLastFires: the newest fire times up to ScheduledUntil, none before
+// the schedule was created.
+func TestLastFires(t *testing.T) {
+	t.Parallel()
+	created := time.Date(2030, 1, 10, 12, 0, 0, 0, time.UTC)
+	s := apiv1.Schedule{Cron: "0 3 * * *", TimeZone: "UTC", CreatedAt: created, ScheduledUntil: created.Add(50 * time.Hour)}
+	got := lastFires(s, 3)
+	want := []time.Time{time.Date(2030, 1, 12, 3, 0, 0, 0, time.UTC), time.Date(2030, 1, 11, 3, 0, 0, 0, time.UTC)}
+	if len(got) != 2 || !got[0].Equal(want[0]) || !got[1].Equal(want[1]) {
+		t.Fatalf("%v, want %v", got, want)
+	}
+	s.Cron = "* * * * * *"
+	if got := lastFires(s, 3); len(got) != 3 || !got[0].Equal(s.ScheduledUntil) {
+		t.Fatalf("every second: %v", got)
 	}
 }

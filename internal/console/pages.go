@@ -852,8 +852,8 @@ type lastFire struct {
 const lastFiresShown = 50
 
 // lastFires returns up to n of the fire times of s at or before its
-// ScheduledUntil, newest first: Between over windows growing from a
-// minute to a year, until one holds n.
+// ScheduledUntil and since its creation, newest first: Between over
+// windows growing from a minute to a year, until one holds n.
 func lastFires(s apiv1.Schedule, n int) []time.Time {
 	spec, err := cronspec.Parse(s.Cron, s.TimeZone)
 	if err != nil || s.ScheduledUntil.IsZero() {
@@ -866,6 +866,8 @@ func lastFires(s apiv1.Schedule, n int) []time.Time {
 			break
 		}
 	}
+	// Fire times before the schedule existed made nothing.
+	fires = slices.DeleteFunc(fires, func(at time.Time) bool { return at.Before(s.CreatedAt.Truncate(time.Second)) })
 	slices.Reverse(fires)
 	return fires[:min(n, len(fires))]
 }
