@@ -268,3 +268,44 @@ func testDueHistogram(t *testing.T, open Opener) {
 		}
 	}
 }
+
+// testListDue: a list's due range keeps tasks due in [DueAfter,
+// DueBefore), across tables and pages, with the other filters.
+func testListDue(t *testing.T, open Opener) {
+	b := setup(t, open, 2, 2, 1)
+	base := time.Now().Truncate(time.Second).Add(time.Hour)
+	var in []store.NewTask
+	for i := range 30 {
+		in = append(in, b.newTask("ld", fmt.Sprint(i), base.Add(time.Duration(i)*time.Minute)))
+	}
+	b.insert(in...)
+	want := map[string]bool{}
+	for _, nt := range in[10:20] {
+		want[nt.ID] = true
+	}
+	f := store.ListFilter{Topic: "ld", Limit: 4, DueAfter: base.Add(10 * time.Minute), DueBefore: base.Add(20 * time.Minute)}
+	got := map[string]bool{}
+	for range 10 {
+		page, err := b.s.List(b.ctx, f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, tk := range page {
+			if !want[tk.ID] || got[tk.ID] {
+				t.Fatalf("listed %s due %v (twice: %v)", tk.ID, tk.DueAt, got[tk.ID])
+			}
+			got[tk.ID] = true
+		}
+		if len(page) < f.Limit {
+			break
+		}
+		f.After = page[len(page)-1].ID
+	}
+	if len(got) != len(want) {
+		t.Fatalf("listed %d of the %d tasks in the range", len(got), len(want))
+	}
+	st := task.StatusDone
+	if page, err := b.s.List(b.ctx, store.ListFilter{Status: &st, DueAfter: base}); err != nil || len(page) != 0 {
+		t.Fatalf("done in range: %v %v", page, err)
+	}
+}
