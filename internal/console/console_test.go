@@ -255,6 +255,15 @@ func TestEveryPageWithoutTokens(t *testing.T) {
 	if _, body, _ := b.get("/ui/tasks?topic=orders&key=o-1"); !strings.Contains(body, task.ID) {
 		t.Errorf("search by key: %s not listed", task.ID)
 	}
+	// A due range, in the browser's zone (UTC+1: offset -60).
+	in := task.DueAt.Add(time.Hour).Add(-time.Minute).Format("2006-01-02T15:04:05")
+	if _, body, _ := b.get("/ui/tasks?tz_offset=-60&due_after=" + url.QueryEscape(in)); !strings.Contains(body, task.ID) {
+		t.Errorf("due range around it: %s not listed", task.ID)
+	}
+	after := task.DueAt.Add(time.Hour).Add(time.Minute).Format("2006-01-02T15:04:05")
+	if _, body, _ := b.get("/ui/tasks?tz_offset=-60&due_after=" + url.QueryEscape(after)); strings.Contains(body, task.ID) {
+		t.Errorf("due range after it: %s listed", task.ID)
+	}
 	// A live poll answers only the live region.
 	req, _ := http.NewRequest(http.MethodGet, base+"/ui/", nil)
 	req.Header.Set("HX-Request", "true")
@@ -496,6 +505,8 @@ func TestBadInput(t *testing.T) {
 		{name: "search by unknown id", get: "/ui/tasks?id=" + missing, code: http.StatusSeeOther},
 		{name: "key without topic", get: "/ui/tasks?key=k", code: 400, field: "topic"},
 		{name: "bad status", get: "/ui/tasks?status=late", code: 400, field: "status"},
+		{name: "bad due time", get: "/ui/tasks?due_after=soon", code: 400, field: "due_after"},
+		{name: "empty due range", get: "/ui/tasks?due_after=2030-01-02T00:00&due_before=2030-01-01T00:00", code: 400, field: "due_before"},
 		{name: "negative delay", post: "/ui/tasks/" + task.ID + "/reschedule", form: url.Values{"delay": {"-5m"}}, code: 400, field: "delay"},
 		{name: "time and delay", post: "/ui/tasks/" + task.ID + "/reschedule", form: url.Values{"delay": {"5m"}, "due_at": {"2030-01-01T00:00"}}, code: 400, field: "delay"},
 		{name: "no time", post: "/ui/tasks/" + task.ID + "/reschedule", code: 400, field: "due_at"},

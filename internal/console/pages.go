@@ -341,8 +341,23 @@ func (c *Console) tasks(w http.ResponseWriter, r *http.Request, v *viewer) {
 		d.Searched = true
 		pg, err = v.client.ListByKey(ctx, topic, key)
 	default:
-		d.Searched = topic != "" || status != ""
-		pg, err = v.client.List(ctx, client.ListOptions{Topic: topic, Status: status, Limit: pageSize, Cursor: cursor})
+		o := client.ListOptions{Topic: topic, Status: status, Limit: pageSize, Cursor: cursor}
+		for _, f := range []struct {
+			name string
+			to   *time.Time
+		}{{"due_after", &o.DueAfter}, {"due_before", &o.DueBefore}} {
+			if s := strings.TrimSpace(q.Get(f.name)); s != "" {
+				t, perr := parseLocalTime(s, q.Get("tz_offset"))
+				if perr != nil {
+					p.Err = &pageError{Status: http.StatusBadRequest, Field: f.name, Message: fmt.Sprintf("%q is not a date and time", s)}
+					c.render(w, r, "tasks", p, http.StatusOK)
+					return
+				}
+				*f.to = t
+			}
+		}
+		d.Searched = topic != "" || status != "" || !o.DueAfter.IsZero() || !o.DueBefore.IsZero()
+		pg, err = v.client.List(ctx, o)
 	}
 	if err != nil {
 		p.Err = asPageError(err)
