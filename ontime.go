@@ -34,6 +34,7 @@ import (
 
 	"github.com/ontimehq/ontime/internal/api"
 	"github.com/ontimehq/ontime/internal/complete"
+	"github.com/ontimehq/ontime/internal/console"
 	"github.com/ontimehq/ontime/internal/deliver"
 	"github.com/ontimehq/ontime/internal/deliver/webhook"
 	"github.com/ontimehq/ontime/internal/fire"
@@ -178,6 +179,9 @@ type Node struct {
 	sec     *secrets    // the config's secrets, read (config_security.go)
 	jobs    *scanjob.Service
 	relays  []*outboxrelay.Relay // the config's outboxes
+	// samples feeds the console's charts; lanes its open breakers.
+	samples *console.Sampler
+	lanes   metrics.Lanes
 	// services in start order; stopped in reverse.
 	services []startstop.Service
 	// inc is this process's incarnation: published by the coordinator,
@@ -425,6 +429,12 @@ func (n *Node) build(ctx context.Context, resolver Resolver) error {
 	g := metrics.NewGauges(metrics.GaugesConfig{Tasks: n.store, Hot: n.tier, Lanes: disp, Topics: m.Topics, Dests: m.Dests,
 		Cluster: n.clusterState, ItemLags: n.itemLags, HeldBytes: comp.HeldBytes, Window: window, Logger: n.log})
 	n.reg.MustRegister(g)
+	// The console's charts sample two of the node's series each second:
+	// a registry of their own, so a sample runs no other collector (the
+	// gauges count the store).
+	sampled := prometheus.NewRegistry()
+	sampled.MustRegister(m.Outcomes, m.Lateness)
+	n.samples, n.lanes = console.NewSampler(sampled), disp
 	if err := n.buildSchedules(); err != nil {
 		return err
 	}
@@ -439,6 +449,9 @@ func (n *Node) build(ctx context.Context, resolver Resolver) error {
 		// The gauges' counting worker only reads: it needs nothing
 		// running, and serves scrapes until the rest has stopped.
 		services{g},
+		// The console's sampler reads counters only; like the gauges it
+		// serves until the rest has stopped.
+		services{n.samples},
 		// The completer writes the outcomes delivery reports: running
 		// before the first delivery, stopped after the last one reported.
 		services{comp},
@@ -687,8 +700,51 @@ func (n *Node) Cancel(ctx context.Context, id string) (*Task, error) {
 }
 
 // HTTPHandler serves the HTTP API v1 for this node: every route, from the
-// services below (internal/api routes.go holds the table).
+// services below (internal/api routes.go holds the table); beside it the
+// web console at /ui/ (internal/console), a client of that same handler,
+// and GET / redirecting to it.
 func (n *Node) HTTPHandler() http.Handler {
+	h := n.apiHandler()
+	c, err := console.New(console.Options{API: h, Auth: n.auth(), Samples: n.samples, Breakers: n.openBreakers,
+		Upcoming: n.upcoming, Logger: n.log})
+	if err != nil {
+		// The console's templates are embedded and parsed by its tests:
+		// this is a build that was never tested. The API still serves.
+		n.log.Error("console disabled", "err", err)
+		return h
+	}
+	return console.Mount(h, c)
+}
+
+// upcoming is the console's Coming up: the store's due histogram.
+func (n *Node) upcoming(ctx context.Context, from time.Time, step time.Duration, buckets int) ([]console.DueCounts, error) {
+	hs, err := n.store.DueHistogram(ctx, from, step, buckets)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]console.DueCounts, len(hs))
+	for i, h := range hs {
+		out[i] = console.DueCounts{Topic: h.Topic, Counts: h.Counts}
+	}
+	return out, nil
+}
+
+// openBreakers lists the destinations whose breaker is not closed.
+func (n *Node) openBreakers() map[string]string {
+	out := map[string]string{}
+	if n.lanes == nil {
+		return out
+	}
+	for dest, l := range n.lanes.Levels() {
+		if l.Breaker != "closed" {
+			out[dest] = l.Breaker
+		}
+	}
+	return out
+}
+
+// apiHandler is the HTTP API v1 alone.
+func (n *Node) apiHandler() http.Handler {
 	return api.NewHandler(api.Services{
 		Tasks:     n.submit,
 		Keys:      n.submit,

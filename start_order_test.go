@@ -21,14 +21,14 @@ func TestServiceStartOrder(t *testing.T) {
 		want []string
 	}{
 		"memory tier, no broker": {
-			want: slices.Concat([]string{"gauges", "*complete.Completer", "*deliver.Dispatcher"}, tail),
+			want: slices.Concat([]string{"gauges", "*console.Sampler", "*complete.Completer", "*deliver.Dispatcher"}, tail),
 		},
 		"redis tier and a broker": {
 			mod: func(c *Config) {
 				c.Hot.Tier, c.Hot.RedisAddrs = "redis", []string{testdb.StartRedis(t).Addr()}
 				c.Brokers = map[string]string{"mq": testdb.AMQPURL()} // not dialled before Start
 			},
-			want: slices.Concat([]string{"gauges", "*complete.Completer", "*amqp.Publisher", "*deliver.Dispatcher", "*redis.Tier"}, tail),
+			want: slices.Concat([]string{"gauges", "*console.Sampler", "*complete.Completer", "*amqp.Publisher", "*deliver.Dispatcher", "*redis.Tier"}, tail),
 		},
 	} {
 		t.Run(name, func(t *testing.T) {

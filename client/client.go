@@ -289,6 +289,8 @@ type ListOptions struct {
 	Status string
 	Limit  int
 	Cursor string
+	// DueAfter and DueBefore keep tasks due in [DueAfter, DueBefore).
+	DueAfter, DueBefore time.Time
 }
 
 // List returns one page of tasks in creation order.
@@ -305,6 +307,12 @@ func (c *Client) List(ctx context.Context, o ListOptions) (*ListPage, error) {
 	}
 	if o.Cursor != "" {
 		q.Set("cursor", o.Cursor)
+	}
+	if !o.DueAfter.IsZero() {
+		q.Set("due_after", o.DueAfter.UTC().Format(time.RFC3339Nano))
+	}
+	if !o.DueBefore.IsZero() {
+		q.Set("due_before", o.DueBefore.UTC().Format(time.RFC3339Nano))
 	}
 	return call[ListPage](ctx, c, http.MethodGet, withQuery("/v1/tasks", q), nil)
 }

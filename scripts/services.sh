@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Starts the local services the test suite talks to, when they are down.
+# Starts the local services the test suite talks to, when they are down,
+# and installs chromium for the console's browser tests when it is missing.
 # Idempotent: a running service is left alone. Used by `make services`.
 set -u
 up() { timeout 1 bash -c "exec 3<>/dev/tcp/127.0.0.1/$1" 2>/dev/null; }
@@ -21,4 +22,10 @@ if ! up 1883; then mosquitto -d -c /etc/mosquitto/mosquitto.conf; wait_port 1883
 # open more connections than MariaDB's default 151: raise the limit at
 # runtime, without a restart, when it is lower.
 if up 3306; then mysql -uroot -h127.0.0.1 -e 'SET GLOBAL max_connections = GREATEST(@@GLOBAL.max_connections, 600)' || rc=1; fi
+# The console's browser tests (e2e/console_browser_test.go) drive Debian's
+# chromium; they fail without it, so install it on a fresh machine.
+if ! command -v chromium >/dev/null 2>&1; then
+  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium) >/dev/null \
+    || { echo "services: could not install chromium (apt-get install -y chromium)" >&2; rc=1; }
+fi
 exit $rc

@@ -61,6 +61,11 @@ func (r Role) allows(need Role) bool {
 	}
 }
 
+// Allows reports whether a token of role r may use a route needing need
+// (RouteRole): what the console asks to show an action only to a token
+// the API would let do it.
+func (r Role) Allows(need Role) bool { return r.allows(need) }
+
 // Token is one configured bearer token.
 type Token struct {
 	Name   string
@@ -119,6 +124,16 @@ func (a *Auth) lookup(presented string) *Token {
 		}
 	}
 	return found
+}
+
+// Identify returns the configured token whose secret this is, nil when
+// none is (or a nil Auth: no tokens). It compares like every request does
+// (lookup): the console's sign-in checks a token with it.
+func (a *Auth) Identify(secret string) *Token {
+	if a == nil || secret == "" {
+		return nil
+	}
+	return a.lookup(secret)
 }
 
 // RouteRole is the role a route needs: health probes and the OpenAPI

@@ -479,9 +479,9 @@ func (h *handler) list(w http.ResponseWriter, r *http.Request) {
 	}
 	for k, v := range q {
 		switch k {
-		case "topic", "status", "limit", "cursor", "key":
+		case "topic", "status", "limit", "cursor", "key", "due_after", "due_before":
 		default:
-			h.fail(w, r, badRequest(k, "unknown query parameter (want topic, key, status, limit, cursor)"))
+			h.fail(w, r, badRequest(k, "unknown query parameter (want topic, key, status, limit, cursor, due_after, due_before)"))
 			return
 		}
 		// An empty value could mean "no filter" or a client that lost
@@ -524,6 +524,27 @@ func (h *handler) list(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		f.After = c
+	}
+	for _, p := range []struct {
+		name string
+		to   *time.Time
+	}{{"due_after", &f.DueAfter}, {"due_before", &f.DueBefore}} {
+		if v := q.Get(p.name); v != "" {
+			t, err := time.Parse(time.RFC3339Nano, v)
+			if err != nil {
+				h.fail(w, r, badRequest(p.name, "%q is not an RFC 3339 time such as 2030-01-02T15:04:05Z", v))
+				return
+			}
+			if q.Has("key") {
+				h.fail(w, r, badRequest(p.name, "a key names one task: give no due range with it"))
+				return
+			}
+			*p.to = t
+		}
+	}
+	if !f.DueAfter.IsZero() && !f.DueBefore.IsZero() && !f.DueAfter.Before(f.DueBefore) {
+		h.fail(w, r, badRequest("due_before", "is not after due_after"))
+		return
 	}
 	if q.Has("key") {
 		h.listByKey(w, r, f, q.Get("key")) // keys.go

@@ -134,6 +134,10 @@ type ListFilter struct {
 	Status *task.Status
 	Limit  int    // 1..1000; 0 means 100
 	After  string // a task ID: list IDs strictly greater (the page cursor)
+	// DueAfter and DueBefore, when set, keep tasks due in [DueAfter,
+	// DueBefore): filters of the page, read among the rows the other
+	// filters select (no index leads with due_at alone).
+	DueAfter, DueBefore time.Time
 }
 
 // Store is the task store contract.

@@ -39,7 +39,23 @@ type Topics interface {
 	// through the topic's index), also when it has no task.
 	TopicStats(ctx context.Context, topic string) ([]TopicStats, error)
 
+	// DueHistogram counts the pending tasks due in [from, from + n·step)
+	// per topic, in n buckets of step: what falls due when. It reads each
+	// table's scan index (seg, status, due_at) over that range only, so
+	// its cost is the pending tasks in the range, never the whole table.
+	DueHistogram(ctx context.Context, from time.Time, step time.Duration, n int) ([]DueCounts, error)
+
 	// RequeueTopic moves every dead task of topic back to pending, due at
 	// dueAt with its attempts reset, and returns how many it moved.
 	RequeueTopic(ctx context.Context, topic string, dueAt time.Time) (int64, error)
 }
+
+// DueCounts is one topic's row of DueHistogram: Counts[i] tasks fall due
+// in bucket i.
+type DueCounts struct {
+	Topic  string
+	Counts []int64
+}
+
+// MaxDueBuckets bounds DueHistogram's n.
+const MaxDueBuckets = 500

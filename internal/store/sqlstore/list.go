@@ -104,6 +104,14 @@ func (s *Store) List(ctx context.Context, f store.ListFilter) (_ []*task.Task, e
 			q += notDone
 		}
 	}
+	if !f.DueAfter.IsZero() {
+		q += ` AND due_at >= ?`
+		args = append(args, micros(f.DueAfter))
+	}
+	if !f.DueBefore.IsZero() {
+		q += ` AND due_at < ?`
+		args = append(args, micros(f.DueBefore))
+	}
 	ids, err := s.listIDs(ctx, q, args, limit)
 	if err != nil {
 		return nil, fmt.Errorf("list: %w", err)

@@ -110,6 +110,8 @@ func Run(t *testing.T, open Opener) {
 	t.Run("BadIDs", func(t *testing.T) { testBadIDs(t, open) })
 	t.Run("PausedTopics", func(t *testing.T) { testPausedTopics(t, open) })
 	t.Run("TopicStatsRequeue", func(t *testing.T) { testTopicStatsRequeue(t, open) })
+	t.Run("DueHistogram", func(t *testing.T) { testDueHistogram(t, open) })
+	t.Run("ListDue", func(t *testing.T) { testListDue(t, open) })
 	t.Run("FinishClaimCancel", func(t *testing.T) { testFinishClaimCancel(t, open) })
 }
 

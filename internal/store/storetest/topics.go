@@ -2,6 +2,7 @@ package storetest
 
 import (
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -218,5 +219,93 @@ func testFinishClaimCancel(t *testing.T, open Opener) {
 	}
 	if _, err := b.s.Requeue(b.ctx, c.ID, now); !errors.Is(err, store.ErrConflict) {
 		t.Fatalf("requeue of a cancelled task: %v, want ErrConflict", err)
+	}
+}
+
+// testDueHistogram: pending tasks counted per topic and bucket of due
+// time across every shard and segment; tasks outside the range, and not
+// pending, are left out.
+func testDueHistogram(t *testing.T, open Opener) {
+	b := setup(t, open, 2, 2, 2)
+	tp := topicsOf(t, b.s)
+	from := time.Now().Truncate(time.Minute).Add(time.Hour)
+	var in []store.NewTask
+	for i := range 20 {
+		// h.a: 2 per bucket in buckets 0..9; h.b: one in bucket 3.
+		in = append(in, b.newTask("h.a", fmt.Sprintf("a%d", i), from.Add(time.Duration(i/2)*time.Minute+time.Duration(i%2)*59*time.Second)))
+	}
+	in = append(in, b.newTask("h.b", "b", from.Add(3*time.Minute+30*time.Second)),
+		b.newTask("h.b", "early", from.Add(-time.Microsecond)),
+		b.newTask("h.b", "late", from.Add(10*time.Minute)))
+	b.insert(in...)
+	got, err := tp.DueHistogram(b.ctx, from, time.Minute, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 2 || got[0].Topic != "h.a" || got[1].Topic != "h.b" {
+		t.Fatalf("topics: %+v", got)
+	}
+	for i, c := range got[0].Counts {
+		if c != 2 {
+			t.Errorf("h.a bucket %d: %d, want 2 (%v)", i, c, got[0].Counts)
+		}
+	}
+	want := make([]int64, 10)
+	want[3] = 1
+	if fmt.Sprint(got[1].Counts) != fmt.Sprint(want) {
+		t.Errorf("h.b: %v, want %v", got[1].Counts, want)
+	}
+	// A cancelled task is not due any more.
+	if _, err := b.s.Cancel(b.ctx, in[20].ID); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := tp.DueHistogram(b.ctx, from, time.Minute, 10); err != nil || len(got) != 1 {
+		t.Fatalf("after cancel: %+v %v", got, err)
+	}
+	for _, n := range []int{0, store.MaxDueBuckets + 1} {
+		if _, err := tp.DueHistogram(b.ctx, from, time.Minute, n); err == nil {
+			t.Errorf("%d buckets accepted", n)
+		}
+	}
+}
+
+// testListDue: a list's due range keeps tasks due in [DueAfter,
+// DueBefore), across tables and pages, with the other filters.
+func testListDue(t *testing.T, open Opener) {
+	b := setup(t, open, 2, 2, 1)
+	base := time.Now().Truncate(time.Second).Add(time.Hour)
+	var in []store.NewTask
+	for i := range 30 {
+		in = append(in, b.newTask("ld", fmt.Sprint(i), base.Add(time.Duration(i)*time.Minute)))
+	}
+	b.insert(in...)
+	want := map[string]bool{}
+	for _, nt := range in[10:20] {
+		want[nt.ID] = true
+	}
+	f := store.ListFilter{Topic: "ld", Limit: 4, DueAfter: base.Add(10 * time.Minute), DueBefore: base.Add(20 * time.Minute)}
+	got := map[string]bool{}
+	for range 10 {
+		page, err := b.s.List(b.ctx, f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, tk := range page {
+			if !want[tk.ID] || got[tk.ID] {
+				t.Fatalf("listed %s due %v (twice: %v)", tk.ID, tk.DueAt, got[tk.ID])
+			}
+			got[tk.ID] = true
+		}
+		if len(page) < f.Limit {
+			break
+		}
+		f.After = page[len(page)-1].ID
+	}
+	if len(got) != len(want) {
+		t.Fatalf("listed %d of the %d tasks in the range", len(got), len(want))
+	}
+	st := task.StatusDone
+	if page, err := b.s.List(b.ctx, store.ListFilter{Status: &st, DueAfter: base}); err != nil || len(page) != 0 {
+		t.Fatalf("done in range: %v %v", page, err)
 	}
 }
