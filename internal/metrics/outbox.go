@@ -6,6 +6,8 @@ import "github.com/prometheus/client_golang/prometheus"
 type Outbox struct {
 	Messages *prometheus.CounterVec // outbox, result: relayed | delivered | dead | set_aside | retried
 	Oldest   *prometheus.GaugeVec   // outbox: age in seconds of the oldest unfinished message of this node's items
+	Rows     *prometheus.GaugeVec   // outbox, status: waiting | in_flight | set_aside rows of this node's items
+	HeldKeys *prometheus.GaugeVec   // outbox: keys held back by a failing message, in this node's items
 }
 
 // NewOutbox creates the series and registers them on reg (nil: not registered).
@@ -17,9 +19,15 @@ func NewOutbox(reg prometheus.Registerer) *Outbox {
 		Oldest: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "ontime_outbox_oldest_seconds",
 			Help: "Per outbox, the age of the oldest message not yet delivered (waiting or in flight) among the items this node relays; 0 when none."},
 			[]string{"outbox"}),
+		Rows: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "ontime_outbox_rows",
+			Help: "Per outbox, rows of the tables' items this node relays, by status: waiting (not relayed yet), in_flight (their task has not ended), set_aside (malformed; see ontime outbox status). Refreshed every 5s."},
+			[]string{"outbox", "status"}),
+		HeldKeys: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "ontime_outbox_held_keys",
+			Help: "Per outbox, keys whose first unfinished message is failing (its task failed an attempt, or it could not be relayed yet), holding back that key's later messages only; among the items this node relays. Refreshed every 5s."},
+			[]string{"outbox"}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.Messages, m.Oldest)
+		reg.MustRegister(m.Messages, m.Oldest, m.Rows, m.HeldKeys)
 	}
 	return m
 }
