@@ -70,7 +70,7 @@ func (n *Node) addOutboxes() error {
 		}
 		n.relays = append(n.relays, r)
 		err = n.jobs.AddGo(scanjob.GoJob{Name: outboxrelay.JobName(oc.Name), Cron: "@every 1s", Items: r.Items(),
-			Concurrency: min(r.Items(), scanjob.MaxConcurrency),
+			Concurrency: min(r.Items(), scanjob.MaxConcurrency), LongRunning: true,
 			Run: func(ctx context.Context, ir *scanjob.ItemRun) error {
 				item, err := strconv.Atoi(ir.Item())
 				if err != nil {
