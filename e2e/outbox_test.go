@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -342,5 +343,52 @@ func TestOutboxReRelayFindsItsTask(t *testing.T) {
 	time.Sleep(500 * time.Millisecond) // a second task would be due already
 	if d := rcv.delivered(); len(d) != 1 || d[first.ID] != 1 {
 		t.Fatalf("deliveries %v, want one of task %s", d, first.ID)
+	}
+}
+
+// TestOutboxWakeUp: with idle_poll at its longest (1 minute), messages are
+// relayed by a pass that a wake-up started, not by the poll: on PostgreSQL
+// the table's trigger notifies the relay (LISTEN); on SQLite the writer
+// wakes the embedded node (Node.WakeOutbox) after committing. Counted by
+// ontime_outbox_passes_total{cause="wake",found="true"}; without wake-ups
+// there is no such pass. Every message is delivered.
+func TestOutboxWakeUp(t *testing.T) {
+	t.Parallel()
+	for _, engine := range []string{"postgres", "sqlite"} {
+		t.Run(engine, func(t *testing.T) {
+			t.Parallel()
+			app := newOutboxApp(t, engine)
+			rcv := newReceiver(t)
+			cfg := ontime.DefaultConfig()
+			cfg.DataDir = t.TempDir()
+			oc := outboxConfig(engine, app.dsn)
+			oc.IdlePoll = ontime.Duration(time.Minute)
+			cfg.Outboxes = []ontime.OutboxConfig{oc}
+			node := outboxNode(t, cfg)
+			api := httptest.NewServer(node.HTTPHandler())
+			defer api.Close()
+			woken := `ontime_outbox_passes_total{cause="wake",found="true",outbox="main"}`
+			const n = 5
+			for i := range n {
+				key := fmt.Sprintf("acct-%d", i)
+				p, _ := json.Marshal(seqMsg{K: key, Seq: 0})
+				if err := app.register(context.Background(), key, outbox.Message{Topic: "user.registered", Key: key, Payload: p, Target: rcv.srv.URL}, true); err != nil {
+					t.Fatal(err)
+				}
+				if engine == "sqlite" {
+					if err := node.WakeOutbox("main"); err != nil {
+						t.Fatal(err)
+					}
+				}
+				waitFor(t, 50*time.Second, "the message delivered", func() bool { return len(rcv.delivered()) >= i+1 })
+			}
+			checkOrder(t, rcv.allCalls(), n, 1)
+			if c := counter(t, api.URL, woken); c < 1 {
+				t.Fatalf("%s = %v: no message was relayed by a woken pass", woken, c)
+			}
+			if err := node.WakeOutbox("nope"); !errors.Is(err, ontime.ErrNotFound) {
+				t.Fatalf("WakeOutbox of an unknown outbox: %v", err)
+			}
+		})
 	}
 }

@@ -23,7 +23,7 @@ func TestOutboxDDL(t *testing.T) {
 		t.Fatalf("exit %d: %s %s", code, out, errs)
 	}
 	code, out, _ = runCLI("outbox", "ddl", "--driver", "postgres", "--table", "app.outbox")
-	if code != 0 || !strings.Contains(out, `"app"."outbox"`) || strings.Count(out, ";\n") != 3 {
+	if code != 0 || !strings.Contains(out, `"app"."outbox"`) || strings.Count(out, ";\n") != 6 {
 		t.Fatalf("exit %d: %s", code, out)
 	}
 	if code, _, errs := runCLI("outbox", "ddl", "--driver", "oracle", "--table", "outbox"); code != 2 || !strings.Contains(errs, "table.dialect") {

@@ -178,6 +178,8 @@ type Relay struct {
 	counts map[int]itemCounts    // item → its rows by status, held keys (refreshed every reportEvery)
 	tables []tableCounters       // db*Tables+table → what this node relayed of it
 	wake   chan struct{}         // Wake: a message was written
+	// listeners: database → its LISTEN connection (PostgreSQL).
+	listeners map[int]*listener
 }
 
 // New opens the outbox's databases (lazily: nothing connects yet).
@@ -192,7 +194,7 @@ func New(cfg Config, tasks Tasks, log *slog.Logger, m *metrics.Outbox) (*Relay, 
 		m = metrics.NewOutbox(nil)
 	}
 	r := &Relay{cfg: cfg, d: outbox.Dialect(cfg.Driver), tasks: tasks, log: log, m: m, oldest: map[int]time.Duration{},
-		counts: map[int]itemCounts{}, tables: make([]tableCounters, len(cfg.Databases)*cfg.Tables), wake: make(chan struct{})}
+		counts: map[int]itemCounts{}, listeners: map[int]*listener{}, tables: make([]tableCounters, len(cfg.Databases)*cfg.Tables), wake: make(chan struct{})}
 	for i, dsn := range cfg.Databases {
 		db, err := sqldb.Open(cfg.Driver, dsn, sqldb.Options{SQLite: "_pragma=busy_timeout(10000)&_txlock=immediate"})
 		if err != nil {
@@ -244,7 +246,9 @@ func (r *Relay) Run(ctx context.Context, i int, stopping func() bool, report fun
 	it := r.item(i)
 	defer r.setOldest(i, 0)
 	defer r.setCounts(i, nil)
+	defer r.listen(it.db)()
 	wait := busyPoll
+	cause := "poll"
 	lastReport := time.Now()
 	var lastCount time.Time
 	for !stopping() {
@@ -269,6 +273,8 @@ func (r *Relay) Run(ctx context.Context, i int, stopping func() bool, report fun
 			}
 			return fmt.Errorf("outbox %s item %d (%s): %w", r.cfg.Name, i, it.name, err)
 		}
+		r.m.Passes.WithLabelValues(r.cfg.Name, cause, strconv.FormatBool(st.fetched > 0)).Inc()
+		cause = "poll"
 		if st.relayed+st.finished+st.setAside+st.retried > 0 || time.Since(lastReport) > reportEvery {
 			if err := report(ctx, st.fetched, st.relayed+st.finished, st.setAside+st.retried); err != nil {
 				return err
@@ -287,7 +293,7 @@ func (r *Relay) Run(ctx context.Context, i int, stopping func() bool, report fun
 			return nil
 		case <-woken:
 			t.Stop()
-			wait = busyPoll
+			wait, cause = busyPoll, "wake"
 		case <-t.C:
 		}
 	}

@@ -18,6 +18,11 @@ const SampleRows = 5
 // waiting for its next poll: a message was just written (outbox.Put
 // through the embedded node, or a PostgreSQL notification).
 func (r *Relay) Wake() {
+	r.m.Wakeups.WithLabelValues(r.cfg.Name, "call").Inc()
+	r.wakeAll()
+}
+
+func (r *Relay) wakeAll() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	close(r.wake)
