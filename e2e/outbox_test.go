@@ -25,7 +25,7 @@ type outboxApp struct {
 	tb          outbox.Table
 }
 
-func newOutboxApp(t *testing.T, engine string) *outboxApp {
+func newOutboxApp(t testing.TB, engine string) *outboxApp {
 	t.Helper()
 	dsn := testdb.DSNs(t, engine, 1)[0]
 	a := &outboxApp{engine: engine, dsn: dsn, db: sqlOpen(t, engine, dsn)}
@@ -151,7 +151,7 @@ func checkOrder(t *testing.T, calls []call, keys, perKey int) int {
 	return dups
 }
 
-func outboxNode(t *testing.T, cfg ontime.Config) *ontime.Node {
+func outboxNode(t testing.TB, cfg ontime.Config) *ontime.Node {
 	t.Helper()
 	ctx := context.Background()
 	node, err := ontime.NewNode(ctx, cfg)
@@ -214,7 +214,7 @@ func TestOutboxRelayEveryEngine(t *testing.T) {
 				Payload: json.RawMessage(`{"late":true}`), Target: rcv.srv.URL}, true); err != nil {
 				t.Fatal(err)
 			}
-			waitFor(t, 90*time.Second, "every message delivered", func() bool { return len(rcv.delivered()) >= keys*perKey+1 })
+			waitFor(t, 4*time.Minute, "every message delivered", func() bool { return len(rcv.delivered()) >= keys*perKey+1 })
 			calls := rcv.allCalls()
 			if dups := checkOrder(t, calls, keys, perKey); dups != 0 {
 				t.Errorf("%d duplicate deliveries without a crash", dups)
