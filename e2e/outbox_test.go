@@ -206,7 +206,7 @@ func TestOutboxRelayEveryEngine(t *testing.T) {
 			cfg := ontime.DefaultConfig()
 			cfg.DataDir = t.TempDir()
 			cfg.Outboxes = []ontime.OutboxConfig{outboxConfig(engine, app.dsn)}
-			outboxNode(t, cfg)
+			node := outboxNode(t, cfg)
 			const keys, perKey = 12, 6
 			app.writeKeys(t, keys, perKey, 4, rcv.srv.URL)
 			due := time.Now().Add(1500 * time.Millisecond)
@@ -227,6 +227,15 @@ func TestOutboxRelayEveryEngine(t *testing.T) {
 			waitFor(t, 30*time.Second, "delivered rows deleted", func() bool { return countRows(t, app.db, "status <> 3") == 0 })
 			if n := countRows(t, app.db, "status = 3 AND last_error <> ''"); n != 2 {
 				t.Errorf("%d rows set aside with an error, want 2", n)
+			}
+			// The status (GET /v1/outboxes) shows them on every engine.
+			l, err := node.Outboxes(context.Background())
+			if err != nil || len(l.Outboxes) != 1 || len(l.Outboxes[0].Tables) != 1 {
+				t.Fatalf("outboxes: %v %+v", err, l)
+			}
+			if tv := l.Outboxes[0].Tables[0]; tv.Error != "" || tv.SetAside != 2 || len(tv.SetAsideSample) != 2 || tv.Waiting != 0 ||
+				tv.HeldKeys != 0 || tv.Relayed < keys*perKey+1 || tv.SetAsideSample[0].Error == "" {
+				t.Errorf("outbox status %+v", tv)
 			}
 		})
 	}
