@@ -105,7 +105,7 @@ func TestChaosOutboxDeadDestination(t *testing.T) {
 		}
 	}
 	app.writeKeys(t, keys, perKey, 4, live.srv.URL)
-	waitFor(t, 5*time.Minute, "every message to the live destination delivered", func() bool { return len(live.delivered()) >= keys*perKey })
+	waitFor(t, 10*time.Minute, "every message to the live destination delivered", func() bool { return len(live.delivered()) >= keys*perKey })
 	checkOrder(t, live.allCalls(), keys, perKey)
 	srv := httptest.NewServer(node.HTTPHandler())
 	defer srv.Close()

@@ -86,10 +86,10 @@ func TestOutboxSeed003Example(t *testing.T) {
 		if !strings.Contains(string(m.Body), `acct-1001`) || !strings.Contains(string(m.Body), "WELCOME10") {
 			t.Fatalf("queue message %q", m.Body)
 		}
-	case <-time.After(60 * time.Second):
+	case <-time.After(5 * time.Minute):
 		t.Fatal("no message on the queue")
 	}
-	waitFor(t, 30*time.Second, "the coupon webhook called", func() bool { return len(coupons.delivered()) == 1 })
+	waitFor(t, 2*time.Minute, "the coupon webhook called", func() bool { return len(coupons.delivered()) == 1 })
 	if c := coupons.allCalls(); len(c) != 1 || !strings.Contains(mustJSON(t, c[0].Body["payload"]), "WELCOME10") {
 		t.Fatalf("webhook calls %+v", c)
 	}
