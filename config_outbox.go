@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/ontimehq/ontime/apiv1"
 	"github.com/ontimehq/ontime/internal/metrics"
 	"github.com/ontimehq/ontime/internal/outboxrelay"
 	"github.com/ontimehq/ontime/internal/scanjob"
@@ -69,7 +70,7 @@ func (n *Node) addOutboxes() error {
 		}
 		n.relays = append(n.relays, r)
 		err = n.jobs.AddGo(scanjob.GoJob{Name: outboxrelay.JobName(oc.Name), Cron: "@every 1s", Items: r.Items(),
-			Concurrency: min(r.Items(), scanjob.MaxConcurrency),
+			Concurrency: min(r.Items(), scanjob.MaxConcurrency), LongRunning: true,
 			Run: func(ctx context.Context, ir *scanjob.ItemRun) error {
 				item, err := strconv.Atoi(ir.Item())
 				if err != nil {
@@ -84,4 +85,33 @@ func (n *Node) addOutboxes() error {
 		}
 	}
 	return nil
+}
+
+// Outboxes is GET /v1/outboxes: each outbox of the config, its tables read
+// now (rows by status, oldest age, held keys, failing rows) and what this
+// node relayed of them. The tables are read one after another, each within
+// the request's context.
+func (n *Node) Outboxes(ctx context.Context) (*apiv1.OutboxList, error) {
+	out := &apiv1.OutboxList{Outboxes: make([]apiv1.Outbox, 0, len(n.relays))}
+	for _, r := range n.relays {
+		out.Outboxes = append(out.Outboxes, r.Status(ctx))
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// WakeOutbox makes this node's relay of the outbox pass at once, not at
+// its next poll: call it after committing a transaction that wrote to the
+// outbox (outbox.Put), for the lowest latency. An unknown name is an
+// error; a message is never lost for want of it (the poll finds it).
+func (n *Node) WakeOutbox(name string) error {
+	for _, r := range n.relays {
+		if r.Name() == name {
+			r.Wake()
+			return nil
+		}
+	}
+	return fmt.Errorf("outbox %q: %w", name, ErrNotFound)
 }

@@ -752,6 +752,7 @@ func (n *Node) apiHandler() http.Handler {
 		Schedules: n.sched,
 		Jobs:      jobsAPI{n},
 		Cluster:   n,
+		Outboxes:  n,
 		Metrics:   promhttp.HandlerFor(n.reg, promhttp.HandlerOpts{Registry: n.reg}),
 	}, api.Options{
 		MaxPayloadBytes:      n.cfg.Delivery.MaxPayloadBytes,

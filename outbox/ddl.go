@@ -34,7 +34,8 @@ const (
 //
 // Indexes: (status, id) for the relay's scan of waiting and in-flight
 // rows in id order; (msg_key, status, id) for "is an earlier message of
-// this key unfinished".
+// this key unfinished". On PostgreSQL, also a statement trigger that
+// notifies NotifyChannel: the relay's wake-up.
 func DDL(d Dialect, table string) ([]string, error) {
 	if err := (Table{Name: table, Dialect: d}).validate(); err != nil {
 		return nil, err
@@ -81,7 +82,18 @@ func DDL(d Dialect, table string) ([]string, error) {
   last_error VARCHAR(1024) NOT NULL DEFAULT ''
 )`, q),
 			fmt.Sprintf(`CREATE INDEX IF NOT EXISTS %s ON %s (status, id)`, idx("relay"), q),
-			fmt.Sprintf(`CREATE INDEX IF NOT EXISTS %s ON %s (msg_key, status, id)`, idx("key"), q)}, nil
+			fmt.Sprintf(`CREATE INDEX IF NOT EXISTS %s ON %s (msg_key, status, id)`, idx("key"), q),
+			// The wake-up: a statement that inserts into the table
+			// notifies NotifyChannel with the table's name when its
+			// transaction commits (PostgreSQL sends notifications at
+			// commit, and one per transaction for the same payload), so
+			// the relay, which LISTENs, passes at once instead of at its
+			// next poll. A trigger keeps Put one plain INSERT, and wakes
+			// the relay for rows written by any program.
+			fmt.Sprintf(`CREATE OR REPLACE FUNCTION %s() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN PERFORM pg_notify('%s', TG_TABLE_NAME); RETURN NULL; END $$`,
+				notifyFunc(table), NotifyChannel),
+			fmt.Sprintf(`DROP TRIGGER IF EXISTS %s ON %s`, Quote(base+"_notify", d), q),
+			fmt.Sprintf(`CREATE TRIGGER %s AFTER INSERT ON %s FOR EACH STATEMENT EXECUTE FUNCTION %s()`, Quote(base+"_notify", d), q, notifyFunc(table))}, nil
 	default: // SQLite
 		return []string{fmt.Sprintf(`CREATE TABLE IF NOT EXISTS %s (
   id INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -102,4 +114,19 @@ func DDL(d Dialect, table string) ([]string, error) {
 			fmt.Sprintf(`CREATE INDEX IF NOT EXISTS %s ON %s (status, id)`, idx("relay"), q),
 			fmt.Sprintf(`CREATE INDEX IF NOT EXISTS %s ON %s (msg_key, status, id)`, idx("key"), q)}, nil
 	}
+}
+
+// NotifyChannel is the PostgreSQL channel an outbox table's trigger
+// notifies (payload: the table's name without its schema) and the relay
+// listens on.
+const NotifyChannel = "ontime_outbox"
+
+// notifyFunc is the trigger function of a PostgreSQL outbox table, in the
+// table's schema.
+func notifyFunc(table string) string {
+	schema, base, ok := strings.Cut(table, ".")
+	if !ok {
+		return Quote(schema+"_notify", Postgres)
+	}
+	return Quote(schema+"."+base+"_notify", Postgres)
 }

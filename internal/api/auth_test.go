@@ -111,6 +111,7 @@ var wantRoles = map[string]api.Role{
 	"GET /v1/openapi.json":      api.RoleNone,
 	"GET /metrics":              api.RoleMetrics,
 	"GET /v1/cluster":           api.RoleAdmin,
+	"GET /v1/outboxes":          api.RoleRead,
 	"PATCH /v1/tasks/{id}":      api.RoleWrite,
 	"POST /v1/topics/{t}":       api.RoleWrite,
 	"GET /v1/topics":            api.RoleRead,
@@ -228,7 +229,7 @@ func TestTopicLimitedToken(t *testing.T) {
 	if e := items[0].(map[string]any)["error"]; e != nil {
 		t.Errorf("batch item of own topic: %v", e)
 	}
-	for _, p := range []string{"/metrics", "/v1/cluster"} {
+	for _, p := range []string{"/metrics", "/v1/cluster", "/v1/outboxes"} {
 		if code, _, _ := authCall(t, "GET", base+p, orders, ""); code != 403 {
 			t.Errorf("%s with a topic-limited token: %d", p, code)
 		}

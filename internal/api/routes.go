@@ -18,7 +18,14 @@ type Services struct {
 	Schedules ScheduleService // /v1/schedules…
 	Jobs      JobService      // /v1/jobs…
 	Cluster   ClusterService  // GET /v1/cluster
+	Outboxes  OutboxService   // GET /v1/outboxes
 	Metrics   http.Handler    // GET /metrics
+}
+
+// OutboxService is what GET /v1/outboxes needs: every outbox's tables as
+// their databases show them (ontime.Node).
+type OutboxService interface {
+	Outboxes(ctx context.Context) (*apiv1.OutboxList, error)
 }
 
 // ClusterService is what GET /v1/cluster needs: the cluster as the node
@@ -92,7 +99,30 @@ func (h *handler) routes(s Services) []route {
 
 		// The cluster.
 		{"GET /v1/cluster", s.Cluster != nil, h.cluster},
+
+		// Outboxes (config outboxes:).
+		{"GET /v1/outboxes", s.Outboxes != nil, func(w http.ResponseWriter, r *http.Request) { h.outboxes(w, r, s.Outboxes) }},
 	}
+}
+
+func (h *handler) outboxes(w http.ResponseWriter, r *http.Request, svc OutboxService) {
+	if r.URL.RawQuery != "" {
+		q, err := parseQuery(r.URL.RawQuery)
+		if err != nil {
+			h.fail(w, r, err)
+			return
+		}
+		for k := range q {
+			h.fail(w, r, badRequest(k, "unknown query parameter (GET /v1/outboxes takes none)"))
+			return
+		}
+	}
+	v, err := svc.Outboxes(r.Context())
+	if err != nil {
+		h.fail(w, r, fmt.Errorf("outboxes: %w", err))
+		return
+	}
+	writeJSON(w, http.StatusOK, v)
 }
 
 func healthz(w http.ResponseWriter, _ *http.Request) {

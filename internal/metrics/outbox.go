@@ -6,6 +6,10 @@ import "github.com/prometheus/client_golang/prometheus"
 type Outbox struct {
 	Messages *prometheus.CounterVec // outbox, result: relayed | delivered | dead | set_aside | retried
 	Oldest   *prometheus.GaugeVec   // outbox: age in seconds of the oldest unfinished message of this node's items
+	Rows     *prometheus.GaugeVec   // outbox, status: waiting | in_flight | set_aside rows of this node's items
+	HeldKeys *prometheus.GaugeVec   // outbox: keys held back by a failing message, in this node's items
+	Passes   *prometheus.CounterVec // outbox, cause: poll | wake, found: true | false (waiting rows read)
+	Wakeups  *prometheus.CounterVec // outbox, source: call (Node.WakeOutbox) | notify (PostgreSQL)
 }
 
 // NewOutbox creates the series and registers them on reg (nil: not registered).
@@ -17,9 +21,21 @@ func NewOutbox(reg prometheus.Registerer) *Outbox {
 		Oldest: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "ontime_outbox_oldest_seconds",
 			Help: "Per node: per outbox, the age of the oldest message not yet delivered (waiting or in flight) among the items this node relays; 0 when none."},
 			[]string{"outbox"}),
+		Rows: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "ontime_outbox_rows",
+			Help: "Per outbox, rows of the tables' items this node relays, by status: waiting (not relayed yet), in_flight (their task has not ended), set_aside (malformed; see ontime outbox status). Refreshed every 5s."},
+			[]string{"outbox", "status"}),
+		HeldKeys: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "ontime_outbox_held_keys",
+			Help: "Per outbox, keys whose first unfinished message is failing (its task failed an attempt, or it could not be relayed yet), holding back that key's later messages only; among the items this node relays. Refreshed every 5s."},
+			[]string{"outbox"}),
+		Passes: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "ontime_outbox_passes_total",
+			Help: "Passes of the relay over its items (each a few queries), by cause: poll (the adaptive timer) or wake (a PostgreSQL notification or Node.WakeOutbox), and whether it found waiting messages. Its rate when nothing is written is the relay's idle cost."},
+			[]string{"outbox", "cause", "found"}),
+		Wakeups: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "ontime_outbox_wakeups_total",
+			Help: "Wake-ups of the relay, by source: call (Node.WakeOutbox after an embedded write) or notify (the PostgreSQL table's trigger)."},
+			[]string{"outbox", "source"}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.Messages, m.Oldest)
+		reg.MustRegister(m.Messages, m.Oldest, m.Rows, m.HeldKeys, m.Passes, m.Wakeups)
 	}
 	return m
 }

@@ -175,6 +175,11 @@ type Relay struct {
 
 	mu     sync.Mutex
 	oldest map[int]time.Duration // item → age of its oldest unfinished row
+	counts map[int]itemCounts    // item → its rows by status, held keys (refreshed every reportEvery)
+	tables []tableCounters       // db*Tables+table → what this node relayed of it
+	wake   chan struct{}         // Wake: a message was written
+	// listeners: database → its LISTEN connection (PostgreSQL).
+	listeners map[int]*listener
 }
 
 // New opens the outbox's databases (lazily: nothing connects yet).
@@ -188,7 +193,8 @@ func New(cfg Config, tasks Tasks, log *slog.Logger, m *metrics.Outbox) (*Relay, 
 	if m == nil {
 		m = metrics.NewOutbox(nil)
 	}
-	r := &Relay{cfg: cfg, d: outbox.Dialect(cfg.Driver), tasks: tasks, log: log, m: m, oldest: map[int]time.Duration{}}
+	r := &Relay{cfg: cfg, d: outbox.Dialect(cfg.Driver), tasks: tasks, log: log, m: m, oldest: map[int]time.Duration{},
+		counts: map[int]itemCounts{}, listeners: map[int]*listener{}, tables: make([]tableCounters, len(cfg.Databases)*cfg.Tables), wake: make(chan struct{})}
 	for i, dsn := range cfg.Databases {
 		db, err := sqldb.Open(cfg.Driver, dsn, sqldb.Options{SQLite: "_pragma=busy_timeout(10000)&_txlock=immediate"})
 		if err != nil {
@@ -203,6 +209,7 @@ func New(cfg Config, tasks Tasks, log *slog.Logger, m *metrics.Outbox) (*Relay, 
 		r.dbs = append(r.dbs, db)
 	}
 	r.m.Oldest.WithLabelValues(cfg.Name).Set(0)
+	r.publishCounts()
 	return r, nil
 }
 
@@ -238,9 +245,27 @@ func (r *Relay) item(i int) item {
 func (r *Relay) Run(ctx context.Context, i int, stopping func() bool, report func(ctx context.Context, fetched, processed, failed int) error) error {
 	it := r.item(i)
 	defer r.setOldest(i, 0)
+	defer r.setCounts(i, nil)
+	defer r.listen(it.db)()
 	wait := busyPoll
+	cause := "poll"
 	lastReport := time.Now()
+	var lastCount time.Time
 	for !stopping() {
+		if time.Since(lastCount) >= reportEvery {
+			c, err := r.countItem(ctx, it)
+			if err != nil {
+				if ctx.Err() != nil {
+					return nil
+				}
+				return fmt.Errorf("outbox %s item %d (%s): %w", r.cfg.Name, i, it.name, err)
+			}
+			r.setCounts(i, &c)
+			lastCount = time.Now()
+		}
+		// Taken before the pass: a message written during it wakes the
+		// wait that follows.
+		woken := r.wakeCh()
 		st, err := r.pass(ctx, it)
 		if err != nil {
 			if ctx.Err() != nil {
@@ -248,6 +273,8 @@ func (r *Relay) Run(ctx context.Context, i int, stopping func() bool, report fun
 			}
 			return fmt.Errorf("outbox %s item %d (%s): %w", r.cfg.Name, i, it.name, err)
 		}
+		r.m.Passes.WithLabelValues(r.cfg.Name, cause, strconv.FormatBool(st.fetched > 0)).Inc()
+		cause = "poll"
 		if st.relayed+st.finished+st.setAside+st.retried > 0 || time.Since(lastReport) > reportEvery {
 			if err := report(ctx, st.fetched, st.relayed+st.finished, st.setAside+st.retried); err != nil {
 				return err
@@ -264,6 +291,9 @@ func (r *Relay) Run(ctx context.Context, i int, stopping func() bool, report fun
 		case <-ctx.Done():
 			t.Stop()
 			return nil
+		case <-woken:
+			t.Stop()
+			wait, cause = busyPoll, "wake"
 		case <-t.C:
 		}
 	}
@@ -390,6 +420,7 @@ ORDER BY o.id LIMIT %[4]d`, q, r.ph(1), r.segWhere(it, "o."), r.cfg.Batch)
 	if err := r.write(ctx, db, q, finish, inflight, aside, retry, now); err != nil {
 		return st, err
 	}
+	r.record(it.db*r.cfg.Tables+it.table, now, st.relayed, st.setAside+st.retried)
 	r.m.Messages.WithLabelValues(r.cfg.Name, "relayed").Add(float64(st.relayed))
 	r.m.Messages.WithLabelValues(r.cfg.Name, "set_aside").Add(float64(st.setAside))
 	r.m.Messages.WithLabelValues(r.cfg.Name, "retried").Add(float64(st.retried))
@@ -464,7 +495,7 @@ func (r *Relay) write(ctx context.Context, db *sql.DB, q string, finish []int64,
 		return nil
 	}
 	for _, o := range inflight {
-		if err := set("relayed", fmt.Sprintf(`UPDATE %s SET status = %d, task_id = %s WHERE id = %s`, q, outbox.StatusInFlight, r.ph(1), r.ph(2)), o.taskID, o.id); err != nil {
+		if err := set("relayed", fmt.Sprintf(`UPDATE %s SET status = %d, task_id = %s, last_error = '' WHERE id = %s`, q, outbox.StatusInFlight, r.ph(1), r.ph(2)), o.taskID, o.id); err != nil {
 			return err
 		}
 	}
@@ -502,7 +533,8 @@ func clip(s string) string {
 	if len(s) <= 1000 {
 		return s
 	}
-	return s[:1000]
+	// At a rune's boundary: MySQL refuses a cut character.
+	return strings.ToValidUTF8(s[:1000], "")
 }
 
 type execer interface {
@@ -534,19 +566,19 @@ func (r *Relay) finishRows(ctx context.Context, ex execer, q string, ids []int64
 // finishEnded finishes the in-flight rows whose task has ended (or is
 // gone: deleted by retention), which lets their keys' next rows go.
 func (r *Relay) finishEnded(ctx context.Context, db *sql.DB, q string, it item) (int, error) {
-	rows, err := db.QueryContext(ctx, fmt.Sprintf(`SELECT id, task_id FROM %s WHERE status = %d%s ORDER BY id LIMIT %d`,
+	rows, err := db.QueryContext(ctx, fmt.Sprintf(`SELECT id, task_id, last_error FROM %s WHERE status = %d%s ORDER BY id LIMIT %d`,
 		q, outbox.StatusInFlight, r.segWhere(it, ""), r.cfg.Batch))
 	if err != nil {
 		return 0, fmt.Errorf("select in-flight messages: %w", err)
 	}
 	type fl struct {
-		id   int64
-		task string
+		id          int64
+		task, lastE string
 	}
 	var all []fl
 	for rows.Next() {
 		var f fl
-		if err := rows.Scan(&f.id, &f.task); err != nil {
+		if err := rows.Scan(&f.id, &f.task, &f.lastE); err != nil {
 			rows.Close()
 			return 0, fmt.Errorf("read in-flight messages: %w", err)
 		}
@@ -557,6 +589,7 @@ func (r *Relay) finishEnded(ctx context.Context, db *sql.DB, q string, it item) 
 		return 0, fmt.Errorf("read in-flight messages: %w", err)
 	}
 	var done []int64
+	var failing []outcome
 	delivered, dead := 0, 0
 	for _, f := range all {
 		t, err := r.tasks.Get(ctx, f.task)
@@ -574,10 +607,21 @@ func (r *Relay) finishEnded(ctx context.Context, db *sql.DB, q string, it item) 
 			done = append(done, f.id)
 			dead++
 			r.log.Warn("outbox message's task ended "+t.Status.String()+"; its key goes on", "outbox", r.cfg.Name, "id", f.id, "task", f.task, "err", t.LastError)
+		case t.Attempts > 0 && t.LastError != "" && clip(t.LastError) != f.lastE:
+			// The task failed an attempt and waits to retry: its key's
+			// later messages are held back. The row says so (last_error,
+			// retry_count: attempts), for GET /v1/outboxes on any node.
+			failing = append(failing, outcome{id: f.id, err: t.LastError, retries: int64(t.Attempts)})
 		}
 	}
 	if err := r.finishRows(ctx, db, q, done); err != nil {
 		return 0, err
+	}
+	for _, o := range failing {
+		if _, err := db.ExecContext(ctx, fmt.Sprintf(`UPDATE %s SET last_error = %s, retry_count = %s WHERE id = %s AND status = %d`,
+			q, r.ph(1), r.ph(2), r.ph(3), outbox.StatusInFlight), clip(o.err), o.retries, o.id); err != nil {
+			return 0, fmt.Errorf("record a failing message: %w", err)
+		}
 	}
 	r.m.Messages.WithLabelValues(r.cfg.Name, "delivered").Add(float64(delivered))
 	r.m.Messages.WithLabelValues(r.cfg.Name, "dead").Add(float64(dead))

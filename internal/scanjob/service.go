@@ -67,6 +67,11 @@ type GoJob struct {
 	Items       int
 	ItemParams  []string // Param of item i, "" beyond the list
 	Concurrency int
+	// LongRunning: a run of an item lasts as long as the node holds the
+	// item (an outbox relay); the cron only restarts one that ended. A
+	// trigger while it runs is expected, not a skip: it is not counted in
+	// ontime_job_triggers_skipped_total.
+	LongRunning bool
 	Run         func(ctx context.Context, r *ItemRun) error
 }
 
@@ -85,6 +90,8 @@ type job struct {
 	health     *health // SQL jobs
 	goRun      func(ctx context.Context, r *ItemRun) error
 	sem        chan struct{}
+	// longRunning: a trigger while an item runs is not a skip (GoJob).
+	longRunning bool
 }
 
 // Service runs the jobs' items this node owns. It has the node's one
@@ -225,7 +232,7 @@ func (s *Service) AddGo(g GoJob) error {
 		return fmt.Errorf("%w: concurrency: %d is out of range 1..%d", ErrInvalid, g.Concurrency, MaxConcurrency)
 	}
 	j := &job{name: g.Name, kind: "go", cron: cs, tz: g.TimeZone, misfire: mis, overlap: ov, params: g.ItemParams,
-		goRun: g.Run, sem: make(chan struct{}, g.Concurrency)}
+		goRun: g.Run, sem: make(chan struct{}, g.Concurrency), longRunning: g.LongRunning}
 	for i := range g.Items {
 		j.items = append(j.items, fmt.Sprint(i))
 	}
@@ -508,7 +515,7 @@ func (s *Service) trigger(ctx context.Context, j *job, item, trig string, fireAt
 			return
 		}
 		s.mu.Unlock()
-		if trig != "acquire" {
+		if trig != "acquire" && !j.longRunning {
 			s.m.Skipped.WithLabelValues(j.name).Inc()
 			s.log.Debug("job trigger skipped: item still running", "job", j.name, "item", item)
 		}

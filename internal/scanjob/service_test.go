@@ -844,3 +844,52 @@ func TestTriggerDuringLookIsKept(t *testing.T) {
 		t.Fatalf("calls %+v, want %+v", got, want)
 	}
 }
+
+// TestLongRunningTriggerNotSkipped: a trigger while an item of a
+// LongRunning job runs (an outbox relay's) is not counted as skipped; one
+// of an ordinary job in the same passes is.
+func TestLongRunningTriggerNotSkipped(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	st, clk := newMemState(), NewFakeClock(sec(5))
+	m := metrics.NewJobs(nil)
+	s := newService(t, st, clk, "n1", func(c *Config) { c.Metrics = m })
+	p := &pager{rows: 1, step: make(chan struct{})}
+	lp := &pager{rows: 1, step: make(chan struct{})}
+	addGo(t, s, GoJob{Name: "walk", Cron: never, Items: 1, Run: p.run})
+	addGo(t, s, GoJob{Name: "relay", Cron: never, Items: 1, Run: lp.run, LongRunning: true})
+	s.OwnAll()
+	start(t, s)
+	waitIdle(t, s)
+	skipped := func(job string) float64 {
+		var d dto.Metric
+		if err := m.Skipped.WithLabelValues(job).Write(&d); err != nil {
+			t.Fatal(err)
+		}
+		return d.GetCounter().GetValue()
+	}
+	for _, j := range []string{"walk", "relay"} {
+		if err := st.RequestTrigger(ctx, j); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s.Kick()
+	WaitUntil(t, "both running", func() bool { return len(st.allRuns("walk")) == 1 && len(st.allRuns("relay")) == 1 })
+	// Two more rounds of triggers while both run: the second round's skip
+	// of walk comes after the first round was handled for both jobs.
+	for round := 1; round <= 2; round++ {
+		for _, j := range []string{"walk", "relay"} {
+			if err := st.RequestTrigger(ctx, j); err != nil {
+				t.Fatal(err)
+			}
+		}
+		s.Kick()
+		WaitUntil(t, "walk's trigger skipped", func() bool { return skipped("walk") == float64(round) })
+	}
+	if n := skipped("relay"); n != 0 {
+		t.Fatalf("a long-running job's triggers counted as skipped: %v", n)
+	}
+	p.step <- struct{}{}
+	lp.step <- struct{}{}
+	waitIdle(t, s)
+}
