@@ -238,8 +238,8 @@ func (s *Store) readBackKeys(ctx context.Context, db querier, t string, unsure [
 			if slices.ContainsFunc(rows, func(r *task.Task) bool { return r.ID == tasks[i].ID }) {
 				continue // inserted after all
 			}
-			if o := keyOwner(rows); s.holds(o, now) {
-				out[i] = store.Inserted{Task: o, Existing: true}
+			if o := keyOwner(rows); s.holds(o, &tasks[i], now) {
+				out[i] = s.heldBy(o)
 				continue
 			}
 			again = append(again, i)
