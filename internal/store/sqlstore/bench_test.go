@@ -262,3 +262,34 @@ func BenchmarkInsertSmall(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkInsertSmallKeyed: one Insert of n keyed tasks per op, with the
+// default key hold (10m): what group commit hands the store under
+// concurrent keyed single submits (1: a lone submitter), each key in the
+// table its hash routes it to (n=16 touches most of the 16 tables):
+//
+//	go test ./internal/store/sqlstore -run '^$' -bench InsertSmallKeyed -benchtime=500x
+func BenchmarkInsertSmallKeyed(b *testing.B) {
+	for _, engine := range testdb.Engines {
+		for _, n := range []int{1, 16, 100} {
+			b.Run(fmt.Sprintf("%s/n=%d", engine, n), func(b *testing.B) {
+				s, err := Open(context.Background(), Config{Driver: engine, DSNs: testdb.DSNs(b, engine, 1), Tables: 16, Segments: 4, KeyHold: 10 * time.Minute})
+				if err != nil {
+					b.Fatal(err)
+				}
+				b.Cleanup(func() { s.Close() })
+				ctx := context.Background()
+				due := time.Now().Add(time.Hour)
+				for b.Loop() {
+					b.StopTimer()
+					tasks := batch(b, n, due, true)
+					b.StartTimer()
+					if _, err := s.Insert(ctx, tasks); err != nil {
+						b.Fatal(err)
+					}
+				}
+				b.ReportMetric(float64(n*b.N)/b.Elapsed().Seconds(), "tasks/s")
+			})
+		}
+	}
+}

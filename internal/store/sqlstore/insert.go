@@ -64,7 +64,19 @@ func (s *Store) insertTx(ctx context.Context, gs []group, tasks []store.NewTask,
 		}
 		// An ID exists: the statements below skip it.
 	}
-	if len(gs) == 1 && len(s.ins.chunks(gs[0].idx, tasks)) == 1 && !keyed(gs[0].idx, tasks) {
+	if s.oneStatement(gs, tasks) {
+		// PostgreSQL, keys: one statement for every table (insert_keyed.go).
+		var again []group
+		err := withRetry(ctx, func() error {
+			var err error
+			again, err = s.keyedInsert(ctx, gs, tasks, out, time.Now())
+			return err
+		})
+		if err != nil || len(again) == 0 {
+			return err
+		}
+		gs = again // keys freed meanwhile: the transaction below
+	} else if len(gs) == 1 && len(s.ins.chunks(gs[0].idx, tasks)) == 1 && !keyed(gs[0].idx, tasks) {
 		// One INSERT of keyless rows and nothing else: the statement is
 		// atomic by itself, and BEGIN and COMMIT would cost two more round
 		// trips (what a lone submit of one task pays on a server engine).
