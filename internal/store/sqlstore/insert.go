@@ -17,7 +17,11 @@ import (
 // per database and call, however many tables and chunks they span, and on
 // failure none of them is written. Databases are written in parallel; a
 // call spanning several can fail on one after another committed (each
-// database answers for its own rows).
+// database answers for its own rows). PostgreSQL's keyed statement
+// (insert_keyed.go) commits by itself and reads back the keys it skipped
+// afterwards: a read-back that fails answers an error for rows that were
+// written (a retry of keyed tasks finds them by key), and a key whose
+// holder ended between the two goes in with a second transaction.
 func (s *Store) Insert(ctx context.Context, tasks []store.NewTask) (_ []store.Inserted, err error) {
 	defer classify(&err)
 	out := make([]store.Inserted, len(tasks))
