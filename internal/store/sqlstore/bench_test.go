@@ -284,13 +284,18 @@ func BenchmarkInsertSmallKeyed(b *testing.B) {
 				if nosync {
 					name += "/nosync"
 				}
-				b.Run(name, func(b *testing.B) { benchInsertKeyed(b, engine, n, nosync) })
+				b.Run(name, func(b *testing.B) { benchInsertKeyed(b, engine, n, nosync, true) })
+				if engine == "postgres" {
+					// The statements of insertTx instead of the one keyed
+					// statement (insert_keyed.go), for the ratio.
+					b.Run(name+"/statements", func(b *testing.B) { benchInsertKeyed(b, engine, n, nosync, false) })
+				}
 			}
 		}
 	}
 }
 
-func benchInsertKeyed(b *testing.B, engine string, n int, nosync bool) {
+func benchInsertKeyed(b *testing.B, engine string, n int, nosync, keyedStatement bool) {
 	dsns := testdb.DSNs(b, engine, 1)
 	if nosync {
 		dsns[0] += "&synchronous_commit=off"
@@ -300,6 +305,7 @@ func benchInsertKeyed(b *testing.B, engine string, n int, nosync bool) {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { s.Close() })
+	s.ins.keyed = s.ins.keyed && keyedStatement
 	ctx := context.Background()
 	due := time.Now().Add(time.Hour)
 	for b.Loop() {

@@ -20,6 +20,9 @@ func TestKeyedStatementChosen(t *testing.T) {
 			s := openT(t, engine, testdb.DSNs(t, engine, 1), 3, 2)
 			due := time.Now().Add(time.Hour)
 			tasks := []store.NewTask{keyedIn(t, 3, 0, "a", due), keyedIn(t, 3, 1, "b", due), newTask(t, "", due, 2)}
+			if one := []store.NewTask{tasks[0]}; s.oneStatement(s.groupIDs([]string{one[0].ID}), one) {
+				t.Fatal("a keyed batch of one table took the keyed statement")
+			}
 			keyless := []store.NewTask{newTask(t, "", due, 2), newTask(t, "", due, 2)}
 			gs := s.groupIDs([]string{tasks[0].ID, tasks[1].ID, tasks[2].ID})
 			if got, want := s.oneStatement(gs, tasks), engine == "postgres"; got != want {
