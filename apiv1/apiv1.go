@@ -45,6 +45,12 @@ type Task struct {
 	CreatedAt   time.Time       `json:"created_at"`
 	UpdatedAt   time.Time       `json:"updated_at"` // a final task's: when it ended
 	LastError   string          `json:"last_error,omitempty"`
+	// KeyHeldUntil: only in a submit's answer (alone or in a batch), when
+	// the key was held by this task although it is final (it ended less
+	// than retention.key_hold ago): nothing was written and nothing will
+	// be delivered for that submit. The key takes a new task from then
+	// on; if_exists: replace makes one at once.
+	KeyHeldUntil *time.Time `json:"key_held_until,omitempty"`
 }
 
 // The values of Task.MovedBy: what last moved a task's due time.

@@ -16,10 +16,12 @@ type TaskPatch struct {
 // The values of TaskRequest.IfExists.
 const (
 	// IfExistsKeep (the default): a submit whose key names a live task
-	// returns it unchanged (200).
+	// returns it unchanged (200); one whose key a final task holds
+	// (within retention.key_hold) returns that task with KeyHeldUntil.
 	IfExistsKeep = "keep"
 	// IfExistsReplace: a submit whose key names a live task updates it
 	// like a PATCH with every field of the submit (200); a pending or
-	// claimed task only, else 409.
+	// claimed task only, else 409. A final task does not hold its key
+	// against a replace: a new task is made (201).
 	IfExistsReplace = "replace"
 )

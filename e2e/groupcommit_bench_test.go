@@ -7,6 +7,8 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"runtime"
+	"strconv"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -57,6 +59,35 @@ func BenchmarkConcurrentSubmit(b *testing.B) {
 			b.ResetTimer()
 			b.RunParallel(func(pb *testing.PB) {
 				for pb.Next() {
+					resp, err := hc.Post(srv.URL+"/v1/tasks", "application/json", bytes.NewReader(body))
+					if err != nil {
+						b.Error(err)
+						return
+					}
+					_, _ = io.Copy(io.Discard, resp.Body)
+					resp.Body.Close()
+					if resp.StatusCode != http.StatusCreated {
+						b.Errorf("POST /v1/tasks: %s", resp.Status)
+						return
+					}
+				}
+			})
+			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "tasks/s")
+		})
+		// Every submit with a key of its own (an order ID), as issue 24's
+		// workload: a group's tasks go to their keys' tables.
+		b.Run(engine+"/http16keyed", func(b *testing.B) {
+			node := benchNodeOn(b, engine)
+			srv := httptest.NewServer(node.HTTPHandler())
+			b.Cleanup(srv.Close)
+			hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}}
+			var seq atomic.Int64
+			run := time.Now().UnixNano()
+			b.SetParallelism(per)
+			b.ResetTimer()
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					body := []byte(`{"topic":"bench.submit","key":"order-` + strconv.FormatInt(run, 36) + `-` + strconv.FormatInt(seq.Add(1), 10) + `","delay":"1h","payload":` + string(payload) + `}`)
 					resp, err := hc.Post(srv.URL+"/v1/tasks", "application/json", bytes.NewReader(body))
 					if err != nil {
 						b.Error(err)

@@ -532,3 +532,42 @@ func TestCLICompletion(t *testing.T) {
 		t.Fatalf("completing --status: %d %q", code, out)
 	}
 }
+
+// TestCLISubmitOverAFinalTask: submit --key over a cancelled task says the
+// key is held and until when, and exits 4; --replace makes a new task,
+// and the same command again finds it.
+func TestCLISubmitOverAFinalTask(t *testing.T) {
+	t.Parallel()
+	c := newCLI(t)
+	args := []string{"submit", "--topic", "cli.held", "--key", "order-42", "--in", "1h", "--target", "http://127.0.0.1:9/hook"}
+	code, out, errs := c.run(append(args, "--json")...)
+	if code != 0 {
+		t.Fatalf("submit: %d %s", code, errs)
+	}
+	first := taskJSON(t, out)
+	if code, _, errs = c.run("cancel", first.ID); code != 0 {
+		t.Fatalf("cancel: %d %s", code, errs)
+	}
+	code, out, errs = c.run(args...)
+	if code != exitConflict || !strings.Contains(errs, "held by cancelled task "+first.ID+" until ") || !strings.Contains(errs, "--replace") || strings.Contains(out, "exists already") {
+		t.Fatalf("submit over a cancelled task: exit %d, out %q, err %q", code, out, errs)
+	}
+	oneLine(t, errs)
+	code, out, _ = c.run(append(args, "--json")...)
+	var held struct {
+		ID    string
+		Until *time.Time `json:"key_held_until"`
+	}
+	if err := json.Unmarshal([]byte(out), &held); code != exitConflict || err != nil || held.ID != first.ID || held.Until == nil {
+		t.Fatalf("submit --json over a cancelled task: exit %d %v %q", code, err, out)
+	}
+	code, out, errs = c.run(append(args, "--replace", "--json")...)
+	made := taskJSON(t, out)
+	if code != 0 || made.ID == first.ID || made.Status != "pending" {
+		t.Fatalf("submit --replace over a cancelled task: exit %d %q %s", code, out, errs)
+	}
+	code, out, errs = c.run(append(args, "--replace")...)
+	if code != 0 || !strings.Contains(out, made.ID+" replaced") {
+		t.Fatalf("retried submit --replace: exit %d %q %s, want %s replaced", code, out, errs, made.ID)
+	}
+}

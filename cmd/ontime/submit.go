@@ -23,7 +23,10 @@ func newSubmitCmd(g *globals) *cobra.Command {
 		Long: `Submit a task, due after --in or at --at (now when neither is given).
 
 With --key, the key names at most one live task in its topic: submitting it
-again returns the existing task and writes nothing ("exists already").
+again returns the existing task and writes nothing ("exists already"), or
+with --replace updates it. A task that ended (done, dead, cancelled) holds
+its key retention.key_hold (10m) more: a submit meanwhile writes nothing and
+exits 4 saying until when; --replace makes a new task at once.
 --target is a webhook URL (http:// or https://), mq://BROKER/ADDRESS, or
 empty: the topic's default target (topics.NAME.target in the config), else
 a Go handler for the topic on a live node; with neither, the task is
@@ -73,6 +76,17 @@ refused (no node could deliver it).`,
 			if err != nil {
 				return err
 			}
+			if t.KeyHeldUntil != nil {
+				// Nothing was written and nothing will be delivered for
+				// this submit: a failure, whatever the output format.
+				if g.json {
+					if err := g.printJSON(cmd, t); err != nil {
+						return err
+					}
+				}
+				return failf(exitConflict, "key %q of topic %s is held by %s task %s until %s (%s): nothing submitted; --replace makes a new task now",
+					t.Key, t.Topic, t.Status, t.ID, t.KeyHeldUntil.Local().Format(time.RFC3339), relative(*t.KeyHeldUntil))
+			}
 			if g.json {
 				return g.printJSON(cmd, t)
 			}
@@ -95,7 +109,7 @@ refused (no node could deliver it).`,
 	f.StringVar(&req.Target, "target", "", "webhook URL or mq://BROKER/ADDRESS (empty: the topic's default target, else its Go handler)")
 	f.StringVar(&data, "data", "", "payload JSON, or @file to read it from a file")
 	f.IntVar(&req.MaxAttempts, "max-attempts", 0, "attempts before the task is dead (default: the server's)")
-	f.BoolVar(&repl, "replace", false, "when the key names a live task, update it with these fields (if_exists: replace)")
+	f.BoolVar(&repl, "replace", false, "when the key names a live task, update it with these fields; when a final task holds it, make a new task (if_exists: replace)")
 	_ = cmd.RegisterFlagCompletionFunc("in", cobra.FixedCompletions([]cobra.Completion{"30s", "5m", "1h", "24h"}, cobra.ShellCompDirectiveNoFileComp))
 	return cmd
 }

@@ -197,6 +197,12 @@ func appendTask(b []byte, t *apiv1.Task) ([]byte, bool) {
 		b = append(b, `,"last_error":`...)
 		b = jsonw.AppendString(b, t.LastError)
 	}
+	if t.KeyHeldUntil != nil {
+		b = append(b, `,"key_held_until":`...)
+		if b, ok = jsonw.AppendTime(b, *t.KeyHeldUntil); !ok {
+			return b, false
+		}
+	}
 	return append(b, '}'), true
 }
 

@@ -19,6 +19,7 @@ import (
 	"github.com/ontimehq/ontime/apiv1"
 	"github.com/ontimehq/ontime/internal/router"
 	"github.com/ontimehq/ontime/internal/store"
+	"github.com/ontimehq/ontime/internal/submit"
 	"github.com/ontimehq/ontime/internal/task"
 )
 
@@ -43,6 +44,17 @@ func View(t *task.Task) apiv1.Task {
 	return apiv1.Task{ID: t.ID, Topic: t.Topic, Key: t.Key, DueAt: t.DueAt.UTC(), FirstDueAt: t.FirstDueAt.UTC(), MovedBy: t.MovedBy.String(), Payload: json.RawMessage(t.Payload),
 		Target: t.Target, MaxAttempts: t.MaxAttempts, Status: t.Status.String(), Attempts: t.Attempts,
 		CreatedAt: t.CreatedAt.UTC(), UpdatedAt: t.UpdatedAt.UTC(), LastError: t.LastError}
+}
+
+// submitView is a submit's answer: the task's view and, when a final
+// task held the key, until when it holds it (nothing was written).
+func submitView(r submit.Result) apiv1.Task {
+	v := View(r.Task)
+	if r.Existing && !r.HeldUntil.IsZero() {
+		at := r.HeldUntil.UTC()
+		v.KeyHeldUntil = &at
+	}
+	return v
 }
 
 type handler struct {
@@ -352,7 +364,7 @@ func (h *handler) submit(w http.ResponseWriter, r *http.Request) {
 	if res[0].Existing {
 		code = http.StatusOK
 	}
-	writeJSON(w, code, View(res[0].Task))
+	writeJSON(w, code, submitView(res[0]))
 }
 
 // itemError is the error of one task of a batch, in the same terms as a
@@ -405,7 +417,7 @@ func (h *handler) batch(w http.ResponseWriter, r *http.Request) {
 				items[i].Error = h.itemError(r, rr.Err)
 				continue
 			}
-			v := View(rr.Task)
+			v := submitView(rr)
 			items[i].Task = &v
 			items[i].Created = !rr.Existing
 		}

@@ -1,9 +1,11 @@
 package api_test
 
 import (
+	"fmt"
 	"net/url"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestKeyRoutes: by key and PATCH over HTTP on a real node: answers,
@@ -104,5 +106,64 @@ func TestKeyRoutes(t *testing.T) {
 	code, m = call(t, "POST", base+"/v1/tasks", `{"topic":"k.t","key":"order/42 é","target":"http://127.0.0.1:9/t"}`)
 	if code != 200 || m["id"] != id || m["status"] != "cancelled" {
 		t.Fatalf("resubmit within the key hold: %d %v", code, m)
+	}
+}
+
+// TestSubmitOverAFinalTask: a key held by a final task answers a keep
+// submit with that task and key_held_until (alone and in a batch); a
+// replace makes a new task (201), and the same replace again finds it.
+func TestSubmitOverAFinalTask(t *testing.T) {
+	t.Parallel()
+	base := server(t) // retention.key_hold: the default 10m
+	body := func(ifExists string) string {
+		return `{"topic":"kh.t","key":"order-42","delay":"1h","target":"http://127.0.0.1:9/t","payload":{"v":1},"if_exists":"` + ifExists + `"}`
+	}
+	code, m := call(t, "POST", base+"/v1/tasks", body("keep"))
+	if code != 201 {
+		t.Fatalf("submit: %d %v", code, m)
+	}
+	first := m["id"].(string)
+	if _, ok := m["key_held_until"]; ok {
+		t.Fatalf("a created task has key_held_until: %v", m)
+	}
+	code, m = call(t, "DELETE", base+"/v1/topics/kh.t/keys/order-42", "")
+	if code != 200 || m["status"] != "cancelled" {
+		t.Fatalf("cancel: %d %v", code, m)
+	}
+	ended, _ := time.Parse(time.RFC3339Nano, m["updated_at"].(string))
+
+	code, m = call(t, "POST", base+"/v1/tasks", body("keep"))
+	held, err := time.Parse(time.RFC3339Nano, fmt.Sprint(m["key_held_until"]))
+	if code != 200 || m["id"] != first || m["status"] != "cancelled" || err != nil || !held.Equal(ended.Add(10*time.Minute)) {
+		t.Fatalf("keep over a cancelled task: %d %v (ended %v)", code, m, ended)
+	}
+	code, m = call(t, "POST", base+"/v1/tasks:batch", `{"tasks":[`+body("keep")+`]}`)
+	items, _ := m["tasks"].([]any)
+	if code != 200 || len(items) != 1 || items[0].(map[string]any)["id"] != first || items[0].(map[string]any)["key_held_until"] == nil {
+		t.Fatalf("batch keep over a cancelled task: %d %v", code, m)
+	}
+
+	code, m = call(t, "POST", base+"/v1/tasks", body("replace"))
+	if code != 201 || m["id"] == first || m["status"] != "pending" || m["key_held_until"] != nil {
+		t.Fatalf("replace over a cancelled task: %d %v", code, m)
+	}
+	made := m["id"].(string)
+	code, m = call(t, "POST", base+"/v1/tasks", body("replace"))
+	if code != 200 || m["id"] != made || m["status"] != "pending" || m["key_held_until"] != nil {
+		t.Fatalf("retried replace: %d %v, want %s", code, m, made)
+	}
+	code, m = call(t, "GET", base+"/v1/topics/kh.t/keys/order-42", "")
+	if code != 200 || m["id"] != made {
+		t.Fatalf("by key: %d %v, want %s", code, m, made)
+	}
+	// In a batch: a replace over a final task is created too.
+	call(t, "DELETE", base+"/v1/topics/kh.t/keys/order-42", "")
+	code, m = call(t, "POST", base+"/v1/tasks:batch", `{"tasks":[`+body("replace")+`]}`)
+	items, _ = m["tasks"].([]any)
+	if code != 200 || len(items) != 1 {
+		t.Fatalf("batch replace: %d %v", code, m)
+	}
+	if it := items[0].(map[string]any); it["id"] == made || it["status"] != "pending" || it["key_held_until"] != nil {
+		t.Fatalf("batch replace over a cancelled task: %v", it)
 	}
 }

@@ -81,6 +81,12 @@ type NewTask struct {
 	// Claim, when non-nil, inserts the task already claimed by this lease:
 	// the submit path of a task due within the preheat window.
 	Claim *Lease
+	// ReplaceFinal: the submitter asked for a new task over a final one
+	// (if_exists: replace), so a final task does not hold the key against
+	// it, key hold or not; a live task still does (Existing). The new row
+	// goes in under the live-key unique index, in the insert's own
+	// statement: concurrent inserts of the key still make one live task.
+	ReplaceFinal bool
 }
 
 // Lease is who claims and until when.
@@ -95,6 +101,9 @@ type Lease struct {
 type Inserted struct {
 	Task     *task.Task
 	Existing bool
+	// HeldUntil, when Existing and Task is final: the key hold keeps the
+	// key from a new task until then (Task's end plus the key hold).
+	HeldUntil time.Time
 }
 
 // Outcome is how one delivery attempt ended, for Finish.

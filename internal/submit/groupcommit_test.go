@@ -53,8 +53,14 @@ type gcFixture struct {
 
 func gcSetup(t *testing.T, engine string) *gcFixture {
 	t.Helper()
+	return gcSetupHold(t, engine, 0)
+}
+
+// gcSetupHold is gcSetup with a key hold (sqlstore.Config.KeyHold).
+func gcSetupHold(t *testing.T, engine string, keyHold time.Duration) *gcFixture {
+	t.Helper()
 	dsns := testdb.DSNs(t, engine, 1)
-	st, err := sqlstore.Open(context.Background(), sqlstore.Config{Driver: engine, DSNs: dsns, Tables: gcTopo.Tables, Segments: stagetest.Segments})
+	st, err := sqlstore.Open(context.Background(), sqlstore.Config{Driver: engine, DSNs: dsns, Tables: gcTopo.Tables, Segments: stagetest.Segments, KeyHold: keyHold})
 	if err != nil {
 		t.Fatal(err)
 	}

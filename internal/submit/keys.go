@@ -130,8 +130,12 @@ func (s *Service) update(ctx context.Context, id string, v task.ValidPatch) (*ta
 
 // replace applies submits with if_exists: replace whose key named a live
 // task: each such task is updated with the submit's fields. A task that
-// started meanwhile gives that spec a conflict; a final task (held key) is
-// returned as it is.
+// started meanwhile gives that spec a conflict. A final task never holds
+// a key against a replace: the store made a new task instead
+// (store.NewTask.ReplaceFinal), and the same replace sent again meets
+// that task, live, and updates it with the same fields, so a retried
+// replace creates nothing more. (Once the task it made has ended, a
+// further replace makes another: a replace asks for delivery.)
 func (s *Service) replace(ctx context.Context, results []Result, specs []task.Spec, valid []task.Validated) {
 	for i := range results {
 		r := &results[i]

@@ -2,6 +2,7 @@ package submit
 
 import (
 	"errors"
+	"time"
 
 	"github.com/ontimehq/ontime/internal/task"
 )
@@ -15,5 +16,9 @@ var ErrNotReady = errors.New("node not ready")
 type Result struct {
 	Task     *task.Task
 	Existing bool // a task with the same topic and key existed; nothing was written
-	Err      error
+	// HeldUntil, when Existing and Task is final: the key is held from a
+	// new task until then (retention.key_hold after Task ended). A submit
+	// with Replace never meets a final task: it makes a new one.
+	HeldUntil time.Time
+	Err       error
 }

@@ -168,7 +168,8 @@ func (s *Service) Submit(ctx context.Context, specs []task.Spec) ([]Result, erro
 			hash = router.HashKey(v.Key)
 		}
 		id, parsed := router.NewID(now, hash, v.Key != "")
-		nt := store.NewTask{ID: id, ShardHash: parsed.ShardHash, Seg: parsed.Segment(s.cfg.Segments), Validated: v}
+		// A replace asked for a new task over a final one (keys.go).
+		nt := store.NewTask{ID: id, ShardHash: parsed.ShardHash, Seg: parsed.Segment(s.cfg.Segments), Validated: v, ReplaceFinal: sp.Replace}
 		if !v.DueAt.After(horizon) {
 			nt.Claim = &store.Lease{Owner: s.cfg.NodeID, Until: v.DueAt.Add(s.cfg.LeaseTTL), Token: token}
 		}
@@ -183,7 +184,7 @@ func (s *Service) Submit(ctx context.Context, specs []task.Spec) ([]Result, erro
 		return nil, fmt.Errorf("submit: %w", err)
 	}
 	for j, r := range ins {
-		results[pos[j]] = Result{Task: r.Task, Existing: r.Existing}
+		results[pos[j]] = Result{Task: r.Task, Existing: r.Existing, HeldUntil: r.HeldUntil}
 	}
 	s.replace(ctx, results, specs, valid)
 	return results, nil

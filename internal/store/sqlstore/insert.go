@@ -17,7 +17,11 @@ import (
 // per database and call, however many tables and chunks they span, and on
 // failure none of them is written. Databases are written in parallel; a
 // call spanning several can fail on one after another committed (each
-// database answers for its own rows).
+// database answers for its own rows). PostgreSQL's keyed statement
+// (insert_keyed.go) commits by itself and reads back the keys it skipped
+// afterwards: a read-back that fails answers an error for rows that were
+// written (a retry of keyed tasks finds them by key), and a key whose
+// holder ended between the two goes in with a second transaction.
 func (s *Store) Insert(ctx context.Context, tasks []store.NewTask) (_ []store.Inserted, err error) {
 	defer classify(&err)
 	out := make([]store.Inserted, len(tasks))
@@ -64,7 +68,19 @@ func (s *Store) insertTx(ctx context.Context, gs []group, tasks []store.NewTask,
 		}
 		// An ID exists: the statements below skip it.
 	}
-	if len(gs) == 1 && len(s.ins.chunks(gs[0].idx, tasks)) == 1 && !keyed(gs[0].idx, tasks) {
+	if s.oneStatement(gs, tasks) {
+		// PostgreSQL, keys: one statement for every table (insert_keyed.go).
+		var again []group
+		err := withRetry(ctx, func() error {
+			var err error
+			again, err = s.keyedInsert(ctx, gs, tasks, out, time.Now())
+			return err
+		})
+		if err != nil || len(again) == 0 {
+			return err
+		}
+		gs = again // keys freed meanwhile: the transaction below
+	} else if len(gs) == 1 && len(s.ins.chunks(gs[0].idx, tasks)) == 1 && !keyed(gs[0].idx, tasks) {
 		// One INSERT of keyless rows and nothing else: the statement is
 		// atomic by itself, and BEGIN and COMMIT would cost two more round
 		// trips (what a lone submit of one task pays on a server engine).
@@ -238,8 +254,8 @@ func (s *Store) readBackKeys(ctx context.Context, db querier, t string, unsure [
 			if slices.ContainsFunc(rows, func(r *task.Task) bool { return r.ID == tasks[i].ID }) {
 				continue // inserted after all
 			}
-			if o := keyOwner(rows); s.holds(o, now) {
-				out[i] = store.Inserted{Task: o, Existing: true}
+			if o := keyOwner(rows); s.holds(o, &tasks[i], now) {
+				out[i] = s.heldBy(o)
 				continue
 			}
 			again = append(again, i)

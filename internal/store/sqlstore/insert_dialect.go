@@ -36,12 +36,15 @@ type insertPlan struct {
 	// multi: MariaDB's batches without keys go in one multi-statement
 	// query (insert_mysql.go).
 	multi bool
+	// keyed: PostgreSQL's batches with keys go in one statement over
+	// every table (insert_keyed.go); false: the statements of insertTx.
+	keyed bool
 }
 
 func planFor(d *dialect) insertPlan {
 	switch d.name {
 	case "postgres":
-		return insertPlan{rows: 5000, bytes: 32 << 20, arrays: true, mode: pgx.QueryExecModeExec, copy: true}
+		return insertPlan{rows: 5000, bytes: 32 << 20, arrays: true, mode: pgx.QueryExecModeExec, copy: true, keyed: true}
 	case "mysql":
 		// 65,535 placeholders per statement would allow 3,640 rows; with
 		// interpolateParams there are none, and the packet is the limit.

@@ -124,13 +124,26 @@ func keyOwner(rows []*task.Task) *task.Task {
 	return best
 }
 
-// holds reports whether the task a key names keeps it from a new task at
-// now: it is live, or it ended less than the key hold ago.
-func (s *Store) holds(owner *task.Task, now time.Time) bool {
+// holds reports whether the task a key names keeps it from nt at now: it
+// is live, or it ended less than the key hold ago and nt does not replace
+// final tasks.
+func (s *Store) holds(owner *task.Task, nt *store.NewTask, now time.Time) bool {
 	if owner == nil {
 		return false
 	}
-	return store.Live(owner.Status) || now.Sub(owner.UpdatedAt) < s.cfg.KeyHold
+	if store.Live(owner.Status) {
+		return true
+	}
+	return !nt.ReplaceFinal && now.Sub(owner.UpdatedAt) < s.cfg.KeyHold
+}
+
+// heldBy is the answer of a task whose key owner holds.
+func (s *Store) heldBy(owner *task.Task) store.Inserted {
+	in := store.Inserted{Task: owner, Existing: true}
+	if !store.Live(owner.Status) {
+		in.HeldUntil = owner.UpdatedAt.Add(s.cfg.KeyHold)
+	}
+	return in
 }
 
 // resolveKeys finds, among the keyed tasks of idx, those whose key is held
@@ -152,22 +165,20 @@ func (s *Store) resolveKeys(ctx context.Context, db querier, t string, idx []int
 	if len(byTopic) == 0 {
 		return idx, nil
 	}
-	held := map[[2]string]*task.Task{}
+	owners := map[[2]string]*task.Task{}
 	for topic, keys := range byTopic {
 		rows, err := s.keyRows(ctx, db, t, topic, keys)
 		if err != nil {
 			return nil, err
 		}
 		for k, rs := range rows {
-			if o := keyOwner(rs); s.holds(o, now) {
-				held[[2]string{topic, k}] = o
-			}
+			owners[[2]string{topic, k}] = keyOwner(rs)
 		}
 	}
 	rest := idx[:0:0]
 	for _, i := range idx {
-		if o := held[[2]string{tasks[i].Topic, tasks[i].Key}]; o != nil && tasks[i].Key != "" {
-			out[i] = store.Inserted{Task: o, Existing: true}
+		if o := owners[[2]string{tasks[i].Topic, tasks[i].Key}]; tasks[i].Key != "" && s.holds(o, &tasks[i], now) {
+			out[i] = s.heldBy(o)
 			continue
 		}
 		rest = append(rest, i)

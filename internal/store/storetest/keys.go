@@ -23,6 +23,8 @@ func RunKeys(t *testing.T, open KeyOpener) {
 	t.Run("GetByKey", func(t *testing.T) { testGetByKey(t, open) })
 	t.Run("KeyHeldThenReused", func(t *testing.T) { testKeyReuse(t, open) })
 	t.Run("ConcurrentSubmitsOfAFreedKey", func(t *testing.T) { testConcurrentReuse(t, open) })
+	t.Run("ReplaceOfAFinalTask", func(t *testing.T) { testReplaceFinal(t, open) })
+	t.Run("ConcurrentReplacesOfAFinalTask", func(t *testing.T) { testConcurrentReplaceFinal(t, open) })
 	t.Run("RequeueOfAReusedKey", func(t *testing.T) { testRequeueReused(t, open) })
 	t.Run("Update", func(t *testing.T) { testUpdate(t, open) })
 	t.Run("UpdateRacesStart", func(t *testing.T) { testUpdateRace(t, open) })
@@ -179,6 +181,116 @@ func testConcurrentReuse(t *testing.T, open KeyOpener) {
 	}
 	if counts[task.StatusPending] != 5 || counts[task.StatusDone] != 5 {
 		t.Fatalf("counts %v, want 5 pending and 5 done", counts)
+	}
+}
+
+// replacing marks nt as a submit with if_exists: replace.
+func replacing(nt store.NewTask) store.NewTask {
+	nt.ReplaceFinal = true
+	return nt
+}
+
+func testReplaceFinal(t *testing.T, open KeyOpener) {
+	// A hold far longer than the test: every final task holds its key.
+	const hold = time.Hour
+	b := setupKeys(t, open, 2, 3, 1, hold)
+	now := time.Now()
+	for _, st := range store.FinalStatuses {
+		key := "order-42-" + st.String()
+		first := b.newTask("rf", key, now.Add(-time.Second))
+		b.insert(first)
+		// A replace of a live task finds it (the submit path updates it).
+		if r := b.insert(replacing(b.newTask("rf", key, now)))[0]; !r.Existing || r.Task.ID != first.ID || !r.HeldUntil.IsZero() {
+			t.Fatalf("%s: replace of a live key: %+v", st, r)
+		}
+		b.end(first, st)
+		ended := b.get(first.ID).UpdatedAt
+		// Keep: the final task, and until when it holds the key.
+		r := b.insert(b.newTask("rf", key, now))[0]
+		if !r.Existing || r.Task.ID != first.ID || r.Task.Status != st {
+			t.Fatalf("%s: keep over a final task: existing=%v %s %s", st, r.Existing, r.Task.ID, r.Task.Status)
+		}
+		if want := ended.Add(hold); !r.HeldUntil.Equal(want) {
+			t.Fatalf("%s: held until %v, want %v (ended %v + hold)", st, r.HeldUntil, want, ended)
+		}
+		// Replace: a new task, although the hold has not passed.
+		second := replacing(b.newTask("rf", key, now.Add(time.Hour)))
+		r = b.insert(second)[0]
+		if r.Existing || r.Task.ID != second.ID || !r.HeldUntil.IsZero() {
+			t.Fatalf("%s: replace over a final task: existing=%v id=%s (want new %s, first %s)", st, r.Existing, r.Task.ID, second.ID, first.ID)
+		}
+		if got := b.get(first.ID); got.Status != st {
+			t.Fatalf("%s: the final task changed to %s", st, got.Status)
+		}
+		// The same replace again (a retry) meets the live task it made.
+		if r := b.insert(replacing(b.newTask("rf", key, now.Add(time.Hour))))[0]; !r.Existing || r.Task.ID != second.ID || !r.HeldUntil.IsZero() {
+			t.Fatalf("%s: retried replace: existing=%v id=%s, want %s", st, r.Existing, r.Task.ID, second.ID)
+		}
+		if got, err := b.s.GetByKey(b.ctx, "rf", key); err != nil || got.ID != second.ID {
+			t.Fatalf("%s: by key after the replace: %v %+v, want %s", st, err, got, second.ID)
+		}
+	}
+	// One batch over several tables: replace over a final task, keep over
+	// a final task, replace of a fresh key, and two replaces of one final
+	// key (the first makes the task, the second meets it).
+	var ends []store.NewTask
+	for _, k := range []string{"b-repl", "b-keep", "b-twice"} {
+		nt := b.newTask("rf", k, now.Add(-time.Second))
+		b.insert(nt)
+		b.end(nt, task.StatusCancelled)
+		ends = append(ends, nt)
+	}
+	in := []store.NewTask{
+		replacing(b.newTask("rf", "b-repl", now)),
+		b.newTask("rf", "b-keep", now),
+		replacing(b.newTask("rf", "b-fresh", now)),
+		replacing(b.newTask("rf", "b-twice", now)),
+		replacing(b.newTask("rf", "b-twice", now)),
+	}
+	for i := range 20 { // enough rows for several statements per table
+		in = append(in, replacing(b.newTask("rf", fmt.Sprintf("b-more-%d", i), now)))
+	}
+	res := b.insert(in...)
+	if res[0].Existing || res[0].Task.ID != in[0].ID {
+		t.Fatalf("batch: replace over a final task: %+v", res[0])
+	}
+	if !res[1].Existing || res[1].Task.ID != ends[1].ID || res[1].HeldUntil.IsZero() {
+		t.Fatalf("batch: keep over a final task: %+v", res[1])
+	}
+	if res[2].Existing || res[2].Task.ID != in[2].ID {
+		t.Fatalf("batch: replace of a fresh key: %+v", res[2])
+	}
+	if res[3].Existing || res[3].Task.ID != in[3].ID || !res[4].Existing || res[4].Task.ID != in[3].ID {
+		t.Fatalf("batch: two replaces of one final key: %+v, %+v", res[3], res[4])
+	}
+	for i, r := range res[5:] {
+		if r.Existing {
+			t.Fatalf("batch: fresh key %d: %+v", i, r)
+		}
+	}
+}
+
+func testConcurrentReplaceFinal(t *testing.T, open KeyOpener) {
+	b := setupKeys(t, open, 1, 2, 1, time.Hour)
+	now := time.Now()
+	for round := range 5 {
+		key := fmt.Sprintf("replaced-key-%d", round)
+		old := b.newTask("crf", key, now.Add(-time.Second))
+		b.insert(old)
+		b.end(old, task.StatusCancelled)
+		// Exactly one of the racing replaces makes the new task; the rest
+		// meet it.
+		ids := b.insertRacing(t, 12, func() store.NewTask { return replacing(b.newTask("crf", key, now.Add(time.Hour))) })
+		if ids[0] == old.ID {
+			t.Fatalf("round %d: concurrent replaces of a final key got the final task %s", round, old.ID)
+		}
+	}
+	counts, err := b.s.Count(b.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if counts[task.StatusPending] != 5 || counts[task.StatusCancelled] != 5 {
+		t.Fatalf("counts %v, want 5 pending and 5 cancelled", counts)
 	}
 }
 

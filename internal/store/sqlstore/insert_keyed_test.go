@@ -1,0 +1,141 @@
+package sqlstore
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/ontimehq/ontime/internal/store"
+	"github.com/ontimehq/ontime/internal/task"
+	"github.com/ontimehq/ontime/internal/testdb"
+)
+
+// PostgreSQL's keyed batches go in one statement over every table
+// (insert_keyed.go); the other engines and keyless batches do not.
+func TestKeyedStatementChosen(t *testing.T) {
+	for _, engine := range testdb.Engines {
+		t.Run(engine, func(t *testing.T) {
+			t.Parallel()
+			s := openT(t, engine, testdb.DSNs(t, engine, 1), 3, 2)
+			due := time.Now().Add(time.Hour)
+			tasks := []store.NewTask{keyedIn(t, 3, 0, "a", due), keyedIn(t, 3, 1, "b", due), newTask(t, "", due, 2)}
+			if one := []store.NewTask{tasks[0]}; s.oneStatement(s.groupIDs([]string{one[0].ID}), one) {
+				t.Fatal("a keyed batch of one table took the keyed statement")
+			}
+			keyless := []store.NewTask{newTask(t, "", due, 2), newTask(t, "", due, 2)}
+			gs := s.groupIDs([]string{tasks[0].ID, tasks[1].ID, tasks[2].ID})
+			if got, want := s.oneStatement(gs, tasks), engine == "postgres"; got != want {
+				t.Fatalf("keyed batch in one statement: %v, want %v", got, want)
+			}
+			if s.oneStatement(s.groupIDs([]string{keyless[0].ID, keyless[1].ID}), keyless) {
+				t.Fatal("a keyless batch took the keyed statement (COPY's)")
+			}
+		})
+	}
+}
+
+// keyedInsert on its own: per-task answers (created, a live holder, a
+// final holder within the hold for keep and for replace, the same key
+// twice, keyless rows, an ID inserted before) in one statement over three
+// tables; and a statement that fails writes nothing in any table.
+func TestKeyedInsertStatement(t *testing.T) {
+	t.Parallel()
+	const hold = time.Hour
+	ctx := context.Background()
+	s, err := Open(ctx, Config{Driver: "postgres", DSNs: testdb.DSNs(t, "postgres", 1), Tables: 3, Segments: 2, KeyHold: hold})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	due := time.Now().Add(time.Hour)
+	live, final, again := keyedIn(t, 3, 0, "live", due), keyedIn(t, 3, 1, "final", due), newTask(t, "", due, 2)
+	if _, err := s.Insert(ctx, []store.NewTask{live, final, again}); err != nil {
+		t.Fatal(err)
+	}
+	cancelled, err := s.Cancel(ctx, final.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	repl := func(nt store.NewTask) store.NewTask { nt.ReplaceFinal = true; return nt }
+	same := func(nt store.NewTask) store.NewTask { return newTask(t, nt.Key, due, 2) }
+	fresh := keyedIn(t, 3, 2, "fresh", due)
+	tasks := []store.NewTask{
+		fresh,                            // 0 created
+		same(live),                       // 1 existing live
+		same(final),                      // 2 existing final, held until
+		repl(same(final)),                // 3 created over the final task
+		repl(same(final)),                // 4 meets 3
+		same(fresh),                      // 5 meets 0
+		newTask(t, "", due, 2),           // 6 keyless, created
+		again,                            // 7 keyless, its ID exists: skipped
+		repl(keyedIn(t, 3, 0, "r", due)), // 8 created
+	}
+	ids := make([]string, len(tasks))
+	for i := range tasks {
+		ids[i] = tasks[i].ID
+	}
+	gs := s.groupIDs(ids)
+	if len(gs) != 3 || !s.oneStatement(gs, tasks) {
+		t.Fatalf("%d tables, one statement %v", len(gs), s.oneStatement(gs, tasks))
+	}
+	out := make([]store.Inserted, len(tasks))
+	rest, err := s.keyedInsert(ctx, gs, tasks, out, time.Now())
+	if err != nil || len(rest) != 0 {
+		t.Fatalf("keyedInsert: %v, %d groups left", err, len(rest))
+	}
+	want := []struct {
+		existing bool
+		id       string
+		held     bool
+	}{{false, fresh.ID, false}, {true, live.ID, false}, {true, final.ID, true}, {false, tasks[3].ID, false},
+		{true, tasks[3].ID, false}, {true, fresh.ID, false}, {false, tasks[6].ID, false}, {false, again.ID, false}, {false, tasks[8].ID, false}}
+	// A keep over a key that a replace of the same statement made live
+	// again may answer either: the final task (as if before the replace)
+	// or the replace's task (after it).
+	if out[2].Task.ID == tasks[3].ID && out[2].Existing && out[2].HeldUntil.IsZero() {
+		want[2].id, want[2].held = tasks[3].ID, false
+	}
+	for i, w := range want {
+		r := out[i]
+		if r.Existing != w.existing || r.Task.ID != w.id || r.HeldUntil.IsZero() == w.held {
+			t.Fatalf("task %d: existing=%v id=%s held until %v; want existing=%v id=%s held=%v", i, r.Existing, r.Task.ID, r.HeldUntil, w.existing, w.id, w.held)
+		}
+	}
+	if want[2].held && (!out[2].HeldUntil.Equal(cancelled.UpdatedAt.Add(hold)) || out[2].Task.Status != task.StatusCancelled) {
+		t.Fatalf("held by %s until %v; want %v", out[2].Task.Status, out[2].HeldUntil, cancelled.UpdatedAt.Add(hold))
+	}
+	counts, err := s.Count(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// live, again, fresh, 3, 6, 8 pending; final cancelled.
+	if counts[task.StatusPending] != 6 || counts[task.StatusCancelled] != 1 {
+		t.Fatalf("counts %v; want 6 pending and 1 cancelled", counts)
+	}
+
+	// One table gone: the statement fails, and no table has its rows.
+	if _, err := s.w[0].ExecContext(ctx, `DROP TABLE `+s.names[2]); err != nil {
+		t.Fatal(err)
+	}
+	var batch []store.NewTask
+	for i := range 9 {
+		batch = append(batch, keyedIn(t, 3, i%3, fmt.Sprintf("gone%d", i), due))
+	}
+	ids = ids[:0]
+	for _, nt := range batch {
+		ids = append(ids, nt.ID)
+	}
+	if _, err := s.keyedInsert(ctx, s.groupIDs(ids), batch, make([]store.Inserted, len(batch)), time.Now()); err == nil {
+		t.Fatal("keyedInsert into a dropped table answered no error")
+	}
+	for _, tb := range s.names[:2] {
+		var n int
+		if err := s.w[0].QueryRowContext(ctx, `SELECT COUNT(*) FROM `+tb+` WHERE task_key LIKE 'gone%'`).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		if n != 0 {
+			t.Fatalf("a failed statement left %d rows in %s", n, tb)
+		}
+	}
+}
