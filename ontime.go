@@ -176,6 +176,10 @@ type Node struct {
 	cluster *clusterRun // nil without a coordinator
 	sec     *secrets    // the config's secrets, read (config_security.go)
 	jobs    *scanjob.Service
+	// audit writes the API's audit lines (audit.go); auditFile is
+	// audit.file, open until closeResources.
+	audit     *api.Auditor
+	auditFile *os.File
 	// services in start order; stopped in reverse.
 	services []startstop.Service
 
@@ -245,6 +249,10 @@ func NewNode(ctx context.Context, cfg Config, opts ...NodeOption) (_ *Node, err 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	n := &Node{cfg: cfg, log: o.logger, store: st, reg: reg, sec: sec}
+	if err := n.openAudit(); err != nil {
+		n.closeResources()
+		return nil, err
+	}
 	if err := n.build(ctx, o.resolver); err != nil {
 		n.closeResources()
 		return nil, err
@@ -476,6 +484,9 @@ func (n *Node) closeResources() error {
 	if err := n.store.Close(); err != nil {
 		errs = append(errs, fmt.Errorf("store: %w", err))
 	}
+	if err := n.closeAudit(); err != nil {
+		errs = append(errs, fmt.Errorf("audit.file: %w", err))
+	}
 	return errors.Join(errs...)
 }
 
@@ -690,6 +701,8 @@ func (n *Node) HTTPHandler() http.Handler {
 		MaxInflightBodyBytes: n.cfg.HTTP.MaxInflightBodyBytes,
 		Logger:               n.log,
 		Auth:                 n.auth(),
+		SlowRequest:          time.Duration(n.cfg.HTTP.SlowRequest),
+		Audit:                n.audit,
 	})
 }
 
