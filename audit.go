@@ -38,4 +38,3 @@ func (n *Node) closeAudit() error {
 	n.auditFile = nil
 	return err
 }
-

@@ -94,7 +94,7 @@ func (h *handler) routes(s Services) []route {
 		{"GET /v1/jobs", jobs, jh.list, readOnly},
 		{"GET /v1/jobs/{name}", jobs, jh.get, readOnly},
 		{"GET /v1/jobs/{name}/runs", jobs, jh.runs, readOnly}, // ?item=&limit=
-		{"POST /v1/jobs/{nameop}", jobs, jh.op, changeState},     // :trigger, :pause, :resume
+		{"POST /v1/jobs/{nameop}", jobs, jh.op, changeState},  // :trigger, :pause, :resume
 
 		// The cluster.
 		{"GET /v1/cluster", s.Cluster != nil, h.cluster, readOnly},
