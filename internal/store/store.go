@@ -80,6 +80,9 @@ type NewTask struct {
 	// Claim, when non-nil, inserts the task already claimed by this lease:
 	// the submit path of a task due within the preheat window.
 	Claim *Lease
+	// Traceparent is the W3C trace context of the submit ('' when not
+	// traced): its deliveries continue that trace.
+	Traceparent string
 }
 
 // Lease is who claims and until when.
