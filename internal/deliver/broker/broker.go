@@ -31,9 +31,14 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/ontimehq/ontime/internal/deliver"
 	"github.com/ontimehq/ontime/internal/startstop"
 	"github.com/ontimehq/ontime/internal/task"
+	"github.com/ontimehq/ontime/internal/tracing"
 )
 
 // ErrConnLost: the connection went away before the broker acknowledged a
@@ -71,6 +76,8 @@ type Message struct {
 	ID      string // the task ID; NATS's Nats-Msg-Id
 	Body    []byte
 	Headers [5]Header
+	// Traceparent, when not "", is sent as one more header (HeaderTraceparent).
+	Traceparent string
 }
 
 // Header is one name and value of Message.Headers.
@@ -83,6 +90,8 @@ const (
 	HeaderTopic   = "ontime-topic"
 	HeaderKey     = "ontime-key"
 	HeaderDueAt   = "ontime-due-at"
+	// HeaderTraceparent carries the W3C trace context when tracing is on.
+	HeaderTraceparent = "traceparent"
 )
 
 // MessageOf builds the message of a delivery.
@@ -97,14 +106,20 @@ func MessageOf(d deliver.Delivery) *Message {
 		{HeaderTopic, d.Topic},
 		{HeaderKey, d.Key},
 		{HeaderDueAt, d.DueAt.UTC().Format(time.RFC3339Nano)},
-	}}
+	}, Traceparent: d.Traceparent}
 }
 
 // Set is the sink of mq:// targets: the configured brokers by name.
 type Set struct {
 	pubs    map[string]Publisher
 	timeout time.Duration
+	tracer  trace.Tracer // nil: tracing off
 }
+
+// Trace makes a producer span ("ontime.publish") of each traced delivery,
+// child of its deliver span, and sends the span's traceparent in the
+// message's headers. Call before the first delivery.
+func (s *Set) Trace(t trace.Tracer) { s.tracer = t }
 
 // NewSet builds the set; timeout bounds one attempt (delivery.timeout):
 // waiting for a connection, publishing again after a lost one, and the
@@ -169,7 +184,30 @@ func (s *Set) Deliver(ctx context.Context, d deliver.Delivery) error {
 	if err != nil || !isMQ {
 		return deliver.Permanent(fmt.Errorf("target %q is not mq://BROKER/ADDRESS", d.Target))
 	}
-	return s.publish(ctx, name, address, MessageOf(d))
+	m := MessageOf(d)
+	if s.tracer != nil && d.Traceparent != "" {
+		var span trace.Span
+		ctx, span = s.tracer.Start(tracing.Continue(ctx, d.Traceparent), "ontime.publish", trace.WithSpanKind(trace.SpanKindProducer),
+			trace.WithAttributes(attribute.String("messaging.system", s.kind(name)), attribute.String("messaging.destination.name", address),
+				attribute.String("ontime.broker", name), attribute.String("messaging.message.id", d.ID)))
+		m.Traceparent = tracing.Format(span.SpanContext())
+		err := s.publish(ctx, name, address, m)
+		if err != nil {
+			span.RecordError(err)
+			span.SetStatus(codes.Error, err.Error())
+		}
+		span.End()
+		return err
+	}
+	return s.publish(ctx, name, address, m)
+}
+
+// kind is the kind of broker name ("" when not configured).
+func (s *Set) kind(name string) string {
+	if p, ok := s.pubs[name]; ok {
+		return p.Kind()
+	}
+	return ""
 }
 
 // Publish sends m to an mq://NAME/ADDRESS target and waits for the

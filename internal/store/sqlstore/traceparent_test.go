@@ -13,7 +13,7 @@ import (
 // TestTraceparent: the submit's trace context is kept with the task by
 // every insert path (one row, a batch of keyless rows — PostgreSQL's COPY,
 // MariaDB's multi-statement —, keyed rows, claimed rows) and read back by
-// Get and by Start, which hands it to delivery; an untraced task has ''.
+// Get and by Start, which hands it to delivery; an untraced task has ”.
 func TestTraceparent(t *testing.T) {
 	for _, engine := range testdb.Engines {
 		t.Run(engine, func(t *testing.T) {
@@ -72,7 +72,7 @@ func TestTraceparent(t *testing.T) {
 }
 
 // TestMigrateAddsTraceparent: a database of schema version 11 gets the
-// traceparent column, its rows '' (not traced); the step runs again whole.
+// traceparent column, its rows ” (not traced); the step runs again whole.
 func TestMigrateAddsTraceparent(t *testing.T) {
 	for _, engine := range testdb.Engines {
 		t.Run(engine, func(t *testing.T) {
