@@ -10,6 +10,11 @@ import (
 	"strings"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/ontimehq/ontime/apiv1"
 	"github.com/ontimehq/ontime/internal/router"
 	"github.com/ontimehq/ontime/internal/store"
@@ -107,6 +112,7 @@ type routed struct {
 	audit    *Auditor
 	slow     time.Duration
 	ids      *requestIDs
+	tracer   trace.Tracer // nil: tracing off
 }
 
 func (h routed) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -149,6 +155,10 @@ func (h routed) serve(w *respWriter, r *http.Request) (string, *http.Request) {
 		// malformed parts and answer as if they were not there.
 		if _, err := parseQuery(r.URL.RawQuery); err != nil {
 			writeError(w, r, h.log, err)
+			return pattern, r
+		}
+		if h.tracer != nil {
+			h.traced(w, r, pattern)
 			return pattern, r
 		}
 		h.mux.ServeHTTP(w, r)
@@ -243,4 +253,20 @@ func conflictMessage(err error) string {
 		return fmt.Sprintf("the task is %s; only a dead task can be requeued", ce.Status)
 	}
 	return fmt.Sprintf("the task is %s, which does not allow %s", ce.Status, ce.Op)
+}
+
+// traced serves r inside a server span named for its route, continuing
+// the caller's trace (W3C traceparent header).
+func (h routed) traced(w *respWriter, r *http.Request, pattern string) {
+	ctx := propagation.TraceContext{}.Extract(r.Context(), propagation.HeaderCarrier(r.Header))
+	ctx, span := h.tracer.Start(ctx, pattern, trace.WithSpanKind(trace.SpanKindServer), trace.WithAttributes(
+		attribute.String("http.request.method", r.Method), attribute.String("http.route", pattern),
+		attribute.String("url.path", r.URL.Path), attribute.String("ontime.request_id", w.id)))
+	defer span.End()
+	h.mux.ServeHTTP(w, r.WithContext(ctx))
+	status := w.answered()
+	span.SetAttributes(attribute.Int("http.response.status_code", status))
+	if status >= 500 {
+		span.SetStatus(codes.Error, http.StatusText(status))
+	}
 }

@@ -16,6 +16,8 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/ontimehq/ontime/apiv1"
 	"github.com/ontimehq/ontime/internal/router"
 	"github.com/ontimehq/ontime/internal/store"
@@ -43,6 +45,10 @@ type Options struct {
 	// Audit writes the audit line of every state change (audit.go); nil:
 	// none are written.
 	Audit *Auditor
+	// Tracer, when set (tracing on), makes a server span of each request
+	// to a route, child of the caller's traceparent header; a submit's
+	// tasks keep that trace (internal/submit). nil: no span.
+	Tracer trace.Tracer
 }
 
 // View converts a stored task to its JSON view.
@@ -85,7 +91,8 @@ func NewHandler(s Services, opts Options) http.Handler {
 		opts.SlowRequest = DefaultSlowRequest
 	}
 	mux := newPatternMux()
-	rd := routed{log: opts.Logger, auth: opts.Auth, audit: opts.Audit, slow: opts.SlowRequest, ids: newRequestIDs(), changes: map[string]change{}}
+	rd := routed{log: opts.Logger, auth: opts.Auth, audit: opts.Audit, slow: opts.SlowRequest, ids: newRequestIDs(), changes: map[string]change{},
+		tracer: opts.Tracer}
 	for _, rt := range h.routes(s) {
 		if !rt.on {
 			continue

@@ -186,11 +186,7 @@ func (s *Set) Deliver(ctx context.Context, d deliver.Delivery) error {
 	}
 	m := MessageOf(d)
 	if s.tracer != nil && d.Traceparent != "" {
-		var span trace.Span
-		ctx, span = s.tracer.Start(tracing.Continue(ctx, d.Traceparent), "ontime.publish", trace.WithSpanKind(trace.SpanKindProducer),
-			trace.WithAttributes(attribute.String("messaging.system", s.kind(name)), attribute.String("messaging.destination.name", address),
-				attribute.String("ontime.broker", name), attribute.String("messaging.message.id", d.ID)))
-		m.Traceparent = tracing.Format(span.SpanContext())
+		span := s.publishSpan(ctx, name, address, d, m)
 		err := s.publish(ctx, name, address, m)
 		if err != nil {
 			span.RecordError(err)
@@ -200,6 +196,28 @@ func (s *Set) Deliver(ctx context.Context, d deliver.Delivery) error {
 		return err
 	}
 	return s.publish(ctx, name, address, m)
+}
+
+// publishSpan starts the "ontime.publish" span of d, child of its
+// deliver span, and puts the span's traceparent in m.
+func (s *Set) publishSpan(ctx context.Context, name, address string, d deliver.Delivery, m *Message) trace.Span {
+	_, span := s.tracer.Start(tracing.Continue(ctx, d.Traceparent), "ontime.publish", trace.WithSpanKind(trace.SpanKindProducer),
+		trace.WithAttributes(attribute.String("messaging.system", s.kind(name)), attribute.String("messaging.destination.name", address),
+			attribute.String("ontime.broker", name), attribute.String("messaging.message.id", d.ID)))
+	m.Traceparent = tracing.Format(span.SpanContext())
+	return span
+}
+
+// publishSpans is publishSpan for each traced delivery of a batch (nil
+// for the others).
+func (s *Set) publishSpans(ctx context.Context, name, address string, ds []deliver.Delivery, msgs []*Message) []trace.Span {
+	spans := make([]trace.Span, len(ds))
+	for i := range ds {
+		if ds[i].Traceparent != "" {
+			spans[i] = s.publishSpan(ctx, name, address, ds[i], msgs[i])
+		}
+	}
+	return spans
 }
 
 // kind is the kind of broker name ("" when not configured).
@@ -287,6 +305,21 @@ func (s *Set) DeliverBatch(ctx context.Context, ds []deliver.Delivery) []error {
 	msgs := make([]*Message, len(ds))
 	for i := range ds {
 		todo[i], msgs[i] = i, MessageOf(ds[i])
+	}
+	if s.tracer != nil {
+		spans := s.publishSpans(ctx, name, address, ds, msgs)
+		defer func() {
+			for i, span := range spans {
+				if span == nil {
+					continue
+				}
+				if errs[i] != nil {
+					span.RecordError(errs[i])
+					span.SetStatus(codes.Error, errs[i].Error())
+				}
+				span.End()
+			}
+		}()
 	}
 	for try := 0; ; try++ {
 		batch := make([]*Message, len(todo))
