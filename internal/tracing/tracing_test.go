@@ -4,6 +4,7 @@ import (
 	"context"
 	"testing"
 
+	"go.opentelemetry.io/otel/propagation"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
@@ -76,5 +77,25 @@ func TestNewOTLP(t *testing.T) {
 	}
 	if _, err := New(context.Background(), Config{Protocol: "thrift"}); err == nil {
 		t.Fatal("protocol thrift accepted")
+	}
+}
+
+// TestParseAsPropagator: Parse agrees with the W3C propagator on
+// well-formed and malformed values.
+func TestParseAsPropagator(t *testing.T) {
+	t.Parallel()
+	for _, tp := range []string{
+		"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+		"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-00",
+		"00-4bf92f3577b34da6a3ce929d0e0e4736-0000000000000000-01",
+		"00-4BF92F3577B34DA6A3CE929D0E0E4736-00f067aa0ba902b7-01",
+		"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-0g",
+		"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7",
+	} {
+		want := trace.SpanContextFromContext(propagation.TraceContext{}.Extract(context.Background(), propagation.MapCarrier{"traceparent": tp}))
+		got, err := Parse(tp)
+		if (err == nil) != want.IsValid() || (err == nil && !got.Equal(want)) {
+			t.Errorf("Parse(%q) = %v %v; the propagator: %v", tp, got, err, want)
+		}
 	}
 }
