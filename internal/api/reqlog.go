@@ -142,3 +142,14 @@ func (h routed) logRequest(r *http.Request, w *respWriter, route string, took ti
 		slog.String("actor", actorOf(ctx, h.auth)),
 		slog.String("remote", r.RemoteAddr))
 }
+
+// rawWriter is the server's own writer under respWriter, for
+// http.MaxBytesReader: it tells the server to close the connection after
+// a body past the limit through an unexported method only the server's
+// writer has, so a wrapper would leave the client writing into a reset.
+func rawWriter(w http.ResponseWriter) http.ResponseWriter {
+	if rw, ok := w.(*respWriter); ok {
+		return rw.ResponseWriter
+	}
+	return w
+}
