@@ -114,6 +114,8 @@ func TestAuditRouteClasses(t *testing.T) {
 		// Refused by auth: a read token may not cancel; no token at all.
 		{"DELETE", "/v1/tasks/" + id2, rd, "", 403, "read", "", "", "", "refused"},
 		{"DELETE", "/v1/tasks/" + id2, "Bearer not-a-token-" + testTokens["admin"][:6], "", 401, "unauthenticated", "", "", "", "refused"},
+		// Refused for its query, before the handler.
+		{"DELETE", "/v1/tasks/" + id2 + "?a=%zz", w, "", 400, "write", "", "", "", "refused"},
 	}
 	var want []step
 	for _, s := range steps {

@@ -136,17 +136,10 @@ func (h routed) serve(w *respWriter, r *http.Request) (string, *http.Request) {
 		h.log.Debug("api request refused", "request_id", w.id, "method", r.Method, "path", r.URL.Path, "remote", r.RemoteAddr, "why", err.Error())
 		writeError(w, r, h.log, err)
 		_, pattern := h.mux.Handler(r)
-		if h.audit.audits(h.changes[pattern]) {
-			if ar == nil {
-				ar = r
-			}
-			// No path values outside the mux: the path names the target.
-			h.audit.Record(ar.Context(), AuditEntry{Actor: actorOf(ar.Context(), h.auth), Method: r.Method, Route: pattern, Path: r.URL.Path,
-				Status: w.answered(), Code: w.code, RequestID: w.id, Remote: r.RemoteAddr})
-		}
 		if ar != nil {
 			r = ar
 		}
+		h.auditOutside(w, r, pattern)
 		return pattern, r
 	}
 	r = ar
@@ -155,6 +148,7 @@ func (h routed) serve(w *respWriter, r *http.Request) (string, *http.Request) {
 		// malformed parts and answer as if they were not there.
 		if _, err := parseQuery(r.URL.RawQuery); err != nil {
 			writeError(w, r, h.log, err)
+			h.auditOutside(w, r, pattern)
 			return pattern, r
 		}
 		if h.tracer != nil {
@@ -185,6 +179,17 @@ func (h routed) serve(w *respWriter, r *http.Request) (string, *http.Request) {
 		_, _ = w.Write(rec.body.Bytes())
 	}
 	return "", r
+}
+
+// auditOutside audits a request to a state-changing route refused before
+// its handler ran (its token, its query). No path values outside the mux:
+// the path names the target.
+func (h routed) auditOutside(w *respWriter, r *http.Request, pattern string) {
+	if !h.audit.audits(h.changes[pattern]) {
+		return
+	}
+	h.audit.Record(r.Context(), AuditEntry{Actor: actorOf(r.Context(), h.auth), Method: r.Method, Route: pattern, Path: r.URL.Path,
+		Status: w.answered(), Code: w.code, RequestID: w.id, Remote: r.RemoteAddr})
 }
 
 // audited wraps the handler of a state-changing route: once it answered,
