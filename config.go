@@ -61,6 +61,9 @@ type Config struct {
 	// Schedules are upserted when the node starts (schedules.go).
 	Schedules []Schedule  `yaml:"schedules"`
 	Jobs      []JobConfig `yaml:"jobs"` // scan jobs over the users' tables (config_jobs.go)
+	// Outboxes are the users' outbox tables the node relays into tasks
+	// (config_outbox.go, package outbox).
+	Outboxes []OutboxConfig `yaml:"outboxes"`
 	// Brokers names the message brokers mq://NAME/ADDRESS targets reach:
 	// NAME → amqp(s)://, nats://, redis(s)://, mqtt(s):// URL.
 	Brokers map[string]string `yaml:"brokers"`
@@ -474,6 +477,9 @@ func (c *Config) Validate() error {
 		return err
 	}
 	if err := c.validateSecurity(); err != nil {
+		return err
+	}
+	if err := validateOutboxes(c.Outboxes, c.Jobs); err != nil {
 		return err
 	}
 	if err := validateJobs(c.Jobs); err != nil {

@@ -43,6 +43,7 @@ import (
 	"github.com/ontimehq/ontime/internal/hot/memory"
 	hotredis "github.com/ontimehq/ontime/internal/hot/redis"
 	"github.com/ontimehq/ontime/internal/metrics"
+	"github.com/ontimehq/ontime/internal/outboxrelay"
 	"github.com/ontimehq/ontime/internal/retain"
 	"github.com/ontimehq/ontime/internal/router"
 	"github.com/ontimehq/ontime/internal/scan"
@@ -178,6 +179,7 @@ type Node struct {
 	cluster *clusterRun // nil without a coordinator
 	sec     *secrets    // the config's secrets, read (config_security.go)
 	jobs    *scanjob.Service
+	relays  []*outboxrelay.Relay // the config's outboxes
 	// audit writes the API's audit lines (audit.go); auditFile is
 	// audit.file, open until closeResources.
 	audit     *api.Auditor
@@ -273,6 +275,10 @@ func NewNode(ctx context.Context, cfg Config, opts ...NodeOption) (_ *Node, err 
 			n.closeResources()
 			return nil, jobError(i, err)
 		}
+	}
+	if err := n.addOutboxes(); err != nil {
+		n.closeResources()
+		return nil, err
 	}
 	if cfg.Cluster.Coordinator != "none" {
 		if err := n.newCoordinator(ctx, st); err != nil {
@@ -488,6 +494,9 @@ func (n *Node) closeResources() error {
 	var errs []error
 	if n.jobs != nil {
 		n.jobs.Close() // the scan jobs' source databases
+	}
+	for _, r := range n.relays {
+		r.Close() // the outboxes' databases
 	}
 	if n.tier != nil {
 		if err := n.tier.Close(); err != nil {

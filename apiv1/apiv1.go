@@ -78,6 +78,11 @@ type BatchResponse struct {
 type BatchItem struct {
 	*Task
 	Error *ErrorDetail `json:"error,omitempty"`
+	// Created tells a task written by this submit (a single submit's 201)
+	// from one its topic and key named already (200: nothing was written,
+	// or, with if_exists: replace, the live task was updated). False on an
+	// error. Nodes before it was added did not send it.
+	Created bool `json:"created"`
 }
 
 // ListPage answers GET /v1/tasks; NextCursor, when set, asks for the next

@@ -273,7 +273,7 @@ func (f *floorSys) knobs() string {
 	answer, _ := cannedTask()
 	return fmt.Sprintf("the bench binary re-executed as a process of its own (as `ontime serve` is), a net/http server with `ontime serve`'s defaults "+
 		"(HTTP/1.1 keep-alive beside h2c, http.* timeouts, LimitListener): `POST /v1/tasks` reads the body without decoding it and answers 201 with a canned task "+
-		"(%d bytes, the shape ontime answers), no store; submitted to by the service path's code (`client.Submit`, the same transport, the same calls by 1, 4 and 16 clients; the best of %d rounds, a ceiling). "+
+		"(%d bytes, the shape ontime answers), no store; submitted to by the service path's code (`client.Submit` with coalescing off: one call per task; the same transport, the same calls by 1, 4 and 16 clients; the best of %d rounds, a ceiling). "+
 		"Webhooks: the same process posts one call per task (ontime's body and headers, unsigned) to the bench's receiver, %d in flight, "+
 		"with a client like ontime's webhook deliverer (net/http default transport clone, 256 idle connections per host, 1,024 in all, %s per call), "+
 		"every call due at one instant and sent from it: drain and lateness are computed as the burst's (the best of %d rounds, run before the systems' bursts)",
@@ -314,7 +314,7 @@ func (f *floorSys) start(ctx context.Context, rec func(string, time.Time)) error
 	case <-ctx.Done():
 		return ctx.Err()
 	}
-	f.hc, f.api, err = submitClient(f.addr)
+	f.hc, f.api, err = submitClient(f.addr, false)
 	return err
 }
 

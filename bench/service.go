@@ -105,7 +105,7 @@ func (s *serviceSys) knobs() string {
 	} else {
 		b.WriteString(", hot tier memory")
 	}
-	b.WriteString(", log_level warn, every other key default; submits over HTTP/1.1 keep-alive on loopback with the Go client (`client.Submit`, `client.SubmitBatch`); ")
+	b.WriteString(", log_level warn, every other key default; submits over HTTP/1.1 keep-alive on loopback with the Go client (`client.Submit`, whose concurrent calls share `POST /v1/tasks:batch` calls by default, one in flight; `client.SubmitBatch`); ")
 	fmt.Fprintf(&b, "webhook to a net/http receiver in the bench process on 127.0.0.1, delivery.concurrency %d", c.Delivery.Concurrency)
 	if s.batch > 0 {
 		fmt.Fprintf(&b, ", `destinations: {\"http://127.0.0.1:PORT\": {batch: %d}}` (the receiver answers 200 `{\"failed\":[]}`)", s.batch)
@@ -197,21 +197,24 @@ func (s *serviceSys) start(ctx context.Context, rec func(string, time.Time)) err
 	case <-ctx.Done():
 		return ctx.Err()
 	}
-	s.hc, s.api, err = submitClient(addr)
+	s.hc, s.api, err = submitClient(addr, true)
 	return err
 }
 
 // submitClient is the Go client every HTTP submitter of the bench uses
 // (the service path and the net/http floor), so both pay the same client
-// side cost.
-func submitClient(addr string) (*http.Client, *client.Client, error) {
+// side cost. With coalesce, concurrent Submits share POST /v1/tasks:batch
+// calls (the client's default, what a Go service gets); without, each is
+// its own POST /v1/tasks (the floor serves only that route: it is the
+// ceiling of single submits).
+func submitClient(addr string, coalesce bool) (*http.Client, *client.Client, error) {
 	// Keep-alive for every submitter: the default transport keeps only 2
 	// idle connections per host, so 16 concurrent clients would dial anew
 	// on most calls.
 	hc := &http.Client{Timeout: time.Minute, Transport: &http.Transport{
 		MaxIdleConns: 256, MaxIdleConnsPerHost: 256, IdleConnTimeout: time.Minute, DisableCompression: true,
 	}}
-	api, err := client.New(addr, client.WithHTTPClient(hc))
+	api, err := client.New(addr, client.WithHTTPClient(hc), client.WithCoalesce(client.Coalesce{Off: !coalesce}))
 	return hc, api, err
 }
 

@@ -6,6 +6,7 @@ package client
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -55,10 +56,12 @@ func (e *APIError) Error() string {
 
 // Client talks to one ontime node.
 type Client struct {
-	base  string
-	hc    *http.Client
-	token string // bearer token (client_security.go)
-	err   error  // from an option; New returns it
+	base     string
+	hc       *http.Client
+	token    string     // bearer token (client_security.go)
+	coalesce Coalesce   // WithCoalesce
+	co       *coalescer // nil: coalescing off (coalesce.go)
+	err      error      // from an option; New returns it
 }
 
 // Option adjusts a Client.
@@ -128,6 +131,7 @@ func New(baseURL string, opts ...Option) (*Client, error) {
 	if c.err != nil {
 		return nil, c.err
 	}
+	c.co = newCoalescer(c.coalesce)
 	return c, nil
 }
 
@@ -135,7 +139,7 @@ func (c *Client) do(ctx context.Context, method, path string, in, out any) (int,
 	var body []byte
 	if in != nil {
 		var err error
-		if body, err = marshal(in); err != nil {
+		if body, err = json.Marshal(in); err != nil {
 			return 0, err
 		}
 	}
@@ -212,9 +216,28 @@ func withQuery(path string, q url.Values) string {
 }
 
 // Submit stores a task; created is false when the topic and key existed.
+// It is safe to call from many goroutines: Submits that overlap share
+// POST /v1/tasks:batch calls (coalesce.go; WithCoalesce), each answered
+// as its own POST /v1/tasks would have been, and a lone Submit is that
+// call, sent at once. It returns once the node has committed the task.
+// A Submit whose ctx ends while it waits returns ctx's error
+// (errors.Is(err, context.Canceled) or DeadlineExceeded); its task may be
+// written if it was sent, as with any call cancelled in flight.
 func (c *Client) Submit(ctx context.Context, t TaskRequest) (task *Task, created bool, err error) {
+	body, err := appendTaskRequest(make([]byte, 0, 128+len(t.Payload)), &t)
+	if err != nil {
+		return nil, false, err
+	}
+	if co := c.co; co != nil && len(body) <= co.solo && !co.off.Load() && ctx.Err() == nil {
+		return co.submit(ctx, c, body)
+	}
+	return c.submitOne(ctx, body)
+}
+
+// submitOne is POST /v1/tasks with body, one task's JSON.
+func (c *Client) submitOne(ctx context.Context, body []byte) (*Task, bool, error) {
 	var out Task
-	code, err := c.do(ctx, http.MethodPost, "/v1/tasks", t, &out)
+	code, err := c.doRaw(ctx, http.MethodPost, "/v1/tasks", body, &out)
 	if err != nil {
 		return nil, false, err
 	}

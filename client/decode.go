@@ -119,7 +119,8 @@ func (p *scan) taskField(name []byte, t *apiv1.Task) bool {
 	return false
 }
 
-// batch reads {"tasks": [...]}, each item a task or {"error": {...}}.
+// batch reads {"tasks": [...]}, each item a task or {"error": {...}},
+// with "created".
 func (p *scan) batch(br *apiv1.BatchResponse) bool {
 	return p.Object(func(name []byte) bool {
 		if string(name) != "tasks" {
@@ -127,11 +128,16 @@ func (p *scan) batch(br *apiv1.BatchResponse) bool {
 		}
 		return items(p, &br.Tasks, 64, func(it *apiv1.BatchItem) bool {
 			return p.Object(func(name []byte) bool {
-				if string(name) == "error" {
+				switch string(name) {
+				case "error":
 					if it.Error == nil { // a second "error" adds to the first, as in encoding/json
 						it.Error = new(apiv1.ErrorDetail)
 					}
 					return p.errorDetail(it.Error)
+				case "created":
+					v, ok := p.Bool()
+					it.Created = v
+					return ok
 				}
 				if it.Task == nil { // as encoding/json: made by its first field
 					it.Task = new(apiv1.Task)

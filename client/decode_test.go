@@ -24,6 +24,9 @@ var decodeSeeds = []string{
 	`{"tasks":[{"error":{"code":"a"},"error":{"message":"m"}}]}`,
 	`{"tasks":[{"id":"a"}],"tasks":[{"error":{"code":"x"}}]}`,
 	`{"tasks":[{"id":"a","error":{"code":"x","message":"y"}}]}`,
+	`{"tasks":[{"id":"a","created":true},{"error":{"code":"x","message":"y"},"created":false},{"created":true}]}`,
+	`{"tasks":[{"id":"a","created":null}]}`, `{"tasks":[{"id":"a","created":1}]}`, `{"tasks":[{"id":"a","created":truex}]}`,
+	`{"tasks":[{"created":false,"id":"a","created":true}]}`,
 	`{"tasks":[{"id":"a"}],"next_cursor":"01JD"}`, `{"next_cursor":"c","tasks":[]}`,
 	`{"error":{"code":"not_found","field":"id","message":"no task has this id"}}`,
 }
@@ -41,7 +44,7 @@ func TestUnmarshalMatchesEncodingJSON(t *testing.T) {
 		if i > 0 {
 			b.WriteByte(',')
 		}
-		b.WriteString(`{"id":"01JD0000000000000000000000","topic":"bench","due_at":"2026-11-23T18:00:00.5Z","first_due_at":"2026-11-23T18:00:00.5Z","payload":{"order":7},"max_attempts":25,"status":"pending","attempts":0,"created_at":"2026-11-23T17:00:00.5Z","updated_at":"2026-11-23T17:00:00.5Z"}`)
+		b.WriteString(`{"id":"01JD0000000000000000000000","topic":"bench","due_at":"2026-11-23T18:00:00.5Z","first_due_at":"2026-11-23T18:00:00.5Z","payload":{"order":7},"max_attempts":25,"status":"pending","attempts":0,"created_at":"2026-11-23T17:00:00.5Z","updated_at":"2026-11-23T17:00:00.5Z","created":true}`)
 	}
 	b.WriteString("]}\n")
 	raw := []byte(b.String())

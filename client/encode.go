@@ -17,18 +17,9 @@ var replyPool = sync.Pool{New: func() any { return new(bytes.Buffer) }}
 
 const maxPooledReply = 1 << 20
 
-// marshal is json.Marshal, with the task request (every submit) written by
-// hand: the same bytes, without reflection.
-func marshal(v any) ([]byte, error) {
-	if t, ok := v.(TaskRequest); ok {
-		return appendTaskRequest(make([]byte, 0, 128+len(t.Payload)), &t)
-	}
-	return json.Marshal(v)
-}
-
 // appendTaskRequest appends t as json.Marshal writes it (field order,
-// omitempty, HTML escaping); a payload that is not valid JSON gets
-// json.Marshal's error.
+// omitempty, HTML escaping), without reflection: every submit's body; a
+// payload that is not valid JSON gets json.Marshal's error.
 func appendTaskRequest(b []byte, t *apiv1.TaskRequest) ([]byte, error) {
 	b = append(b, `{"topic":`...)
 	b = jsonw.AppendString(b, t.Topic)

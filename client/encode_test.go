@@ -15,13 +15,13 @@ func TestAppendTaskRequestIsMarshal(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		got, err := marshal(tr)
+		got, err := appendTaskRequest(nil, &tr)
 		if err != nil || !bytes.Equal(got, want) {
 			t.Errorf("%+v:\n got %s (%v)\nwant %s", tr, got, err, want)
 		}
 	}
 	_, want := json.Marshal(TaskRequest{Topic: "t", Payload: json.RawMessage(`{bad`)})
-	if _, err := marshal(TaskRequest{Topic: "t", Payload: json.RawMessage(`{bad`)}); err == nil || err.Error() != want.Error() {
+	if _, err := appendTaskRequest(nil, &TaskRequest{Topic: "t", Payload: json.RawMessage(`{bad`)}); err == nil || err.Error() != want.Error() {
 		t.Errorf("invalid payload: got %v, want json.Marshal's %v", err, want)
 	}
 }

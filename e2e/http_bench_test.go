@@ -33,14 +33,22 @@ func BenchmarkHTTPSubmit(b *testing.B) {
 	type run struct {
 		name    string
 		clients int
+		keyed   bool
 		opts    []client.Option
 	}
+	// Concurrent Submits of one client share batch calls unless
+	// coalescing is off (client/coalesce.go): each count runs both ways.
+	off := client.WithCoalesce(client.Coalesce{Off: true})
 	var runs []run
 	for _, c := range []int{1, 4, 16} {
-		runs = append(runs, run{"clients=" + strconv.Itoa(c), c, nil})
+		runs = append(runs, run{"clients=" + strconv.Itoa(c), c, false, nil},
+			run{"clients=" + strconv.Itoa(c) + "/coalesce=off", c, false, []client.Option{off}})
 	}
+	// Every task with a business key of its own, as users submit them.
+	runs = append(runs, run{"keyed/clients=16", 16, true, nil}, run{"keyed/clients=16/coalesce=off", 16, true, []client.Option{off}},
+		run{"keyed/clients=16/calls=2", 16, true, []client.Option{client.WithCoalesce(client.Coalesce{Calls: 2})}})
 	for _, c := range []int{1, 16} {
-		runs = append(runs, run{"h2c/clients=" + strconv.Itoa(c), c, []client.Option{client.WithHTTP2Cleartext()}})
+		runs = append(runs, run{"h2c/clients=" + strconv.Itoa(c), c, false, []client.Option{client.WithHTTP2Cleartext()}})
 	}
 	for _, r := range runs {
 		c := r.clients
@@ -49,14 +57,23 @@ func BenchmarkHTTPSubmit(b *testing.B) {
 			payload := json.RawMessage(`{"order":12345,"note":"a small payload"}`)
 			var next atomic.Int64
 			before := scrape(b, base)
+			calls0 := conns.calls.Load()
 			b.ResetTimer()
 			cpu0 := cpuTime()
 			start := time.Now()
 			var wg sync.WaitGroup
 			for range c {
 				wg.Go(func() {
-					for next.Add(1) <= int64(b.N) {
-						_, _, err := cl.Submit(context.Background(), client.TaskRequest{Topic: "bench", Delay: "1h", Payload: payload})
+					for {
+						n := next.Add(1)
+						if n > int64(b.N) {
+							return
+						}
+						req := client.TaskRequest{Topic: "bench", Delay: "1h", Payload: payload}
+						if r.keyed {
+							req.Key = "order-" + strconv.FormatInt(n, 10)
+						}
+						_, _, err := cl.Submit(context.Background(), req)
 						if err != nil {
 							b.Error(err)
 							return
@@ -69,6 +86,8 @@ func BenchmarkHTTPSubmit(b *testing.B) {
 			b.StopTimer()
 			b.ReportMetric(float64(b.N)/elapsed.Seconds(), "submits/s")
 			b.ReportMetric(float64(conns.Load()), "conns")
+			// Tasks per HTTP call: 1 without coalescing.
+			b.ReportMetric(float64(b.N)/float64(conns.calls.Load()-calls0), "tasks/call")
 			// CPU of the process (node and clients) per submit: what other
 			// load on the machine changes least. Submits per group commit
 			// decide the commits paid per submit.
@@ -105,10 +124,25 @@ func BenchmarkHTTPSubmit(b *testing.B) {
 	})
 }
 
+// conns counts the connections a bench server accepted, and the calls it
+// answered.
+type conns struct {
+	atomic.Int64
+	calls atomic.Int64
+}
+
+// countCalls counts the calls h serves.
+func countCalls(h http.Handler, n *atomic.Int64) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n.Add(1)
+		h.ServeHTTP(w, r)
+	})
+}
+
 // benchHTTPServer starts a node on engine behind a loopback http.Server and
 // returns a client of it, the count of connections the server accepted
-// and its base URL.
-func benchHTTPServer(b *testing.B, engine string, opts ...client.Option) (*client.Client, *atomic.Int64, string) {
+// (and of calls it answered) and its base URL.
+func benchHTTPServer(b *testing.B, engine string, opts ...client.Option) (*client.Client, *conns, string) {
 	b.Helper()
 	node := benchNodeOn(b, engine)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -116,13 +150,13 @@ func benchHTTPServer(b *testing.B, engine string, opts ...client.Option) (*clien
 		b.Fatal(err)
 	}
 	cfg := ontime.DefaultConfig().HTTP
-	conns := new(atomic.Int64)
+	conns := new(conns)
 	var protocols http.Protocols // as newHTTPServer in cmd/ontime: HTTP/1.1 and h2c
 	protocols.SetHTTP1(true)
 	protocols.SetUnencryptedHTTP2(true)
 	srv := &http.Server{
 		Protocols:         &protocols,
-		Handler:           node.HTTPHandler(),
+		Handler:           countCalls(node.HTTPHandler(), &conns.calls),
 		ReadHeaderTimeout: time.Duration(cfg.ReadHeaderTimeout),
 		ReadTimeout:       time.Duration(cfg.ReadTimeout),
 		WriteTimeout:      time.Duration(cfg.WriteTimeout),

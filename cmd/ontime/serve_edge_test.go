@@ -79,7 +79,11 @@ func submitN(t *testing.T, c *client.Client, prefix string, workers, n int) {
 func TestServeKeepAliveOneConnection(t *testing.T) {
 	t.Parallel()
 	es := startEdgeServer(t)
-	c, err := client.New(es.url)
+	// One call per submit: concurrent Submits would otherwise share batch
+	// calls (client/coalesce.go), one in flight, and never need more than
+	// one connection.
+	single := client.WithCoalesce(client.Coalesce{Off: true})
+	c, err := client.New(es.url, single)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -107,7 +111,8 @@ func TestServeKeepAliveOneConnection(t *testing.T) {
 func TestServeH2C(t *testing.T) {
 	t.Parallel()
 	es := startEdgeServer(t)
-	c, err := client.New(es.url, client.WithHTTP2Cleartext())
+	// Coalescing off: the counts below are one call per submit.
+	c, err := client.New(es.url, client.WithHTTP2Cleartext(), client.WithCoalesce(client.Coalesce{Off: true}))
 	if err != nil {
 		t.Fatal(err)
 	}

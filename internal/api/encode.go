@@ -93,15 +93,24 @@ func appendBatch(b []byte, v *apiv1.BatchResponse) ([]byte, bool) {
 			if b, ok = appendTask(b, it.Task); !ok {
 				return b, false
 			}
+			b = appendCreated(b[:len(b)-1], it.Created) // inside the task's object, as the field after its embedded ones
 		case it.Task == nil && it.Error != nil:
 			b = append(b, `{"error":`...)
 			b = appendErrorDetail(b, it.Error)
-			b = append(b, '}')
+			b = appendCreated(b, it.Created)
 		default: // never written by the handler; encoding/json knows
 			return b, false
 		}
 	}
 	return append(b, "]}"...), true
+}
+
+// appendCreated ends a batch item with its created member.
+func appendCreated(b []byte, created bool) []byte {
+	if created {
+		return append(b, `,"created":true}`...)
+	}
+	return append(b, `,"created":false}`...)
 }
 
 func appendPage(b []byte, v *apiv1.ListPage) ([]byte, bool) {

@@ -45,8 +45,10 @@ func TestAppendReplyIsEncodingJSON(t *testing.T) {
 	tasks := sampleTasks()
 	var items []apiv1.BatchItem
 	for i := range tasks {
-		items = append(items, apiv1.BatchItem{Task: &tasks[i]})
-		items = append(items, apiv1.BatchItem{Error: &apiv1.ErrorDetail{Code: apiv1.CodeInvalid, Field: awkward[i%len(awkward)], Message: awkward[(i+3)%len(awkward)]}})
+		items = append(items, apiv1.BatchItem{Task: &tasks[i], Created: i%2 == 0})
+		// The handler never answers created with an error; the encoder
+		// writes what it is given, as encoding/json does.
+		items = append(items, apiv1.BatchItem{Error: &apiv1.ErrorDetail{Code: apiv1.CodeInvalid, Field: awkward[i%len(awkward)], Message: awkward[(i+3)%len(awkward)]}, Created: i%3 == 0})
 	}
 	values := []any{
 		apiv1.BatchResponse{Tasks: items}, apiv1.BatchResponse{}, apiv1.BatchResponse{Tasks: []apiv1.BatchItem{}},

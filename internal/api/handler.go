@@ -432,6 +432,7 @@ func (h *handler) batch(w http.ResponseWriter, r *http.Request) {
 			}
 			v := View(rr.Task)
 			items[i].Task = &v
+			items[i].Created = !rr.Existing
 		}
 	}
 	writeJSON(w, http.StatusOK, apiv1.BatchResponse{Tasks: items})

@@ -97,6 +97,13 @@ func TestBatchReportsEachTask(t *testing.T) {
 	if items[3].(map[string]any)["id"] != first["id"] {
 		t.Fatal("a resubmitted key in a batch did not return the existing task")
 	}
+	// created as a single submit's 201 or 200: the key's second submit in
+	// the batch found the first's task; an error is not created.
+	for i, want := range []bool{true, false, true, false} {
+		if got := items[i].(map[string]any)["created"]; got != want {
+			t.Errorf("item %d: created %v, want %v", i, got, want)
+		}
+	}
 	_, l := call(t, "GET", base+"/v1/tasks?topic=b", "")
 	if n := len(l["tasks"].([]any)); n != 2 {
 		t.Fatalf("batch wrote %d tasks, want 2", n)

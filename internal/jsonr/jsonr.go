@@ -118,6 +118,29 @@ func (s *Scanner) Str() ([]byte, bool) {
 	return nil, false
 }
 
+// Bool reads true or false, followed by white space, a delimiter or the
+// end (what encoding/json puts in a bool; null, which it skips, is
+// declined).
+func (s *Scanner) Bool() (v, ok bool) {
+	rest := s.b[s.i:]
+	switch {
+	case len(rest) >= 4 && string(rest[:4]) == "true":
+		v, s.i = true, s.i+4
+	case len(rest) >= 5 && string(rest[:5]) == "false":
+		s.i += 5
+	default:
+		return false, false
+	}
+	if s.i < len(s.b) {
+		switch s.b[s.i] {
+		case ' ', '\t', '\n', '\r', ',', '}', ']':
+		default: // "truex": not a literal
+			return false, false
+		}
+	}
+	return v, true
+}
+
 // Text is Str as a string.
 func (s *Scanner) Text() (string, bool) {
 	b, ok := s.Str()

@@ -104,3 +104,20 @@ func TestObjectAndArray(t *testing.T) {
 		}
 	}
 }
+
+func TestBoolTakesOnlyTheLiterals(t *testing.T) {
+	for _, c := range []struct {
+		in      string
+		v, ok   bool
+		stopped string
+	}{
+		{`true`, true, true, ``}, {`false,`, false, true, `,`}, {`true}`, true, true, `}`}, {`false ]`, false, true, ` ]`},
+		{`null`, false, false, ``}, {`truex`, false, false, ``}, {`tru`, false, false, ``}, {`"true"`, false, false, ``}, {`falsey`, false, false, ``}, {`1`, false, false, ``},
+	} {
+		s := New([]byte(c.in))
+		v, ok := s.Bool()
+		if v != c.v || ok != c.ok || (ok && string(s.b[s.i:]) != c.stopped) {
+			t.Errorf("%q: Bool %v, %v, rest %q; want %v, %v, rest %q", c.in, v, ok, s.b[s.i:], c.v, c.ok, c.stopped)
+		}
+	}
+}

@@ -1,0 +1,608 @@
+// Package outboxrelay turns the committed messages of users' outbox tables
+// (written by the public package outbox) into ontime tasks.
+//
+// One relay per entry of `outboxes:`. Its items are the (database, table,
+// segment) triples of the outbox; the node registers them as a scan job's
+// items, so the cluster's coordinator spreads them over live nodes, fences
+// them and moves a dead node's items (internal/scanjob). An item's run loops
+// until the item leaves the node:
+//
+//  1. in-flight rows (status 1) whose task has ended are finished (deleted,
+//     or marked relayed);
+//  2. the waiting rows (status 0, next_select_time passed) with no
+//     unfinished earlier row of their key, in id order, are submitted as
+//     tasks, keyed by "KEY#OUTBOX/DB.TABLE/ID": a re-relay after a crash
+//     finds the task it made (the store's topic+key uniqueness) instead of
+//     making a second one;
+//  3. a keyed row becomes in flight (its key waits for its task to end), a
+//     keyless one is finished at once; a row that can never be a task is
+//     set aside (status 3, last_error); one that cannot be one yet waits
+//     with backoff (retry_count, next_select_time) and holds back only its
+//     own key.
+//
+// Polling adapts: at once again while a pass found work, doubling up to
+// idle_poll while it finds none.
+package outboxrelay
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/ontimehq/ontime/internal/metrics"
+	"github.com/ontimehq/ontime/internal/sqldb"
+	"github.com/ontimehq/ontime/internal/store"
+	"github.com/ontimehq/ontime/internal/submit"
+	"github.com/ontimehq/ontime/internal/task"
+	"github.com/ontimehq/ontime/outbox"
+)
+
+// Defaults and bounds of an outbox's settings.
+const (
+	DefaultIdlePoll   = time.Second
+	MinIdlePoll       = 10 * time.Millisecond
+	MaxIdlePoll       = time.Minute
+	DefaultBatch      = 500
+	MaxBatch          = 5000
+	DefaultBackoff    = time.Second
+	DefaultBackoffMax = 5 * time.Minute
+	MaxTables         = 1024
+	MaxSegments       = 64
+	// busyPoll is the pause after a pass that found work: short enough
+	// for a busy outbox, long enough not to spin on one that has only
+	// in-flight rows.
+	busyPoll = 5 * time.Millisecond
+	// reportEvery bounds how long an idle run goes without proving it
+	// still holds its item.
+	reportEvery = 5 * time.Second
+)
+
+// Config is one outbox.
+type Config struct {
+	Name      string
+	Driver    string   // mysql | postgres | sqlite
+	Databases []string // DSNs
+	Table     string   // "outbox", or "outbox_{table}" with Tables > 1
+	Tables    int
+	Segments  int
+	IdlePoll  time.Duration
+	OnRelay   string // delete | mark
+	Batch     int
+}
+
+// Normalize fills defaults and checks every field; errors name the field.
+func (c *Config) Normalize() error {
+	if err := validName(c.Name); err != nil {
+		return fmt.Errorf("name: %w", err)
+	}
+	switch c.Driver {
+	case sqldb.MySQL, sqldb.Postgres, sqldb.SQLite:
+	default:
+		return fmt.Errorf("driver: %q is not one of mysql, postgres, sqlite", c.Driver)
+	}
+	if len(c.Databases) == 0 {
+		return errors.New("databases: at least one DSN is required")
+	}
+	for i, d := range c.Databases {
+		if strings.TrimSpace(d) == "" {
+			return fmt.Errorf("databases[%d]: is empty", i)
+		}
+	}
+	if c.Tables == 0 {
+		c.Tables = 1
+	}
+	if c.Tables < 1 || c.Tables > MaxTables {
+		return fmt.Errorf("tables: %d is out of range 1..%d", c.Tables, MaxTables)
+	}
+	if n := strings.Count(c.Table, "{table}"); n > 1 || (n == 0 && c.Tables > 1) {
+		return fmt.Errorf("table: %q must hold {table} once when tables > 1", c.Table)
+	}
+	if c.Table == "" {
+		return errors.New("table: is required")
+	}
+	if err := outbox.ValidateTableName(strings.ReplaceAll(c.Table, "{table}", "0"), outbox.Dialect(c.Driver)); err != nil {
+		var fe *outbox.FieldError
+		if errors.As(err, &fe) {
+			return fmt.Errorf("table: %s", fe.Message)
+		}
+		return err
+	}
+	if c.Segments == 0 {
+		c.Segments = 1
+	}
+	if c.Segments < 1 || c.Segments > MaxSegments {
+		return fmt.Errorf("segments: %d is out of range 1..%d", c.Segments, MaxSegments)
+	}
+	if c.IdlePoll == 0 {
+		c.IdlePoll = DefaultIdlePoll
+	}
+	if c.IdlePoll < MinIdlePoll || c.IdlePoll > MaxIdlePoll {
+		return fmt.Errorf("idle_poll: %s is out of range %s..%s", c.IdlePoll, MinIdlePoll, MaxIdlePoll)
+	}
+	switch c.OnRelay {
+	case "":
+		c.OnRelay = "delete"
+	case "delete", "mark":
+	default:
+		return fmt.Errorf("on_relay: %q is not one of delete, mark", c.OnRelay)
+	}
+	if c.Batch == 0 {
+		c.Batch = DefaultBatch
+	}
+	if c.Batch < 1 || c.Batch > MaxBatch {
+		return fmt.Errorf("batch: %d is out of range 1..%d", c.Batch, MaxBatch)
+	}
+	return nil
+}
+
+// validName: 1–32 of A-Z a-z 0-9 _ - (it goes into task keys and job names).
+func validName(n string) error {
+	if n == "" || len(n) > 32 {
+		return fmt.Errorf("%q must be 1–32 characters", n)
+	}
+	for i := 0; i < len(n); i++ {
+		c := n[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-') {
+			return fmt.Errorf("%q has %q at position %d; allowed are A-Z a-z 0-9 _ -", n, c, i)
+		}
+	}
+	return nil
+}
+
+// JobName is the scan job that carries the outbox's items.
+func JobName(outboxName string) string { return "outbox." + outboxName }
+
+// Tasks is what the relay needs of the node: its submit path.
+type Tasks interface {
+	Submit(ctx context.Context, specs []task.Spec) ([]submit.Result, error)
+	Get(ctx context.Context, id string) (*task.Task, error)
+}
+
+// Relay relays one outbox.
+type Relay struct {
+	cfg   Config
+	d     outbox.Dialect
+	dbs   []*sql.DB
+	tasks Tasks
+	log   *slog.Logger
+	m     *metrics.Outbox
+
+	mu     sync.Mutex
+	oldest map[int]time.Duration // item → age of its oldest unfinished row
+}
+
+// New opens the outbox's databases (lazily: nothing connects yet).
+func New(cfg Config, tasks Tasks, log *slog.Logger, m *metrics.Outbox) (*Relay, error) {
+	if err := cfg.Normalize(); err != nil {
+		return nil, err
+	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	if m == nil {
+		m = metrics.NewOutbox(nil)
+	}
+	r := &Relay{cfg: cfg, d: outbox.Dialect(cfg.Driver), tasks: tasks, log: log, m: m, oldest: map[int]time.Duration{}}
+	for i, dsn := range cfg.Databases {
+		db, err := sqldb.Open(cfg.Driver, dsn, sqldb.Options{SQLite: "_pragma=busy_timeout(10000)&_txlock=immediate"})
+		if err != nil {
+			r.Close()
+			return nil, fmt.Errorf("databases[%d]: %w", i, err)
+		}
+		if cfg.Driver == sqldb.SQLite {
+			db.SetMaxOpenConns(1)
+		} else {
+			db.SetMaxOpenConns(cfg.Tables*cfg.Segments + 2)
+		}
+		r.dbs = append(r.dbs, db)
+	}
+	r.m.Oldest.WithLabelValues(cfg.Name).Set(0)
+	return r, nil
+}
+
+// Close closes the databases.
+func (r *Relay) Close() {
+	for _, db := range r.dbs {
+		db.Close()
+	}
+}
+
+// Name is the outbox's name.
+func (r *Relay) Name() string { return r.cfg.Name }
+
+// Items is the number of items: databases × tables × segments.
+func (r *Relay) Items() int { return len(r.cfg.Databases) * r.cfg.Tables * r.cfg.Segments }
+
+// item is one (database, table, segment).
+type item struct {
+	n, db, table, seg int
+	name              string // the table's name
+}
+
+func (r *Relay) item(i int) item {
+	seg := i % r.cfg.Segments
+	t := (i / r.cfg.Segments) % r.cfg.Tables
+	db := i / (r.cfg.Segments * r.cfg.Tables)
+	return item{n: i, db: db, table: t, seg: seg, name: strings.ReplaceAll(r.cfg.Table, "{table}", strconv.Itoa(t))}
+}
+
+// Run relays item i until stopping reports true or ctx ends. report
+// records a page and says whether the item is still this node's
+// (scanjob.ErrLost when not: the run ends).
+func (r *Relay) Run(ctx context.Context, i int, stopping func() bool, report func(ctx context.Context, fetched, processed, failed int) error) error {
+	it := r.item(i)
+	defer r.setOldest(i, 0)
+	wait := busyPoll
+	lastReport := time.Now()
+	for !stopping() {
+		st, err := r.pass(ctx, it)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return fmt.Errorf("outbox %s item %d (%s): %w", r.cfg.Name, i, it.name, err)
+		}
+		if st.relayed+st.finished+st.setAside+st.retried > 0 || time.Since(lastReport) > reportEvery {
+			if err := report(ctx, st.fetched, st.relayed+st.finished, st.setAside+st.retried); err != nil {
+				return err
+			}
+			lastReport = time.Now()
+		}
+		if st.relayed+st.finished+st.setAside > 0 {
+			wait = busyPoll
+		} else {
+			wait = min(max(wait*2, busyPoll), r.cfg.IdlePoll)
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil
+		case <-t.C:
+		}
+	}
+	return nil
+}
+
+type passStats struct{ fetched, relayed, finished, setAside, retried int }
+
+func (r *Relay) setOldest(i int, age time.Duration) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if age == 0 {
+		delete(r.oldest, i)
+	} else {
+		r.oldest[i] = age
+	}
+	var worst time.Duration
+	for _, a := range r.oldest {
+		worst = max(worst, a)
+	}
+	r.m.Oldest.WithLabelValues(r.cfg.Name).Set(worst.Seconds())
+}
+
+func (r *Relay) ph(n int) string {
+	if r.d == outbox.Postgres {
+		return "$" + strconv.Itoa(n)
+	}
+	return "?"
+}
+
+// segWhere restricts a query to the item's segment (alias a).
+func (r *Relay) segWhere(it item, a string) string {
+	if r.cfg.Segments == 1 {
+		return ""
+	}
+	return fmt.Sprintf(" AND %skey_shard %% %d = %d", a, r.cfg.Segments, it.seg)
+}
+
+// pass does one round of an item: finish ended in-flight rows, relay the
+// heads of keys.
+func (r *Relay) pass(ctx context.Context, it item) (passStats, error) {
+	var st passStats
+	db := r.dbs[it.db]
+	q := outbox.Quote(it.name, r.d)
+	n, err := r.finishEnded(ctx, db, q, it)
+	if err != nil {
+		return st, err
+	}
+	st.finished = n
+	now := time.Now()
+	// The heads: waiting rows with no unfinished earlier row of their key
+	// and no row of their key in flight. A row in backoff is still
+	// waiting, so it holds back its key's later rows; set-aside and
+	// relayed rows hold back nothing.
+	query := fmt.Sprintf(`SELECT o.id, o.topic, o.msg_key, o.payload, o.target, o.due_at, o.max_attempts, o.retry_count
+FROM %[1]s o WHERE o.status = 0 AND o.next_select_time <= %[2]s%[3]s
+AND (o.msg_key = '' OR NOT EXISTS (SELECT 1 FROM %[1]s p WHERE p.msg_key = o.msg_key AND (p.status = 1 OR (p.status = 0 AND p.id < o.id))))
+ORDER BY o.id LIMIT %[4]d`, q, r.ph(1), r.segWhere(it, "o."), r.cfg.Batch)
+	rows, err := db.QueryContext(ctx, query, now.UnixMicro())
+	if err != nil {
+		return st, fmt.Errorf("select waiting messages: %w", err)
+	}
+	var msgs []msgRow
+	for rows.Next() {
+		var m msgRow
+		if err := rows.Scan(&m.id, &m.topic, &m.key, &m.payload, &m.target, &m.dueAt, &m.maxAttempts, &m.retries); err != nil {
+			rows.Close()
+			return st, fmt.Errorf("read waiting messages: %w", err)
+		}
+		msgs = append(msgs, m)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return st, fmt.Errorf("read waiting messages: %w", err)
+	}
+	st.fetched = len(msgs)
+	if err := r.oldestAge(ctx, db, q, it, now); err != nil {
+		return st, err
+	}
+	if len(msgs) == 0 {
+		return st, nil
+	}
+	specs := make([]task.Spec, 0, len(msgs))
+	var sent []msgRow
+	var aside []outcome
+	for _, m := range msgs {
+		sp, err := r.spec(it, m)
+		if err != nil {
+			aside = append(aside, outcome{id: m.id, err: err.Error()})
+			continue
+		}
+		specs = append(specs, sp)
+		sent = append(sent, m)
+	}
+	var res []submit.Result
+	if len(specs) > 0 {
+		res, err = r.tasks.Submit(ctx, specs)
+		if err != nil {
+			return st, fmt.Errorf("submit: %w", err)
+		}
+	}
+	var finish []int64
+	var inflight, retry []outcome
+	for i, m := range sent {
+		rs := res[i]
+		switch {
+		case rs.Err == nil:
+			st.relayed++
+			if m.key.String == "" {
+				finish = append(finish, m.id)
+			} else {
+				inflight = append(inflight, outcome{id: m.id, taskID: rs.Task.ID})
+			}
+		case errors.Is(rs.Err, task.ErrNoHandler):
+			// A handler's node may be restarting: try again later.
+			retry = append(retry, outcome{id: m.id, err: rs.Err.Error(), retries: m.retries})
+		case errors.Is(rs.Err, task.ErrInvalid):
+			aside = append(aside, outcome{id: m.id, err: rs.Err.Error()})
+		default:
+			retry = append(retry, outcome{id: m.id, err: rs.Err.Error(), retries: m.retries})
+		}
+	}
+	st.setAside, st.retried = len(aside), len(retry)
+	if err := r.write(ctx, db, q, finish, inflight, aside, retry, now); err != nil {
+		return st, err
+	}
+	r.m.Messages.WithLabelValues(r.cfg.Name, "relayed").Add(float64(st.relayed))
+	r.m.Messages.WithLabelValues(r.cfg.Name, "set_aside").Add(float64(st.setAside))
+	r.m.Messages.WithLabelValues(r.cfg.Name, "retried").Add(float64(st.retried))
+	for _, a := range aside {
+		r.log.Warn("outbox message set aside", "outbox", r.cfg.Name, "table", it.name, "id", a.id, "err", a.err)
+	}
+	return st, nil
+}
+
+type msgRow struct {
+	id                 int64
+	topic, key, target sql.NullString
+	payload            []byte
+	dueAt, maxAttempts sql.NullInt64
+	retries            int64
+}
+
+type outcome struct {
+	id      int64
+	taskID  string
+	err     string
+	retries int64
+}
+
+// TaskKey is the key of the task a message becomes: its own key, then
+// where it is, so that the same row always makes the same key.
+func (r *Relay) TaskKey(it item, key string, id int64) string {
+	return fmt.Sprintf("%s#%s/%d.%d/%d", key, r.cfg.Name, it.db, it.table, id)
+}
+
+// spec makes a row's task spec; an error sets the row aside.
+func (r *Relay) spec(it item, m msgRow) (task.Spec, error) {
+	switch {
+	case !m.topic.Valid:
+		return task.Spec{}, errors.New("topic: is NULL")
+	case !m.key.Valid:
+		return task.Spec{}, errors.New("msg_key: is NULL")
+	case !m.target.Valid:
+		return task.Spec{}, errors.New("target: is NULL")
+	case m.payload == nil:
+		return task.Spec{}, errors.New("payload: is NULL")
+	}
+	if err := outbox.ValidateKey(m.key.String); err != nil {
+		return task.Spec{}, err
+	}
+	sp := task.Spec{Topic: m.topic.String, Key: r.TaskKey(it, m.key.String, m.id), Payload: m.payload,
+		Target: m.target.String, MaxAttempts: int(m.maxAttempts.Int64)}
+	if m.dueAt.Int64 > 0 {
+		due := time.UnixMicro(m.dueAt.Int64)
+		sp.DueAt = &due
+	}
+	return sp, nil
+}
+
+// write records a pass's outcomes in one transaction.
+func (r *Relay) write(ctx context.Context, db *sql.DB, q string, finish []int64, inflight, aside, retry []outcome, now time.Time) error {
+	if len(finish)+len(inflight)+len(aside)+len(retry) == 0 {
+		return nil
+	}
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("record relayed messages: %w", err)
+	}
+	defer func() { _ = tx.Rollback() }()
+	if err := r.finishRows(ctx, tx, q, finish); err != nil {
+		return err
+	}
+	set := func(what, query string, args ...any) error {
+		if _, err := tx.ExecContext(ctx, query, args...); err != nil {
+			return fmt.Errorf("record %s messages: %w", what, err)
+		}
+		return nil
+	}
+	for _, o := range inflight {
+		if err := set("relayed", fmt.Sprintf(`UPDATE %s SET status = %d, task_id = %s WHERE id = %s`, q, outbox.StatusInFlight, r.ph(1), r.ph(2)), o.taskID, o.id); err != nil {
+			return err
+		}
+	}
+	for _, o := range aside {
+		if err := set("set-aside", fmt.Sprintf(`UPDATE %s SET status = %d, last_error = %s WHERE id = %s`, q, outbox.StatusSetAside, r.ph(1), r.ph(2)), clip(o.err), o.id); err != nil {
+			return err
+		}
+	}
+	for _, o := range retry {
+		next := now.Add(backoff(o.retries)).UnixMicro()
+		if err := set("retried", fmt.Sprintf(`UPDATE %s SET retry_count = retry_count + 1, next_select_time = %s, last_error = %s WHERE id = %s`, q, r.ph(1), r.ph(2), r.ph(3)), next, clip(o.err), o.id); err != nil {
+			return err
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("record relayed messages: %w", err)
+	}
+	return nil
+}
+
+// backoff is the wait before a message's next try: 1s·2^retries, at most
+// DefaultBackoffMax.
+func backoff(retries int64) time.Duration {
+	d := DefaultBackoff
+	for range min(retries, 20) {
+		d *= 2
+		if d >= DefaultBackoffMax {
+			return DefaultBackoffMax
+		}
+	}
+	return d
+}
+
+func clip(s string) string {
+	if len(s) <= 1000 {
+		return s
+	}
+	return s[:1000]
+}
+
+type execer interface {
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+}
+
+// finishRows deletes the rows, or marks them relayed (on_relay: mark).
+func (r *Relay) finishRows(ctx context.Context, ex execer, q string, ids []int64) error {
+	if len(ids) == 0 {
+		return nil
+	}
+	var sb strings.Builder
+	for i, id := range ids {
+		if i > 0 {
+			sb.WriteString(", ")
+		}
+		sb.WriteString(strconv.FormatInt(id, 10))
+	}
+	stmt := fmt.Sprintf(`DELETE FROM %s WHERE id IN (%s)`, q, sb.String())
+	if r.cfg.OnRelay == "mark" {
+		stmt = fmt.Sprintf(`UPDATE %s SET status = %d WHERE id IN (%s)`, q, outbox.StatusRelayed, sb.String())
+	}
+	if _, err := ex.ExecContext(ctx, stmt); err != nil {
+		return fmt.Errorf("finish relayed messages: %w", err)
+	}
+	return nil
+}
+
+// finishEnded finishes the in-flight rows whose task has ended (or is
+// gone: deleted by retention), which lets their keys' next rows go.
+func (r *Relay) finishEnded(ctx context.Context, db *sql.DB, q string, it item) (int, error) {
+	rows, err := db.QueryContext(ctx, fmt.Sprintf(`SELECT id, task_id FROM %s WHERE status = %d%s ORDER BY id LIMIT %d`,
+		q, outbox.StatusInFlight, r.segWhere(it, ""), r.cfg.Batch))
+	if err != nil {
+		return 0, fmt.Errorf("select in-flight messages: %w", err)
+	}
+	type fl struct {
+		id   int64
+		task string
+	}
+	var all []fl
+	for rows.Next() {
+		var f fl
+		if err := rows.Scan(&f.id, &f.task); err != nil {
+			rows.Close()
+			return 0, fmt.Errorf("read in-flight messages: %w", err)
+		}
+		all = append(all, f)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return 0, fmt.Errorf("read in-flight messages: %w", err)
+	}
+	var done []int64
+	delivered, dead := 0, 0
+	for _, f := range all {
+		t, err := r.tasks.Get(ctx, f.task)
+		switch {
+		case errors.Is(err, store.ErrNotFound):
+			done = append(done, f.id)
+		case err != nil:
+			return 0, fmt.Errorf("task %s of message %d: %w", f.task, f.id, err)
+		case t.Status == task.StatusDone:
+			done = append(done, f.id)
+			delivered++
+		case t.Status == task.StatusDead || t.Status == task.StatusCancelled:
+			// Dead or cancelled: the key goes on; the task stays in the
+			// dead list (GET /v1/dead) to requeue.
+			done = append(done, f.id)
+			dead++
+			r.log.Warn("outbox message's task ended "+t.Status.String()+"; its key goes on", "outbox", r.cfg.Name, "id", f.id, "task", f.task, "err", t.LastError)
+		}
+	}
+	if err := r.finishRows(ctx, db, q, done); err != nil {
+		return 0, err
+	}
+	r.m.Messages.WithLabelValues(r.cfg.Name, "delivered").Add(float64(delivered))
+	r.m.Messages.WithLabelValues(r.cfg.Name, "dead").Add(float64(dead))
+	return len(done), nil
+}
+
+// oldestAge publishes the age of the item's oldest unfinished row (by
+// created_at; (status, id) finds the lowest id of each status at once).
+func (r *Relay) oldestAge(ctx context.Context, db *sql.DB, q string, it item, now time.Time) error {
+	var oldest int64
+	for _, s := range []int{outbox.StatusWaiting, outbox.StatusInFlight} {
+		var c sql.NullInt64
+		err := db.QueryRowContext(ctx, fmt.Sprintf(`SELECT created_at FROM %s WHERE status = %d%s ORDER BY id LIMIT 1`,
+			q, s, r.segWhere(it, ""))).Scan(&c)
+		if err != nil && !errors.Is(err, sql.ErrNoRows) {
+			return fmt.Errorf("oldest message: %w", err)
+		}
+		if c.Valid && c.Int64 > 0 && (oldest == 0 || c.Int64 < oldest) {
+			oldest = c.Int64
+		}
+	}
+	age := time.Duration(0)
+	if oldest > 0 {
+		age = max(now.Sub(time.UnixMicro(oldest)), time.Nanosecond)
+	}
+	r.setOldest(it.n, age)
+	return nil
+}
