@@ -78,6 +78,9 @@ type Config struct {
 	Topics map[string]TopicConfig `yaml:"topics"`
 	// Metrics: config_metrics.go.
 	Metrics MetricsConfig `yaml:"metrics"`
+	// Tracing and Audit: config_observe.go.
+	Tracing TracingConfig `yaml:"tracing"`
+	Audit   AuditConfig   `yaml:"audit"`
 }
 
 // StoreConfig configures the task store.
@@ -186,6 +189,10 @@ type HTTPConfig struct {
 	// when the share of its next piece is not there. Default 256 MiB,
 	// never below max_batch_bytes.
 	MaxInflightBodyBytes int64 `yaml:"max_inflight_body_bytes"`
+
+	// SlowRequest: a request that takes longer is logged at warn, with
+	// its request ID. Default 1s; 1ms..1h.
+	SlowRequest Duration `yaml:"slow_request"`
 }
 
 // Defaults and bounds of the configuration. Where a part of the pipeline
@@ -257,9 +264,11 @@ func DefaultConfig() Config {
 			MaxBatchBytes: DefaultMaxBatchBytes, MaxInflightBodyBytes: DefaultMaxInflightBody, ReadHeaderTimeout: Duration(DefaultReadHeaderTimeout),
 			ReadTimeout: Duration(DefaultReadTimeout), WriteTimeout: Duration(DefaultWriteTimeout),
 			IdleTimeout: Duration(DefaultIdleTimeout), MaxConnections: DefaultMaxConnections,
+			SlowRequest: Duration(api.DefaultSlowRequest),
 		},
 		Retention: defaultRetention(),
 		Metrics:   MetricsConfig{MaxTopics: DefaultMetricsMaxTopics},
+		Tracing:   TracingConfig{SampleRatio: DefaultSampleRatio},
 	}
 }
 
@@ -464,6 +473,12 @@ func (c *Config) Validate() error {
 	if err := c.Retention.validate(); err != nil {
 		return err
 	}
+	if err := c.Tracing.validate(); err != nil {
+		return err
+	}
+	if err := c.Audit.validate(); err != nil {
+		return err
+	}
 	if err := c.validateSecurity(); err != nil {
 		return err
 	}
@@ -511,6 +526,9 @@ func (h HTTPConfig) validate(maxPayload int) error {
 	}
 	if h.MaxConnections < 1 || h.MaxConnections > 1000000 {
 		return fmt.Errorf("http.max_connections: %d is out of range 1..1000000", h.MaxConnections)
+	}
+	if v := time.Duration(h.SlowRequest); v < time.Millisecond || v > time.Hour {
+		return fmt.Errorf("http.slow_request: %s is out of range 1ms..1h", v)
 	}
 	return nil
 }

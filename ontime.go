@@ -31,6 +31,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/ontimehq/ontime/internal/api"
 	"github.com/ontimehq/ontime/internal/complete"
@@ -55,6 +56,7 @@ import (
 	"github.com/ontimehq/ontime/internal/submit"
 	"github.com/ontimehq/ontime/internal/task"
 	"github.com/ontimehq/ontime/internal/topics"
+	"github.com/ontimehq/ontime/internal/tracing"
 )
 
 // Errors a Node returns; match with errors.Is.
@@ -182,6 +184,14 @@ type Node struct {
 	// samples feeds the console's charts; lanes its open breakers.
 	samples *console.Sampler
 	lanes   metrics.Lanes
+	// audit writes the API's audit lines (audit.go); auditFile is
+	// audit.file, open until closeResources.
+	audit     *api.Auditor
+	auditFile *os.File
+	// tracing is the tracer provider (tracing.go); tracer its tracer, nil
+	// when tracing is off.
+	tracing *tracing.Provider
+	tracer  trace.Tracer
 	// services in start order; stopped in reverse.
 	services []startstop.Service
 	// inc is this process's incarnation: published by the coordinator,
@@ -210,6 +220,7 @@ type NodeOption func(*nodeOptions)
 type nodeOptions struct {
 	logger   *slog.Logger
 	resolver Resolver
+	tracer   trace.TracerProvider
 }
 
 // WithLogger sets the node's logger (default: discard).
@@ -254,6 +265,14 @@ func NewNode(ctx context.Context, cfg Config, opts ...NodeOption) (_ *Node, err 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	n := &Node{cfg: cfg, log: o.logger, store: st, reg: reg, sec: sec, inc: store.NewIncarnation()}
+	if err := n.openAudit(); err != nil {
+		n.closeResources()
+		return nil, err
+	}
+	if err := n.openTracing(ctx, o.tracer); err != nil {
+		n.closeResources()
+		return nil, err
+	}
 	if err := n.build(ctx, o.resolver); err != nil {
 		n.closeResources()
 		return nil, err
@@ -354,7 +373,9 @@ func (n *Node) build(ctx context.Context, resolver Resolver) error {
 	if err != nil {
 		return err
 	}
-	rc := deliver.RouterConfig{Dispatcher: disp, Webhook: redactingSink{wh, n.sec.redactor()}, Outcomes: comp, NodeID: cfg.NodeID, Metrics: m}
+	rc := deliver.RouterConfig{Dispatcher: disp, Webhook: redactingSink{wh, n.sec.redactor()}, Outcomes: comp, NodeID: cfg.NodeID, Metrics: m,
+		Tracer: n.tracer}
+	brokers.Trace(n.tracer)
 	limits := task.Limits{MaxPayloadBytes: cfg.Delivery.MaxPayloadBytes, DefaultMaxAttempts: cfg.Delivery.MaxAttempts,
 		CheckTarget: targets.CheckTarget, TopicTarget: n.cfg.topicTarget, Handled: n.handled}
 	if brokers.Len() > 0 {
@@ -368,7 +389,7 @@ func (n *Node) build(ctx context.Context, resolver Resolver) error {
 		return err
 	}
 	n.scan, err = scan.New(scan.Config{Store: n.store, Tier: n.tier, Planner: planner, NodeID: cfg.NodeID, Incarnation: n.inc, MaxEntries: cfg.Hot.MaxEntries,
-		Window: window, LeaseTTL: time.Duration(cfg.Delivery.LeaseTTL), Logger: n.log, Metrics: m, Live: n.liveNodes, Wait: comp.Wait})
+		Window: window, LeaseTTL: time.Duration(cfg.Delivery.LeaseTTL), Logger: n.log, Metrics: m, Live: n.liveNodes, Wait: comp.Wait, Tracer: n.tracer})
 	if err != nil {
 		return err
 	}
@@ -406,7 +427,7 @@ func (n *Node) build(ctx context.Context, resolver Resolver) error {
 	n.submit, err = submit.New(submit.Config{Store: n.store, Tier: n.tier, Planner: planner, Notifier: n.scan,
 		Topology: router.Topology{Databases: len(cfg.Store.Databases), Tables: cfg.Store.Tables},
 		Segments: cfg.Store.Segments, NodeID: cfg.NodeID, Incarnation: n.inc, Window: window, LeaseTTL: time.Duration(cfg.Delivery.LeaseTTL),
-		Limits: limits, Logger: n.log, Metrics: m, GroupByTable: serverEngine, GroupWriters: groupWriters})
+		Limits: limits, Logger: n.log, Metrics: m, GroupByTable: serverEngine, GroupWriters: groupWriters, Tracer: n.tracer})
 	if err != nil {
 		return err
 	}
@@ -502,6 +523,12 @@ func (n *Node) closeResources() error {
 	if err := n.store.Close(); err != nil {
 		errs = append(errs, fmt.Errorf("store: %w", err))
 	}
+	if err := n.closeAudit(); err != nil {
+		errs = append(errs, fmt.Errorf("audit.file: %w", err))
+	}
+	if err := n.closeTracing(); err != nil {
+		errs = append(errs, fmt.Errorf("tracing: %w", err))
+	}
 	return errors.Join(errs...)
 }
 
@@ -533,6 +560,8 @@ func (n *Node) Handle(topic string, h Handler, opts ...HandleOption) error {
 	return n.router.Handle(topic, deliver.HandlerFunc(func(ctx context.Context, d deliver.Delivery) error {
 		ctx, cancel := context.WithTimeout(ctx, o.timeout)
 		defer cancel()
+		// The handler's spans continue the task's trace (tracing on).
+		ctx = tracing.Continue(ctx, d.Traceparent)
 		err := h(ctx, &Delivery{ID: d.ID, Topic: d.Topic, Key: d.Key, Payload: d.Payload, DueAt: d.DueAt, Attempt: d.Attempt})
 		if err != nil && errors.Is(ctx.Err(), context.DeadlineExceeded) {
 			return fmt.Errorf("handler of topic %q timed out after %s: %w", d.Topic, o.timeout, err)
@@ -760,6 +789,9 @@ func (n *Node) apiHandler() http.Handler {
 		MaxInflightBodyBytes: n.cfg.HTTP.MaxInflightBodyBytes,
 		Logger:               n.log,
 		Auth:                 n.auth(),
+		SlowRequest:          time.Duration(n.cfg.HTTP.SlowRequest),
+		Audit:                n.audit,
+		Tracer:               n.tracer,
 	})
 }
 

@@ -188,7 +188,7 @@ func forbidden(field, format string, args ...any) error {
 }
 
 // authenticate returns the request to serve, carrying its token, or the
-// 401/403 to answer. Unknown routes need a token too: without one, a
+// 401/403 to answer (with a 403, the request carrying the token refused). Unknown routes need a token too: without one, a
 // caller learns nothing, not even which paths exist.
 func (a *Auth) authenticate(w http.ResponseWriter, r *http.Request) (*http.Request, error) {
 	need := RouteRole(r.Method, r.URL.Path)
@@ -206,20 +206,22 @@ func (a *Auth) authenticate(w http.ResponseWriter, r *http.Request) (*http.Reque
 		w.Header().Set("WWW-Authenticate", `Bearer realm="ontime", error="invalid_token"`)
 		return nil, unauthorized("the bearer token is not valid")
 	}
+	// A refusal from here on names the token's owner (the audit's actor).
+	withTok := r.WithContext(context.WithValue(r.Context(), tokenKey{}, tok))
 	if !tok.Role.allows(need) {
-		return nil, forbidden("", "token %q has role %s; %s %s needs %s", tok.Name, tok.Role, r.Method, r.URL.Path, need)
+		return withTok, forbidden("", "token %q has role %s; %s %s needs %s", tok.Name, tok.Role, r.Method, r.URL.Path, need)
 	}
 	if tok.Topics != "" && !topicScoped(r.URL.Path) {
-		return nil, forbidden("", "token %q is limited to topics %q; %s spans topics", tok.Name, tok.Topics, r.URL.Path)
+		return withTok, forbidden("", "token %q is limited to topics %q; %s spans topics", tok.Name, tok.Topics, r.URL.Path)
 	}
 	if tok.Topics != "" && strings.HasPrefix(r.URL.Path, "/v1/topics/") {
 		topic, _, _ := strings.Cut(strings.TrimPrefix(r.URL.Path, "/v1/topics/"), "/")
 		topic, _, _ = strings.Cut(topic, ":")
 		if ok, _ := path.Match(tok.Topics, topic); !ok {
-			return nil, forbidden("topic", "token %q is limited to topics %q", tok.Name, tok.Topics)
+			return withTok, forbidden("topic", "token %q is limited to topics %q", tok.Name, tok.Topics)
 		}
 	}
-	return r.WithContext(context.WithValue(r.Context(), tokenKey{}, tok)), nil
+	return withTok, nil
 }
 
 // topicScoped reports routes on which a topic-limited token is enforced:

@@ -95,10 +95,10 @@ func (h *handler) readBody(w http.ResponseWriter, r *http.Request, limit int64, 
 		// connection gracefully (the answer first, then close) instead of
 		// resetting it under a client still sending.
 		var one [1]byte
-		_, _ = http.MaxBytesReader(w, r.Body, 0).Read(one[:])
+		_, _ = http.MaxBytesReader(rawWriter(w), r.Body, 0).Read(one[:])
 		return out, tooLarge(limit, field)
 	}
-	src := http.MaxBytesReader(w, r.Body, limit)
+	src := http.MaxBytesReader(rawWriter(w), r.Body, limit)
 	if n := r.ContentLength; n >= 0 {
 		// Known length: one buffer of exactly that size, once its share
 		// of the budget is had.

@@ -10,6 +10,11 @@ import (
 	"strings"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/ontimehq/ontime/apiv1"
 	"github.com/ontimehq/ontime/internal/router"
 	"github.com/ontimehq/ontime/internal/store"
@@ -80,12 +85,13 @@ const RetryAfter = 2 * time.Second
 // writeError answers err with its status and the error envelope.
 func writeError(w http.ResponseWriter, r *http.Request, log *slog.Logger, err error) {
 	status, d, internal := classify(err)
+	noteCode(w, string(d.Code))
 	if internal {
-		log.Error("api request failed", "method", r.Method, "path", r.URL.Path, "err", err)
+		log.Error("api request failed", "request_id", requestIDOf(w), "method", r.Method, "path", r.URL.Path, "err", err)
 	}
 	if status == http.StatusServiceUnavailable {
 		if errors.Is(err, store.ErrUnavailable) {
-			log.Debug("api request failed: store unavailable", "method", r.Method, "path", r.URL.Path, "err", err)
+			log.Debug("api request failed: store unavailable", "request_id", requestIDOf(w), "method", r.Method, "path", r.URL.Path, "err", err)
 		}
 		w.Header().Set("Retry-After", strconv.Itoa(int(RetryAfter/time.Second)))
 	}
@@ -94,21 +100,47 @@ func writeError(w http.ResponseWriter, r *http.Request, log *slog.Logger, err er
 
 // routed serves mux, replacing ServeMux's plain-text 404 and 405 with the
 // envelope: every error answer of the API must be JSON a client can decode.
+// Around every request it keeps the request ID (X-Request-Id), logs the
+// request (debug; warn past slow) and audits the state changes that auth
+// refused; the route table's handlers audit the others (audited).
 type routed struct {
 	mux      *http.ServeMux
 	patterns []string // what mux serves, for Routes
+	changes  map[string]change
 	log      *slog.Logger
 	auth     *Auth
+	audit    *Auditor
+	slow     time.Duration
+	ids      *requestIDs
+	tracer   trace.Tracer // nil: tracing off
 }
 
 func (h routed) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	rw := &respWriter{ResponseWriter: w, id: r.Header.Get(RequestIDHeader)}
+	if !validRequestID(rw.id) {
+		rw.id = h.ids.next()
+	}
+	w.Header()[RequestIDHeader] = []string{rw.id}
+	route, served := h.serve(rw, r)
+	h.logRequest(served, rw, route, time.Since(start))
+}
+
+// serve answers r and returns the pattern of its route ("" for none) and
+// the request as served (with its token).
+func (h routed) serve(w *respWriter, r *http.Request) (string, *http.Request) {
 	ar, err := h.auth.authenticate(w, r)
 	if err != nil {
 		// The reason and the token's name only: a presented token is
 		// never logged (it may be a real one, of another system).
-		h.log.Debug("api request refused", "method", r.Method, "path", r.URL.Path, "remote", r.RemoteAddr, "why", err.Error())
+		h.log.Debug("api request refused", "request_id", w.id, "method", r.Method, "path", r.URL.Path, "remote", r.RemoteAddr, "why", err.Error())
 		writeError(w, r, h.log, err)
-		return
+		_, pattern := h.mux.Handler(r)
+		if ar != nil {
+			r = ar
+		}
+		h.auditOutside(w, r, pattern)
+		return pattern, r
 	}
 	r = ar
 	if _, pattern := h.mux.Handler(r); pattern != "" {
@@ -116,10 +148,15 @@ func (h routed) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// malformed parts and answer as if they were not there.
 		if _, err := parseQuery(r.URL.RawQuery); err != nil {
 			writeError(w, r, h.log, err)
-			return
+			h.auditOutside(w, r, pattern)
+			return pattern, r
+		}
+		if h.tracer != nil {
+			h.traced(w, r, pattern)
+			return pattern, r
 		}
 		h.mux.ServeHTTP(w, r)
-		return
+		return pattern, r
 	}
 	// No route matched. ServeMux's answer says which failure it was (404,
 	// 405 with Allow, or a redirect to the cleaned path); the body is
@@ -140,6 +177,38 @@ func (h routed) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		w.WriteHeader(rec.status)
 		_, _ = w.Write(rec.body.Bytes())
+	}
+	return "", r
+}
+
+// auditOutside audits a request to a state-changing route refused before
+// its handler ran (its token, its query). No path values outside the mux:
+// the path names the target.
+func (h routed) auditOutside(w *respWriter, r *http.Request, pattern string) {
+	if !h.audit.audits(h.changes[pattern]) {
+		return
+	}
+	h.audit.Record(r.Context(), AuditEntry{Actor: actorOf(r.Context(), h.auth), Method: r.Method, Route: pattern, Path: r.URL.Path,
+		Status: w.answered(), Code: w.code, RequestID: w.id, Remote: r.RemoteAddr})
+}
+
+// audited wraps the handler of a state-changing route: once it answered,
+// one audit line with the actor, the route, the target and the outcome.
+func (h routed) audited(pattern string, serve http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		serve(w, r)
+		e := AuditEntry{Actor: actorOf(r.Context(), h.auth), Method: r.Method, Route: pattern, Path: r.URL.Path,
+			RequestID: requestIDOf(w), Remote: r.RemoteAddr, Duration: time.Since(start)}
+		e.TargetKind, e.Target, e.Op = auditTarget(r)
+		e.Status = http.StatusOK
+		if rw, ok := w.(*respWriter); ok {
+			e.Status, e.Code = rw.answered(), rw.code
+			if rw.target != "" {
+				e.Target = rw.target
+			}
+		}
+		h.audit.Record(r.Context(), e)
 	}
 }
 
@@ -189,4 +258,20 @@ func conflictMessage(err error) string {
 		return fmt.Sprintf("the task is %s; only a dead task can be requeued", ce.Status)
 	}
 	return fmt.Sprintf("the task is %s, which does not allow %s", ce.Status, ce.Op)
+}
+
+// traced serves r inside a server span named for its route, continuing
+// the caller's trace (W3C traceparent header).
+func (h routed) traced(w *respWriter, r *http.Request, pattern string) {
+	ctx := propagation.TraceContext{}.Extract(r.Context(), propagation.HeaderCarrier(r.Header))
+	ctx, span := h.tracer.Start(ctx, pattern, trace.WithSpanKind(trace.SpanKindServer), trace.WithAttributes(
+		attribute.String("http.request.method", r.Method), attribute.String("http.route", pattern),
+		attribute.String("url.path", r.URL.Path), attribute.String("ontime.request_id", w.id)))
+	defer span.End()
+	h.mux.ServeHTTP(w, r.WithContext(ctx))
+	status := w.answered()
+	span.SetAttributes(attribute.Int("http.response.status_code", status))
+	if status >= 500 {
+		span.SetStatus(codes.Error, http.StatusText(status))
+	}
 }

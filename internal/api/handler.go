@@ -16,6 +16,8 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/ontimehq/ontime/apiv1"
 	"github.com/ontimehq/ontime/internal/router"
 	"github.com/ontimehq/ontime/internal/store"
@@ -37,6 +39,17 @@ type Options struct {
 	// handler reads or holds at once (body.go); default
 	// DefaultMaxInflightBodyBytes, never below the batch limit.
 	MaxInflightBodyBytes int64
+
+	// SlowRequest: a request that takes longer is logged at warn
+	// (http.slow_request); default DefaultSlowRequest.
+	SlowRequest time.Duration
+	// Audit writes the audit line of every state change (audit.go); nil:
+	// none are written.
+	Audit *Auditor
+	// Tracer, when set (tracing on), makes a server span of each request
+	// to a route, child of the caller's traceparent header; a submit's
+	// tasks keep that trace (internal/submit). nil: no span.
+	Tracer trace.Tracer
 }
 
 // View converts a stored task to its JSON view.
@@ -86,13 +99,25 @@ func NewHandler(s Services, opts Options) http.Handler {
 	if s.Keys != nil {
 		h.keys = scopedKeys{ks: s.Keys, sc: scoped{s.Tasks}}
 	}
-	mux := newPatternMux()
-	for _, rt := range h.routes(s) {
-		if rt.on {
-			mux.HandleFunc(rt.pattern, rt.serve)
-		}
+	if opts.SlowRequest <= 0 {
+		opts.SlowRequest = DefaultSlowRequest
 	}
-	return routed{mux: mux.ServeMux, patterns: mux.patterns, log: opts.Logger, auth: opts.Auth}
+	mux := newPatternMux()
+	rd := routed{log: opts.Logger, auth: opts.Auth, audit: opts.Audit, slow: opts.SlowRequest, ids: newRequestIDs(), changes: map[string]change{},
+		tracer: opts.Tracer}
+	for _, rt := range h.routes(s) {
+		if !rt.on {
+			continue
+		}
+		rd.changes[rt.pattern] = rt.change
+		serve := rt.serve
+		if opts.Audit.audits(rt.change) {
+			serve = rd.audited(rt.pattern, serve)
+		}
+		mux.HandleFunc(rt.pattern, serve)
+	}
+	rd.mux, rd.patterns = mux.ServeMux, mux.patterns
+	return rd
 }
 
 func (h *handler) fail(w http.ResponseWriter, r *http.Request, err error) {

@@ -39,11 +39,17 @@ type route struct {
 	pattern string // ServeMux pattern: "METHOD /path"
 	on      bool   // the service it serves was given (Services)
 	serve   http.HandlerFunc
+	change  change // what the audit log records of it (audit.go)
 }
 
 // routes is every route the API serves: NewHandler registers this table
 // and nothing else. A new group of routes (the console's GET /ui/, the
 // outbox, resharding) is a Services member and its lines here.
+//
+// The last column marks the routes that change state: each request to one
+// of them is an audit line (audit.go); submits are a class of their own,
+// audited only with audit.submits (they are the data plane, thousands a
+// second, not an operator's act).
 //
 // The role a token needs is not a column: RouteRole derives it from the
 // method and path (auth.go), so that an op after the colon can need more
@@ -59,49 +65,49 @@ func (h *handler) routes(s Services) []route {
 	// the colon (IDs, names and topics have none).
 	return []route{
 		// Probes and the API's description: no token needed.
-		{"GET /healthz", true, healthz},
-		{"GET /readyz", true, h.ready},
-		{"GET /v1/openapi.json", true, serveOpenAPI},
-		{"GET /metrics", s.Metrics != nil, h.metrics},
+		{"GET /healthz", true, healthz, readOnly},
+		{"GET /readyz", true, h.ready, readOnly},
+		{"GET /v1/openapi.json", true, serveOpenAPI, readOnly},
+		{"GET /metrics", s.Metrics != nil, h.metrics, readOnly},
 
 		// Tasks (handler.go).
-		{"POST /v1/tasks", true, h.submit},
-		{"POST /v1/tasks:batch", true, h.batch},
-		{"POST /v1/tasks/{idop}", true, h.postTaskOp}, // :requeue
-		{"GET /v1/tasks/{id}", true, h.get},
-		{"DELETE /v1/tasks/{id}", true, h.cancel},
-		{"GET /v1/tasks", true, h.list}, // ?key= needs Keys
+		{"POST /v1/tasks", true, h.submit, changeSubmit},
+		{"POST /v1/tasks:batch", true, h.batch, changeSubmit},
+		{"POST /v1/tasks/{idop}", true, h.postTaskOp, changeState}, // :requeue
+		{"GET /v1/tasks/{id}", true, h.get, readOnly},
+		{"DELETE /v1/tasks/{id}", true, h.cancel, changeState},
+		{"GET /v1/tasks", true, h.list, readOnly}, // ?key= needs Keys
 
 		// Tasks by key, and PATCH (keys.go). The key is the rest of the
 		// path, so a key may hold slashes; the topic is one segment.
-		{"PATCH /v1/tasks/{id}", keys, h.patch},
-		{"GET /v1/topics/{topic}/keys/{key...}", keys, h.getByKey},
-		{"DELETE /v1/topics/{topic}/keys/{key...}", keys, h.cancelByKey},
-		{"PATCH /v1/topics/{topic}/keys/{key...}", keys, h.patchByKey},
+		{"PATCH /v1/tasks/{id}", keys, h.patch, changeState},
+		{"GET /v1/topics/{topic}/keys/{key...}", keys, h.getByKey, readOnly},
+		{"DELETE /v1/topics/{topic}/keys/{key...}", keys, h.cancelByKey, changeState},
+		{"PATCH /v1/topics/{topic}/keys/{key...}", keys, h.patchByKey, changeState},
 
 		// Topics (topics.go).
-		{"GET /v1/topics", topics, th.list},
-		{"POST /v1/topics/{topicop}", topics, th.op}, // :pause, :resume, :requeue
+		{"GET /v1/topics", topics, th.list, readOnly},
+		{"POST /v1/topics/{topicop}", topics, th.op, changeState}, // :pause, :resume, :requeue
 
 		// Schedules (schedules.go).
-		{"POST /v1/schedules", schedules, sh.create},
-		{"GET /v1/schedules", schedules, sh.list},
-		{"GET /v1/schedules/{name}", schedules, sh.get},
-		{"PUT /v1/schedules/{name}", schedules, sh.put},
-		{"DELETE /v1/schedules/{name}", schedules, sh.delete},
-		{"POST /v1/schedules/{nameop}", schedules, sh.op}, // :pause, :resume, :trigger
+		{"POST /v1/schedules", schedules, sh.create, changeState},
+		{"GET /v1/schedules", schedules, sh.list, readOnly},
+		{"GET /v1/schedules/{name}", schedules, sh.get, readOnly},
+		{"PUT /v1/schedules/{name}", schedules, sh.put, changeState},
+		{"DELETE /v1/schedules/{name}", schedules, sh.delete, changeState},
+		{"POST /v1/schedules/{nameop}", schedules, sh.op, changeState}, // :pause, :resume, :trigger
 
 		// Scan jobs (jobs.go).
-		{"GET /v1/jobs", jobs, jh.list},
-		{"GET /v1/jobs/{name}", jobs, jh.get},
-		{"GET /v1/jobs/{name}/runs", jobs, jh.runs}, // ?item=&limit=
-		{"POST /v1/jobs/{nameop}", jobs, jh.op},     // :trigger, :pause, :resume
+		{"GET /v1/jobs", jobs, jh.list, readOnly},
+		{"GET /v1/jobs/{name}", jobs, jh.get, readOnly},
+		{"GET /v1/jobs/{name}/runs", jobs, jh.runs, readOnly}, // ?item=&limit=
+		{"POST /v1/jobs/{nameop}", jobs, jh.op, changeState},  // :trigger, :pause, :resume
 
 		// The cluster.
-		{"GET /v1/cluster", s.Cluster != nil, h.cluster},
+		{"GET /v1/cluster", s.Cluster != nil, h.cluster, readOnly},
 
 		// Outboxes (config outboxes:).
-		{"GET /v1/outboxes", s.Outboxes != nil, func(w http.ResponseWriter, r *http.Request) { h.outboxes(w, r, s.Outboxes) }},
+		{"GET /v1/outboxes", s.Outboxes != nil, func(w http.ResponseWriter, r *http.Request) { h.outboxes(w, r, s.Outboxes) }, readOnly},
 	}
 }
 

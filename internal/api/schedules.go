@@ -140,6 +140,7 @@ func (s *scheduleHandler) create(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
+	noteTarget(w, d.Name) // the audit's target is in the body
 	rec, err := s.svc.Create(r.Context(), d)
 	if err != nil {
 		s.fail(w, r, err)

@@ -24,6 +24,9 @@ type Delivery struct {
 	Payload []byte
 	DueAt   time.Time
 	Attempt int // 1 for the first
+	// Traceparent is the W3C trace context the sink sends on (header
+	// traceparent) when tracing is on; "" otherwise.
+	Traceparent string
 }
 
 // Sink delivers to one kind of target. A nil error is success.

@@ -1,6 +1,7 @@
 package deliver
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net/url"
@@ -10,8 +11,13 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/ontimehq/ontime/internal/metrics"
 	"github.com/ontimehq/ontime/internal/task"
+	"github.com/ontimehq/ontime/internal/tracing"
 )
 
 // ErrNoHandler: a task without a target reached a node with no Go handler
@@ -47,6 +53,11 @@ type RouterConfig struct {
 	Outcomes   Outcomes
 	NodeID     string
 	Metrics    *metrics.Metrics // nil: series kept but not registered
+	// Tracer, when set (tracing on), continues each task's trace
+	// (task.Traceparent) with "ontime.fire" (due time → release) and
+	// "ontime.deliver" (the attempt, its outcome), and gives the sink the
+	// deliver span's traceparent (Delivery.Traceparent); nil: none.
+	Tracer trace.Tracer
 }
 
 // Router picks each due task's sink and lane: the Go handler of its topic
@@ -162,10 +173,14 @@ func (r *Router) Send(tasks []*task.Task) {
 			lanes[dest] = l
 			order = append(order, dest)
 		}
-		l.jobs = append(l.jobs, Job{
+		job := Job{
 			Delivery: Delivery{Dest: dest, ID: t.ID, Topic: t.Topic, Key: t.Key, Target: t.Target, Payload: t.Payload, DueAt: t.DueAt, Attempt: t.Attempts},
 			Done:     fl[i].set(r, t, ts, sent),
-		})
+		}
+		if r.cfg.Tracer != nil {
+			r.traced(&job, t, dest)
+		}
+		l.jobs = append(l.jobs, job)
 	}
 	ctx := r.cfg.Dispatcher.Context()
 	for _, dest := range order {
@@ -267,4 +282,46 @@ func ParseDestination(s string) (string, error) {
 		}
 	}
 	return destKey(u.Scheme, u.Host), nil
+}
+
+// traced continues t's trace for one attempt: "ontime.fire", from the due
+// time to now (its length is the lateness), then "ontime.deliver" under
+// it, ended by the attempt's outcome; the sink sends the deliver span's
+// traceparent on, so the receiver's work is its child. A task submitted
+// without a trace starts one here.
+func (r *Router) traced(job *Job, t *task.Task, dest string) {
+	now := time.Now()
+	ctx := tracing.Continue(context.Background(), t.Traceparent)
+	// One option per span and the fewest attributes on fire: the SDK's
+	// Start is most of tracing's cost per task (BENCHMARKS.md, tracing).
+	fctx, fire := r.cfg.Tracer.Start(ctx, "ontime.fire", trace.WithTimestamp(t.DueAt),
+		trace.WithAttributes(attribute.Float64("ontime.lateness_seconds", now.Sub(t.DueAt).Seconds())))
+	fire.End(trace.WithTimestamp(now))
+	_, span := r.cfg.Tracer.Start(fctx, "ontime.deliver", trace.WithSpanKind(trace.SpanKindProducer), trace.WithTimestamp(now),
+		trace.WithAttributes(attribute.String("ontime.task_id", t.ID), attribute.String("ontime.topic", t.Topic),
+			attribute.Int("ontime.attempt", t.Attempts), attribute.String("ontime.destination", dest)))
+	job.Delivery.Traceparent = tracing.Format(span.SpanContext())
+	done := job.Done
+	job.Done = func(err error) {
+		span.SetAttributes(attribute.String("ontime.outcome", outcomeOf(t, err)))
+		if err != nil {
+			span.RecordError(err)
+			span.SetStatus(codes.Error, err.Error())
+		}
+		span.End()
+		done(err)
+	}
+}
+
+// outcomeOf names what an attempt's result makes of t, as the completer
+// will: done, retry, or dead (a permanent failure or the last attempt).
+func outcomeOf(t *task.Task, err error) string {
+	switch {
+	case err == nil:
+		return "done"
+	case IsPermanent(err) || t.Attempts >= t.MaxAttempts:
+		return "dead"
+	default:
+		return "retry"
+	}
 }

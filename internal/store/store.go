@@ -87,6 +87,10 @@ type NewTask struct {
 	// goes in under the live-key unique index, in the insert's own
 	// statement: concurrent inserts of the key still make one live task.
 	ReplaceFinal bool
+
+	// Traceparent is the W3C trace context of the submit ('' when not
+	// traced): its deliveries continue that trace.
+	Traceparent string
 }
 
 // Lease is who claims and until when.

@@ -13,11 +13,16 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/ontimehq/ontime/internal/hot"
 	"github.com/ontimehq/ontime/internal/metrics"
 	"github.com/ontimehq/ontime/internal/router"
 	"github.com/ontimehq/ontime/internal/store"
 	"github.com/ontimehq/ontime/internal/task"
+	"github.com/ontimehq/ontime/internal/tracing"
 )
 
 // Store is what the submit path needs of the store.
@@ -79,6 +84,10 @@ type Config struct {
 	// without BEGIN and COMMIT round trips, and syncs together with the
 	// other tables' concurrent commits by itself.
 	GroupByTable bool
+	// Tracer, when set (tracing on), makes a span of each submit and
+	// keeps its context with the tasks (store.NewTask.Traceparent) for
+	// their deliveries to continue; nil: no span, nothing kept.
+	Tracer trace.Tracer
 }
 
 // Service is the submit path. It answers ErrNotReady until SetReady(true).
@@ -142,9 +151,22 @@ func (s *Service) SetReady(ready bool) { s.ready.Store(ready) }
 // Submit validates specs, stores the valid ones and answers one result per
 // spec. A task due within the window is inserted already claimed by this
 // node and goes to the hot tier once its row has committed.
-func (s *Service) Submit(ctx context.Context, specs []task.Spec) ([]Result, error) {
+func (s *Service) Submit(ctx context.Context, specs []task.Spec) (_ []Result, err error) {
 	if !s.ready.Load() {
 		return nil, ErrNotReady
+	}
+	var traceparent string
+	if s.cfg.Tracer != nil {
+		var span trace.Span
+		ctx, span = s.cfg.Tracer.Start(ctx, "ontime.submit", trace.WithAttributes(attribute.Int("ontime.tasks", len(specs))))
+		defer func() {
+			if err != nil {
+				span.RecordError(err)
+				span.SetStatus(codes.Error, err.Error())
+			}
+			span.End()
+		}()
+		traceparent = tracing.Format(span.SpanContext())
 	}
 	now := time.Now()
 	results := make([]Result, len(specs))
@@ -169,7 +191,7 @@ func (s *Service) Submit(ctx context.Context, specs []task.Spec) ([]Result, erro
 		}
 		id, parsed := router.NewID(now, hash, v.Key != "")
 		// A replace asked for a new task over a final one (keys.go).
-		nt := store.NewTask{ID: id, ShardHash: parsed.ShardHash, Seg: parsed.Segment(s.cfg.Segments), Validated: v, ReplaceFinal: sp.Replace}
+		nt := store.NewTask{ID: id, ShardHash: parsed.ShardHash, Seg: parsed.Segment(s.cfg.Segments), Validated: v, ReplaceFinal: sp.Replace, Traceparent: traceparent}
 		if !v.DueAt.After(horizon) {
 			nt.Claim = &store.Lease{Owner: s.cfg.NodeID, Until: v.DueAt.Add(s.cfg.LeaseTTL), Token: token}
 		}

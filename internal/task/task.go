@@ -86,6 +86,9 @@ type Task struct {
 	// MovedBy is what last set DueAt since the submit: a retry, an update
 	// or a requeue; MovedNone when nothing did.
 	MovedBy Move
+	// Traceparent is the W3C trace context of the submit that made the
+	// task ('' when it was not traced); deliveries continue that trace.
+	Traceparent string
 }
 
 // Move is what last moved a task's due time away from the one it was

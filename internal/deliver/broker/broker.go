@@ -31,9 +31,14 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/ontimehq/ontime/internal/deliver"
 	"github.com/ontimehq/ontime/internal/startstop"
 	"github.com/ontimehq/ontime/internal/task"
+	"github.com/ontimehq/ontime/internal/tracing"
 )
 
 // ErrConnLost: the connection went away before the broker acknowledged a
@@ -71,6 +76,8 @@ type Message struct {
 	ID      string // the task ID; NATS's Nats-Msg-Id
 	Body    []byte
 	Headers [5]Header
+	// Traceparent, when not "", is sent as one more header (HeaderTraceparent).
+	Traceparent string
 }
 
 // Header is one name and value of Message.Headers.
@@ -83,6 +90,8 @@ const (
 	HeaderTopic   = "ontime-topic"
 	HeaderKey     = "ontime-key"
 	HeaderDueAt   = "ontime-due-at"
+	// HeaderTraceparent carries the W3C trace context when tracing is on.
+	HeaderTraceparent = "traceparent"
 )
 
 // MessageOf builds the message of a delivery.
@@ -97,14 +106,20 @@ func MessageOf(d deliver.Delivery) *Message {
 		{HeaderTopic, d.Topic},
 		{HeaderKey, d.Key},
 		{HeaderDueAt, d.DueAt.UTC().Format(time.RFC3339Nano)},
-	}}
+	}, Traceparent: d.Traceparent}
 }
 
 // Set is the sink of mq:// targets: the configured brokers by name.
 type Set struct {
 	pubs    map[string]Publisher
 	timeout time.Duration
+	tracer  trace.Tracer // nil: tracing off
 }
+
+// Trace makes a producer span ("ontime.publish") of each traced delivery,
+// child of its deliver span, and sends the span's traceparent in the
+// message's headers. Call before the first delivery.
+func (s *Set) Trace(t trace.Tracer) { s.tracer = t }
 
 // NewSet builds the set; timeout bounds one attempt (delivery.timeout):
 // waiting for a connection, publishing again after a lost one, and the
@@ -169,7 +184,48 @@ func (s *Set) Deliver(ctx context.Context, d deliver.Delivery) error {
 	if err != nil || !isMQ {
 		return deliver.Permanent(fmt.Errorf("target %q is not mq://BROKER/ADDRESS", d.Target))
 	}
-	return s.publish(ctx, name, address, MessageOf(d))
+	m := MessageOf(d)
+	if s.tracer != nil && d.Traceparent != "" {
+		span := s.publishSpan(ctx, name, address, d, m)
+		err := s.publish(ctx, name, address, m)
+		if err != nil {
+			span.RecordError(err)
+			span.SetStatus(codes.Error, err.Error())
+		}
+		span.End()
+		return err
+	}
+	return s.publish(ctx, name, address, m)
+}
+
+// publishSpan starts the "ontime.publish" span of d, child of its
+// deliver span, and puts the span's traceparent in m.
+func (s *Set) publishSpan(ctx context.Context, name, address string, d deliver.Delivery, m *Message) trace.Span {
+	_, span := s.tracer.Start(tracing.Continue(ctx, d.Traceparent), "ontime.publish", trace.WithSpanKind(trace.SpanKindProducer),
+		trace.WithAttributes(attribute.String("messaging.system", s.kind(name)), attribute.String("messaging.destination.name", address),
+			attribute.String("ontime.broker", name), attribute.String("messaging.message.id", d.ID)))
+	m.Traceparent = tracing.Format(span.SpanContext())
+	return span
+}
+
+// publishSpans is publishSpan for each traced delivery of a batch (nil
+// for the others).
+func (s *Set) publishSpans(ctx context.Context, name, address string, ds []deliver.Delivery, msgs []*Message) []trace.Span {
+	spans := make([]trace.Span, len(ds))
+	for i := range ds {
+		if ds[i].Traceparent != "" {
+			spans[i] = s.publishSpan(ctx, name, address, ds[i], msgs[i])
+		}
+	}
+	return spans
+}
+
+// kind is the kind of broker name ("" when not configured).
+func (s *Set) kind(name string) string {
+	if p, ok := s.pubs[name]; ok {
+		return p.Kind()
+	}
+	return ""
 }
 
 // Publish sends m to an mq://NAME/ADDRESS target and waits for the
@@ -249,6 +305,21 @@ func (s *Set) DeliverBatch(ctx context.Context, ds []deliver.Delivery) []error {
 	msgs := make([]*Message, len(ds))
 	for i := range ds {
 		todo[i], msgs[i] = i, MessageOf(ds[i])
+	}
+	if s.tracer != nil {
+		spans := s.publishSpans(ctx, name, address, ds, msgs)
+		defer func() {
+			for i, span := range spans {
+				if span == nil {
+					continue
+				}
+				if errs[i] != nil {
+					span.RecordError(errs[i])
+					span.SetStatus(codes.Error, errs[i].Error())
+				}
+				span.End()
+			}
+		}()
 	}
 	for try := 0; ; try++ {
 		batch := make([]*Message, len(todo))

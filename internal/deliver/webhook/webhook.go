@@ -218,6 +218,10 @@ func (s *Sink) Deliver(ctx context.Context, d deliver.Delivery) error {
 	vals[0], vals[1] = d.ID, strconv.Itoa(d.Attempt)
 	hdr := make(http.Header, 6)
 	hdr["Ontime-Task-Id"], hdr["Ontime-Attempt"] = vals[0:1:1], vals[1:2:2]
+	if d.Traceparent != "" {
+		// The receiver's work continues the task's trace (W3C Trace Context).
+		hdr["Traceparent"] = []string{d.Traceparent}
+	}
 	resp, cancel, err := s.post(ctx, client, timeout, d.Topic, d.Target, b, hdr, vals[2:])
 	if err != nil {
 		return err

@@ -50,7 +50,7 @@ func planFor(d *dialect) insertPlan {
 		// interpolateParams there are none, and the packet is the limit.
 		return insertPlan{rows: 2000, bytes: 4 << 20, multi: true}
 	default:
-		// SQLite allows 32,766 variables (18 per row: 1,820 rows).
+		// SQLite allows 32,766 variables (19 per row: 1,724 rows).
 		return insertPlan{rows: 1000, bytes: 32 << 20}
 	}
 }
@@ -99,7 +99,8 @@ func newInsertRow(nt store.NewTask) insertRow {
 func storedTask(nt store.NewTask, r insertRow, nowUs int64) *task.Task {
 	st := &task.Task{ID: nt.ID, Topic: nt.Topic, Key: nt.Key, ShardHash: nt.ShardHash, Seg: nt.Seg, DueAt: fromMicros(r.dueUs),
 		Payload: nt.Payload, Target: nt.Target, MaxAttempts: nt.MaxAttempts, Status: r.status,
-		CreatedAt: fromMicros(nowUs), UpdatedAt: fromMicros(nowUs), LeaseUntil: fromMicros(r.lease), Token: r.token, FirstDueAt: fromMicros(r.dueUs)}
+		CreatedAt: fromMicros(nowUs), UpdatedAt: fromMicros(nowUs), LeaseUntil: fromMicros(r.lease), Token: r.token, FirstDueAt: fromMicros(r.dueUs),
+		Traceparent: nt.Traceparent}
 	if r.owner != nil {
 		st.Owner = r.owner.(string)
 	}
@@ -134,7 +135,7 @@ func (s *Store) insertStatement(t string, idx []int, tasks []store.NewTask, out 
 		b.WriteString(row)
 		r := newInsertRow(nt)
 		args = append(args, nt.ID, nt.Topic, r.key, int64(nt.ShardHash), nt.Seg, r.dueUs, nt.Payload, nt.Target,
-			nt.MaxAttempts, 0, int(r.status), "", nowUs, nowUs, r.owner, r.lease, r.token, r.dueUs)
+			nt.MaxAttempts, 0, int(r.status), "", nowUs, nowUs, r.owner, r.lease, r.token, r.dueUs, nt.Traceparent)
 		out[i] = store.Inserted{Task: storedTask(nt, r, nowUs)}
 	}
 	b.WriteString(s.d.onConflict)
@@ -151,7 +152,7 @@ func (s *Store) insertStatement(t string, idx []int, tasks []store.NewTask, out 
 func arrayInsertQuery(t string, first int) string {
 	var b strings.Builder
 	b.WriteString(`INSERT INTO ` + t + ` (` + insertCols + `)
-		SELECT id, topic, task_key, shard_hash, seg, due_at, payload, target, max_attempts, 0, status, '', $1, $1, owner, lease_until, token, due_at
+		SELECT id, topic, task_key, shard_hash, seg, due_at, payload, target, max_attempts, 0, status, '', $1, $1, owner, lease_until, token, due_at, traceparent
 		FROM unnest(`)
 	for j, typ := range arrayTypes {
 		if j > 0 {
@@ -159,13 +160,13 @@ func arrayInsertQuery(t string, first int) string {
 		}
 		b.WriteString("$" + strconv.Itoa(first+j) + "::" + typ + "[]")
 	}
-	b.WriteString(`) AS r(id, topic, task_key, shard_hash, seg, due_at, payload, target, max_attempts, status, owner, lease_until, token)
+	b.WriteString(`) AS r(id, topic, task_key, shard_hash, seg, due_at, payload, target, max_attempts, status, owner, lease_until, token, traceparent)
 		ON CONFLICT DO NOTHING RETURNING id`)
 	return b.String()
 }
 
 // arrayTypes are the element types of arrayColumns' arrays, in order.
-var arrayTypes = []string{"text", "text", "text", "int8", "int8", "int8", "bytea", "text", "int8", "int8", "text", "int8", "int8"}
+var arrayTypes = []string{"text", "text", "text", "int8", "int8", "int8", "bytea", "text", "int8", "int8", "text", "int8", "int8", "text"}
 
 func (s *Store) insertArrays(t string, idx []int, tasks []store.NewTask, out []store.Inserted, now time.Time) (string, []any) {
 	nowUs := now.UnixMicro()
@@ -181,6 +182,7 @@ func arrayColumns(idx []int, tasks []store.NewTask, out []store.Inserted, nowUs 
 		keys, owners                                    = make([]*string, n), make([]*string, n)
 		hashes, segs, dues, maxA, statuses, leases, tok = make([]int64, n), make([]int64, n), make([]int64, n), make([]int64, n), make([]int64, n), make([]int64, n), make([]int64, n)
 		payloads                                        = make([][]byte, n)
+		traces                                          = make([]string, n)
 	)
 	for j, i := range idx {
 		nt := tasks[i]
@@ -193,7 +195,7 @@ func arrayColumns(idx []int, tasks []store.NewTask, out []store.Inserted, nowUs 
 			owners[j] = &tasks[i].Claim.Owner
 		}
 		hashes[j], segs[j], dues[j], maxA[j] = int64(nt.ShardHash), int64(nt.Seg), r.dueUs, int64(nt.MaxAttempts)
-		statuses[j], leases[j], tok[j] = int64(r.status), r.lease, r.token
+		statuses[j], leases[j], tok[j], traces[j] = int64(r.status), r.lease, r.token, nt.Traceparent
 		// A nil slice would be a NULL element; the column is NOT NULL.
 		payloads[j] = nt.Payload
 		if payloads[j] == nil {
@@ -201,5 +203,5 @@ func arrayColumns(idx []int, tasks []store.NewTask, out []store.Inserted, nowUs 
 		}
 		out[i] = store.Inserted{Task: storedTask(nt, r, nowUs)}
 	}
-	return []any{ids, topics, keys, hashes, segs, dues, payloads, targets, maxA, statuses, owners, leases, tok}
+	return []any{ids, topics, keys, hashes, segs, dues, payloads, targets, maxA, statuses, owners, leases, tok, traces}
 }

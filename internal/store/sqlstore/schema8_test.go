@@ -40,6 +40,19 @@ func TestMigrateKeyedFromVersion7(t *testing.T) {
 				if err := s.migrateUpTo(ctx, db, 7); err != nil {
 					t.Fatal(err)
 				}
+				// The rows below are written by today's Insert, which
+				// writes traceparent (step 12): its column goes in ahead
+				// of its step, which then finds it and skips.
+				c, err := db.Conn(ctx)
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, tn := range s.names {
+					if err := s.addColumn(ctx, c, tn, "traceparent", "VARCHAR(64) NOT NULL DEFAULT ''"); err != nil {
+						t.Fatal(err)
+					}
+				}
+				c.Close()
 			}
 			if engine != "mysql" {
 				ix := indexes(t, s, 0, s.names[0])

@@ -198,7 +198,9 @@ func (s *Store) connect(dsn string) (w, r *sql.DB, err error) {
 //	   tasks without a target to a node that handles them (handoff.go)
 //	12 incarnation on ontime_nodes: the ID of each node's current process,
 //	   which its claim tokens carry (store.Incarnation)
-const SchemaVersion = 12
+//	13 traceparent on the task tables: the W3C trace context of the
+//	   submit, continued by the task's deliveries ('' when not traced)
+const SchemaVersion = 13
 
 // migrateTo runs the step that brings a database from version v-1 to v.
 // Every statement is idempotent (IF NOT EXISTS, insert-if-absent), so a
@@ -252,6 +254,14 @@ func (s *Store) migrateTo(ctx context.Context, c *sql.Conn, v int) error {
 		// Registrations from before keep 0: incarnation unknown, their
 		// restarts told by started_at as before.
 		return s.addColumn(ctx, c, "ontime_nodes", "incarnation", "BIGINT NOT NULL DEFAULT 0")
+	case 13:
+		// Rows from before were not traced: ''. A traceparent of version
+		// 00 is 55 characters; 64 leaves room for a later version's.
+		for _, t := range s.names {
+			if err := s.addColumn(ctx, c, t, "traceparent", "VARCHAR(64) NOT NULL DEFAULT ''"); err != nil {
+				return err
+			}
+		}
 	default:
 		return fmt.Errorf("no migration to schema version %d", v)
 	}
@@ -452,10 +462,10 @@ const cols = insertCols + `, moved_by`
 
 // insertCols are the columns an insert writes; a new row keeps moved_by's
 // default.
-const insertCols = `id, topic, task_key, shard_hash, seg, due_at, payload, target, max_attempts, attempts, status, last_error, created_at, updated_at, owner, lease_until, token, first_due_at`
+const insertCols = `id, topic, task_key, shard_hash, seg, due_at, payload, target, max_attempts, attempts, status, last_error, created_at, updated_at, owner, lease_until, token, first_due_at, traceparent`
 
 // nInsertCols is the number of columns in insertCols.
-const nInsertCols = 18
+const nInsertCols = 19
 
 // The SET terms that record what moved due_at (task.Move), beside it.
 const (
@@ -486,7 +496,7 @@ func scanTask(sc scanner) (*task.Task, error) {
 	var hash, due, created, updated, lease, firstDue int64
 	var status, moved int64
 	if err := sc.Scan(&t.ID, &t.Topic, &key, &hash, &t.Seg, &due, &t.Payload, &t.Target, &t.MaxAttempts, &t.Attempts,
-		&status, &t.LastError, &created, &updated, &owner, &lease, &t.Token, &firstDue, &moved); err != nil {
+		&status, &t.LastError, &created, &updated, &owner, &lease, &t.Token, &firstDue, &t.Traceparent, &moved); err != nil {
 		return nil, err
 	}
 	t.MovedBy = task.Move(moved)

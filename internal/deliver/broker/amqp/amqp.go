@@ -297,6 +297,9 @@ func (p *Publisher) PublishBatch(ctx context.Context, address string, ms []*brok
 		for _, h := range m.Headers {
 			headers[h.Name] = h.Value
 		}
+		if m.Traceparent != "" {
+			headers[broker.HeaderTraceparent] = m.Traceparent
+		}
 		pds[i] = &pending{id: m.ID, attempt: m.Headers[1].Value, exchange: exchange, done: make(chan error, 1)}
 		msgs[i] = amqp.Publishing{
 			Headers:      headers,

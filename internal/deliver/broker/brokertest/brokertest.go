@@ -154,6 +154,37 @@ func Run(t *testing.T, h Harness) {
 		if h.MessageID && got.ID != m.ID {
 			t.Errorf("broker message ID %q, want %q", got.ID, m.ID)
 		}
+		if v, ok := got.Headers[broker.HeaderTraceparent]; ok {
+			t.Errorf("an untraced message carries %s %q", broker.HeaderTraceparent, v)
+		}
+	})
+
+	t.Run("CarriesTraceparent", func(t *testing.T) {
+		t.Parallel()
+		r := NewReceiver()
+		addr := h.Destination(t, r)
+		p := h.start(t, h.URL)
+		const tp = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+		one := message("traced-1", "k", `1`)
+		one.Traceparent = tp
+		if err := p.Publish(ctxFor(t), addr, one); err != nil {
+			t.Fatalf("publish: %v", err)
+		}
+		ids := []string{one.ID}
+		if bp, ok := p.(broker.BatchPublisher); ok {
+			two := message("traced-2", "k", `2`)
+			two.Traceparent = tp
+			if errs := bp.PublishBatch(ctxFor(t), addr, []*broker.Message{two}); errs[0] != nil {
+				t.Fatalf("publish batch: %v", errs[0])
+			}
+			ids = append(ids, two.ID)
+		}
+		got := r.byID(t, ids...)
+		for _, id := range ids {
+			if v := got[id].Headers[broker.HeaderTraceparent]; v != tp {
+				t.Errorf("%s: header %s = %q, want %q", id, broker.HeaderTraceparent, v, tp)
+			}
+		}
 	})
 
 	t.Run("ConcurrentPublishes", func(t *testing.T) {

@@ -174,6 +174,9 @@ func (p *Publisher) Publish(ctx context.Context, topic string, m *broker.Message
 	for _, h := range m.Headers {
 		props.User = append(props.User, paho.UserProperty{Key: h.Name, Value: h.Value})
 	}
+	if m.Traceparent != "" {
+		props.User = append(props.User, paho.UserProperty{Key: broker.HeaderTraceparent, Value: m.Traceparent})
+	}
 	pr, err := cm.Publish(pctx, &paho.Publish{QoS: 1, Topic: topic, Payload: m.Body, Properties: props})
 	switch {
 	case pr != nil && pr.ReasonCode >= 0x80:

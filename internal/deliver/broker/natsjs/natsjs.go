@@ -183,6 +183,9 @@ func (p *Publisher) PublishBatch(ctx context.Context, subject string, ms []*brok
 		for _, h := range m.Headers {
 			msg.Header[h.Name] = []string{h.Value} // as written: ontime-* names, not canonicalized
 		}
+		if m.Traceparent != "" {
+			msg.Header[broker.HeaderTraceparent] = []string{m.Traceparent}
+		}
 		msg.Header["Content-Type"] = []string{"application/json"}
 		futs[i], err = js.PublishMsgAsync(msg, jetstream.WithMsgID(m.ID), jetstream.WithRetryAttempts(0))
 		if err != nil {

@@ -212,6 +212,9 @@ func (p *Publisher) send(batch []*xadd) {
 		for _, h := range r.m.Headers {
 			vals = append(vals, h.Name, h.Value)
 		}
+		if r.m.Traceparent != "" {
+			vals = append(vals, broker.HeaderTraceparent, r.m.Traceparent)
+		}
 		args := &redis.XAddArgs{Stream: r.stream, Values: vals}
 		if p.maxLen > 0 {
 			args.MaxLen, args.Approx = p.maxLen, true
