@@ -95,3 +95,32 @@ func TestMigrateAddsTraceparent(t *testing.T) {
 		})
 	}
 }
+
+// TestTraceparentKeyedAcrossTables: a keyed batch over several tables
+// (PostgreSQL's one-statement path, insert_keyed.go; the others' per-table
+// statements) keeps each task's trace context.
+func TestTraceparentKeyedAcrossTables(t *testing.T) {
+	for _, engine := range testdb.Engines {
+		t.Run(engine, func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			s := openT(t, engine, testdb.DSNs(t, engine, 1), 8, 1)
+			due := time.Now().Add(time.Hour)
+			var batch []store.NewTask
+			for i := range 24 {
+				nt := newTask(t, fmt.Sprintf("key-%d", i), due, 1)
+				nt.Traceparent = fmt.Sprintf("00-%032x-%016x-01", i+1, i+1)
+				batch = append(batch, nt)
+			}
+			if _, err := s.Insert(ctx, batch); err != nil {
+				t.Fatal(err)
+			}
+			for _, nt := range batch {
+				got, err := s.Get(ctx, nt.ID)
+				if err != nil || got.Traceparent != nt.Traceparent {
+					t.Fatalf("get %s: %v traceparent %v, want %q", nt.ID, err, got, nt.Traceparent)
+				}
+			}
+		})
+	}
+}
