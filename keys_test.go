@@ -114,10 +114,20 @@ func TestNodeByKeyAndUpdate(t *testing.T) {
 	if err != nil || c.ID != first.ID || c.Status != "cancelled" {
 		t.Fatalf("cancel by key: %v %+v", err, c)
 	}
-	// Within the key hold a replace returns the final task untouched.
-	rep, created, err = node.Submit(ctx, ontime.TaskSpec{Topic: "k", Key: "r", Replace: true})
-	if err != nil || created || rep.ID != first.ID || rep.Status != "cancelled" {
+	// Within the key hold a keep submit returns the final task untouched;
+	// a replace makes a new task (the caller asked for it), and the same
+	// replace again finds that task.
+	kept, created, err := node.Submit(ctx, ontime.TaskSpec{Topic: "k", Key: "r"})
+	if err != nil || created || kept.ID != first.ID || kept.Status != "cancelled" {
+		t.Fatalf("keep within the key hold: %v %v %+v", err, created, kept)
+	}
+	rep, created, err = node.Submit(ctx, ontime.TaskSpec{Topic: "k", Key: "r", Delay: time.Hour, Replace: true})
+	if err != nil || !created || rep.ID == first.ID || rep.Status == "cancelled" {
 		t.Fatalf("replace within the key hold: %v %v %+v", err, created, rep)
+	}
+	again, created, err := node.Submit(ctx, ontime.TaskSpec{Topic: "k", Key: "r", Delay: time.Hour, Replace: true})
+	if err != nil || created || again.ID != rep.ID {
+		t.Fatalf("replace again: %v %v %+v", err, created, again)
 	}
 }
 
