@@ -234,7 +234,7 @@ func redialer(cfg *tls.Config) func(ctx context.Context, network, addr string) (
 // tlsFor names the server to verify from addr when cfg does not, as
 // crypto/tls's own dialers do.
 func tlsFor(cfg *tls.Config, addr string) *tls.Config {
-	if cfg.ServerName != "" || cfg.InsecureSkipVerify {
+	if cfg.ServerName != "" {
 		return cfg
 	}
 	host, _, err := net.SplitHostPort(addr)
