@@ -241,6 +241,9 @@ func TestChaosRedisFlushRestart(t *testing.T) {
 		restarts = append(restarts, time.Now())
 		time.Sleep(time.Second)
 		r.Start()
+		// Event times, to trace late tasks against the nodes' logs.
+		t.Logf("FLUSHALL at %s; redis-server killed at %s, answering again at %s",
+			flushes[len(flushes)-1].Format(time.RFC3339Nano), restarts[len(restarts)-1].Format(time.RFC3339Nano), time.Now().Format(time.RFC3339Nano))
 	}
 	wait()
 	rcv.settle(load, 5*time.Minute, 5*time.Second)
