@@ -175,6 +175,7 @@ type Node struct {
 	scan    *scan.Scanner
 	topics  *topics.Watcher
 	admin   *topics.Admin
+	counts  *topics.Counts
 	router  *deliver.Router
 	sched   *schedule.Service
 	cluster *clusterRun // nil without a coordinator
@@ -408,7 +409,12 @@ func (n *Node) build(ctx context.Context, resolver Resolver) error {
 	if err != nil {
 		return err
 	}
-	if n.admin, err = topics.NewAdmin(n.store, n.topics, n.scan); err != nil {
+	// The per-topic counts of GET /v1/topics and the console, recounted
+	// in the background on every node (any node serves the API).
+	if n.counts, err = topics.NewCounts(topics.CountsConfig{Store: n.store, Paused: n.topics, Logger: n.log}); err != nil {
+		return err
+	}
+	if n.admin, err = topics.NewAdmin(n.store, n.topics, n.counts, n.scan); err != nil {
 		return err
 	}
 	firer, err := fire.New(fire.Config{Store: n.store, Tier: n.tier, Planner: planner, Sender: misfireScreen{n: n, outcomes: comp}, Outcomes: comp,
@@ -502,6 +508,8 @@ func (n *Node) build(ctx context.Context, resolver Resolver) error {
 		// The topics watcher wakes the scanners when a topic resumes
 		// (Start has read the pause flags once already, before any claim).
 		services{n.topics},
+		// The count cache only reads, while the API asks for counts.
+		services{n.counts},
 	)
 	return nil
 }

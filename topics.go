@@ -24,6 +24,10 @@ type TopicInfo struct {
 	// no task of this name exists yet, and the pause waits for the first
 	// (check the name).
 	Known bool
+	// CountedAt is when Counts were taken: the node recounts in the
+	// background every few seconds (zero in the answers of a pause or a
+	// resume, which count the topic then).
+	CountedAt time.Time
 }
 
 func topicInfo(ts store.TopicStats) TopicInfo {
@@ -34,16 +38,17 @@ func topicInfo(ts store.TopicStats) TopicInfo {
 	return out
 }
 
-// Topics lists every topic that has tasks or is paused, by name. It counts
-// every task table: an operator's query, not one for a hot path.
+// Topics lists every topic that has tasks or is paused, by name. The
+// counts come from the node's count cache, a few seconds old (CountedAt).
 func (n *Node) Topics(ctx context.Context) ([]TopicInfo, error) {
-	ts, err := n.admin.List(ctx)
+	l, err := n.admin.List(ctx)
 	if err != nil {
 		return nil, err
 	}
-	out := make([]TopicInfo, len(ts))
-	for i, t := range ts {
+	out := make([]TopicInfo, len(l.Topics))
+	for i, t := range l.Topics {
 		out[i] = topicInfo(t)
+		out[i].CountedAt = l.CountedAt
 	}
 	return out, nil
 }

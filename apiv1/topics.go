@@ -25,6 +25,11 @@ type Topic struct {
 // paused, sorted by name.
 type TopicList struct {
 	Topics []Topic `json:"topics"`
+	// CountedAt is when the counts were taken. Each node keeps them in a
+	// cache recounted in the background every few seconds (counting every
+	// task table per request would cost as much as the tables are big);
+	// the paused flags are the node's current ones.
+	CountedAt time.Time `json:"counted_at"`
 }
 
 // TopicRequeue answers POST /v1/topics/{topic}:requeue: how many dead

@@ -11,11 +11,21 @@ import (
 // Topics lists every topic that has tasks or is paused: counts by status,
 // the oldest pending due time, whether it is paused.
 func (c *Client) Topics(ctx context.Context) ([]apiv1.Topic, error) {
-	out, err := call[apiv1.TopicList](ctx, c, http.MethodGet, "/v1/topics", nil)
+	out, err := c.TopicList(ctx)
 	if err != nil {
 		return nil, err
 	}
 	return out.Topics, nil
+}
+
+// TopicList is GET /v1/topics whole: the topics and when their counts
+// were taken (the server recounts in the background).
+func (c *Client) TopicList(ctx context.Context) (*apiv1.TopicList, error) {
+	out, err := call[apiv1.TopicList](ctx, c, http.MethodGet, "/v1/topics", nil)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
 }
 
 // PauseTopic pauses topic cluster wide and returns its view.

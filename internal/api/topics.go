@@ -13,7 +13,7 @@ import (
 
 // Topics is what the topic routes need from the engine (topics.Admin).
 type Topics interface {
-	List(ctx context.Context) ([]store.TopicStats, error)
+	List(ctx context.Context) (topics.Listing, error)
 	Pause(ctx context.Context, topic string) (*store.TopicStats, error)
 	Resume(ctx context.Context, topic string) (*store.TopicStats, error)
 	Requeue(ctx context.Context, topic string) (int64, error)
@@ -52,13 +52,13 @@ func (h *topicsHandler) list(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	ts, err := h.svc.List(r.Context())
+	l, err := h.svc.List(r.Context())
 	if err != nil {
 		h.fail(w, r, err)
 		return
 	}
-	out := apiv1.TopicList{Topics: make([]apiv1.Topic, len(ts))}
-	for i, t := range ts {
+	out := apiv1.TopicList{Topics: make([]apiv1.Topic, len(l.Topics)), CountedAt: l.CountedAt.UTC()}
+	for i, t := range l.Topics {
 		out.Topics[i] = TopicView(t)
 	}
 	writeJSON(w, http.StatusOK, out)

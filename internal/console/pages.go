@@ -100,7 +100,7 @@ type overviewData struct {
 	Breakers     []breakerRow
 	Overdue      *overdue
 	Charts       bool
-	CountsAsOfMs int64
+	CountedAt    time.Time // when the server counted the topics (its count cache)
 }
 
 type breakerRow struct{ Dest, State string }
@@ -115,11 +115,11 @@ func (c *Console) overview(w http.ResponseWriter, r *http.Request, v *viewer) {
 	p := c.newPage(w, r, v, "Overview", "overview")
 	d := &overviewData{Totals: map[string]int64{}, Charts: c.opts.Samples != nil}
 	ctx := r.Context()
-	if ts, err := v.client.Topics(ctx); err != nil {
+	if tl, err := v.client.TopicList(ctx); err != nil {
 		d.TopicsErr = asPageError(err)
 	} else {
-		d.Topics = ts
-		for _, t := range ts {
+		d.Topics, d.CountedAt = tl.Topics, tl.CountedAt
+		for _, t := range tl.Topics {
 			for s, n := range t.Counts {
 				d.Totals[s] += n
 			}
@@ -662,7 +662,8 @@ func (c *Console) deadRequeue(w http.ResponseWriter, r *http.Request, v *viewer)
 // ---- Topics ----
 
 type topicsData struct {
-	Topics []apiv1.Topic
+	Topics    []apiv1.Topic
+	CountedAt time.Time // when the server counted them (its count cache)
 }
 
 func (c *Console) topics(w http.ResponseWriter, r *http.Request, v *viewer) {
@@ -674,11 +675,12 @@ func (c *Console) showTopics(w http.ResponseWriter, r *http.Request, v *viewer, 
 	p.Self = "/ui/topics"
 	d := &topicsData{}
 	p.Data = d
-	ts, err := v.client.Topics(r.Context())
+	tl, err := v.client.TopicList(r.Context())
 	if err != nil {
 		p.Err = asPageError(err)
+	} else {
+		d.Topics, d.CountedAt = tl.Topics, tl.CountedAt
 	}
-	d.Topics = ts
 	if actionErr != nil {
 		p.Err = actionErr
 	}

@@ -20,19 +20,21 @@ type AdminStore interface {
 // Admin serves the operations on topics (GET /v1/topics, :pause, :resume,
 // :requeue and their Go equivalents on Node).
 type Admin struct {
-	st   AdminStore
-	w    *Watcher
-	wake Waker
+	st     AdminStore
+	w      *Watcher
+	counts *Counts
+	wake   Waker
 }
 
 // NewAdmin builds the topic operations over st; w is this node's watcher
-// (a pause made here applies here before the answer), wake its scanners
-// (requeued tasks are due now).
-func NewAdmin(st AdminStore, w *Watcher, wake Waker) (*Admin, error) {
-	if st == nil || w == nil {
-		return nil, errors.New("topics: Admin needs a store and a watcher")
+// (a pause made here applies here before the answer), counts its count
+// cache (List answers from it), wake its scanners (requeued tasks are due
+// now).
+func NewAdmin(st AdminStore, w *Watcher, counts *Counts, wake Waker) (*Admin, error) {
+	if st == nil || w == nil || counts == nil {
+		return nil, errors.New("topics: Admin needs a store, a watcher and a count cache")
 	}
-	return &Admin{st: st, w: w, wake: wake}, nil
+	return &Admin{st: st, w: w, counts: counts, wake: wake}, nil
 }
 
 // Known reports whether ts's topic has tasks, of any status. A pause of a
@@ -47,9 +49,11 @@ func Known(ts store.TopicStats) bool {
 	return false
 }
 
-// List returns every topic that has tasks or is paused.
-func (a *Admin) List(ctx context.Context) ([]store.TopicStats, error) {
-	return a.st.TopicStats(ctx, "")
+// List returns every topic that has tasks or is paused, from the count
+// cache: the counts are a few seconds old (Listing.CountedAt says how
+// many), the paused flags this node's current ones.
+func (a *Admin) List(ctx context.Context) (Listing, error) {
+	return a.counts.List(ctx)
 }
 
 // Pause pauses topic cluster wide and returns its view. Other nodes stop

@@ -74,6 +74,10 @@ func New(cfg Config) (*Watcher, error) {
 // Paused reports whether topic is paused, as this node last read it.
 func (w *Watcher) Paused(topic string) bool { return (*w.paused.Load())[topic] }
 
+// pausedSet is the paused topics as this node last read them; callers
+// must not change it.
+func (w *Watcher) pausedSet() map[string]bool { return *w.paused.Load() }
+
 // Refresh reads the flags now and applies them: after a pause or resume
 // made through this node, so it takes effect here before the answer.
 func (w *Watcher) Refresh(ctx context.Context) error {

@@ -65,7 +65,7 @@ func TestWatcherFollowsAnotherNode(t *testing.T) {
 	if wk.n.Load() != 0 {
 		t.Fatal("a pause woke the scanners")
 	}
-	admin, err := topics.NewAdmin(there, w, wk)
+	admin, err := topics.NewAdmin(there, w, newCounts(t, there, w), wk)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -95,7 +95,7 @@ func TestPauseAheadOfFirstTask(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	admin, err := topics.NewAdmin(st, w, nil)
+	admin, err := topics.NewAdmin(st, w, newCounts(t, st, w), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -112,7 +112,8 @@ func TestPauseAheadOfFirstTask(t *testing.T) {
 	if !w.Paused("no.such.topic") {
 		t.Fatal("the pause ahead of the first task does not hold here")
 	}
-	list, err := admin.List(ctx)
+	l, err := admin.List(ctx)
+	list := l.Topics
 	if err != nil || len(list) != 2 || list[0].Topic != "no.such.topic" || !list[0].Paused || topics.Known(list[0]) {
 		t.Fatalf("list: %v %+v", err, list)
 	}
@@ -124,7 +125,8 @@ func TestPauseAheadOfFirstTask(t *testing.T) {
 	if topics.Known(*v) != true {
 		t.Fatalf("resume of real.topic: %+v, want known", v)
 	}
-	list, err = admin.List(ctx)
+	l, err = admin.List(ctx)
+	list = l.Topics
 	if err != nil || len(list) != 1 || list[0].Topic != "real.topic" || list[0].Paused {
 		t.Fatalf("list after resume: %v %+v", err, list)
 	}
@@ -138,4 +140,13 @@ func TestPauseAheadOfFirstTask(t *testing.T) {
 	if err := db.QueryRowContext(ctx, `SELECT COUNT(*) FROM ontime_topics`).Scan(&rows); err != nil || rows != 0 {
 		t.Fatalf("rows of ontime_topics after resume: %d %v, want 0", rows, err)
 	}
+}
+
+func newCounts(t *testing.T, st topics.CountStore, w *topics.Watcher) *topics.Counts {
+	t.Helper()
+	c, err := topics.NewCounts(topics.CountsConfig{Store: st, Paused: w})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
 }
