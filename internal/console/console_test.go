@@ -248,6 +248,13 @@ func TestEveryPageWithoutTokens(t *testing.T) {
 			t.Errorf("%s: CSP %q", p, csp)
 		}
 	}
+	// The overview and the topics page say how old their counts are (the
+	// node's count cache).
+	for _, p := range []string{"/ui/", "/ui/topics"} {
+		if _, body, _ := b.get(p); !strings.Contains(body, "counts as of ") {
+			t.Errorf("%s: the counts' age is not shown", p)
+		}
+	}
 	// The task's detail shows the payload pretty-printed, its key search finds it.
 	if _, body, _ := b.get("/ui/tasks/" + task.ID); !strings.Contains(body, "&#34;order&#34;: 1") {
 		t.Errorf("detail: payload not pretty-printed:\n%s", body)
