@@ -133,7 +133,8 @@ func (n *Node) Cluster(ctx context.Context) (*apiv1.ClusterView, error) {
 	owner := map[string]string{}
 	if n.cluster == nil {
 		v.Leader = n.cfg.NodeID
-		v.Nodes = []ClusterNodeView{{ID: n.cfg.NodeID, Addr: n.cfg.Listen, Heartbeat: time.Now(), Live: true, Items: len(items), Topics: n.router.Topics()}}
+		v.Nodes = []ClusterNodeView{{ID: n.cfg.NodeID, Addr: n.cfg.Listen, Heartbeat: time.Now(), Live: true, Items: len(items), Topics: n.router.Topics(),
+			Started: timePtr(n.created)}}
 		for _, it := range items {
 			owner[cluster.ItemKey(it)] = n.cfg.NodeID
 		}
@@ -144,7 +145,8 @@ func (n *Node) Cluster(ctx context.Context) (*apiv1.ClusterView, error) {
 		}
 		v.Leader, v.Term, owner = st.Leader, st.Term, st.Assignment
 		for _, ns := range st.Nodes {
-			v.Nodes = append(v.Nodes, ClusterNodeView{ID: ns.ID, Addr: ns.Addr, Heartbeat: ns.Heartbeat, Live: ns.Live, Items: ns.Items, Topics: ns.Topics})
+			v.Nodes = append(v.Nodes, ClusterNodeView{ID: ns.ID, Addr: ns.Addr, Heartbeat: ns.Heartbeat, Live: ns.Live, Items: ns.Items, Topics: ns.Topics,
+				Started: timePtr(ns.Started)})
 		}
 	}
 	lags, err := n.itemLags(ctx)
@@ -155,8 +157,22 @@ func (n *Node) Cluster(ctx context.Context) (*apiv1.ClusterView, error) {
 	for i, it := range items {
 		v.Items[i] = ClusterItemView{Item: cluster.ItemKey(it), Owner: owner[cluster.ItemKey(it)], LagSecs: lags[i]}
 	}
+	for i := range v.Nodes {
+		if v.Nodes[i].ID == n.cfg.NodeID {
+			v.Nodes[i].Version = n.version
+		}
+	}
 	sort.Slice(v.Nodes, func(a, b int) bool { return v.Nodes[a].ID < v.Nodes[b].ID })
 	return v, nil
+}
+
+// timePtr is t in UTC for a view, nil when zero (unknown).
+func timePtr(t time.Time) *time.Time {
+	if t.IsZero() {
+		return nil
+	}
+	t = t.UTC()
+	return &t
 }
 
 // itemLags is each task item's scan lag in seconds, in store.Items' order:

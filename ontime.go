@@ -205,6 +205,11 @@ type Node struct {
 	// firing: started and not stopping; retries go straight to the hot
 	// tier only meanwhile.
 	firing atomic.Bool
+	// created is when NewNode built the node: the start the cluster view
+	// shows for a node without a coordinator (the coordinators register
+	// their own). version is the build's (metrics.BuildVersion).
+	created time.Time
+	version string
 	// joinedAt is when Start started the coordinator (handlers.go); set
 	// before the submit path opens.
 	joinedAt time.Time
@@ -265,7 +270,8 @@ func NewNode(ctx context.Context, cfg Config, opts ...NodeOption) (_ *Node, err 
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	n := &Node{cfg: cfg, log: o.logger, store: st, reg: reg, sec: sec, inc: store.NewIncarnation()}
+	n := &Node{cfg: cfg, log: o.logger, store: st, reg: reg, sec: sec, inc: store.NewIncarnation(),
+		created: time.Now(), version: metrics.BuildVersion()}
 	if err := n.openAudit(); err != nil {
 		n.closeResources()
 		return nil, err

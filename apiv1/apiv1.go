@@ -162,6 +162,13 @@ type ClusterNodeView struct {
 	// Topics are those the node has Go handlers for: tasks without a
 	// target of these topics are accepted while it is live.
 	Topics []string `json:"topics,omitempty"`
+	// Started is when the node's process started, from its registration
+	// (ontime_nodes.started_at, etcd's member value); nil when unknown.
+	Started *time.Time `json:"started,omitempty"`
+	// Version is the binary's build version (as ontime_build_info labels
+	// it), known for the answering node only: registrations do not carry
+	// it, so it is empty for the others.
+	Version string `json:"version,omitempty"`
 }
 
 // ClusterItemView is one sharding item: its owner and scan lag (how far

@@ -119,7 +119,12 @@ func TestPauseResumeAcrossTwoNodes(t *testing.T) {
 	if len(rcv.delivered()) != 10 {
 		t.Fatalf("%d tasks delivered while one topic was paused; want the 10 of the live one", len(rcv.delivered()))
 	}
-	tp := topicOf(t, n2, "e2e.paused")
+	// The counts come from node 2's count cache, a few seconds old at most.
+	var tp apiv1.Topic
+	waitFor(t, 30*time.Second, "the paused topic counted", func() bool {
+		tp = topicOf(t, n2, "e2e.paused")
+		return tp.Counts["pending"] == 30
+	})
 	if !tp.Paused || tp.Counts["pending"] != 30 || tp.Counts["running"] != 0 || tp.OldestDueAt == nil {
 		t.Fatalf("paused topic as node 2 shows it: %+v", tp)
 	}
@@ -179,6 +184,8 @@ func TestTopicRequeueAndErrors(t *testing.T) {
 		}
 		return true
 	})
+	// The counts come from the node's count cache, a few seconds old at most.
+	waitFor(t, 30*time.Second, "the dead tasks counted", func() bool { return topicOf(t, c, "e2e.rq").Counts["dead"] == 5 })
 	if tp := topicOf(t, c, "e2e.rq"); tp.Counts["dead"] != 5 || tp.Counts["pending"] != 0 {
 		t.Fatalf("before requeue: %+v", tp)
 	}

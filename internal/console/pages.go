@@ -91,16 +91,16 @@ func done(w http.ResponseWriter, r *http.Request, back, msg string) {
 // ---- Overview ----
 
 type overviewData struct {
-	Topics       []apiv1.Topic
-	TopicsErr    *pageError
-	Totals       map[string]int64
-	Cluster      *apiv1.ClusterView
-	ClusterErr   *pageError
-	LiveNodes    int
-	Breakers     []breakerRow
-	Overdue      *overdue
-	Charts       bool
-	CountedAt    time.Time // when the server counted the topics (its count cache)
+	Topics     []apiv1.Topic
+	TopicsErr  *pageError
+	Totals     map[string]int64
+	Cluster    *apiv1.ClusterView
+	ClusterErr *pageError
+	LiveNodes  int
+	Breakers   []breakerRow
+	Overdue    *overdue
+	Charts     bool
+	CountedAt  time.Time // when the server counted the topics (its count cache)
 }
 
 type breakerRow struct{ Dest, State string }

@@ -159,6 +159,17 @@ func NewGauges(cfg GaugesConfig) *Gauges {
 	}
 }
 
+// BuildVersion is this binary's version as ontime_build_info labels it:
+// the module version, "(devel)" for a build from a work tree, followed by
+// the VCS revision's first 12 characters when the build recorded one.
+func BuildVersion() string {
+	b := buildInfo()
+	if rev := b[1]; rev != "" {
+		return b[0] + " " + rev[:min(12, len(rev))]
+	}
+	return b[0]
+}
+
 // buildInfo is the version, revision and go labels of ontime_build_info.
 func buildInfo() []string {
 	version, revision, gover := "(unknown)", "", runtime.Version()
