@@ -1,0 +1,40 @@
+package e2e
+
+import (
+	"testing"
+	"time"
+
+	"github.com/ontimehq/ontime/internal/testdb"
+)
+
+// TestClusterViewStartAndVersion: with the database coordinator, each
+// node's start comes from its registration (ontime_nodes.started_at), so
+// either node shows both; the version is the answering node's own.
+func TestClusterViewStartAndVersion(t *testing.T) {
+	t.Parallel()
+	before := time.Now()
+	dsns := testdb.DSNs(t, "postgres", 1)
+	n1 := startClusterNode(t, "postgres", dsns, "v1")
+	startClusterNode(t, "postgres", dsns, "v2")
+	waitFor(t, 30*time.Second, "both nodes in node 1's view, each with its start", func() bool {
+		v, err := n1.Cluster(t.Context())
+		if err != nil || len(v.Nodes) != 2 {
+			return false
+		}
+		for _, n := range v.Nodes {
+			if n.Started == nil || n.Started.Before(before.Add(-time.Second)) || n.Started.After(time.Now()) {
+				return false
+			}
+		}
+		return true
+	})
+	v, err := n1.Cluster(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range v.Nodes {
+		if (n.ID == "v1") != (n.Version != "") {
+			t.Fatalf("node %s: version %q; want it for the answering node v1 only", n.ID, n.Version)
+		}
+	}
+}
