@@ -153,11 +153,13 @@ func (r *chaosReceiver) serve(w http.ResponseWriter, req *http.Request) {
 // batch never makes a second task. It remembers the due time it submitted
 // for every acknowledged task.
 type chaosLoad struct {
-	t       *testing.T
-	name    string // topic and key prefix
-	target  string
-	payload json.RawMessage
-	clients []*client.Client
+	t      *testing.T
+	name   string // topic and key prefix
+	target string
+	// maxAttempts, when set, is every task's max_attempts.
+	maxAttempts int
+	payload     json.RawMessage
+	clients     []*client.Client
 	// down marks the nodes known to be down (killed, not yet restarted):
 	// submits go round-robin to the others, as a load balancer would.
 	down []atomic.Bool
@@ -211,6 +213,7 @@ func (l *chaosLoad) submit(ctx context.Context, dues []time.Time) {
 		reqs[i] = apiv1.TaskRequest{
 			Topic: "chaos." + l.name, Key: fmt.Sprintf("%s-%d", l.name, l.next.Add(1)),
 			DueAt: d.Format(time.RFC3339Nano), Payload: l.payload, Target: l.target,
+			MaxAttempts: l.maxAttempts,
 		}
 	}
 	pending := make([]int, len(reqs))
