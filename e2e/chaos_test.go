@@ -480,12 +480,7 @@ func chaosVerdict(t *testing.T, scenario string, res chaosResult, dupsAllowed bo
 	}
 	line += "; load average " + loadAvg()
 	t.Log(line)
-	if out := os.Getenv("ONTIME_CHAOS_OUT"); out != "" {
-		if f, err := os.OpenFile(out, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644); err == nil {
-			fmt.Fprintln(f, line)
-			f.Close()
-		}
-	}
+	appendChaosOut(line)
 	if res.Submitted == 0 {
 		t.Errorf("%s: nothing was submitted", scenario)
 	}
@@ -500,6 +495,17 @@ func chaosVerdict(t *testing.T, scenario string, res chaosResult, dupsAllowed bo
 	}
 	if res.Duplicated > 0 && !dupsAllowed {
 		t.Errorf("%s: %d tasks delivered more than once with no kill or restart", scenario, res.Duplicated)
+	}
+}
+
+// appendChaosOut appends a scenario's line to $ONTIME_CHAOS_OUT, when set
+// (`make chaos`: chaos-results.txt).
+func appendChaosOut(line string) {
+	if out := os.Getenv("ONTIME_CHAOS_OUT"); out != "" {
+		if f, err := os.OpenFile(out, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644); err == nil {
+			fmt.Fprintln(f, line)
+			f.Close()
+		}
 	}
 }
 
