@@ -274,6 +274,9 @@ func TestChaosHandlerNodeKilled(t *testing.T) {
 		t.Fatalf("no accepted task was left when the handler node was killed (%d pending at the kill): the scenario did not happen", pendingAtKill)
 	}
 	down := time.Since(killed)
+	// The serve node's own fires it handed to the handler node (the other
+	// half of the path: its items' tasks).
+	handedOff := counter(t, "http://"+serveAddr, `ontime_deliveries_total{outcome="handed_off"}`)
 	spawnHandlerNode(t, cfg, handlerAddr, nodeID, hdir, topic, rcv.srv.URL)
 	restarted := time.Now()
 	rcv.settle(load, 5*time.Minute, 3*time.Second)
@@ -287,7 +290,7 @@ func TestChaosHandlerNodeKilled(t *testing.T) {
 	}
 	rcv.mu.Unlock()
 	chaosVerdict(t, "handler-node-killed", res, true,
-		fmt.Sprintf("%d tasks without a target (%d/s due 1–5 s ahead, max_attempts 2) to an `ontime serve` node beside a Go-handler node process; the handler process killed with SIGKILL at +%s with %d undelivered; target-less submits refused (400 target) %s after the kill; %d tasks waited (%d of them unattempted, the others run once by the killed node; %s; ontime_tasks_unhandled_total %.0f); handler down %s, restarted: the waiting tasks delivered within %s; %s",
-			load.submitted(), rate, killed.Sub(start).Round(time.Millisecond), pendingAtKill, refusedAfter.Round(time.Millisecond),
+		fmt.Sprintf("%d tasks without a target (%d/s due 1–5 s ahead, max_attempts 2) to an `ontime serve` node beside a Go-handler node process, %.0f handed off by it before the kill; the handler process killed with SIGKILL at +%s with %d undelivered; target-less submits refused (400 target) %s after the kill; %d tasks waited (%d of them unattempted, the others run once by the killed node; %s; ontime_tasks_unhandled_total %.0f); handler down %s, restarted: the waiting tasks delivered within %s; %s",
+			load.submitted(), rate, handedOff, killed.Sub(start).Round(time.Millisecond), pendingAtKill, refusedAfter.Round(time.Millisecond),
 			len(waiting), len(waiting)-attempted, reason, unhandled, down.Round(time.Millisecond), lastWaiting.Round(time.Millisecond), leases))
 }
