@@ -40,7 +40,7 @@ func TestChaosScheduleOwnerKilled(t *testing.T) {
 	const schedGrace = time.Second
 	downFor := threshold + ahead + time.Duration(chaosSize(t, "SCHEDULE_EXTRA_DOWN_SECONDS", 3, 10))*time.Second
 	steady := time.Duration(chaosSize(t, "SCHEDULE_STEADY_SECONDS", 4, 15)) * time.Second
-	after := time.Duration(chaosSize(t, "SCHEDULE_AFTER_SECONDS", 8, 20)) * time.Second
+	after := time.Duration(chaosSize(t, "SCHEDULE_AFTER_SECONDS", 5, 20)) * time.Second
 
 	rcv := newReceiver(t)
 	yaml, leases := chaosYAML("mysql", testdb.DSNs(t, "mysql", 1), "")
@@ -66,12 +66,12 @@ func TestChaosScheduleOwnerKilled(t *testing.T) {
 	cl.restart(0)
 	cl.restart(1)
 	ready := time.Now()
-	end := ready.Add(after).Truncate(time.Second)
 	t.Logf("both nodes killed at %s, restarted at %s (down %s), ready at %s", killed.Format(time.RFC3339Nano),
 		restarting.Format(time.RFC3339Nano), restarting.Sub(killed).Round(time.Millisecond), ready.Format(time.RFC3339Nano))
-	// Every fire time from threshold after the restart to end delivered:
-	// the schedules go on once recovered.
+	// Every fire time from a threshold after the restart to after seconds
+	// later delivered: the schedules go on once recovered.
 	recovered := ready.Add(threshold).Truncate(time.Second).Add(time.Second)
+	end := recovered.Add(after)
 	for _, name := range []string{"skipper", "onceler"} {
 		waitFor(t, 2*time.Minute, name+"'s fires after the recovery delivered", func() bool {
 			got := map[time.Time]bool{}
