@@ -300,7 +300,7 @@ func TestChaosHandlerNodeKilled(t *testing.T) {
 	unhandled := counter(t, "http://"+serveAddr, unhandledSeries)
 	down := time.Since(killed)
 	// The serve node's own fires it handed to the handler node (the other
-	// half of the path: its items' tasks).
+	// half of the path: its items' tasks), before and after the kill.
 	handedOff := counter(t, "http://"+serveAddr, `ontime_deliveries_total{outcome="handed_off"}`)
 	spawnHandlerNode(t, cfg, handlerAddr, nodeID, hdir, topic, rcv.srv.URL)
 	restarted := time.Now()
@@ -315,7 +315,7 @@ func TestChaosHandlerNodeKilled(t *testing.T) {
 	}
 	rcv.mu.Unlock()
 	chaosVerdict(t, "handler-node-killed", res, true,
-		fmt.Sprintf("%d tasks without a target (%d/s due 1–5 s ahead, max_attempts 2) to an `ontime serve` node beside a Go-handler node process, %.0f handed off by it before the kill; the handler process killed with SIGKILL at +%s with %d undelivered; target-less submits refused (400 target) %s after the kill; %d tasks waited (%d of them unattempted, the others run once by the killed node; %s; ontime_tasks_unhandled_total %.0f); handler down %s, restarted: the waiting tasks delivered within %s; %s",
+		fmt.Sprintf("%d tasks without a target (%d/s due 1–5 s ahead, max_attempts 2) to an `ontime serve` node beside a Go-handler node process, %.0f of its fires handed off by it (to the handler node, the killed one included until the membership dropped it); the handler process killed with SIGKILL at +%s with %d undelivered; target-less submits refused (400 target) %s after the kill; %d tasks waited (%d of them unattempted, the others run once by the killed node; %s; ontime_tasks_unhandled_total %.0f); handler down %s, restarted: the waiting tasks delivered within %s; %s",
 			load.submitted(), rate, handedOff, killed.Sub(start).Round(time.Millisecond), pendingAtKill, refusedAfter.Round(time.Millisecond),
 			len(waiting), len(waiting)-attempted, reason, unhandled, down.Round(time.Millisecond), lastWaiting.Round(time.Millisecond), leases))
 }
