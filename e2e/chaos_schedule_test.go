@@ -141,6 +141,7 @@ func TestChaosScheduleOwnerKilled(t *testing.T) {
 			late := f.first.Sub(ft)
 			if f.calls > 1 {
 				dups++
+				t.Logf("%s: fire time %s called %d times (first 2xx at attempt %d, %s late)", s.name, ft.Format(time.RFC3339), f.calls, f.attempt, late.Round(time.Millisecond))
 			}
 			if !ft.Before(recovered) {
 				recoveredLate = append(recoveredLate, late)
