@@ -45,8 +45,12 @@ bench: services
 # database coordinator, MariaDB and PostgreSQL, default leases, 200 tasks/s
 # due 2-10 s ahead, a random node kill -9'd every ~11 s and restarted 3 s
 # later under the same node_id, 8 rounds; a private PostgreSQL crashed; a
-# private Redis hot tier flushed, killed and restarted empty; hostile
-# receivers and clients; a 2,000,000-task burst. Each prints submitted /
+# private Redis hot tier flushed, killed and restarted empty; a Go-handler
+# node process killed beside `ontime serve` (item 1: target-less tasks
+# wait, unattempted, and are delivered on its return); both nodes of a
+# cluster with skip and fire_once schedules killed past the misfire
+# threshold (item 5: no burst of stale fires); hostile receivers and
+# clients; a 2,000,000-task burst. Each prints submitted /
 # delivered / lost / duplicated / early / lateness p50 p99 max / over 30 s
 # and the load average (also appended to chaos-results.txt) and fails on a
 # lost or early task. `make test` runs the short version.

@@ -153,11 +153,13 @@ func (r *chaosReceiver) serve(w http.ResponseWriter, req *http.Request) {
 // batch never makes a second task. It remembers the due time it submitted
 // for every acknowledged task.
 type chaosLoad struct {
-	t       *testing.T
-	name    string // topic and key prefix
-	target  string
-	payload json.RawMessage
-	clients []*client.Client
+	t      *testing.T
+	name   string // topic and key prefix
+	target string
+	// maxAttempts, when set, is every task's max_attempts.
+	maxAttempts int
+	payload     json.RawMessage
+	clients     []*client.Client
 	// down marks the nodes known to be down (killed, not yet restarted):
 	// submits go round-robin to the others, as a load balancer would.
 	down []atomic.Bool
@@ -211,6 +213,7 @@ func (l *chaosLoad) submit(ctx context.Context, dues []time.Time) {
 		reqs[i] = apiv1.TaskRequest{
 			Topic: "chaos." + l.name, Key: fmt.Sprintf("%s-%d", l.name, l.next.Add(1)),
 			DueAt: d.Format(time.RFC3339Nano), Payload: l.payload, Target: l.target,
+			MaxAttempts: l.maxAttempts,
 		}
 	}
 	pending := make([]int, len(reqs))
@@ -477,12 +480,7 @@ func chaosVerdict(t *testing.T, scenario string, res chaosResult, dupsAllowed bo
 	}
 	line += "; load average " + loadAvg()
 	t.Log(line)
-	if out := os.Getenv("ONTIME_CHAOS_OUT"); out != "" {
-		if f, err := os.OpenFile(out, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644); err == nil {
-			fmt.Fprintln(f, line)
-			f.Close()
-		}
-	}
+	appendChaosOut(line)
 	if res.Submitted == 0 {
 		t.Errorf("%s: nothing was submitted", scenario)
 	}
@@ -497,6 +495,17 @@ func chaosVerdict(t *testing.T, scenario string, res chaosResult, dupsAllowed bo
 	}
 	if res.Duplicated > 0 && !dupsAllowed {
 		t.Errorf("%s: %d tasks delivered more than once with no kill or restart", scenario, res.Duplicated)
+	}
+}
+
+// appendChaosOut appends a scenario's line to $ONTIME_CHAOS_OUT, when set
+// (`make chaos`: chaos-results.txt).
+func appendChaosOut(line string) {
+	if out := os.Getenv("ONTIME_CHAOS_OUT"); out != "" {
+		if f, err := os.OpenFile(out, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644); err == nil {
+			fmt.Fprintln(f, line)
+			f.Close()
+		}
 	}
 }
 
