@@ -54,9 +54,9 @@ type RouterConfig struct {
 	NodeID     string
 	Metrics    *metrics.Metrics // nil: series kept but not registered
 	// Tracer, when set (tracing on), continues each task's trace
-	// (task.Traceparent) with "ontime.fire" (due time → release) and
-	// "ontime.deliver" (the attempt, its outcome), and gives the sink the
-	// deliver span's traceparent (Delivery.Traceparent); nil: none.
+	// (task.Traceparent) with "ontime.deliver" (the attempt, its outcome
+	// and lateness), and gives the sink the deliver span's traceparent
+	// (Delivery.Traceparent); nil: none.
 	Tracer trace.Tracer
 }
 
