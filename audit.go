@@ -47,23 +47,23 @@ func (n *Node) ReopenAudit() error {
 	return n.auditFile.Reopen()
 }
 
-// closeAudit closes audit.file, if open.
+// closeAudit closes audit.file, if open. n.auditFile stays set (a
+// ReopenAudit racing the close reads it): closed, it refuses to reopen.
 func (n *Node) closeAudit() error {
 	if n.auditFile == nil {
 		return nil
 	}
-	err := n.auditFile.Close()
-	n.auditFile = nil
-	return err
+	return n.auditFile.Close()
 }
 
 // auditFile is audit.file: the JSON handler's writer, reopened in place
 // under rotation. Each audit line is one Write (slog's JSON handler
 // writes a record at once), so a line is never split between two files.
 type auditFile struct {
-	path string
-	mu   sync.Mutex
-	f    *os.File
+	path   string
+	mu     sync.Mutex
+	f      *os.File
+	closed bool // by the node's close: no reopening after it
 }
 
 func (a *auditFile) Write(p []byte) (int, error) {
@@ -84,6 +84,11 @@ func (a *auditFile) Reopen() error {
 		return fmt.Errorf("audit.file: %w", err)
 	}
 	a.mu.Lock()
+	if a.closed {
+		a.mu.Unlock()
+		f.Close()
+		return fmt.Errorf("audit.file %s: %w", a.path, os.ErrClosed)
+	}
 	old := a.f
 	a.f = f
 	a.mu.Unlock()
@@ -98,6 +103,7 @@ func (a *auditFile) Reopen() error {
 func (a *auditFile) Close() error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	a.closed = true
 	if a.f == nil {
 		return nil
 	}
