@@ -26,7 +26,9 @@ vet:
 	cd bench && $(GO) vet ./...   # the benchmark module builds (its own go.mod)
 	cd bench && $(GO) run $(STATICCHECK) ./...
 	cd bench && $(GO) mod tidy -diff
-	cd deploy && $(GO) vet ./... && $(GO) mod tidy -diff
+	cd deploy && $(GO) vet ./...  # the dashboard/rules/compose checks (own go.mod)
+	cd deploy && $(GO) run $(STATICCHECK) ./...
+	cd deploy && $(GO) mod tidy -diff
 
 run:
 	$(GO) run ./cmd/ontime serve

@@ -186,9 +186,9 @@ type Node struct {
 	samples *console.Sampler
 	lanes   metrics.Lanes
 	// audit writes the API's audit lines (audit.go); auditFile is
-	// audit.file, open until closeResources.
+	// audit.file, open until closeResources, reopened on SIGHUP.
 	audit     *api.Auditor
-	auditFile *os.File
+	auditFile *auditFile
 	// tracing is the tracer provider (tracing.go); tracer its tracer, nil
 	// when tracing is off.
 	tracing *tracing.Provider
@@ -485,6 +485,8 @@ func (n *Node) build(ctx context.Context, resolver Resolver) error {
 		// The console's sampler reads counters only; like the gauges it
 		// serves until the rest has stopped.
 		services{n.samples},
+		// audit.file's SIGHUP watch: only reopens a file.
+		n.auditServices(),
 		// The completer writes the outcomes delivery reports: running
 		// before the first delivery, stopped after the last one reported.
 		services{comp},

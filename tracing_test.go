@@ -108,12 +108,16 @@ func attr(s tracetest.SpanStub, key string) attribute.Value {
 	return attribute.Value{}
 }
 
-// checkChain: request span ← caller; submit ← request; fire ← submit;
-// deliver ← fire, all in the caller's trace.
+// checkChain: request span ← caller; submit ← request; deliver ←
+// submit, all in the caller's trace; no fire span (the lateness is the
+// deliver span's attribute).
 func checkChain(t *testing.T, spans map[string]tracetest.SpanStub) {
 	t.Helper()
-	req, sub, fire, del := spans["POST /v1/tasks"], spans["ontime.submit"], spans["ontime.fire"], spans["ontime.deliver"]
-	for _, s := range []tracetest.SpanStub{req, sub, fire, del} {
+	req, sub, del := spans["POST /v1/tasks"], spans["ontime.submit"], spans["ontime.deliver"]
+	if _, ok := spans["ontime.fire"]; ok {
+		t.Errorf("a fire span was made: one span per attempt, ontime.deliver")
+	}
+	for _, s := range []tracetest.SpanStub{req, sub, del} {
 		if s.SpanContext.TraceID().String() != callerTrace {
 			t.Errorf("span %s in trace %s, want the caller's %s", s.Name, s.SpanContext.TraceID(), callerTrace)
 		}
@@ -123,7 +127,7 @@ func checkChain(t *testing.T, spans map[string]tracetest.SpanStub) {
 		parent string
 	}{
 		{req, callerSpan}, {sub, req.SpanContext.SpanID().String()},
-		{fire, sub.SpanContext.SpanID().String()}, {del, fire.SpanContext.SpanID().String()},
+		{del, sub.SpanContext.SpanID().String()},
 	} {
 		if got := link.child.Parent.SpanID().String(); got != link.parent {
 			t.Errorf("span %s has parent %s, want %s", link.child.Name, got, link.parent)
@@ -132,8 +136,8 @@ func checkChain(t *testing.T, spans map[string]tracetest.SpanStub) {
 	if attr(del, "ontime.attempt").AsInt64() != 1 || attr(del, "ontime.outcome").AsString() != "done" {
 		t.Errorf("deliver span attributes %v", del.Attributes)
 	}
-	if attr(fire, "ontime.lateness_seconds").Type() != attribute.FLOAT64 {
-		t.Errorf("fire span has no lateness: %v", fire.Attributes)
+	if attr(del, "ontime.lateness_seconds").Type() != attribute.FLOAT64 {
+		t.Errorf("deliver span has no lateness: %v", del.Attributes)
 	}
 }
 
@@ -158,7 +162,7 @@ func TestTracingWebhook(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("the webhook was not called")
 	}
-	spans := waitSpans(t, exp, "POST /v1/tasks", "ontime.submit", "ontime.fire", "ontime.deliver")
+	spans := waitSpans(t, exp, "POST /v1/tasks", "ontime.submit", "ontime.deliver")
 	checkChain(t, spans)
 	del := spans["ontime.deliver"]
 	want := fmt.Sprintf("00-%s-%s-01", callerTrace, del.SpanContext.SpanID())
@@ -238,7 +242,7 @@ func TestTracingAMQP(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("no message reached the queue")
 	}
-	spans := waitSpans(t, exp, "POST /v1/tasks", "ontime.submit", "ontime.fire", "ontime.deliver", "ontime.publish")
+	spans := waitSpans(t, exp, "POST /v1/tasks", "ontime.submit", "ontime.deliver", "ontime.publish")
 	checkChain(t, spans)
 	pub := spans["ontime.publish"]
 	if pub.Parent.SpanID() != spans["ontime.deliver"].SpanContext.SpanID() {

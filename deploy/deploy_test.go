@@ -57,10 +57,9 @@ func exported(t *testing.T) map[string]bool {
 	}
 	srv := httptest.NewServer(node.HTTPHandler())
 	defer srv.Close()
-	names := map[string]bool{}
 	deadline := time.Now().Add(60 * time.Second)
 	for {
-		names = scrapeNames(t, srv.URL)
+		names := scrapeNames(t, srv.URL)
 		// The leader's first count after the submits (at most 15 s after
 		// the start) brings the per-topic table series.
 		if names["ontime_topic_lateness_seconds_count"] && names["ontime_topic_tasks"] && names["ontime_topic_oldest_overdue_seconds"] {
@@ -76,6 +75,7 @@ func exported(t *testing.T) map[string]bool {
 // scrapeNames is the names in one exposition: each family's, and a
 // histogram's or summary's _bucket, _sum and _count.
 func scrapeNames(t *testing.T, base string) map[string]bool {
+	t.Helper()
 	resp, err := http.Get(base + "/metrics")
 	if err != nil {
 		t.Fatal(err)

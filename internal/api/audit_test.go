@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -12,7 +13,9 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/ontimehq/ontime"
 	"github.com/ontimehq/ontime/internal/api"
@@ -244,5 +247,52 @@ func TestAuditNodeLogLocal(t *testing.T) {
 	}
 	if reqLine == nil || reqLine["request_id"] != "client-req-42" || reqLine["level"] != "DEBUG" || reqLine["route"] != "POST /v1/topics/{topicop}" {
 		t.Fatalf("request line %v", reqLine)
+	}
+}
+
+// TestAuditFileReopenedOnSIGHUP: after logrotate moves audit.file away
+// and sends SIGHUP, the node writes its next lines to a new file at the
+// configured path; the moved file keeps the lines written before.
+func TestAuditFileReopenedOnSIGHUP(t *testing.T) {
+	t.Parallel()
+	base, file := auditNode(t, false)
+	a := "Bearer " + testTokens["admin"]
+	if code, m, _ := authCall(t, "POST", base+"/v1/topics/before:pause", a, ""); code != 200 {
+		t.Fatalf("pause: %d %v", code, m)
+	}
+	rotated := file + ".1"
+	if err := os.Rename(file, rotated); err != nil {
+		t.Fatal(err)
+	}
+	// The node's SIGHUP watch runs (auditNode started it), so the signal
+	// is caught, not fatal to the test process.
+	if err := syscall.Kill(os.Getpid(), syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if _, err := os.Stat(file); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("audit.file was not opened again after SIGHUP")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if code, m, _ := authCall(t, "POST", base+"/v1/topics/after:pause", a, ""); code != 200 {
+		t.Fatalf("pause: %d %v", code, m)
+	}
+	targets := func(path string) []string {
+		var out []string
+		for _, l := range auditLines(t, path) {
+			out = append(out, fmt.Sprint(l["target"]))
+		}
+		return out
+	}
+	if got := targets(rotated); len(got) != 1 || got[0] != "before" {
+		t.Errorf("rotated file's targets %v, want [before]", got)
+	}
+	if got := targets(file); len(got) != 1 || got[0] != "after" {
+		t.Errorf("new file's targets %v, want [after]", got)
 	}
 }

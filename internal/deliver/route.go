@@ -54,9 +54,9 @@ type RouterConfig struct {
 	NodeID     string
 	Metrics    *metrics.Metrics // nil: series kept but not registered
 	// Tracer, when set (tracing on), continues each task's trace
-	// (task.Traceparent) with "ontime.fire" (due time → release) and
-	// "ontime.deliver" (the attempt, its outcome), and gives the sink the
-	// deliver span's traceparent (Delivery.Traceparent); nil: none.
+	// (task.Traceparent) with "ontime.deliver" (the attempt, its outcome
+	// and lateness), and gives the sink the deliver span's traceparent
+	// (Delivery.Traceparent); nil: none.
 	Tracer trace.Tracer
 }
 
@@ -284,22 +284,21 @@ func ParseDestination(s string) (string, error) {
 	return destKey(u.Scheme, u.Host), nil
 }
 
-// traced continues t's trace for one attempt: "ontime.fire", from the due
-// time to now (its length is the lateness), then "ontime.deliver" under
-// it, ended by the attempt's outcome; the sink sends the deliver span's
-// traceparent on, so the receiver's work is its child. A task submitted
-// without a trace starts one here.
+// traced continues t's trace for one attempt: one span, "ontime.deliver",
+// from the release to the attempt's outcome, child of the submit's span
+// (t.Traceparent), with the lateness (due time → release) as an
+// attribute; the sink sends its traceparent on, so the receiver's work is
+// its child. A task submitted without a trace starts one here.
+//
+// One span rather than a fire span and a deliver span: the SDK's Start
+// was most of tracing's cost per task (BENCHMARKS.md, tracing).
 func (r *Router) traced(job *Job, t *task.Task, dest string) {
 	now := time.Now()
 	ctx := tracing.Continue(context.Background(), t.Traceparent)
-	// One option per span and the fewest attributes on fire: the SDK's
-	// Start is most of tracing's cost per task (BENCHMARKS.md, tracing).
-	fctx, fire := r.cfg.Tracer.Start(ctx, "ontime.fire", trace.WithTimestamp(t.DueAt),
-		trace.WithAttributes(attribute.Float64("ontime.lateness_seconds", now.Sub(t.DueAt).Seconds())))
-	fire.End(trace.WithTimestamp(now))
-	_, span := r.cfg.Tracer.Start(fctx, "ontime.deliver", trace.WithSpanKind(trace.SpanKindProducer), trace.WithTimestamp(now),
+	_, span := r.cfg.Tracer.Start(ctx, "ontime.deliver", trace.WithSpanKind(trace.SpanKindProducer), trace.WithTimestamp(now),
 		trace.WithAttributes(attribute.String("ontime.task_id", t.ID), attribute.String("ontime.topic", t.Topic),
-			attribute.Int("ontime.attempt", t.Attempts), attribute.String("ontime.destination", dest)))
+			attribute.Int("ontime.attempt", t.Attempts), attribute.String("ontime.destination", dest),
+			attribute.Float64("ontime.lateness_seconds", now.Sub(t.DueAt).Seconds())))
 	job.Delivery.Traceparent = tracing.Format(span.SpanContext())
 	done := job.Done
 	job.Done = func(err error) {

@@ -4,9 +4,9 @@
 //
 // One task's trace: the caller's span (its traceparent header, or the Go
 // caller's context) → "ontime.submit", whose context is stored with the
-// task (store column traceparent) → hours later "ontime.fire" (from the
-// due time to the release: its length is the lateness) → "ontime.deliver"
-// (one attempt: attempt, outcome) → "ontime.publish" for a broker → the
+// task (store column traceparent) → hours later "ontime.deliver" (one
+// attempt, from the release to its outcome: attempt, outcome, and the
+// lateness, due time → release, as an attribute) → "ontime.publish" for a broker → the
 // receiver's own spans, continued from the traceparent header of the
 // webhook call or of the broker message. Claims are spans of their own
 // ("ontime.claim"), one per claim of a sharding item, outside the tasks'
@@ -19,10 +19,10 @@ package tracing
 
 import (
 	"context"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
-	"strings"
 
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracegrpc"
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
@@ -159,21 +159,21 @@ func envFirst(names ...string) string {
 }
 
 // Format is the W3C traceparent of sc ("00-<trace>-<span>-<flags>"); ""
-// when sc is not valid.
+// when sc is not valid. One allocation (the string): it runs once per
+// delivery attempt.
 func Format(sc trace.SpanContext) string {
 	if !sc.IsValid() {
 		return ""
 	}
-	tid, sid := sc.TraceID(), sc.SpanID()
-	var b strings.Builder
-	b.Grow(55)
-	b.WriteString("00-")
-	b.WriteString(tid.String())
-	b.WriteByte('-')
-	b.WriteString(sid.String())
-	b.WriteByte('-')
-	b.WriteString(sc.TraceFlags().String())
-	return b.String()
+	tid, sid, flags := sc.TraceID(), sc.SpanID(), [1]byte{byte(sc.TraceFlags())}
+	var b [55]byte
+	copy(b[:], "00-")
+	hex.Encode(b[3:35], tid[:])
+	b[35] = '-'
+	hex.Encode(b[36:52], sid[:])
+	b[52] = '-'
+	hex.Encode(b[53:55], flags[:])
+	return string(b[:])
 }
 
 // ErrBadTraceparent: a stored or received traceparent does not parse.

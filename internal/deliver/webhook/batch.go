@@ -25,7 +25,9 @@ import (
 //
 //	{"tasks": [{"id","topic","key","payload","due_at","attempt"}, …]}
 //
-// Each element is exactly the body a single call would carry. Tasks of
+// Each element is exactly the body a single call would carry, plus
+// "traceparent" (its task's deliver span) when tracing is on: the call has
+// no traceparent header, since one call carries many traces. Tasks of
 // one call share their target URL and signing secrets: the tasks a lane
 // takes at once are posted as one call per distinct (target, secrets).
 //
@@ -103,7 +105,7 @@ func (s *Sink) DeliverBatch(ctx context.Context, ds []deliver.Delivery) []error 
 func (s *Sink) postBatch(ctx context.Context, ds []deliver.Delivery, idx []int, errs []error) {
 	size := 16
 	for _, i := range idx {
-		size += bodySize(&ds[i]) + 1
+		size += bodySize(&ds[i]) + 1 + len(`,"traceparent":""`) + len(ds[i].Traceparent)
 	}
 	b := append(make([]byte, 0, size), `{"tasks":[`...)
 	sent := make([]int, 0, len(idx))
@@ -118,6 +120,14 @@ func (s *Sink) postBatch(ctx context.Context, ds []deliver.Delivery, idx []int, 
 				b = b[:len(b)-1] // the comma
 			}
 			continue
+		}
+		// One call carries many traces, so no traceparent header: each
+		// element carries its task's own (its deliver span), the receiver
+		// continuing each task's trace from its element.
+		if tp := ds[i].Traceparent; tp != "" {
+			b = append(b[:len(b)-1], `,"traceparent":`...)
+			b = appendString(b, tp)
+			b = append(b, '}')
 		}
 		sent = append(sent, i)
 	}

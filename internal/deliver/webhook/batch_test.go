@@ -281,3 +281,51 @@ func TestSignerMatchesSign(t *testing.T) {
 		}
 	}
 }
+
+// A batch call with tracing on: no traceparent header (one call, many
+// traces); each element carries its own task's traceparent after the
+// single-call body's fields, and an element without one has none.
+func TestBatchTraceparentPerElement(t *testing.T) {
+	t.Parallel()
+	rcv := &batchReceiver{}
+	srv := httptest.NewServer(rcv)
+	defer srv.Close()
+	s, err := New(Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ds := batchOf(srv.URL+"/hook", 3)
+	tps := []string{
+		"00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01",
+		"",
+		"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-00",
+	}
+	for i := range ds {
+		ds[i].Traceparent = tps[i]
+	}
+	for i, err := range s.DeliverBatch(context.Background(), ds) {
+		if err != nil {
+			t.Fatalf("delivery %d: %v", i, err)
+		}
+	}
+	if len(rcv.calls) != 1 {
+		t.Fatalf("%d calls; want 1", len(rcv.calls))
+	}
+	c := rcv.calls[0]
+	if v := c.hdr.Values("Traceparent"); len(v) != 0 {
+		t.Errorf("batch call carries traceparent header %v", v)
+	}
+	for i, task := range c.tasks {
+		got, has := task["traceparent"]
+		if tps[i] == "" {
+			if has {
+				t.Errorf("element %d: traceparent %v, want none", i, got)
+			}
+		} else if got != tps[i] {
+			t.Errorf("element %d: traceparent %v, want %s", i, got, tps[i])
+		}
+		if task["id"] != ds[i].ID || task["attempt"] != float64(ds[i].Attempt) {
+			t.Errorf("element %d: %v", i, task)
+		}
+	}
+}
