@@ -393,7 +393,7 @@ func TestJobMisfire(t *testing.T) {
 			dataDir := t.TempDir()
 			var mu sync.Mutex
 			ran := map[int]int{}
-			job := ontime.Job{Name: "tick", Cron: "@every 1s", Misfire: policy, Items: 3, Run: func(ctx context.Context, s ontime.Shard) error {
+			job := ontime.Job{Name: "tick", Cron: "@every 3s", Misfire: policy, Items: 3, Run: func(ctx context.Context, s ontime.Shard) error {
 				mu.Lock()
 				ran[s.Item]++
 				mu.Unlock()
@@ -426,19 +426,33 @@ func TestJobMisfire(t *testing.T) {
 			if err := n1.Stop(context.Background()); err != nil {
 				t.Fatal(err)
 			}
-			time.Sleep(2500 * time.Millisecond) // two fire times with no node up
+			// Two fire times with no node up. The period is long against a look
+			// at an acquired item: a cron trigger that comes while the restarted
+			// node looks takes the misfire run's place (one run either way).
+			time.Sleep(6500 * time.Millisecond)
 			restarted := time.Now()
 			n2, base := start()
 			t.Cleanup(func() { _ = n2.Stop(context.Background()) })
-			time.Sleep(1500 * time.Millisecond) // the misfire runs start at once; give them time
-			var runs apiv1.JobRunList
-			getJSON(t, base+"/v1/jobs/tick/runs?limit=1000", &runs)
-			perItem := map[string]int{}
-			for _, r := range runs.Runs {
-				if r.StartedAt.After(restarted) && r.Trigger == "misfire" {
-					perItem[r.Item]++
+			// Wait until every item has run on its cron after the restart:
+			// a misfire run, if the policy makes one, starts before that.
+			var perItem map[string]int
+			waitFor(t, 60*time.Second, "every item ran on its cron after the restart", func() bool {
+				var runs apiv1.JobRunList
+				getJSON(t, base+"/v1/jobs/tick/runs?limit=1000", &runs)
+				perItem = map[string]int{}
+				cron := map[string]bool{}
+				for _, r := range runs.Runs {
+					if !r.StartedAt.After(restarted) {
+						continue
+					}
+					if r.Trigger == "misfire" {
+						perItem[r.Item]++
+					} else {
+						cron[r.Item] = true
+					}
 				}
-			}
+				return len(cron) == 3
+			})
 			want := 1
 			if policy == "skip" {
 				want = 0

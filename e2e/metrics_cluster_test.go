@@ -212,14 +212,17 @@ metrics:
 		}
 		return out
 	}
-	want := table()
-	if want["done"] != topics*okPer || want["dead"] != topics*badPer || want["pending"] != topics*laterPer {
-		t.Fatalf("the table: %v", want)
-	}
+	// The receiver sees a task's last failure before its node writes the
+	// outcome (batched): wait for the table to say dead.
+	var want map[string]float64
+	waitFor(t, 60*time.Second, "the table holds every outcome", func() bool {
+		want = table()
+		return want["done"] == topics*okPer && want["dead"] == topics*badPer && want["pending"] == topics*laterPer
+	})
 	// The leader recounts at most every 15 s: wait for a count that
 	// matches, then check every rule on one scrape of each node.
 	var per map[string][]sample
-	waitFor(t, 60*time.Second, "sum(ontime_tasks) over the nodes equals the table", func() bool {
+	waitFor(t, 60*time.Second, "sum(ontime_tasks) over the nodes equals the table, every node sees 3 live", func() bool {
 		per = map[string][]sample{}
 		for _, n := range names {
 			per[n], _ = scrapeAll(t, "http://"+addrs[n])
@@ -231,6 +234,13 @@ metrics:
 				sum += v
 			}
 			if sum != want[st] {
+				return false
+			}
+		}
+		// Each node's view of the membership is read by its own rounds,
+		// made when a scrape finds the last one stale: wait for all three.
+		for _, n := range names {
+			if live, _ := sumOf(per[n], "ontime_cluster_nodes_live", nil); live != 3 {
 				return false
 			}
 		}
