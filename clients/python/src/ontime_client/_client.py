@@ -1,0 +1,656 @@
+"""The client of ontime's HTTP API v1: standard library only (http.client
+over keep-alive connections, json, threading). Safe to share between
+threads."""
+from __future__ import annotations
+
+import base64
+import email.utils
+import http.client
+import json
+import os
+import random
+import select
+import socket
+import ssl
+import threading
+import time
+import urllib.parse
+from dataclasses import dataclass
+from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple, Union, cast
+
+from ._errors import APIError, NetworkError, OntimeError, make_error, status_of
+from ._types import (
+    BatchTask,
+    ClusterView,
+    Job,
+    JobRun,
+    ListPage,
+    Outbox,
+    Schedule,
+    ScheduleRequest,
+    Status,
+    Task,
+    TaskPatch,
+    TaskRequest,
+    Topic,
+    TopicList,
+)
+
+MAX_BATCH = 1000
+"""The most tasks one POST /v1/tasks:batch may carry."""
+
+_SOLO_BYTES = 64 << 10
+_BATCH_FRAME = len(b'{"tasks":[]}')
+# The retry kinds: "always" (idempotent) or "unsent" (only when nothing
+# reached the node: a refused connection).
+_ALWAYS, _UNSENT = "always", "unsent"
+
+
+@dataclass
+class SubmitResult:
+    """A submit's answer: the task, and whether this submit wrote it (201)
+    or its topic and key named it already (200)."""
+
+    task: Task
+    created: bool
+
+
+@dataclass
+class BatchResult:
+    """One entry's answer of submit_batch: its task, or the error that kept it from being written."""
+
+    task: Optional[BatchTask]
+    created: bool
+    error: Optional[APIError] = None
+
+
+@dataclass
+class Coalesce:
+    """How concurrent submits share POST /v1/tasks:batch calls."""
+
+    max_tasks: int = MAX_BATCH
+    """Tasks in one batch call: 1 to 1,000."""
+    max_bytes: int = 1 << 20
+    """Request body bytes of one batch call: 4 KiB to 64 MiB."""
+    calls: int = 1
+    """Batch calls in flight at once: 1 to 64."""
+
+
+class _Attempt(Exception):
+    """One attempt's network failure; unsent when nothing reached the node."""
+
+    def __init__(self, message: str, unsent: bool) -> None:
+        super().__init__(message)
+        self.unsent = unsent
+
+
+class _Answer:
+    __slots__ = ("status", "headers", "body")
+
+    def __init__(self, status: int, headers: http.client.HTTPMessage, body: bytes) -> None:
+        self.status = status
+        self.headers = headers
+        self.body = body
+
+
+def _bound(name: str, v: Optional[Union[int, float]], lo: float, hi: float, default: Union[int, float]) -> Any:
+    if v is None:
+        return default
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not lo <= v <= hi:
+        raise ValueError(f"{name}: {v!r} is not between {lo} and {hi}")
+    return v
+
+
+def _q(s: str) -> str:
+    return urllib.parse.quote(s, safe="")
+
+
+class Client:
+    """Client talks to one ontime node (or a load balancer in front of several).
+
+    base_url: "http://127.0.0.1:7070". token: a bearer token (auth.tokens).
+    timeout: seconds allowed for one attempt's connect and each read.
+    retries: retries after a network error or a 503 (see README); 0: none.
+    retry_base / retry_max: the first backoff (doubled each retry, with
+    jitter) and the cap of one wait, a 503's Retry-After included (a longer
+    Retry-After is not waited for). auto_key: a submit without a key is
+    given one ("auto-" and 22 random characters) so that a retry after a
+    lost answer finds the task the first attempt wrote instead of writing
+    another; with False a keyless submit is retried only when nothing was
+    sent. coalesce: how concurrent submits share batch calls; False: each
+    alone. ca_file: PEM CA certificates for an https:// node.
+    """
+
+    def __init__(
+        self,
+        base_url: str,
+        *,
+        token: Optional[str] = None,
+        timeout: float = 30.0,
+        retries: int = 3,
+        retry_base: float = 0.1,
+        retry_max: float = 5.0,
+        auto_key: bool = True,
+        coalesce: Union[bool, Coalesce] = True,
+        ca_file: Optional[str] = None,
+        headers: Optional[Mapping[str, str]] = None,
+        max_idle: int = 64,
+    ) -> None:
+        u = urllib.parse.urlsplit(base_url)
+        if u.scheme not in ("http", "https") or not u.hostname:
+            raise ValueError(f"base_url: {base_url!r} is not an http(s) URL such as http://127.0.0.1:7070")
+        self.base_url = base_url.rstrip("/")
+        self._prefix = u.path.rstrip("/")
+        self._host = u.hostname
+        self._port = u.port or (443 if u.scheme == "https" else 80)
+        self._tls: Optional[ssl.SSLContext] = None
+        if u.scheme == "https":
+            self._tls = ssl.create_default_context(cafile=ca_file)
+        self._timeout = _bound("timeout", timeout, 0.001, 3600, 30.0)
+        self._retries = _bound("retries", retries, 0, 100, 3)
+        self._retry_base = _bound("retry_base", retry_base, 0, 60, 0.1)
+        self._retry_max = _bound("retry_max", retry_max, 0, 3600, 5.0)
+        self._auto_key = auto_key
+        self._headers = {"Accept": "application/json", "User-Agent": "ontime-client-python"}
+        if headers:
+            self._headers.update(headers)
+        if token:
+            self._headers["Authorization"] = "Bearer " + token
+        self._idle: List[http.client.HTTPConnection] = []
+        self._max_idle = max_idle
+        self._lock = threading.Lock()
+        self._co: Optional[_Coalescer] = None
+        if coalesce is not False:
+            o = Coalesce() if coalesce is True else coalesce
+            self._co = _Coalescer(
+                self,
+                _bound("coalesce.max_tasks", o.max_tasks, 1, MAX_BATCH, MAX_BATCH),
+                _bound("coalesce.max_bytes", o.max_bytes, 4 << 10, 64 << 20, 1 << 20),
+                _bound("coalesce.calls", o.calls, 1, 64, 1),
+            )
+
+    def close(self) -> None:
+        """Closes the idle keep-alive connections."""
+        with self._lock:
+            idle, self._idle = self._idle, []
+        for c in idle:
+            c.close()
+
+    def __enter__(self) -> "Client":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # ---- tasks ----
+
+    def submit(self, task: TaskRequest) -> SubmitResult:
+        """Stores a task; created is False when its topic and key named a
+        task already. Submits made from several threads at once share
+        POST /v1/tasks:batch calls, each answered as its own POST /v1/tasks."""
+        t = self._keyed(task)
+        body = json.dumps(t, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+        retry = _ALWAYS if t.get("key") else _UNSENT
+        co = self._co
+        if co is not None and len(body) <= min(_SOLO_BYTES, co.max_bytes - _BATCH_FRAME):
+            return co.submit(body, retry)
+        return self._submit_one(body, retry)
+
+    def _submit_one(self, body: bytes, retry: str) -> SubmitResult:
+        a = self._call("POST", "/v1/tasks", body, retry)
+        return SubmitResult(cast(Task, _parse(a)), a.status == 201)
+
+    def submit_batch(self, tasks: Sequence[TaskRequest], *, chunk_size: int = MAX_BATCH) -> List[BatchResult]:
+        """Stores any number of tasks: POST /v1/tasks:batch calls of up to
+        1,000 (chunk_size) each, one after the other. One answer per task,
+        in order; an entry that is not valid fails alone (its error set),
+        the others are written. A call that fails whole raises, and the
+        chunks before it stay written."""
+        chunk = _bound("chunk_size", chunk_size, 1, MAX_BATCH, MAX_BATCH)
+        out: List[BatchResult] = []
+        for i in range(0, len(tasks), chunk):
+            part = [self._keyed(t) for t in tasks[i : i + chunk]]
+            retry = _ALWAYS if all(isinstance(t, dict) and t.get("key") for t in part) else _UNSENT
+            bodies = [json.dumps(t, separators=(",", ":"), ensure_ascii=False).encode("utf-8") for t in part]
+            out.extend(_batch_result(it) for it in self._batch_call(bodies, retry))
+        return out
+
+    def _batch_call(self, bodies: Sequence[bytes], retry: str) -> List[Dict[str, Any]]:
+        a = self._call("POST", "/v1/tasks:batch", b'{"tasks":[' + b",".join(bodies) + b"]}", retry)
+        items = _parse(a).get("tasks")
+        if not isinstance(items, list) or len(items) != len(bodies):
+            raise OntimeError(f"decoding the answer: {len(items) if isinstance(items, list) else 'no'} items for {len(bodies)} tasks")
+        return items
+
+    def get(self, id: str) -> Task:
+        """Returns a task by its ID."""
+        return cast(Task, self._json("GET", f"/v1/tasks/{_q(id)}"))
+
+    def update(self, id: str, patch: TaskPatch) -> Task:
+        """Changes a pending or claimed task."""
+        return cast(Task, self._json("PATCH", f"/v1/tasks/{_q(id)}", patch))
+
+    def cancel(self, id: str) -> Task:
+        """Cancels a pending or claimed task."""
+        return cast(Task, self._json("DELETE", f"/v1/tasks/{_q(id)}"))
+
+    def requeue(self, id: str) -> Task:
+        """Returns a dead task to pending, due now."""
+        return cast(Task, self._json("POST", f"/v1/tasks/{_q(id)}:requeue", retry=_UNSENT))
+
+    def get_by_key(self, topic: str, key: str) -> Task:
+        """Returns the task a key names in a topic: its live task, else the one that ended last."""
+        return cast(Task, self._json("GET", _key_path(topic, key)))
+
+    def update_by_key(self, topic: str, key: str, patch: TaskPatch) -> Task:
+        """Changes the live task a key names."""
+        return cast(Task, self._json("PATCH", _key_path(topic, key), patch))
+
+    def cancel_by_key(self, topic: str, key: str) -> Task:
+        """Cancels the live task a key names."""
+        return cast(Task, self._json("DELETE", _key_path(topic, key)))
+
+    def list(
+        self,
+        *,
+        topic: Optional[str] = None,
+        key: Optional[str] = None,
+        status: Optional[str] = None,
+        limit: Optional[int] = None,
+        cursor: Optional[str] = None,
+        due_after: Optional[str] = None,
+        due_before: Optional[str] = None,
+    ) -> ListPage:
+        """One page of tasks in creation order; next_cursor, when set, asks for the next."""
+        q = {"topic": topic, "key": key, "status": status, "limit": limit, "cursor": cursor, "due_after": due_after, "due_before": due_before}
+        return cast(ListPage, self._json("GET", "/v1/tasks" + _query(q)))
+
+    def list_all(self, **filters: Any) -> Iterator[Task]:
+        """Every task the filters of list keep, page after page (limit: the page size)."""
+        cursor = filters.pop("cursor", None)
+        while True:
+            page = self.list(cursor=cursor, **filters)
+            yield from page["tasks"]
+            cursor = page.get("next_cursor")
+            if not cursor:
+                return
+
+    # ---- topics ----
+
+    def topics(self) -> TopicList:
+        """Every topic that has tasks or is paused: counts per status, oldest due time, paused."""
+        return cast(TopicList, self._json("GET", "/v1/topics"))
+
+    def pause_topic(self, topic: str) -> Topic:
+        """Stops delivery of a topic, cluster wide; its tasks wait."""
+        return cast(Topic, self._json("POST", f"/v1/topics/{_q(topic)}:pause"))
+
+    def resume_topic(self, topic: str) -> Topic:
+        return cast(Topic, self._json("POST", f"/v1/topics/{_q(topic)}:resume"))
+
+    def requeue_topic(self, topic: str) -> int:
+        """Moves every dead task of a topic back to pending; returns how many."""
+        return int(self._json("POST", f"/v1/topics/{_q(topic)}:requeue")["requeued"])
+
+    # ---- schedules ----
+
+    def create_schedule(self, schedule: ScheduleRequest) -> Schedule:
+        """Creates a schedule; one of that name is a ConflictError."""
+        return cast(Schedule, self._json("POST", "/v1/schedules", schedule, retry=_UNSENT))
+
+    def put_schedule(self, name: str, schedule: ScheduleRequest) -> Tuple[Schedule, bool]:
+        """Creates or replaces the schedule name; returns it and whether it was created."""
+        a = self._call("PUT", f"/v1/schedules/{_q(name)}", _dumps(schedule), _ALWAYS)
+        return cast(Schedule, _parse(a)), a.status == 201
+
+    def get_schedule(self, name: str) -> Schedule:
+        return cast(Schedule, self._json("GET", f"/v1/schedules/{_q(name)}"))
+
+    def list_schedules(self) -> List[Schedule]:
+        return cast(List[Schedule], self._json("GET", "/v1/schedules")["schedules"])
+
+    def delete_schedule(self, name: str) -> Schedule:
+        return cast(Schedule, self._json("DELETE", f"/v1/schedules/{_q(name)}", retry=_UNSENT))
+
+    def pause_schedule(self, name: str) -> Schedule:
+        return cast(Schedule, self._json("POST", f"/v1/schedules/{_q(name)}:pause"))
+
+    def resume_schedule(self, name: str) -> Schedule:
+        return cast(Schedule, self._json("POST", f"/v1/schedules/{_q(name)}:resume"))
+
+    def trigger_schedule(self, name: str) -> SubmitResult:
+        """Makes the schedule's task now."""
+        a = self._call("POST", f"/v1/schedules/{_q(name)}:trigger", None, _UNSENT)
+        return SubmitResult(cast(Task, _parse(a)), a.status == 201)
+
+    # ---- scan jobs, outboxes ----
+
+    def jobs(self) -> List[Job]:
+        return cast(List[Job], self._json("GET", "/v1/jobs")["jobs"])
+
+    def job(self, name: str) -> Job:
+        return cast(Job, self._json("GET", f"/v1/jobs/{_q(name)}"))
+
+    def job_runs(self, name: str, *, item: Optional[str] = None, limit: Optional[int] = None) -> List[JobRun]:
+        """A job's latest runs, newest first."""
+        return cast(List[JobRun], self._json("GET", f"/v1/jobs/{_q(name)}/runs" + _query({"item": item, "limit": limit}))["runs"])
+
+    def trigger_job(self, name: str) -> Job:
+        """Starts a run of the job now."""
+        return cast(Job, self._json("POST", f"/v1/jobs/{_q(name)}:trigger", retry=_UNSENT))
+
+    def pause_job(self, name: str) -> Job:
+        return cast(Job, self._json("POST", f"/v1/jobs/{_q(name)}:pause"))
+
+    def resume_job(self, name: str) -> Job:
+        return cast(Job, self._json("POST", f"/v1/jobs/{_q(name)}:resume"))
+
+    def outboxes(self) -> List[Outbox]:
+        return cast(List[Outbox], self._json("GET", "/v1/outboxes")["outboxes"])
+
+    # ---- operations ----
+
+    def cluster(self) -> ClusterView:
+        """The cluster as the node sees it: nodes, leader, sharding items."""
+        return cast(ClusterView, self._json("GET", "/v1/cluster"))
+
+    def health(self) -> Status:
+        """GET /healthz: the process is alive."""
+        return cast(Status, self._json("GET", "/healthz"))
+
+    def ready(self) -> Status:
+        """GET /readyz: the node serves (an UnavailableError when not, after the retries)."""
+        return cast(Status, self._json("GET", "/readyz"))
+
+    def metrics(self) -> str:
+        """GET /metrics: Prometheus text."""
+        return self._call("GET", "/metrics", None, _ALWAYS).body.decode("utf-8")
+
+    def openapi(self) -> Dict[str, Any]:
+        """GET /v1/openapi.json: the API's OpenAPI 3.1 document."""
+        return cast(Dict[str, Any], self._json("GET", "/v1/openapi.json"))
+
+    # ---- transport ----
+
+    def _keyed(self, t: TaskRequest) -> TaskRequest:
+        if not self._auto_key or not isinstance(t, dict) or t.get("key"):
+            return t
+        k = dict(t)
+        k["key"] = "auto-" + base64.urlsafe_b64encode(os.urandom(16)).rstrip(b"=").decode()
+        return cast(TaskRequest, k)
+
+    def _json(self, method: str, path: str, body: Any = None, retry: str = _ALWAYS) -> Any:
+        return _parse(self._call(method, path, None if body is None else _dumps(body), retry))
+
+    def _call(self, method: str, path: str, body: Optional[bytes], retry: str) -> _Answer:
+        """One call with its retries: after a network error when retry is
+        "always" (or nothing was sent), and after a 503 whose Retry-After is
+        within retry_max. An error answer raises its APIError."""
+        attempt = 0
+        while True:
+            try:
+                a = self._attempt(method, path, body)
+            except _Attempt as e:
+                if attempt >= self._retries or not (retry == _ALWAYS or e.unsent):
+                    after = f" (after {attempt + 1} attempts)" if attempt else ""
+                    raise NetworkError(f"{method} {path}: {e}{after}") from e.__cause__
+                wait = self._backoff(attempt)
+            else:
+                if a.status < 400:
+                    return a
+                err = _error_of(a)
+                if a.status != 503 or attempt >= self._retries:
+                    raise err
+                wait = err.retry_after if err.retry_after is not None else self._backoff(attempt)
+                if wait > self._retry_max:
+                    raise err
+            time.sleep(wait)
+            attempt += 1
+
+    def _backoff(self, attempt: int) -> float:
+        d = min(self._retry_max, self._retry_base * (2**attempt))
+        return d / 2 + random.random() * d / 2
+
+    def _conn(self) -> Tuple[http.client.HTTPConnection, bool]:
+        while True:
+            with self._lock:
+                if not self._idle:
+                    break
+                c = self._idle.pop()
+            # An idle connection with something to read was closed by the
+            # node (its idle_timeout): writing on it would fail after the
+            # fact, so it is dropped before use.
+            if c.sock is not None and not select.select([c.sock], [], [], 0)[0]:
+                return c, True
+            c.close()
+        if self._tls is not None:
+            return http.client.HTTPSConnection(self._host, self._port, timeout=self._timeout, context=self._tls), False
+        return http.client.HTTPConnection(self._host, self._port, timeout=self._timeout), False
+
+    def _release(self, c: http.client.HTTPConnection) -> None:
+        with self._lock:
+            if len(self._idle) < self._max_idle:
+                self._idle.append(c)
+                return
+        c.close()
+
+    def _attempt(self, method: str, path: str, body: Optional[bytes]) -> _Answer:
+        conn, reused = self._conn()
+        headers = dict(self._headers)
+        if body is not None:
+            headers["Content-Type"] = "application/json"
+        sent = False
+        try:
+            conn.request(method, self._prefix + path, body=body, headers=headers)
+            sent = True
+            resp = conn.getresponse()
+            data = resp.read()
+        except (OSError, http.client.HTTPException) as e:
+            conn.close()
+            # A refused connection carried nothing; nor did a kept-alive one
+            # the node had closed before this request was written on it.
+            unsent = isinstance(e, (ConnectionRefusedError, socket.gaierror)) or (reused and not sent and isinstance(e, (BrokenPipeError, ConnectionResetError)))
+            raise _Attempt(str(e) or type(e).__name__, unsent) from e
+        if resp.will_close:
+            conn.close()
+        else:
+            self._release(conn)
+        return _Answer(resp.status, resp.headers, data)
+
+
+def _dumps(v: Any) -> bytes:
+    return json.dumps(v, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+
+
+def _key_path(topic: str, key: str) -> str:
+    return f"/v1/topics/{_q(topic)}/keys/{_q(key)}"
+
+
+def _query(q: Mapping[str, Any]) -> str:
+    kept = [(k, str(v)) for k, v in q.items() if v is not None and v != ""]
+    return "?" + urllib.parse.urlencode(kept, quote_via=urllib.parse.quote) if kept else ""
+
+
+def _parse(a: _Answer) -> Any:
+    try:
+        return json.loads(a.body)
+    except ValueError as e:
+        raise OntimeError(f"decoding the answer (HTTP {a.status}): {e}") from e
+
+
+def _retry_after(v: Optional[str]) -> Optional[float]:
+    if not v:
+        return None
+    v = v.strip()
+    if v.isdigit():
+        return float(v)
+    try:
+        t = email.utils.parsedate_to_datetime(v)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, t.timestamp() - time.time())
+
+
+def _error_of(a: _Answer) -> APIError:
+    rid = a.headers.get("X-Request-Id")
+    ra = _retry_after(a.headers.get("Retry-After"))
+    try:
+        e = json.loads(a.body).get("error")
+        if isinstance(e, dict) and e.get("message"):
+            return make_error(a.status, e.get("code"), e["message"], e.get("field"), rid, ra)
+    except (ValueError, AttributeError):
+        pass  # not the envelope: a proxy's page
+    text = a.body.decode("utf-8", "replace").strip()[:512] or f"HTTP {a.status}"
+    return make_error(a.status, None, text, None, rid, ra)
+
+
+def _batch_result(it: Dict[str, Any]) -> BatchResult:
+    e = it.get("error")
+    if e:
+        return BatchResult(None, False, make_error(status_of(e.get("code")), e.get("code"), e.get("message", ""), e.get("field")))
+    return BatchResult(cast(BatchTask, it), it.get("created") is True)
+
+
+# ---- coalescing ----
+#
+# Concurrent submits of one Client (from several threads) share POST
+# /v1/tasks:batch calls, as the Go client's do (client/coalesce.go). No
+# background thread and no timer: a submit that finds fewer than `calls`
+# batch calls in flight (and none queued) is sent at once, alone, as the
+# plain POST /v1/tasks it always was; submits made while calls are in
+# flight queue, and when a call returns, the first queued becomes the leader
+# of everything queued by then (up to max_tasks tasks and max_bytes of body)
+# and sends it as one batch. The leader first yields the processor (up to 4
+# times, while the queue grows) so that the callers the finished call just
+# answered queue their next submits: 16 threads submitting in a loop then
+# send batches of about 16.
+#
+# Each caller gets what a single submit would have given it: the task and
+# created, or its entry's error as the APIError a single submit's answer
+# makes. A batch the node refuses whole before writing anything (400, 401,
+# 403, 404, 405, 413) is sent again as single submits, so their answers are
+# the single ones; a 404 or 405 for the route turns coalescing off. Any
+# other failure of the call (a network error after the retries, a 5xx) is
+# every caller's error, as it would have been each single submit's.
+
+
+class _Pending:
+    __slots__ = ("body", "retry", "leader", "done", "result", "error")
+
+    def __init__(self, body: bytes, retry: str) -> None:
+        self.body = body
+        self.retry = retry
+        self.leader = False
+        self.done = False
+        self.result: Optional[SubmitResult] = None
+        self.error: Optional[BaseException] = None
+
+    def outcome(self) -> SubmitResult:
+        if self.error is not None:
+            raise self.error
+        assert self.result is not None
+        return self.result
+
+
+class _Coalescer:
+    def __init__(self, c: Client, max_tasks: int, max_bytes: int, calls: int) -> None:
+        self.c = c
+        self.max_tasks = max_tasks
+        self.max_bytes = max_bytes
+        self.calls = calls
+        self.cv = threading.Condition()
+        self.inflight = 0
+        self.queue: List[_Pending] = []
+        self.off = False
+
+    def submit(self, body: bytes, retry: str) -> SubmitResult:
+        if self.off:
+            return self.c._submit_one(body, retry)
+        p = _Pending(body, retry)
+        with self.cv:
+            if self.inflight < self.calls and not self.queue:
+                self.inflight += 1
+                alone = True
+            else:
+                alone = False
+                self.queue.append(p)
+                while not p.done and not p.leader:
+                    self.cv.wait()
+                if p.done:
+                    return p.outcome()
+        if alone:
+            try:
+                return self.c._submit_one(body, retry)
+            finally:
+                self._hand_on()
+        # The leader: let the crowd that was just answered queue up.
+        for _ in range(4):
+            n = len(self.queue)
+            time.sleep(0)
+            if len(self.queue) == n:
+                break
+        with self.cv:
+            group = self._take()
+        try:
+            self._send(group)
+        finally:
+            self._hand_on()
+        return p.outcome()
+
+    def _take(self) -> List[_Pending]:
+        n, size = 0, _BATCH_FRAME
+        while n < len(self.queue) and n < self.max_tasks:
+            add = len(self.queue[n].body) + (1 if n else 0)
+            if n and size + add > self.max_bytes:
+                break
+            size += add
+            n += 1
+        group, self.queue = self.queue[:n], self.queue[n:]
+        return group
+
+    def _hand_on(self) -> None:
+        with self.cv:
+            self.inflight -= 1
+            if self.queue and self.inflight < self.calls and not self.queue[0].leader:
+                self.queue[0].leader = True
+                self.inflight += 1
+            self.cv.notify_all()
+
+    def _send(self, group: List[_Pending]) -> None:
+        try:
+            if len(group) == 1:
+                self._one(group[0])
+                return
+            retry = _ALWAYS if all(p.retry == _ALWAYS for p in group) else _UNSENT
+            try:
+                items = self.c._batch_call([p.body for p in group], retry)
+            except APIError as e:
+                if e.status in (400, 401, 403, 404, 405, 413):
+                    if e.status in (404, 405):
+                        self.off = True
+                    # Refused whole, nothing written: each as a single submit, for its own answer.
+                    for p in group:
+                        self._one(p)
+                    return
+                raise
+            for p, it in zip(group, items):
+                r = _batch_result(it)
+                if r.error is not None:
+                    p.error = r.error
+                else:
+                    p.result = SubmitResult(cast(Task, r.task), r.created)
+        except BaseException as e:  # every caller's error, as each single submit's would have been
+            for p in group:
+                if p.result is None and p.error is None:
+                    p.error = e
+        finally:
+            with self.cv:
+                for p in group:
+                    p.done = True
+                self.cv.notify_all()
+
+    def _one(self, p: _Pending) -> None:
+        try:
+            p.result = self.c._submit_one(p.body, p.retry)
+        except Exception as e:
+            p.error = e

@@ -1,0 +1,429 @@
+"""The bodies of ontime's HTTP API v1, generated from apiv1/openapi.json
+by scripts/gen_types.py: do not edit; run it again after the document changes."""
+# fmt: off
+from __future__ import annotations
+
+from typing import Any, Dict, List, Literal, Optional, TypedDict, Union
+
+
+class _TaskRequestRequired(TypedDict):
+    topic: str
+    """1–64 of A-Z a-z 0-9 _ . -"""
+
+
+class TaskRequest(_TaskRequestRequired, total=False):
+    """A task to submit. `due_at` and `delay` are exclusive; with neither the task is due now. A past `due_at` means as soon as possible."""
+    key: str
+    """At most one live task per topic and key: a resubmit returns the existing task (200) and writes nothing. Also the shard key; ≤ 255 bytes."""
+    due_at: str
+    """RFC 3339 time, e.g. 2026-11-23T18:00:00Z; at most 10 years ahead; a past one means now."""
+    delay: str
+    """A Go duration from now: 30s, 1h30m."""
+    payload: Any
+    """Any JSON value, ≤ delivery.max_payload_bytes (1 MiB by default)."""
+    target: str
+    """http(s)://… a webhook; mq://BROKER/ADDRESS a broker. Empty: the topic's default target (the config's topics.NAME.target), stored on the task; else the Go handler for the topic on a live node. A task no node could deliver (neither) is refused: 400 on field target."""
+    max_attempts: int
+    """Attempts before the task is dead; 0 or absent: delivery.max_attempts."""
+    if_exists: Literal["keep", "replace"]
+    """When the key names a live task: keep (default) returns it unchanged (200); replace updates it with this request's fields like a PATCH (200; 409 once it is running). A final task (done, dead, cancelled) keeps its key retention.key_hold (10m) after it ended: meanwhile a resubmit with keep returns it (200) with key_held_until, and nothing is written; a resubmit with replace makes a new task (201), which the same replace sent again finds live (200); after the hold any submit makes a new task (201)."""
+
+
+class _TaskRequired(TypedDict):
+    id: str
+    """26 characters; sorts by creation; carries the shard hash."""
+    topic: str
+    due_at: str
+    """When the next attempt is due. Retries move it."""
+    first_due_at: str
+    """The due time the task was submitted with; retries do not move it."""
+    payload: Any
+    """The JSON value submitted (null when none)."""
+    max_attempts: int
+    status: Literal["pending", "claimed", "running", "done", "dead", "cancelled"]
+    attempts: int
+    """Deliveries started so far."""
+    created_at: str
+
+
+class Task(_TaskRequired, total=False):
+    """A stored task: the answer of every task route."""
+    key: str
+    """The key it was submitted with; absent when none."""
+    moved_by: Literal["retry", "update", "requeue"]
+    """What last set due_at since the submit: retry (a delivery failed, was deferred or snoozed: last_error says which), update (PATCH, or a submit with if_exists: replace) or requeue (of the dead task, by its ID or its topic). Absent when nothing did (and for tasks stored before schema version 10, where it was not recorded)."""
+    target: str
+    """Absent for a Go handler registered for the topic (a task submitted without one, of a topic with a default target, shows that)."""
+    last_error: str
+    """Why the latest attempt failed, or why the task waits without one (no live node handles its topic, a breaker is open …); absent when none did."""
+    updated_at: str
+    """When the task last changed; of a final task (done, dead, cancelled), when it ended."""
+    key_held_until: str
+    """Only in the answer of a submit (alone or in a batch) whose key is held by this task although it is final (done, dead, cancelled): it ended less than retention.key_hold ago, so nothing was written and nothing will be delivered for this submit. The key takes a new task from this time on; a submit with if_exists: replace makes one at once."""
+
+
+class BatchRequest(TypedDict):
+    tasks: List['TaskRequest']
+    """The tasks, each as the body of POST /v1/tasks. The node is lenient here: an entry that is not a valid TaskRequest fails alone, its item in the answer carrying the error, and the others are written."""
+
+
+class BatchItemError(TypedDict):
+    error: 'ErrorDetail'
+    created: Literal[False]
+
+
+BatchItem = Union['BatchTask', 'BatchItemError']
+
+
+class _BatchTaskRequired(TypedDict):
+    id: str
+    """26 characters; sorts by creation; carries the shard hash."""
+    topic: str
+    due_at: str
+    """When the next attempt is due. Retries move it."""
+    first_due_at: str
+    """The due time the task was submitted with; retries do not move it."""
+    payload: Any
+    """The JSON value submitted (null when none)."""
+    max_attempts: int
+    status: Literal["pending", "claimed", "running", "done", "dead", "cancelled"]
+    attempts: int
+    """Deliveries started so far."""
+    created_at: str
+    created: bool
+    """true: this submit wrote the task (a single submit's 201); false: its topic and key named a live or recently ended task already (200: nothing written, or with if_exists: replace the live task updated)."""
+
+
+class BatchTask(_BatchTaskRequired, total=False):
+    """A task of a batch answer: the task's view (Task) and created."""
+    key: str
+    """The key it was submitted with; absent when none."""
+    moved_by: Literal["retry", "update", "requeue"]
+    """What last set due_at since the submit: retry (a delivery failed, was deferred or snoozed: last_error says which), update (PATCH, or a submit with if_exists: replace) or requeue (of the dead task, by its ID or its topic). Absent when nothing did (and for tasks stored before schema version 10, where it was not recorded)."""
+    target: str
+    """Absent for a Go handler registered for the topic (a task submitted without one, of a topic with a default target, shows that)."""
+    last_error: str
+    """Why the latest attempt failed, or why the task waits without one (no live node handles its topic, a breaker is open …); absent when none did."""
+    updated_at: str
+    """When the task last changed; of a final task (done, dead, cancelled), when it ended."""
+    key_held_until: str
+    """Only in the answer of a submit (alone or in a batch) whose key is held by this task although it is final (done, dead, cancelled): it ended less than retention.key_hold ago, so nothing was written and nothing will be delivered for this submit. The key takes a new task from this time on; a submit with if_exists: replace makes one at once."""
+
+
+class BatchResponse(TypedDict):
+    tasks: List['BatchItem']
+
+
+class _ListPageRequired(TypedDict):
+    tasks: List['Task']
+
+
+class ListPage(_ListPageRequired, total=False):
+    next_cursor: str
+    """Present when there may be more: pass it as ?cursor= for the next page."""
+
+
+class _ErrorDetailRequired(TypedDict):
+    code: Literal["invalid", "too_large", "not_found", "conflict", "unauthorized", "forbidden", "unavailable", "internal"]
+    """What programs branch on; the set is closed."""
+    message: str
+    """For people."""
+
+
+class ErrorDetail(_ErrorDetailRequired, total=False):
+    field: str
+    """The input at fault when one is: a JSON field, a query parameter, `id`."""
+
+
+class ErrorBody(TypedDict):
+    """The body of every 4xx and 5xx answer, 404 and 405 included."""
+    error: 'ErrorDetail'
+
+
+class ClusterView(TypedDict):
+    node: str
+    """The node that answered."""
+    coordinator: Literal["none", "database", "etcd"]
+    leader: str
+    term: int
+    nodes: Optional[List['ClusterNode']]
+    items: Optional[List['ClusterItem']]
+
+
+class _ClusterNodeRequired(TypedDict):
+    id: str
+    addr: str
+    heartbeat: str
+    live: bool
+    items: int
+    """Sharding items it owns."""
+
+
+class ClusterNode(_ClusterNodeRequired, total=False):
+    topics: List[str]
+    """The topics it has Go handlers for: tasks without a target of these topics are accepted while it is live. Absent when none."""
+    started: str
+    """When the node's process started, from its registration. Absent when unknown."""
+    version: str
+    """The binary's build version (module version and VCS revision, as ontime_build_info labels it). Given for the answering node only; absent for the others."""
+
+
+class ClusterItem(TypedDict):
+    item: str
+    """database.table.segment"""
+    owner: str
+    """Empty when unassigned."""
+    lag_seconds: float
+    """How far past due the item's oldest pending task is; 0 when none is."""
+
+
+class Status(TypedDict):
+    status: str
+
+
+class _ScheduleTaskRequired(TypedDict):
+    topic: str
+    """1–64 of A-Z a-z 0-9 _ . -"""
+
+
+class ScheduleTask(_ScheduleTaskRequired, total=False):
+    """The task each fire time becomes."""
+    payload: Any
+    """Any JSON value, ≤ delivery.max_payload_bytes (1 MiB by default)."""
+    target: str
+    """http(s)://… a webhook; mq://BROKER/ADDRESS a broker. Empty: the topic's default target when a task is made, else its Go handler; a task made while no live node handles the topic waits, unattempted, for one."""
+    max_attempts: int
+    """Attempts before the task is dead; 0 or absent: delivery.max_attempts."""
+
+
+class _ScheduleRequestRequired(TypedDict):
+    cron: str
+    """5 fields (minute first), 6 with seconds first, `@every 10s` (whole seconds, ≥ 1s), or a descriptor such as `@hourly`."""
+    task: 'ScheduleTask'
+
+
+class ScheduleRequest(_ScheduleRequestRequired, total=False):
+    """A schedule to create or put."""
+    name: str
+    """1–64 of A-Z a-z 0-9 _ . -"""
+    time_zone: str
+    """IANA name; default UTC. A wall-clock fire time the zone skips (DST) does not fire; one it repeats fires once."""
+    misfire: Literal["skip", "fire_once"]
+    """What becomes of missed fire times: those 2 × cluster.lease_ttl old (the misfire threshold) that no node made into tasks yet (every node down), or whose tasks made ahead had not started yet (every node down after they were made, or delivery that far behind). skip delivers none of them and goes on with the next one; fire_once delivers one for all of them: the task made ahead for the last of them, or a task due at once keyed by the last of them. A task made ahead and passed over ends cancelled, its last_error saying why. Default skip."""
+    paused: bool
+
+
+class _ScheduleRequired(TypedDict):
+    name: str
+    """1–64 of A-Z a-z 0-9 _ . -"""
+    cron: str
+    """5 fields (minute first), 6 with seconds first, `@every 10s` (whole seconds, ≥ 1s), or a descriptor such as `@hourly`."""
+    time_zone: str
+    """IANA name; default UTC. A wall-clock fire time the zone skips (DST) does not fire; one it repeats fires once."""
+    task: 'ScheduleTask'
+    misfire: Literal["skip", "fire_once"]
+    """What becomes of missed fire times: those 2 × cluster.lease_ttl old (the misfire threshold) that no node made into tasks yet (every node down), or whose tasks made ahead had not started yet (every node down after they were made, or delivery that far behind). skip delivers none of them and goes on with the next one; fire_once delivers one for all of them: the task made ahead for the last of them, or a task due at once keyed by the last of them. A task made ahead and passed over ends cancelled, its last_error saying why. Default skip."""
+    paused: bool
+    scheduled_until: str
+    """Every fire time up to it has been made into a task or passed over by the misfire policy."""
+    created_at: str
+    updated_at: str
+
+
+class Schedule(_ScheduleRequired, total=False):
+    """A stored schedule."""
+    next_fire_at: str
+    """The first fire time after now; absent when paused or when the expression never fires again."""
+
+
+class ScheduleList(TypedDict):
+    schedules: List['Schedule']
+
+
+class _JobIndexRequired(TypedDict):
+    table: str
+    ok: bool
+    """An index starts with the where columns followed by the key."""
+
+
+class JobIndex(_JobIndexRequired, total=False):
+    """What a SQL job found when it EXPLAINed its fetch on its first table."""
+    index: str
+    warning: str
+    plan: str
+    """The engine's EXPLAIN output."""
+    ddl: str
+    """A statement that creates the index the fetch needs, on the job's engine (when `ok` is false)."""
+
+
+class _JobItemRequired(TypedDict):
+    item: str
+    """`db.table.segment` (SQL jobs) or the item's index (Go jobs)."""
+
+
+class JobItem(_JobItemRequired, total=False):
+    owner: str
+    """The node the coordinator assigned it to."""
+    holder: str
+    """The node that last ran it."""
+    run_id: str
+    """An unfinished run, resumed from cursor by the next holder."""
+    cursor: str
+    """The last key done, as JSON."""
+    last_fire: str
+
+
+class _JobRequired(TypedDict):
+    name: str
+    kind: Literal["sql", "go"]
+    cron: str
+    misfire: Literal["skip", "fire_once"]
+    overlap: Literal["skip"]
+    paused: bool
+    items: int
+    """Number of sharding items."""
+    state: Literal["ok", "broken", "unchecked"]
+    """`broken`: the database refuses a statement of the SQL job (a table or column that does not exist, a typo in `on_success.set`, a value a column refuses); it runs nothing until the statement passes again, checked at a trigger at most every 10 s. `unchecked`: its source did not answer when the statements were to be checked; it runs nothing until a check passes. Go jobs are `ok`."""
+
+
+class Job(_JobRequired, total=False):
+    """A scan job."""
+    time_zone: str
+    next_fire: str
+    target: str
+    """A SQL job's process.target."""
+    index: 'JobIndex'
+    error: str
+    """A broken job's statement (`fetch`, `on_success`, `retry_column`), table and the database's message; an unchecked job's unreachable source."""
+    broken_since: str
+    """When the job broke."""
+    item_states: List['JobItem']
+    """GET /v1/jobs/{name} only."""
+
+
+class JobList(TypedDict):
+    jobs: List['Job']
+
+
+class _JobRunRequired(TypedDict):
+    id: str
+    job: str
+    item: str
+    node: str
+    trigger: Literal["cron", "manual", "misfire", "resume"]
+    started_at: str
+    rows_fetched: int
+    rows_processed: int
+    rows_failed: int
+    rows_left: int
+    """Rows that failed max_attempts times: no longer fetched."""
+    status: Literal["running", "done", "failed", "moved", "paused", "lost"]
+
+
+class JobRun(_JobRunRequired, total=False):
+    """One run of one item of a job."""
+    fire_at: str
+    ended_at: str
+    cursor: str
+    error: str
+
+
+class JobRunList(TypedDict):
+    runs: List['JobRun']
+
+
+class TaskPatch(TypedDict, total=False):
+    """A change to a pending or claimed task; fields left out stay as they are. `due_at` and `delay` are exclusive. A task moved later is never delivered at its old time; one moved earlier is delivered at its new time, never before."""
+    due_at: str
+    """RFC 3339 time, e.g. 2026-11-23T18:00:00Z; at most 10 years ahead; a past one means now."""
+    delay: str
+    """A Go duration from now: 30s, 1h30m."""
+    payload: Any
+    """Any JSON value, ≤ delivery.max_payload_bytes (1 MiB by default)."""
+    target: str
+    """http(s)://… a webhook; mq://BROKER/ADDRESS a broker. Empty: the topic's default target, else its Go handler on a live node; 400 on field target when neither."""
+    max_attempts: int
+    """Attempts before the task is dead."""
+
+
+class TopicCounts(TypedDict):
+    """Tasks per status, zeros included."""
+    pending: int
+    claimed: int
+    running: int
+    done: int
+    dead: int
+    cancelled: int
+
+
+class Topic(TypedDict):
+    topic: str
+    counts: 'TopicCounts'
+    """Tasks per status, zeros included."""
+    oldest_due_at: Optional[str]
+    """The earliest due time of the topic's pending tasks; null when it has none."""
+    paused: bool
+    """The topic delivers nothing, cluster wide; its tasks wait."""
+    known: bool
+    """The topic has tasks (of any status). False in the answer of a pause: no task of this name exists yet; the pause holds back the topic's first tasks when they come (check the name). False in the answer of a resume: the pause, if any, is removed and the topic is no longer listed."""
+
+
+class TopicList(TypedDict):
+    topics: List['Topic']
+    counted_at: str
+    """When the counts were taken: the node recounts in the background every few seconds, so they are a few seconds old."""
+
+
+class TopicRequeue(TypedDict):
+    requeued: int
+
+
+class OutboxList(TypedDict):
+    outboxes: List['Outbox']
+
+
+class Outbox(TypedDict):
+    name: str
+    driver: Literal["mysql", "postgres", "sqlite"]
+    tables: List['OutboxTable']
+    """One per (database, table), in database then table order."""
+
+
+class _OutboxTableRequired(TypedDict):
+    database: int
+    """The index of the DSN in the outbox's databases."""
+    table: str
+    waiting: int
+    """Rows not relayed yet (or waiting to be tried again)."""
+    in_flight: int
+    """Rows relayed into a task that has not ended; later messages of their key wait for it."""
+    set_aside: int
+    """Malformed rows, never to become a task; they hold back nothing."""
+    oldest_age_seconds: float
+    """Age of the oldest waiting or in-flight row; 0 when none."""
+    held_keys: int
+    """Keys whose first unfinished message is failing (its task failed an attempt, or it could not be relayed yet): it holds back that key's later messages, and only those."""
+    held_sample: List['OutboxRowError']
+    set_aside_sample: List['OutboxRowError']
+    relayed: int
+    """Messages this node made tasks of."""
+    relayed_per_second: float
+    """The same over the last minute."""
+    failures: int
+    """Messages this node set aside or could not relay yet."""
+
+
+class OutboxTable(_OutboxTableRequired, total=False):
+    """One outbox table. The row counts, age and samples are read from the table (the same on every node); relayed, relayed_per_second and failures count what this node's relay did with the table since it started."""
+    error: str
+    """Set when the table could not be read; its counts are then zero."""
+
+
+class OutboxRowError(TypedDict):
+    id: int
+    topic: str
+    key: str
+    created_at: str
+    retries: int
+    """The relay's tries, or the attempts of the message's task."""
+    error: str
