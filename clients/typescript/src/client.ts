@@ -553,9 +553,10 @@ function sleep(ms: number, signal?: AbortSignal): Promise<void> {
 // at once, alone, as the plain POST /v1/tasks it always was; submits made
 // while calls are in flight queue, and when a call returns, everything
 // queued by then goes in one batch (up to maxTasks tasks and maxBytes of
-// body). The next batch is sent from setImmediate, after the callers the
-// finished call resolved have run on and queued their next submits: a loop
-// of 16 concurrent submitters then sends batches of about 16.
+// body). After a call that served a crowd the next batch is sent from
+// setImmediate, once the callers the finished call resolved have run on
+// and queued their next submits: 16 concurrent submitters in a loop then
+// send batches of 16, one after the other.
 //
 // Each caller gets what a single submit would have given it: the task and
 // created, or its entry's error as the APIError a single submit's answer
@@ -590,7 +591,7 @@ class Coalescer {
     if (this.off) return this.c.submitOne(body, retry);
     if (this.inflight < this.calls && this.queue.length === 0) {
       this.inflight++;
-      return this.c.submitOne(body, retry).finally(() => this.release());
+      return this.c.submitOne(body, retry).finally(() => this.release(this.queue.length > 0));
     }
     return new Promise((resolve, reject) => {
       this.queue.push({ body, bytes: Buffer.byteLength(body), retry, resolve, reject });
@@ -598,9 +599,22 @@ class Coalescer {
     });
   }
 
-  private release(): void {
-    this.inflight--;
-    this.schedule();
+  // release frees a call's slot. After a call that served a crowd (a
+  // batch, or a single with submits queued behind it) the slot is freed
+  // from setImmediate, once the callers it answered have run on and
+  // queued their next submits: freed at once, the first of them would
+  // find the slot free and go alone, and the others wait for that call
+  // before their batch is sent. A lone caller's slot is freed at once.
+  private release(crowd: boolean): void {
+    if (!crowd) {
+      this.inflight--;
+      this.schedule();
+      return;
+    }
+    setImmediate(() => {
+      this.inflight--;
+      this.pump();
+    });
   }
 
   private schedule(): void {
@@ -624,7 +638,7 @@ class Coalescer {
       }
       const group = this.queue.splice(0, n);
       this.inflight++;
-      void this.send(group).finally(() => this.release());
+      void this.send(group).finally(() => this.release(group.length > 1 || this.queue.length > 0));
     }
   }
 

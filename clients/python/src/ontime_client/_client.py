@@ -520,10 +520,9 @@ def _batch_result(it: Dict[str, Any]) -> BatchResult:
 # plain POST /v1/tasks it always was; submits made while calls are in
 # flight queue, and when a call returns, the first queued becomes the leader
 # of everything queued by then (up to max_tasks tasks and max_bytes of body)
-# and sends it as one batch. The leader first yields the processor (up to 4
-# times, while the queue grows) so that the callers the finished call just
-# answered queue their next submits: 16 threads submitting in a loop then
-# send batches of about 16.
+# and sends it as one batch. After a call that served a crowd, the slot is
+# held (up to 2 ms) until the callers it answered have queued their next
+# submits: 16 threads submitting in a loop then send batches of 16.
 #
 # Each caller gets what a single submit would have given it: the task and
 # created, or its entry's error as the APIError a single submit's answer
@@ -562,6 +561,8 @@ class _Coalescer:
         self.inflight = 0
         self.queue: List[_Pending] = []
         self.off = False
+        self.gathering = 0  # callers expected back while the slot is held (_hand_on)
+        self.gather_until = 0.0
 
     def submit(self, body: bytes, retry: str) -> SubmitResult:
         if self.off:
@@ -574,27 +575,32 @@ class _Coalescer:
             else:
                 alone = False
                 self.queue.append(p)
+                if self.gathering and len(self.queue) >= self.gathering:
+                    self._lead()  # the crowd is back: its batch goes now
                 while not p.done and not p.leader:
-                    self.cv.wait()
+                    if self.gathering and self.queue[0] is p:
+                        left = self.gather_until - time.monotonic()
+                        if left <= 0:
+                            self._lead()  # the rest of the crowd is not coming
+                            continue
+                        self.cv.wait(left)
+                    else:
+                        self.cv.wait()
                 if p.done:
                     return p.outcome()
+                group = self._take()
         if alone:
+            crowd = 1
             try:
                 return self.c._submit_one(body, retry)
             finally:
-                self._hand_on()
-        # The leader: let the crowd that was just answered queue up.
-        for _ in range(4):
-            n = len(self.queue)
-            time.sleep(0)
-            if len(self.queue) == n:
-                break
-        with self.cv:
-            group = self._take()
+                with self.cv:
+                    crowd = 1 + len(self.queue)
+                self._hand_on(crowd)
         try:
             self._send(group)
         finally:
-            self._hand_on()
+            self._hand_on(len(group))
         return p.outcome()
 
     def _take(self) -> List[_Pending]:
@@ -608,12 +614,32 @@ class _Coalescer:
         group, self.queue = self.queue[:n], self.queue[n:]
         return group
 
-    def _hand_on(self) -> None:
+    def _lead(self) -> None:
+        """Makes the first queued submit the leader of the next batch, on the
+        slot held for it. Called with cv held."""
+        self.gathering = 0
+        self.queue[0].leader = True
+        self.cv.notify_all()
+
+    def _hand_on(self, crowd: int) -> None:
+        """Frees the slot of a call that served crowd callers, or hands it on.
+
+        Submits queued: the first leads them. None queued after a crowd was
+        served: the slot stays held while the callers just answered come
+        back with their next submits (threads take a while to wake), until
+        as many are queued or 2 ms have passed; freed at once, the first of
+        them would find the slot free and go alone, and the others would
+        wait for that call before their batch went. A lone caller's slot is
+        freed at once.
+        """
         with self.cv:
-            self.inflight -= 1
-            if self.queue and self.inflight < self.calls and not self.queue[0].leader:
-                self.queue[0].leader = True
-                self.inflight += 1
+            if self.queue and not self.queue[0].leader:
+                self._lead()
+            elif crowd > 1 and not self.queue:
+                self.gathering = crowd
+                self.gather_until = time.monotonic() + 0.002
+            else:
+                self.inflight -= 1
             self.cv.notify_all()
 
     def _send(self, group: List[_Pending]) -> None:
