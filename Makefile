@@ -5,18 +5,35 @@ PKGS := ./...
 # staticcheck 2026.2.2, built with and for Go 1.26.
 STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
-.PHONY: build test services vet fmt bench run chaos
+.PHONY: build test test-clients services vet fmt bench bench-clients run chaos
 
 build:
 	$(GO) build -o bin/ontime ./cmd/ontime
 
 # The whole test suite, against the real local servers (started if down).
-test: services vet
+test: services vet test-clients
 	$(GO) test -race -count=1 -timeout 40m $(PKGS)
 	cd deploy && $(GO) test -count=1 ./...   # the dashboard and alert rules (own go.mod: the PromQL parser)
 
 services:
 	./scripts/services.sh
+
+# The API as other languages meet it (~1 minute): apiv1/openapi.json
+# through redocly lint (no warning) and openapi-typescript (a program
+# calling every route type-checks), then the TypeScript and Python clients
+# against a live `ontime serve` each (their generated types current with
+# the document). npm packages come from the lockfiles.
+test-clients: build
+	cd tools/openapi && npm ci --no-audit --no-fund && npm run check
+	cd clients/typescript && npm ci --no-audit --no-fund && ONTIME_BIN=$(CURDIR)/bin/ontime npm test
+	cd clients/python && python3 scripts/gen_types.py --check && ONTIME_BIN=$(CURDIR)/bin/ontime python3 -m unittest discover -s tests -v
+
+# Submit rates of the Go, TypeScript and Python clients against one
+# `ontime serve`, sequential and 16 concurrent callers, side by side
+# (~2 minutes); see bench/clients.
+bench-clients: build
+	cd clients/typescript && npm ci --no-audit --no-fund
+	cd bench && $(GO) run ./clients -ontime $(CURDIR)/bin/ontime
 
 vet:
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || (gofmt -l $$(git ls-files '*.go'); echo "gofmt: files above need formatting"; exit 1)

@@ -29,6 +29,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/ontimehq/ontime/client"
@@ -47,9 +48,16 @@ type cell struct {
 	variant string // "" or "no coalescing"
 }
 
+// result is one measurement: submits per second, and the client process's
+// CPU time per submit (user + system), which the machine's load hardly
+// changes.
+type result struct {
+	rate, cpuMicros float64
+}
+
 func run() error {
 	secs := flag.Float64("secs", 2, "seconds per measurement")
-	rounds := flag.Int("rounds", 3, "rounds (each measures every cell once)")
+	rounds := flag.Int("rounds", 5, "rounds (each measures every cell once)")
 	conc := flag.Int("concurrency", 16, "callers of the concurrent cells")
 	bin := flag.String("ontime", "", "ontime binary (default: go build ../cmd/ontime)")
 	flag.Parse()
@@ -86,47 +94,56 @@ func run() error {
 		{"go", *conc, ""}, {"typescript", *conc, ""}, {"python", *conc, ""},
 		{"go", *conc, "no coalescing"}, {"typescript", *conc, "no coalescing"}, {"python", *conc, "no coalescing"},
 	}
-	rates := map[cell][]float64{}
+	results := map[cell][]result{}
 	for r := 0; r < *rounds; r++ {
-		for _, c := range cells {
-			var rate float64
+		// Each round starts with another client, so none is always measured
+		// right after the same neighbour.
+		for i := range cells {
+			c := cells[(i+3*r)%len(cells)]
+			var res result
 			switch c.client {
 			case "go":
-				rate, err = goRate(url, c.workers, c.variant == "", *secs)
+				res, err = goRate(url, c.workers, c.variant == "", *secs)
 			case "typescript":
-				rate, err = procRate("node", tsBench, url, c, *secs)
+				res, err = procRate("node", tsBench, url, c, *secs)
 			case "python":
-				rate, err = procRate("python3", pyBench, url, c, *secs)
+				res, err = procRate("python3", pyBench, url, c, *secs)
 			}
 			if err != nil {
 				return fmt.Errorf("%s %d %s: %w", c.client, c.workers, c.variant, err)
 			}
-			rates[c] = append(rates[c], rate)
-			fmt.Fprintf(os.Stderr, "round %d: %-10s %2d callers %-13s %8.0f submits/s\n", r+1, c.client, c.workers, c.variant, rate)
+			results[c] = append(results[c], res)
+			fmt.Fprintf(os.Stderr, "round %d: %-10s %2d callers %-13s %8.0f submits/s %6.0f µs CPU/submit\n", r+1, c.client, c.workers, c.variant, res.rate, res.cpuMicros)
 		}
 	}
 	load, _ := os.ReadFile("/proc/loadavg")
-	fmt.Printf("Submit rate against one `ontime serve` (SQLite, defaults), keyed tasks due in 1 h; median of %d rounds of %.0f s each, clients interleaved; load average at the end: %s\n\n", *rounds, *secs, strings.Join(strings.Fields(string(load))[:3], " "))
-	fmt.Println("| client | callers | submits/s (median) | × Go client | rounds |")
-	fmt.Println("|---|---|---|---|---|")
+	fmt.Printf("Submit rate against one `ontime serve` (SQLite, defaults), keyed tasks due in 1 h; median of %d rounds of %.1f s each, clients interleaved; load average at the end: %s\n\n", *rounds, *secs, strings.Join(strings.Fields(string(load))[:3], " "))
+	fmt.Println("| client | callers | submits/s (median) | × Go client | client CPU µs/submit (median) | × Go client | submits/s per round |")
+	fmt.Println("|---|---|---|---|---|---|---|")
 	for _, c := range cells {
-		med := median(rates[c])
-		gomed := median(rates[cell{"go", c.workers, c.variant}])
+		rate := median(results[c], func(r result) float64 { return r.rate })
+		cpu := median(results[c], func(r result) float64 { return r.cpuMicros })
+		gc := cell{"go", c.workers, c.variant}
+		goRate := median(results[gc], func(r result) float64 { return r.rate })
+		goCPU := median(results[gc], func(r result) float64 { return r.cpuMicros })
 		name := c.client
 		if c.variant != "" {
 			name += " (" + c.variant + ")"
 		}
 		var rs []string
-		for _, r := range rates[c] {
-			rs = append(rs, fmt.Sprintf("%.0f", r))
+		for _, r := range results[c] {
+			rs = append(rs, fmt.Sprintf("%.0f", r.rate))
 		}
-		fmt.Printf("| %s | %d | %.0f | %.2f | %s |\n", name, c.workers, med, med/gomed, strings.Join(rs, ", "))
+		fmt.Printf("| %s | %d | %.0f | %.2f | %.0f | %.2f | %s |\n", name, c.workers, rate, rate/goRate, cpu, cpu/goCPU, strings.Join(rs, ", "))
 	}
 	return nil
 }
 
-func median(v []float64) float64 {
-	s := append([]float64(nil), v...)
+func median(rs []result, f func(result) float64) float64 {
+	var s []float64
+	for _, r := range rs {
+		s = append(s, f(r))
+	}
 	sort.Float64s(s)
 	if len(s) == 0 {
 		return 0
@@ -203,14 +220,14 @@ func startNode(bin, dir string) (string, func(), error) {
 }
 
 // goRate is the Go client's rate: workers goroutines submitting for secs.
-func goRate(url string, workers int, coalesce bool, secs float64) (float64, error) {
+func goRate(url string, workers int, coalesce bool, secs float64) (result, error) {
 	var opts []client.Option
 	if !coalesce {
 		opts = append(opts, client.WithCoalesce(client.Coalesce{Off: true}))
 	}
 	c, err := client.New(url, opts...)
 	if err != nil {
-		return 0, err
+		return result{}, err
 	}
 	ctx := context.Background()
 	run := fmt.Sprintf("go%dx%x", os.Getpid(), time.Now().UnixNano())
@@ -221,12 +238,13 @@ func goRate(url string, workers int, coalesce bool, secs float64) (float64, erro
 			Target: "http://127.0.0.1:9/h", Payload: json.RawMessage(fmt.Sprintf(`{"n":%d}`, n))})
 		return err
 	}
-	for i := 0; i < 50; i++ { // warm up, as the other clients do
+	for i := 0; i < 500; i++ { // warm up, as the other clients do
 		if err := submit(); err != nil {
-			return 0, err
+			return result{}, err
 		}
 	}
 	var done atomic.Int64
+	cpu0 := cpuTime()
 	var firstErr error
 	var errOnce sync.Once
 	start := time.Now()
@@ -246,11 +264,21 @@ func goRate(url string, workers int, coalesce bool, secs float64) (float64, erro
 		}()
 	}
 	wg.Wait()
-	return float64(done.Load()) / time.Since(start).Seconds(), firstErr
+	elapsed := time.Since(start)
+	n := float64(done.Load())
+	return result{rate: n / elapsed.Seconds(), cpuMicros: float64((cpuTime() - cpu0).Microseconds()) / n}, firstErr
+}
+
+// cpuTime is this process's CPU time so far (user + system): the Go
+// client's, the driver being idle while it measures.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // procRate runs one client's bench program and reads its rate.
-func procRate(interp, script, url string, c cell, secs float64) (float64, error) {
+func procRate(interp, script, url string, c cell, secs float64) (result, error) {
 	co := "coalesce"
 	if c.variant != "" {
 		co = "nocoalesce"
@@ -259,15 +287,16 @@ func procRate(interp, script, url string, c cell, secs float64) (float64, error)
 	if err != nil {
 		var ee *exec.ExitError
 		if errors.As(err, &ee) {
-			return 0, fmt.Errorf("%v: %s", err, ee.Stderr)
+			return result{}, fmt.Errorf("%v: %s", err, ee.Stderr)
 		}
-		return 0, err
+		return result{}, err
 	}
 	var res struct {
-		Rate float64 `json:"rate"`
+		Rate  float64 `json:"rate"`
+		CPUus float64 `json:"cpu_us"`
 	}
 	if err := json.Unmarshal(out, &res); err != nil {
-		return 0, fmt.Errorf("%s said %q: %w", script, out, err)
+		return result{}, fmt.Errorf("%s said %q: %w", script, out, err)
 	}
-	return res.Rate, nil
+	return result{rate: res.Rate, cpuMicros: res.CPUus}, nil
 }

@@ -15,8 +15,9 @@ let seq = 0;
 const submitOne = () => c.submit({ topic: "bench.clients", key: `${run}-${seq++}`, delay: "1h", target: "http://127.0.0.1:9/h", payload: { n: seq } });
 
 // Warm up: connections open, JIT done.
-for (let i = 0; i < 50; i++) await submitOne();
+for (let i = 0; i < 500; i++) await submitOne();
 let done = 0;
+const cpu0 = process.cpuUsage();
 const start = process.hrtime.bigint();
 const until = start + BigInt(Math.round(secs * 1e9));
 await Promise.all(
@@ -28,5 +29,7 @@ await Promise.all(
   }),
 );
 const elapsed = Number(process.hrtime.bigint() - start) / 1e9;
-console.log(JSON.stringify({ client: "typescript", workers, tasks: done, secs: elapsed, rate: done / elapsed }));
+const cpu = process.cpuUsage(cpu0);
+// CPU time of this process per submit (user + system, µs): what the client costs, whatever the machine's load.
+console.log(JSON.stringify({ client: "typescript", workers, tasks: done, secs: elapsed, rate: done / elapsed, cpu_us: (cpu.user + cpu.system) / done }));
 c.close();

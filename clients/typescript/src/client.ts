@@ -123,6 +123,11 @@ const enc = encodeURIComponent;
 export class Client {
   readonly baseURL: string;
   private readonly mod: typeof http | typeof https;
+  // The parts of baseURL, parsed once: a URL string given to request() is
+  // parsed again on every call.
+  private readonly hostname: string;
+  private readonly port: number;
+  private readonly prefix: string;
   private readonly agent: http.Agent;
   private readonly headers: Record<string, string>;
   private readonly timeoutMs: number;
@@ -145,6 +150,9 @@ export class Client {
     }
     this.baseURL = baseURL.replace(/\/+$/, "");
     this.mod = u.protocol === "https:" ? https : http;
+    this.hostname = u.hostname.replace(/^\[|\]$/g, "");
+    this.port = u.port ? Number(u.port) : u.protocol === "https:" ? 443 : 80;
+    this.prefix = u.pathname.replace(/\/+$/, "");
     this.agent =
       options.agent ??
       (u.protocol === "https:"
@@ -452,7 +460,7 @@ export class Client {
         headers["content-length"] = Buffer.byteLength(body);
       }
       if (opts.requestId) headers["x-request-id"] = opts.requestId;
-      const req = this.mod.request(this.baseURL + path, { method, headers, agent: this.agent });
+      const req = this.mod.request({ hostname: this.hostname, port: this.port, path: this.prefix + path, method, headers, agent: this.agent });
       let settled = false;
       const timer = setTimeout(() => req.destroy(new AttemptError(`no answer within ${this.timeoutMs} ms`, false)), this.timeoutMs);
       const onAbort = () => req.destroy(opts.signal?.reason ?? new Error("aborted"));
