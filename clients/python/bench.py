@@ -14,7 +14,7 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "src"))
 
-from ontime_client import Client  # noqa: E402
+from ontime import Client  # noqa: E402
 
 
 def main() -> None:
@@ -26,7 +26,7 @@ def main() -> None:
 
     def submit_one() -> None:
         n = next(seq)
-        c.submit({"topic": "bench.clients", "key": f"{run}-{n}", "delay": "1h", "target": "http://127.0.0.1:9/h", "payload": {"n": n}})
+        c.submit(topic="bench.clients", key=f"{run}-{n}", delay="1h", target="http://127.0.0.1:9/h", payload={"n": n})
 
     for _ in range(500):  # warm up: connections open
         submit_one()

@@ -1,4 +1,4 @@
-"""Generates src/ontime_client/_types.py (TypedDicts) from apiv1/openapi.json.
+"""Generates src/ontime/_types.py (TypedDicts) from apiv1/openapi.json.
 
     python3 scripts/gen_types.py          # write it
     python3 scripts/gen_types.py --check  # exit 1 when it is not current
@@ -19,7 +19,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 DOC = HERE.parent.parent.parent / "apiv1" / "openapi.json"
-OUT = HERE.parent / "src" / "ontime_client" / "_types.py"
+OUT = HERE.parent / "src" / "ontime" / "_types.py"
 
 SCALARS = {"string": "str", "integer": "int", "number": "float", "boolean": "bool", "null": "None"}
 

@@ -18,7 +18,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from node import FaultyProxy, Node, Receiver, uniq, wait_for  # noqa: E402
 
-from ontime_client import (  # noqa: E402
+from ontime import (  # noqa: E402
     Client,
     Coalesce,
     ConflictError,
@@ -55,8 +55,8 @@ class TasksByID(unittest.TestCase):
     def test_submit_get_update_cancel(self) -> None:
         topic = uniq("py.id")
         r = c.submit({"topic": topic, "delay": "1h", "payload": {"order": 42, "items": [1, 2]}, "target": NOWHERE})
-        self.assertTrue(r.created)
-        t = r.task
+        self.assertTrue(r["created"])
+        t = r
         self.assertEqual(t["topic"], topic)
         self.assertEqual(t["status"], "pending")
         self.assertEqual(t["payload"], {"order": 42, "items": [1, 2]})
@@ -74,29 +74,36 @@ class TasksByID(unittest.TestCase):
         with self.assertRaises(ConflictError):
             c.requeue(t["id"])
 
+    def test_keyword_arguments(self) -> None:
+        t = c.submit(topic=uniq("py.kw"), key="k", delay="1h", payload={"a": 1}, target=NOWHERE)
+        self.assertTrue(t["created"])
+        self.assertEqual((t["key"], t["payload"]), ("k", {"a": 1}))
+        with self.assertRaises(TypeError):
+            c.submit({"topic": "t"}, key="k")
+
     def test_any_json_payload(self) -> None:
         topic = uniq("py.payload")
         for payload in (None, True, 3.5, "s", [1, "x"], {"a": {"b": [None]}}):
-            t = c.submit({"topic": topic, "delay": "1h", "payload": payload, "target": NOWHERE}).task
+            t = c.submit({"topic": topic, "delay": "1h", "payload": payload, "target": NOWHERE})
             self.assertEqual(c.get(t["id"])["payload"], payload)
 
     def test_resubmit_of_a_key(self) -> None:
         topic = uniq("py.dup")
         a = c.submit({"topic": topic, "key": "k1", "delay": "1h", "target": NOWHERE})
         b = c.submit({"topic": topic, "key": "k1", "delay": "2h", "target": NOWHERE})
-        self.assertTrue(a.created)
-        self.assertFalse(b.created)
-        self.assertEqual(a.task["id"], b.task["id"])
+        self.assertTrue(a["created"])
+        self.assertFalse(b["created"])
+        self.assertEqual(a["id"], b["id"])
         r = c.submit({"topic": topic, "key": "k1", "delay": "3h", "target": NOWHERE, "if_exists": "replace"})
-        self.assertFalse(r.created)
-        self.assertEqual(r.task.get("moved_by"), "update")
+        self.assertFalse(r["created"])
+        self.assertEqual(r.get("moved_by"), "update")
 
 
 class TasksByKey(unittest.TestCase):
     def test_get_update_cancel_by_key(self) -> None:
         topic = uniq("py.key")
         key = "order/42 ä?&#"
-        t = c.submit({"topic": topic, "key": key, "delay": "1h", "target": NOWHERE}).task
+        t = c.submit({"topic": topic, "key": key, "delay": "1h", "target": NOWHERE})
         self.assertEqual(t.get("key"), key)
         self.assertEqual(c.get_by_key(topic, key)["id"], t["id"])
         self.assertEqual(c.update_by_key(topic, key, {"payload": {"v": 2}})["payload"], {"v": 2})
@@ -146,7 +153,7 @@ class Batch(unittest.TestCase):
 class List(unittest.TestCase):
     def test_pages(self) -> None:
         topic = uniq("py.page")
-        ids = [c.submit({"topic": topic, "delay": "1h", "target": NOWHERE}).task["id"] for _ in range(7)]
+        ids = [c.submit({"topic": topic, "delay": "1h", "target": NOWHERE})["id"] for _ in range(7)]
         p1 = c.list(topic=topic, limit=3)
         self.assertEqual(len(p1["tasks"]), 3)
         self.assertTrue(p1.get("next_cursor"))
@@ -190,8 +197,8 @@ class Schedules(unittest.TestCase):
         self.assertTrue(c.pause_schedule(name)["paused"])
         self.assertFalse(c.resume_schedule(name)["paused"])
         r = c.trigger_schedule(name)
-        self.assertEqual(r.task["topic"], "py.sched")
-        self.assertEqual(r.task["payload"], {"report": True})
+        self.assertEqual(r["topic"], "py.sched")
+        self.assertEqual(r["payload"], {"report": True})
         c.delete_schedule(name)
         with self.assertRaises(NotFoundError):
             c.get_schedule(name)
@@ -264,7 +271,7 @@ class Retries(unittest.TestCase):
             topic = uniq("py.retry")
             proxy.drop_answers = 1
             r = pc.submit({"topic": topic, "delay": "1h", "target": NOWHERE})
-            self.assertFalse(r.created, "the second attempt found the task the first wrote")
+            self.assertFalse(r["created"], "the second attempt found the task the first wrote")
             keys = [json.loads(b)["key"] for m, p, b in proxy.seen if p == "/v1/tasks"]
             self.assertEqual(len(keys), 2)
             self.assertEqual(keys[0], keys[1])
@@ -285,16 +292,16 @@ class Retries(unittest.TestCase):
             proxy.unavailable, proxy.retry_after = 2, "1"
             t0 = time.time()
             r = pc.submit({"topic": uniq("py.503"), "delay": "1h", "target": NOWHERE})
-            self.assertTrue(r.created)
+            self.assertTrue(r["created"])
             self.assertGreaterEqual(time.time() - t0, 1.9, "waited Retry-After twice")
             proxy.unavailable, proxy.retry_after = 10, "0"
             with self.assertRaises(UnavailableError) as cm:
-                pc.get(r.task["id"])
+                pc.get(r["id"])
             self.assertEqual(cm.exception.retry_after, 0)
             self.assertEqual(proxy.unavailable, 7, "three attempts (retries=2)")
             proxy.unavailable, proxy.retry_after = 1, "600"
             with self.assertRaises(UnavailableError):
-                pc.get(r.task["id"])  # too long to wait: given up at once
+                pc.get(r["id"])  # too long to wait: given up at once
         finally:
             pc.close()
             proxy.stop()
@@ -328,8 +335,8 @@ class Coalescing(unittest.TestCase):
             self.assertEqual(results[7].status, 400)
             ok = [r for i, r in results.items() if i != 7]
             self.assertTrue(all(not isinstance(r, Exception) for r in ok), [r for r in ok if isinstance(r, Exception)][:3])
-            self.assertEqual(sum(1 for r in ok if r.created), 150, "k0…k149 created once each, the repeats found")
-            self.assertEqual(len({r.task["id"] for r in ok}), 150)
+            self.assertEqual(sum(1 for r in ok if r["created"]), 150, "k0…k149 created once each, the repeats found")
+            self.assertEqual(len({r["id"] for r in ok}), 150)
             batches = [p for m, p, b in proxy.seen if p == "/v1/tasks:batch"]
             self.assertGreater(len(batches), 0)
             self.assertLess(len(proxy.seen), 100, f"{len(proxy.seen)} calls for 160 submits")
@@ -341,7 +348,7 @@ class Coalescing(unittest.TestCase):
 class WebhookSignatures(unittest.TestCase):
     def test_a_real_delivery_verifies(self) -> None:
         target = f"http://127.0.0.1:{rcv.port}/hooks/cancel?order=42"
-        t = c.submit({"topic": uniq("py.hook"), "target": target, "payload": {"order": 42}}).task
+        t = c.submit({"topic": uniq("py.hook"), "target": target, "payload": {"order": 42}})
         path, headers, body = rcv.wait(lambda call: call[1].get("ontime-task-id") == t["id"])
         sig = headers.get("ontime-signature")
         self.assertIsNotNone(sig)

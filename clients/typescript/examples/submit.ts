@@ -2,7 +2,7 @@
 // node dist/examples/submit.js
 import { Client, NotFoundError } from "../src/index.js";
 
-const c = new Client(process.env["ONTIME_SERVER"] ?? "http://127.0.0.1:7070", { token: process.env["ONTIME_TOKEN"] });
+const c = new Client({ baseUrl: process.env["ONTIME_SERVER"] ?? "http://127.0.0.1:7070", token: process.env["ONTIME_TOKEN"] });
 const { task, created } = await c.submit({
   topic: "order.cancel",
   key: "order-42",

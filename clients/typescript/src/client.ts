@@ -121,9 +121,9 @@ const enc = encodeURIComponent;
 
 /** Client talks to one ontime node (or a load balancer in front of several). */
 export class Client {
-  readonly baseURL: string;
+  readonly baseUrl: string;
   private readonly mod: typeof http | typeof https;
-  // The parts of baseURL, parsed once: a URL string given to request() is
+  // The parts of baseUrl, parsed once: a URL string given to request() is
   // parsed again on every call.
   private readonly hostname: string;
   private readonly port: number;
@@ -137,18 +137,26 @@ export class Client {
   private readonly autoKey: boolean;
   private co: Coalescer | undefined;
 
-  /** @param baseURL the node, "http://127.0.0.1:7070" */
-  constructor(baseURL: string, options: ClientOptions = {}) {
+  /**
+   * new Client({ baseUrl: "http://127.0.0.1:7070", token }), or
+   * new Client("http://127.0.0.1:7070", { token }).
+   */
+  constructor(options: ClientOptions & { baseUrl: string });
+  constructor(baseUrl: string, options?: ClientOptions);
+  constructor(first: string | (ClientOptions & { baseUrl: string }), second: ClientOptions = {}) {
+    const options: ClientOptions = typeof first === "string" ? second : first;
+    const baseURL = typeof first === "string" ? first : first?.baseUrl;
+    if (typeof baseURL !== "string") throw new TypeError("baseUrl: give the node's URL, such as http://127.0.0.1:7070");
     let u: URL;
     try {
       u = new URL(baseURL);
     } catch {
-      throw new TypeError(`baseURL: ${JSON.stringify(baseURL)} is not an http(s) URL such as http://127.0.0.1:7070`);
+      throw new TypeError(`baseUrl: ${JSON.stringify(baseURL)} is not an http(s) URL such as http://127.0.0.1:7070`);
     }
     if ((u.protocol !== "http:" && u.protocol !== "https:") || !u.host) {
-      throw new TypeError(`baseURL: ${JSON.stringify(baseURL)} is not an http(s) URL such as http://127.0.0.1:7070`);
+      throw new TypeError(`baseUrl: ${JSON.stringify(baseURL)} is not an http(s) URL such as http://127.0.0.1:7070`);
     }
-    this.baseURL = baseURL.replace(/\/+$/, "");
+    this.baseUrl = baseURL.replace(/\/+$/, "");
     this.mod = u.protocol === "https:" ? https : http;
     this.hostname = u.hostname.replace(/^\[|\]$/g, "");
     this.port = u.port ? Number(u.port) : u.protocol === "https:" ? 443 : 80;

@@ -27,7 +27,7 @@ const uniq = (p: string) => `${p}.${Date.now().toString(36)}${Math.random().toSt
 
 before(async () => {
   node = await startNode();
-  c = new Client(node.url, { token: node.adminToken });
+  c = new Client({ baseUrl: node.url, token: node.adminToken });
 });
 
 after(async () => {

@@ -48,8 +48,9 @@ _ALWAYS, _UNSENT = "always", "unsent"
 
 @dataclass
 class SubmitResult:
-    """A submit's answer: the task, and whether this submit wrote it (201)
-    or its topic and key named it already (200)."""
+    """A single submit's answer (internal; submit returns it as one dict):
+    the task, and whether this submit wrote it (201) or its topic and key
+    named it already (200)."""
 
     task: Task
     created: bool
@@ -184,10 +185,22 @@ class Client:
 
     # ---- tasks ----
 
-    def submit(self, task: TaskRequest) -> SubmitResult:
-        """Stores a task; created is False when its topic and key named a
-        task already. Submits made from several threads at once share
-        POST /v1/tasks:batch calls, each answered as its own POST /v1/tasks."""
+    def submit(self, task: Optional[TaskRequest] = None, **fields: Any) -> BatchTask:
+        """Stores a task, given as a dict or as keyword arguments (topic=,
+        key=, delay= or due_at=, payload=, target=, max_attempts=,
+        if_exists=), and returns it as a dict: the task's view and
+        "created", False when its topic and key named a task already (as a
+        batch answers each entry). Submits made from several threads at once
+        share POST /v1/tasks:batch calls, each answered as its own
+        POST /v1/tasks."""
+        if task is None:
+            task = cast(TaskRequest, fields)
+        elif fields:
+            raise TypeError("submit: give the task as a dict or as keyword arguments, not both")
+        r = self._submit(task)
+        return _with_created(r)
+
+    def _submit(self, task: TaskRequest) -> SubmitResult:
         t = self._keyed(task)
         body = json.dumps(t, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
         retry = _ALWAYS if t.get("key") else _UNSENT
@@ -318,10 +331,10 @@ class Client:
     def resume_schedule(self, name: str) -> Schedule:
         return cast(Schedule, self._json("POST", f"/v1/schedules/{_q(name)}:resume"))
 
-    def trigger_schedule(self, name: str) -> SubmitResult:
-        """Makes the schedule's task now."""
+    def trigger_schedule(self, name: str) -> BatchTask:
+        """Makes the schedule's task now; returns it with "created"."""
         a = self._call("POST", f"/v1/schedules/{_q(name)}:trigger", None, _UNSENT)
-        return SubmitResult(cast(Task, _parse(a)), a.status == 201)
+        return _with_created(SubmitResult(cast(Task, _parse(a)), a.status == 201))
 
     # ---- scan jobs, outboxes ----
 
@@ -456,6 +469,12 @@ class Client:
         else:
             self._release(conn)
         return _Answer(resp.status, resp.headers, data)
+
+
+def _with_created(r: SubmitResult) -> BatchTask:
+    out = cast(Dict[str, Any], dict(r.task))
+    out["created"] = r.created
+    return cast(BatchTask, out)
 
 
 def _dumps(v: Any) -> bytes:

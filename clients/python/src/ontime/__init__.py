@@ -1,11 +1,11 @@
-"""ontime_client: the Python client of ontime's HTTP API v1 (standard library only).
+"""ontime: the Python client of ontime's HTTP API v1 (standard library only).
 
-    from ontime_client import Client
+    from ontime import Client
     c = Client("http://127.0.0.1:7070", token="...")
-    r = c.submit({"topic": "order.cancel", "key": "order-42", "delay": "30m",
-                  "target": "https://shop.example/hooks/cancel", "payload": {"order": 42}})
+    task = c.submit(topic="order.cancel", key="order-42", delay="30m",
+                    target="https://shop.example/hooks/cancel", payload={"order": 42})
 """
-from ._client import MAX_BATCH, BatchResult, Client, Coalesce, SubmitResult
+from ._client import MAX_BATCH, BatchResult, Client, Coalesce
 from ._errors import (
     APIError,
     ConflictError,
@@ -65,7 +65,6 @@ __all__ = [
     "ScheduleRequest",
     "ScheduleTask",
     "Status",
-    "SubmitResult",
     "Task",
     "TaskPatch",
     "TaskRequest",
