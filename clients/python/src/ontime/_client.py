@@ -553,7 +553,7 @@ def _batch_result(it: Dict[str, Any]) -> BatchResult:
 
 
 class _Pending:
-    __slots__ = ("body", "retry", "leader", "done", "result", "error")
+    __slots__ = ("body", "retry", "leader", "done", "result", "error", "wake")
 
     def __init__(self, body: bytes, retry: str) -> None:
         self.body = body
@@ -562,6 +562,17 @@ class _Pending:
         self.done = False
         self.result: Optional[SubmitResult] = None
         self.error: Optional[BaseException] = None
+        # Held while there is nothing new for the caller: released (under
+        # the coalescer's lock) when it is made leader or its answer is in.
+        # One lock per caller wakes only that caller, where a shared
+        # Condition's notify_all would wake every queued thread each time.
+        self.wake = threading.Lock()
+        self.wake.acquire()
+
+    def signal(self) -> None:
+        """Wakes the caller. Called with the coalescer's lock held."""
+        if self.wake.locked():
+            self.wake.release()
 
     def outcome(self) -> SubmitResult:
         if self.error is not None:
@@ -576,7 +587,7 @@ class _Coalescer:
         self.max_tasks = max_tasks
         self.max_bytes = max_bytes
         self.calls = calls
-        self.cv = threading.Condition()
+        self.mu = threading.Lock()
         self.inflight = 0
         self.queue: List[_Pending] = []
         self.off = False
@@ -587,35 +598,37 @@ class _Coalescer:
         if self.off:
             return self.c._submit_one(body, retry)
         p = _Pending(body, retry)
-        with self.cv:
-            if self.inflight < self.calls and not self.queue:
+        with self.mu:
+            alone = self.inflight < self.calls and not self.queue
+            if alone:
                 self.inflight += 1
-                alone = True
             else:
-                alone = False
                 self.queue.append(p)
                 if self.gathering and len(self.queue) >= self.gathering:
                     self._lead()  # the crowd is back: its batch goes now
-                while not p.done and not p.leader:
-                    if self.gathering and self.queue[0] is p:
-                        left = self.gather_until - time.monotonic()
-                        if left <= 0:
-                            self._lead()  # the rest of the crowd is not coming
-                            continue
-                        self.cv.wait(left)
-                    else:
-                        self.cv.wait()
-                if p.done:
-                    return p.outcome()
-                group = self._take()
         if alone:
             crowd = 1
             try:
                 return self.c._submit_one(body, retry)
             finally:
-                with self.cv:
+                with self.mu:
                     crowd = 1 + len(self.queue)
                 self._hand_on(crowd)
+        while True:
+            timeout = -1.0
+            with self.mu:
+                if p.done or p.leader:
+                    break
+                if self.gathering and self.queue and self.queue[0] is p:
+                    timeout = self.gather_until - time.monotonic()
+                    if timeout <= 0:
+                        self._lead()  # the rest of the crowd is not coming
+                        continue
+            p.wake.acquire(timeout=timeout)
+        if p.done:
+            return p.outcome()
+        with self.mu:
+            group = self._take()
         try:
             self._send(group)
         finally:
@@ -635,10 +648,10 @@ class _Coalescer:
 
     def _lead(self) -> None:
         """Makes the first queued submit the leader of the next batch, on the
-        slot held for it. Called with cv held."""
+        slot held for it. Called with mu held."""
         self.gathering = 0
         self.queue[0].leader = True
-        self.cv.notify_all()
+        self.queue[0].signal()
 
     def _hand_on(self, crowd: int) -> None:
         """Frees the slot of a call that served crowd callers, or hands it on.
@@ -651,7 +664,7 @@ class _Coalescer:
         wait for that call before their batch went. A lone caller's slot is
         freed at once.
         """
-        with self.cv:
+        with self.mu:
             if self.queue and not self.queue[0].leader:
                 self._lead()
             elif crowd > 1 and not self.queue:
@@ -659,7 +672,6 @@ class _Coalescer:
                 self.gather_until = time.monotonic() + 0.002
             else:
                 self.inflight -= 1
-            self.cv.notify_all()
 
     def _send(self, group: List[_Pending]) -> None:
         try:
@@ -689,10 +701,10 @@ class _Coalescer:
                 if p.result is None and p.error is None:
                     p.error = e
         finally:
-            with self.cv:
+            with self.mu:
                 for p in group:
                     p.done = True
-                self.cv.notify_all()
+                    p.signal()
 
     def _one(self, p: _Pending) -> None:
         try:
