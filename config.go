@@ -150,6 +150,10 @@ type DeliveryConfig struct {
 	Concurrency     int      `yaml:"concurrency"`       // per destination; default 32
 	MaxAttempts     int      `yaml:"max_attempts"`      // default for tasks; default 25
 	MaxPayloadBytes int      `yaml:"max_payload_bytes"` // default 1 MiB
+	// MaxResultBytes is the longest result a task keeps: a webhook's 2xx
+	// JSON answer, a Go handler's Delivery.SetResult. 0 keeps none;
+	// default 4 KiB, at most 1 MiB.
+	MaxResultBytes int `yaml:"max_result_bytes"`
 	RetryBase       Duration `yaml:"retry_base"`        // first retry delay; default 1s
 	RetryMax        Duration `yaml:"retry_max"`         // cap; default 1h
 	LeaseTTL        Duration `yaml:"lease_ttl"`         // claim lease beyond the due time; default 30s
@@ -224,6 +228,8 @@ const (
 	DefaultConcurrency       = deliver.DefaultConcurrency
 	DefaultMaxAttempts       = task.DefaultMaxAttempts
 	DefaultMaxPayloadBytes   = task.DefaultMaxPayloadBytes
+	DefaultMaxResultBytes    = deliver.DefaultMaxResultBytes
+	MaxMaxResultBytes        = deliver.MaxMaxResultBytes
 	DefaultRetryBase         = time.Second
 	DefaultRetryMax          = time.Hour
 	DefaultLeaseTTL          = hot.DefaultVisibility // a claim outlives its due time by this much
@@ -256,7 +262,7 @@ func DefaultConfig() Config {
 		Cluster: ClusterConfig{Coordinator: "none", LeaseTTL: Duration(DefaultClusterLeaseTTL)},
 		Delivery: DeliveryConfig{
 			Timeout: Duration(DefaultTimeout), Concurrency: DefaultConcurrency, MaxAttempts: DefaultMaxAttempts,
-			MaxPayloadBytes: DefaultMaxPayloadBytes, RetryBase: Duration(DefaultRetryBase), RetryMax: Duration(DefaultRetryMax),
+			MaxPayloadBytes: DefaultMaxPayloadBytes, MaxResultBytes: DefaultMaxResultBytes, RetryBase: Duration(DefaultRetryBase), RetryMax: Duration(DefaultRetryMax),
 			LeaseTTL: Duration(DefaultLeaseTTL), BreakerFailures: DefaultBreakerFailures, BreakerOpenFor: Duration(DefaultBreakerOpenFor),
 			ShutdownGrace: Duration(DefaultShutdownGrace), BrokerConcurrency: DefaultBrokerConcurrency,
 		},
@@ -463,6 +469,9 @@ func (c *Config) Validate() error {
 	}
 	if d.MaxPayloadBytes < 1 || d.MaxPayloadBytes > 64<<20 {
 		return fmt.Errorf("delivery.max_payload_bytes: %d is out of range 1..%d", d.MaxPayloadBytes, 64<<20)
+	}
+	if d.MaxResultBytes < 0 || d.MaxResultBytes > MaxMaxResultBytes {
+		return fmt.Errorf("delivery.max_result_bytes: %d is out of range 0..%d (0 keeps no result)", d.MaxResultBytes, MaxMaxResultBytes)
 	}
 	if d.BreakerFailures < 1 || d.BreakerFailures > 1000000 {
 		return fmt.Errorf("delivery.breaker_failures: %d is out of range 1..1000000", d.BreakerFailures)

@@ -14,6 +14,7 @@
 package ontime
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
 	"encoding/json"
@@ -27,6 +28,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -83,6 +85,46 @@ type Delivery struct {
 	Payload json.RawMessage
 	DueAt   time.Time
 	Attempt int // 1 for the first delivery
+
+	result   *deliver.ResultBox
+	maxBytes int
+}
+
+// ErrResultTooLarge: a result longer than delivery.max_result_bytes.
+var ErrResultTooLarge = errors.New("result over delivery.max_result_bytes")
+
+// SetResult keeps v, marshalled to JSON (a json.RawMessage or []byte is
+// taken as it is and must be valid JSON), as the task's result once the
+// handler returns nil: GET /v1/tasks/{id} shows it as result, until the
+// task's retention.done. A later call replaces an earlier one; a handler
+// that returns an error keeps none. It fails, keeping nothing, when the
+// JSON is longer than delivery.max_result_bytes (ErrResultTooLarge) or
+// invalid; with max_result_bytes 0 it keeps nothing and returns nil.
+func (d *Delivery) SetResult(v any) error {
+	var b []byte
+	switch x := v.(type) {
+	case json.RawMessage:
+		b = x
+	case []byte:
+		b = x
+	default:
+		var err error
+		if b, err = json.Marshal(v); err != nil {
+			return fmt.Errorf("ontime: result: %w", err)
+		}
+	}
+	b = bytes.TrimSpace(b)
+	if !json.Valid(b) || !utf8.Valid(b) {
+		return errors.New("ontime: result: not a valid JSON value")
+	}
+	if d.result == nil || d.maxBytes <= 0 {
+		return nil
+	}
+	if len(b) > d.maxBytes {
+		return fmt.Errorf("ontime: result of %d bytes: %w (%d)", len(b), ErrResultTooLarge, d.maxBytes)
+	}
+	d.result.Data = bytes.Clone(b)
+	return nil
 }
 
 // Handler processes a delivery. A nil error completes the task; an error
@@ -372,7 +414,7 @@ func (n *Node) build(ctx context.Context, resolver Resolver) error {
 	}
 	wh, err := webhook.New(webhook.Config{Keys: n.sec.keys, Timeout: time.Duration(cfg.Delivery.Timeout),
 		Concurrency: cfg.Delivery.Concurrency, Destinations: dests,
-		Policy: targets, Echo: cfg.echoPolicy(), Redact: n.sec.redactor().String})
+		Policy: targets, Echo: cfg.echoPolicy(), Redact: n.sec.redactor().String, MaxResultBytes: cfg.Delivery.MaxResultBytes})
 	if err != nil {
 		return fmt.Errorf("delivery: %w", err)
 	}
@@ -578,7 +620,8 @@ func (n *Node) Handle(topic string, h Handler, opts ...HandleOption) error {
 		defer cancel()
 		// The handler's spans continue the task's trace (tracing on).
 		ctx = tracing.Continue(ctx, d.Traceparent)
-		err := h(ctx, &Delivery{ID: d.ID, Topic: d.Topic, Key: d.Key, Payload: d.Payload, DueAt: d.DueAt, Attempt: d.Attempt})
+		err := h(ctx, &Delivery{ID: d.ID, Topic: d.Topic, Key: d.Key, Payload: d.Payload, DueAt: d.DueAt, Attempt: d.Attempt,
+			result: d.Result, maxBytes: n.cfg.Delivery.MaxResultBytes})
 		if err != nil && errors.Is(ctx.Err(), context.DeadlineExceeded) {
 			return fmt.Errorf("handler of topic %q timed out after %s: %w", d.Topic, o.timeout, err)
 		}

@@ -45,6 +45,10 @@ type Task struct {
 	CreatedAt   time.Time       `json:"created_at"`
 	UpdatedAt   time.Time       `json:"updated_at"` // a final task's: when it ended
 	LastError   string          `json:"last_error,omitempty"`
+	// Result: what the delivery that made the task done answered — a
+	// webhook's 2xx JSON body, a Go handler's Delivery.SetResult — kept
+	// with the task until retention.done; absent when none.
+	Result json.RawMessage `json:"result,omitempty"`
 	// KeyHeldUntil: only in a submit's answer (alone or in a batch), when
 	// the key was held by this task although it is final (it ended less
 	// than retention.key_hold ago): nothing was written and nothing will
