@@ -20,6 +20,7 @@ import (
 	"github.com/ontimehq/ontime/internal/cluster"
 	"github.com/ontimehq/ontime/internal/deliver"
 	"github.com/ontimehq/ontime/internal/hot"
+	"github.com/ontimehq/ontime/internal/operation"
 	"github.com/ontimehq/ontime/internal/router"
 	"github.com/ontimehq/ontime/internal/task"
 )
@@ -81,6 +82,16 @@ type Config struct {
 	// Tracing and Audit: config_observe.go.
 	Tracing TracingConfig `yaml:"tracing"`
 	Audit   AuditConfig   `yaml:"audit"`
+	// Operations: how bulk operations (POST /v1/operations) walk the
+	// task tables.
+	Operations OperationsConfig `yaml:"operations"`
+}
+
+// OperationsConfig paces bulk operations: each page of rows is one
+// transaction, so its size bounds how long a page holds its rows' locks.
+type OperationsConfig struct {
+	PageSize  int      `yaml:"page_size"`  // rows per transaction; default 500, 10..10000
+	PagePause Duration `yaml:"page_pause"` // rest between pages (room for the delivery path); default 0, at most 10s
 }
 
 // StoreConfig configures the task store.
@@ -153,13 +164,13 @@ type DeliveryConfig struct {
 	// MaxResultBytes is the longest result a task keeps: a webhook's 2xx
 	// JSON answer, a Go handler's Delivery.SetResult. 0 keeps none;
 	// default 4 KiB, at most 1 MiB.
-	MaxResultBytes int `yaml:"max_result_bytes"`
-	RetryBase       Duration `yaml:"retry_base"`        // first retry delay; default 1s
-	RetryMax        Duration `yaml:"retry_max"`         // cap; default 1h
-	LeaseTTL        Duration `yaml:"lease_ttl"`         // claim lease beyond the due time; default 30s
-	BreakerFailures int      `yaml:"breaker_failures"`  // consecutive failures that open a destination's breaker; default 10
-	BreakerOpenFor  Duration `yaml:"breaker_open_for"`  // default 10s
-	ShutdownGrace   Duration `yaml:"shutdown_grace"`    // how long SIGTERM waits for in-flight deliveries; default 15s
+	MaxResultBytes  int      `yaml:"max_result_bytes"`
+	RetryBase       Duration `yaml:"retry_base"`       // first retry delay; default 1s
+	RetryMax        Duration `yaml:"retry_max"`        // cap; default 1h
+	LeaseTTL        Duration `yaml:"lease_ttl"`        // claim lease beyond the due time; default 30s
+	BreakerFailures int      `yaml:"breaker_failures"` // consecutive failures that open a destination's breaker; default 10
+	BreakerOpenFor  Duration `yaml:"breaker_open_for"` // default 10s
+	ShutdownGrace   Duration `yaml:"shutdown_grace"`   // how long SIGTERM waits for in-flight deliveries; default 15s
 	// Signing and the target policy (config_security.go, README "Security").
 	WebhookSecretFile         string          `yaml:"webhook_secret_file"`
 	WebhookPreviousSecretFile string          `yaml:"webhook_previous_secret_file"` // rotation: still signed with
@@ -272,9 +283,10 @@ func DefaultConfig() Config {
 			IdleTimeout: Duration(DefaultIdleTimeout), MaxConnections: DefaultMaxConnections,
 			SlowRequest: Duration(api.DefaultSlowRequest),
 		},
-		Retention: defaultRetention(),
-		Metrics:   MetricsConfig{MaxTopics: DefaultMetricsMaxTopics},
-		Tracing:   TracingConfig{SampleRatio: DefaultSampleRatio},
+		Retention:  defaultRetention(),
+		Operations: OperationsConfig{PageSize: operation.DefaultPageSize},
+		Metrics:    MetricsConfig{MaxTopics: DefaultMetricsMaxTopics},
+		Tracing:    TracingConfig{SampleRatio: DefaultSampleRatio},
 	}
 }
 
@@ -481,6 +493,12 @@ func (c *Config) Validate() error {
 	}
 	if err := c.Retention.validate(); err != nil {
 		return err
+	}
+	if o := c.Operations; o.PageSize < 10 || o.PageSize > operation.MaxPageSize {
+		return fmt.Errorf("operations.page_size: %d is out of range 10..%d", o.PageSize, operation.MaxPageSize)
+	}
+	if o := c.Operations; o.PagePause < 0 || time.Duration(o.PagePause) > 10*time.Second {
+		return fmt.Errorf("operations.page_pause: %s is out of range 0..10s", time.Duration(o.PagePause))
 	}
 	if err := c.Tracing.validate(); err != nil {
 		return err

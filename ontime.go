@@ -46,6 +46,7 @@ import (
 	"github.com/ontimehq/ontime/internal/hot/memory"
 	hotredis "github.com/ontimehq/ontime/internal/hot/redis"
 	"github.com/ontimehq/ontime/internal/metrics"
+	"github.com/ontimehq/ontime/internal/operation"
 	"github.com/ontimehq/ontime/internal/outboxrelay"
 	"github.com/ontimehq/ontime/internal/retain"
 	"github.com/ontimehq/ontime/internal/router"
@@ -113,17 +114,18 @@ func (d *Delivery) SetResult(v any) error {
 			return fmt.Errorf("ontime: result: %w", err)
 		}
 	}
-	b = bytes.TrimSpace(b)
-	if !json.Valid(b) || !utf8.Valid(b) {
+	var out bytes.Buffer
+	if !utf8.Valid(b) || json.Compact(&out, b) != nil || out.Len() == 0 {
 		return errors.New("ontime: result: not a valid JSON value")
 	}
+	b = out.Bytes()
 	if d.result == nil || d.maxBytes <= 0 {
 		return nil
 	}
 	if len(b) > d.maxBytes {
 		return fmt.Errorf("ontime: result of %d bytes: %w (%d)", len(b), ErrResultTooLarge, d.maxBytes)
 	}
-	d.result.Data = bytes.Clone(b)
+	d.result.Data = b
 	return nil
 }
 
@@ -190,11 +192,15 @@ type Task struct {
 	CreatedAt   time.Time
 	UpdatedAt   time.Time // of a final task: when it ended
 	LastError   string
+	// Result: what the delivery that made the task done answered (a
+	// webhook's 2xx JSON body, a handler's Delivery.SetResult); nil when none.
+	Result json.RawMessage
 }
 
 func viewOf(t *task.Task) *Task {
 	return &Task{ID: t.ID, Topic: t.Topic, Key: t.Key, DueAt: t.DueAt, FirstDueAt: t.FirstDueAt, MovedBy: t.MovedBy.String(), Payload: t.Payload, Target: t.Target,
-		MaxAttempts: t.MaxAttempts, Status: t.Status.String(), Attempts: t.Attempts, CreatedAt: t.CreatedAt, UpdatedAt: t.UpdatedAt, LastError: t.LastError}
+		MaxAttempts: t.MaxAttempts, Status: t.Status.String(), Attempts: t.Attempts, CreatedAt: t.CreatedAt, UpdatedAt: t.UpdatedAt, LastError: t.LastError,
+		Result: json.RawMessage(t.Result)}
 }
 
 // Node is one ontime node and the composition root of its pipeline:
@@ -220,8 +226,9 @@ type Node struct {
 	counts  *topics.Counts
 	router  *deliver.Router
 	sched   *schedule.Service
-	cluster *clusterRun // nil without a coordinator
-	sec     *secrets    // the config's secrets, read (config_security.go)
+	ops     *operation.Service // bulk operations
+	cluster *clusterRun        // nil without a coordinator
+	sec     *secrets           // the config's secrets, read (config_security.go)
 	jobs    *scanjob.Service
 	relays  []*outboxrelay.Relay // the config's outboxes
 	// samples feeds the console's charts; lanes its open breakers.
@@ -513,6 +520,14 @@ func (n *Node) build(ctx context.Context, resolver Resolver) error {
 	if err := n.buildSchedules(); err != nil {
 		return err
 	}
+	// Bulk operations: every node runs an executor; the lease on an
+	// operation's row makes one node at a time run it, and another take
+	// over within cluster.lease_ttl of its runner's death.
+	n.ops, err = operation.New(operation.Config{Store: n.store, NodeID: cfg.NodeID, PageSize: cfg.Operations.PageSize,
+		PagePause: time.Duration(cfg.Operations.PagePause), LeaseTTL: time.Duration(cfg.Cluster.LeaseTTL), Logger: n.log})
+	if err != nil {
+		return err
+	}
 	// The start order. Each service starts before those that hand it work,
 	// so nothing is handed to a service that is not running yet; Stop runs
 	// the list in reverse, so each stops after all that feed it (senders
@@ -553,8 +568,9 @@ func (n *Node) build(ctx context.Context, resolver Resolver) error {
 		// Scan jobs send through the brokers and webhooks themselves; the
 		// cleaner deletes old rows of the items the scanner owns.
 		services{n.jobs, cleaner},
-		// Schedules submit tasks: after every stage they feed.
-		services{n.sched},
+		// Schedules submit tasks: after every stage they feed. Bulk
+		// operations write the store only.
+		services{n.sched, n.ops},
 		// The topics watcher wakes the scanners when a topic resumes
 		// (Start has read the pause flags once already, before any claim).
 		services{n.topics},
@@ -838,6 +854,7 @@ func (n *Node) apiHandler() http.Handler {
 		Keys:      n.submit,
 		Topics:    n.admin,
 		Schedules: n.sched,
+		Ops:       n.ops,
 		Jobs:      jobsAPI{n},
 		Cluster:   n,
 		Outboxes:  n,

@@ -246,7 +246,7 @@ func (s *Sink) Deliver(ctx context.Context, d deliver.Delivery) error {
 
 // readResult reads a 2xx answer's body as the task's result: a JSON value
 // (Content-Type application/json or …+json) of at most limit bytes,
-// valid UTF-8. Anything else —
+// valid UTF-8, kept compact. Anything else —
 // no body, another type, too long, not JSON — is no result: the delivery
 // succeeded all the same, the receiver's answer is just not kept.
 func readResult(resp *http.Response, limit int) []byte {
@@ -261,11 +261,14 @@ func readResult(resp *http.Response, limit int) []byte {
 	if err != nil || len(b) > limit {
 		return nil
 	}
-	b = bytes.TrimSpace(b)
-	if len(b) == 0 || !utf8.Valid(b) || !json.Valid(b) {
+	if !utf8.Valid(b) {
 		return nil
 	}
-	return b
+	var out bytes.Buffer
+	if json.Compact(&out, b) != nil || out.Len() == 0 {
+		return nil // not one JSON value
+	}
+	return out.Bytes()
 }
 
 // post sends body to target with the common headers and hdr, signed for
