@@ -2,6 +2,7 @@ package api
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"net/http"
 	"strconv"
@@ -121,10 +122,26 @@ func (o *opsHandler) create(w http.ResponseWriter, r *http.Request) {
 		o.fail(w, r, err)
 		return
 	}
-	var req apiv1.OperationRequest
-	if err := strictDecode(raw, &req, ""); err != nil {
+	// The filter decoded apart, so that an unknown field in it is named
+	// filter.NAME.
+	var body struct {
+		Action string          `json:"action"`
+		Filter json.RawMessage `json:"filter"`
+		DueAt  string          `json:"due_at"`
+		Delay  string          `json:"delay"`
+		Shift  string          `json:"shift"`
+		DryRun bool            `json:"dry_run"`
+	}
+	if err := strictDecode(raw, &body, ""); err != nil {
 		o.fail(w, r, err)
 		return
+	}
+	req := apiv1.OperationRequest{Action: body.Action, DueAt: body.DueAt, Delay: body.Delay, Shift: body.Shift, DryRun: body.DryRun}
+	if len(body.Filter) > 0 && string(body.Filter) != "null" {
+		if err := strictDecode(body.Filter, &req.Filter, "filter."); err != nil {
+			o.fail(w, r, err)
+			return
+		}
 	}
 	sp, err := OperationSpec(req)
 	if err != nil {
