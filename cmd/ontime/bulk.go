@@ -18,9 +18,9 @@ import (
 // bulkFlags are the filter and the due-time flags of `ontime bulk ACTION`.
 type bulkFlags struct {
 	topic, keyPrefix, dueAfter, dueBefore, errContains string
-	status                                              []string
-	at, in, shift                                       string
-	dryRun, noWait                                      bool
+	status                                             []string
+	at, in, shift                                      string
+	dryRun, noWait                                     bool
 }
 
 func newBulkCmd(g *globals) *cobra.Command {
@@ -50,13 +50,23 @@ change and changes nothing.`,
   ontime bulk list`,
 		Args: noArgs,
 	}
-	for _, a := range []struct{ action, short string }{
-		{"cancel", "Cancel the pending and claimed tasks a filter matches"},
-		{"requeue", "Return the dead tasks a filter matches to pending"},
-		{"reschedule", "Move the due time of the pending tasks a filter matches"},
-		{"delete", "Delete the pending and final tasks a filter matches"},
+	for _, a := range []struct{ action, short, example string }{
+		{"cancel", "Cancel the pending and claimed tasks a filter matches",
+			`  ontime bulk cancel --topic order.cancel --key-prefix tenant-7: --dry-run
+  ontime bulk cancel --topic order.cancel --due-before 2030-01-01T00:00:00Z`},
+		{"requeue", "Return the dead tasks a filter matches to pending",
+			`  ontime bulk requeue --topic order.cancel --error-contains "HTTP 503"
+  ontime bulk requeue --status dead --topic order.cancel --in 10m`},
+		{"reschedule", "Move the due time of the pending tasks a filter matches",
+			`  ontime bulk reschedule --topic report.nightly --shift 2h
+  ontime bulk reschedule --topic order.cancel --key-prefix tenant-7: --at 2030-01-01T09:00:00Z`},
+		{"delete", "Delete the pending and final tasks a filter matches",
+			`  ontime bulk delete --topic order.cancel --status done,cancelled
+  ontime bulk delete --topic test.load --no-wait`},
 	} {
-		cmd.AddCommand(bulkAction(g, a.action, a.short))
+		c := bulkAction(g, a.action, a.short)
+		c.Example = a.example
+		cmd.AddCommand(c)
 	}
 	var wait bool
 	status := &cobra.Command{
@@ -84,9 +94,10 @@ change and changes nothing.`,
 	status.Flags().BoolVar(&wait, "wait", false, "wait for its end, with a progress bar")
 	var limit int
 	list := &cobra.Command{
-		Use:   "list",
-		Short: "List bulk operations, newest first",
-		Args:  noArgs,
+		Use:     "list",
+		Short:   "List bulk operations, newest first",
+		Example: `  ontime bulk list --limit 10`,
+		Args:    noArgs,
 		PreRunE: func(*cobra.Command, []string) error {
 			if limit < 1 || limit > 500 {
 				return usagef("--limit: %d is out of range 1..500", limit)
