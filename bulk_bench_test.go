@@ -3,7 +3,6 @@ package ontime_test
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -27,6 +26,9 @@ import (
 // the cancel, and their ratio (the goal: ≤ 2).
 //
 //	ONTIME_BULK_ROWS=1000000 go test -run '^$' -bench BulkCancel -benchtime 1x -timeout 60m .
+//
+// ONTIME_BULK_PAGE and ONTIME_BULK_PAUSE set operations.page_size and
+// operations.page_pause.
 func BenchmarkBulkCancel(b *testing.B) {
 	rows := 100000
 	if v := os.Getenv("ONTIME_BULK_ROWS"); v != "" {
@@ -85,6 +87,20 @@ func benchBulkCancel(b *testing.B, engine string, rows int) {
 	cfg.Store.Driver = engine
 	cfg.Store.Databases = testdb.DSNs(b, engine, 1)
 	cfg.LogLevel = "error"
+	if v := os.Getenv("ONTIME_BULK_PAGE"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil {
+			b.Fatal(err)
+		}
+		cfg.Operations.PageSize = n
+	}
+	if v := os.Getenv("ONTIME_BULK_PAUSE"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			b.Fatal(err)
+		}
+		cfg.Operations.PagePause = ontime.Duration(d)
+	}
 	var late lateness
 	node, err := ontime.NewNode(ctx, cfg)
 	if err != nil {
@@ -185,5 +201,4 @@ func benchBulkCancel(b *testing.B, engine string, rows int) {
 	}
 	b.Logf("%s: cancelled %d rows in %s (%.0f rows/s); live lateness p99 idle %s (%d tasks), during %s (%d tasks)",
 		engine, rows, took.Round(time.Millisecond), float64(rows)/took.Seconds(), idleP99, idleN, duringP99, duringN)
-	_ = fmt.Sprint
 }

@@ -133,7 +133,9 @@ func (d *Delivery) SetResult(v any) error {
 // schedules a retry with backoff until max_attempts, then the task is dead.
 // Wrap an error with Permanent to make the task dead at once; return
 // Snooze(d) to have it delivered again in d without using an attempt, or
-// Cancel(err) to stop it for good (status cancelled).
+// Cancel(err) to stop it for good (status cancelled). A handler that has
+// something to answer calls d.SetResult before returning nil: the task
+// keeps it as its result (GET /v1/tasks/{id} shows it).
 type Handler func(ctx context.Context, d *Delivery) error
 
 // Permanent marks a handler error as not worth retrying: the task is dead
