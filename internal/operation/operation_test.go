@@ -45,6 +45,7 @@ func open(t testing.TB, engine string) *fixture {
 		if err != nil {
 			t.Fatal(err)
 		}
+		db.SetMaxOpenConns(2) // the servers' connections are shared with other tests
 		t.Cleanup(func() { db.Close() })
 		f.raw = append(f.raw, db)
 	}
