@@ -540,3 +540,50 @@ func TestOperationTwoRunners(t *testing.T) {
 		})
 	}
 }
+
+// TestOperationCancelKeyHold: a bulk cancel holds a key as a single cancel
+// does: a submit of the key within retention.key_hold gets the cancelled
+// task back, held until the cancel plus the hold.
+func TestOperationCancelKeyHold(t *testing.T) {
+	for _, engine := range testdb.Engines {
+		t.Run(engine, func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			const hold = time.Hour
+			st, err := sqlstore.Open(ctx, sqlstore.Config{Driver: engine, DSNs: testdb.DSNs(t, engine, 1), Tables: 2, Segments: 1, KeyHold: hold})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { st.Close() })
+			f := &fixture{t: t, engine: engine, st: st, tables: 2, base: time.Now().Add(time.Hour)}
+			ids := f.insert([]row{{topic: "kh", key: "bulk", due: f.base}, {topic: "kh", key: "single", due: f.base}})
+			s := f.service("n", time.Second)
+			op, err := s.Create(ctx, operation.Spec{Action: "cancel", Filter: store.OpFilter{Topic: "kh", KeyPrefix: "bulk"}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := f.runToEnd(s, op.ID); got.Changed != 1 {
+				t.Fatalf("bulk cancel: %+v", got)
+			}
+			if _, err := st.Cancel(ctx, ids[1]); err != nil {
+				t.Fatal(err)
+			}
+			for i, key := range []string{"bulk", "single"} {
+				cur, err := st.Get(ctx, ids[i])
+				if err != nil || cur.Status != task.StatusCancelled {
+					t.Fatalf("%s: %v %v", key, cur, err)
+				}
+				due := f.base
+				v, _ := task.Validate(task.Spec{Topic: "kh", Key: key, DueAt: &due, Payload: []byte(`{}`), Target: "http://127.0.0.1:1/h"}, task.Limits{}, time.Now())
+				id, p := router.NewID(time.Now(), router.HashKey(key), true)
+				res, err := st.Insert(ctx, []store.NewTask{{ID: id, ShardHash: p.ShardHash, Seg: 0, Validated: v}})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !res[0].Existing || res[0].Task.ID != ids[i] || !res[0].HeldUntil.Equal(cur.UpdatedAt.Add(hold)) {
+					t.Fatalf("%s cancel: resubmit %+v, want the cancelled task held until %v", key, res[0], cur.UpdatedAt.Add(hold))
+				}
+			}
+		})
+	}
+}
