@@ -526,7 +526,8 @@ func (n *Node) build(ctx context.Context, resolver Resolver) error {
 	// operation's row makes one node at a time run it, and another take
 	// over within cluster.lease_ttl of its runner's death.
 	n.ops, err = operation.New(operation.Config{Store: n.store, NodeID: cfg.NodeID, PageSize: cfg.Operations.PageSize,
-		PagePause: time.Duration(cfg.Operations.PagePause), LeaseTTL: time.Duration(cfg.Cluster.LeaseTTL), Logger: n.log})
+		PagePause: time.Duration(cfg.Operations.PagePause), LeaseTTL: time.Duration(cfg.Cluster.LeaseTTL), Keep: time.Duration(cfg.Retention.Done),
+		Logger: n.log})
 	if err != nil {
 		return err
 	}

@@ -36,6 +36,7 @@ type Store interface {
 	EndOperation(ctx context.Context, id, owner string, state store.OpState, why string, now time.Time) (bool, error)
 	OperationTables() (databases, tables int)
 	OperationPage(ctx context.Context, op *store.Operation, db, table, limit int, now time.Time) (store.OpPage, error)
+	DeleteOperations(ctx context.Context, before time.Time) (int64, error)
 }
 
 // Spec is an operation as asked for (the API's body, the CLI's flags).
@@ -169,7 +170,10 @@ type Config struct {
 	// it: another node takes over that long after it is gone. Default 10s.
 	LeaseTTL time.Duration
 	// Poll is how often an idle executor looks for work; default 1s.
-	Poll   time.Duration
+	Poll time.Duration
+	// Keep is how long a finished operation stays listed (retention.done):
+	// an idle executor deletes older ones. 0: for ever.
+	Keep   time.Duration
 	Logger *slog.Logger
 	// Now is the clock (default time.Now).
 	Now func() time.Time
@@ -252,9 +256,18 @@ func (s *Service) Wake() {
 func (s *Service) Start(ctx context.Context) error { return s.Go(ctx, s.loop) }
 
 func (s *Service) loop(ctx context.Context) {
+	var cleaned time.Time
 	for ctx.Err() == nil {
 		if s.RunOnce(ctx) {
 			continue // there may be more
+		}
+		// Old operations go once a minute at most: a small table, but a
+		// statement per node per poll would be a steady load for nothing.
+		if now := s.cfg.Now(); s.cfg.Keep > 0 && now.Sub(cleaned) >= time.Minute {
+			cleaned = now
+			if _, err := s.st.DeleteOperations(ctx, s.cfg.Now().Add(-s.cfg.Keep)); err != nil && ctx.Err() == nil {
+				s.log.Warn("operations: cannot delete old operations", "err", err)
+			}
 		}
 		t := time.NewTimer(s.cfg.Poll)
 		select {

@@ -587,3 +587,53 @@ func TestOperationCancelKeyHold(t *testing.T) {
 		})
 	}
 }
+
+// TestOperationKeep: an idle executor deletes the operations that finished
+// longer than Keep ago, with their progress rows; newer ones stay.
+func TestOperationKeep(t *testing.T) {
+	for _, engine := range testdb.Engines {
+		t.Run(engine, func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			f := open(t, engine)
+			f.insert([]row{{topic: "keep", due: f.base}})
+			s := f.service("n", time.Second)
+			old, err := s.Create(ctx, operation.Spec{Action: "cancel", Filter: store.OpFilter{Topic: "keep"}, DryRun: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			f.runToEnd(s, old.ID)
+			time.Sleep(50 * time.Millisecond)
+			cut := time.Now()
+			fresh, err := s.Create(ctx, operation.Spec{Action: "cancel", Filter: store.OpFilter{Topic: "keep"}, DryRun: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			f.runToEnd(s, fresh.ID)
+			if n, err := f.st.DeleteOperations(ctx, cut); err != nil || n != 1 {
+				t.Fatalf("delete: %d %v, want 1", n, err)
+			}
+			if _, err := s.Get(ctx, old.ID); !errors.Is(err, store.ErrOperationNotFound) {
+				t.Fatalf("old operation: %v", err)
+			}
+			if got, err := s.Get(ctx, fresh.ID); err != nil || got.Matched != 1 {
+				t.Fatalf("fresh operation: %+v %v", got, err)
+			}
+			var left int64
+			for _, db := range f.raw {
+				var n int64
+				q := `SELECT COUNT(*) FROM ontime_operation_progress WHERE op_id = ?`
+				if engine == "postgres" {
+					q = rebind(q)
+				}
+				if err := db.QueryRow(q, old.ID).Scan(&n); err != nil {
+					t.Fatal(err)
+				}
+				left += n
+			}
+			if left != 0 {
+				t.Fatalf("%d progress rows of the deleted operation left", left)
+			}
+		})
+	}
+}

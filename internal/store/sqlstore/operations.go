@@ -565,3 +565,40 @@ func (s *Store) requeueGuard(op *store.Operation, t string) string {
 	}
 	return ` AND (u.task_key IS NULL OR NOT EXISTS (SELECT 1 FROM ` + t + ` l WHERE l.topic = u.topic AND l.task_key = u.task_key AND l.status < 3))`
 }
+
+// DeleteOperations deletes the operations that finished before before,
+// with their progress rows in every database, and answers how many.
+func (s *Store) DeleteOperations(ctx context.Context, before time.Time) (_ int64, err error) {
+	defer classify(&err)
+	rows, err := s.w[0].QueryContext(ctx, s.d.rebind(`SELECT id FROM ontime_operations WHERE state IN (?, ?) AND finished_at > 0 AND finished_at < ? LIMIT 100`),
+		string(store.OpDone), string(store.OpFailed), micros(before))
+	if err != nil {
+		return 0, fmt.Errorf("delete operations: %w", err)
+	}
+	var ids []any
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			rows.Close()
+			return 0, fmt.Errorf("delete operations: %w", err)
+		}
+		ids = append(ids, id)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil || len(ids) == 0 {
+		return 0, err
+	}
+	in := ` IN (` + placeholders(len(ids)) + `)`
+	// Progress first: an operation row without progress rows is a whole
+	// record still; the reverse would leave progress nobody reads.
+	for db := range s.w {
+		if _, err := s.execRetried(ctx, db, s.d.rebind(`DELETE FROM ontime_operation_progress WHERE op_id`+in), ids...); err != nil {
+			return 0, fmt.Errorf("delete operations: %w", err)
+		}
+	}
+	n, err := s.execRetried(ctx, 0, s.d.rebind(`DELETE FROM ontime_operations WHERE id`+in), ids...)
+	if err != nil {
+		return 0, fmt.Errorf("delete operations: %w", err)
+	}
+	return n, nil
+}
