@@ -25,9 +25,9 @@ func TestBulkKill9(t *testing.T) {
 }
 
 func bulkKill9(t *testing.T, engine string) {
-	n := 30000
+	n := 15000
 	if testing.Short() {
-		n = 10000
+		n = 6000
 	}
 	dsn := testdb.DSNs(t, engine, 1)[0]
 	cfg := writeChaosConfig(t, t.TempDir(), fmt.Sprintf(`node_id: bulk-kill

@@ -381,9 +381,9 @@ func TestOperationValidate(t *testing.T) {
 // executor's context in the middle of a page, and resumes it on another
 // node: every matching row moved exactly once, no other row moved.
 // ONTIME_BULK_ROWS sets the rows (1,000,000 for the figure);
-// 30,000 by default, 6,000 with -short.
+// 20,000 by default, 6,000 with -short.
 func TestOperationKilled(t *testing.T) {
-	n := 30000
+	n := 20000
 	if testing.Short() {
 		n = 6000
 	}
