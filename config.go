@@ -20,6 +20,7 @@ import (
 	"github.com/ontimehq/ontime/internal/cluster"
 	"github.com/ontimehq/ontime/internal/deliver"
 	"github.com/ontimehq/ontime/internal/hot"
+	"github.com/ontimehq/ontime/internal/operation"
 	"github.com/ontimehq/ontime/internal/router"
 	"github.com/ontimehq/ontime/internal/task"
 )
@@ -81,6 +82,16 @@ type Config struct {
 	// Tracing and Audit: config_observe.go.
 	Tracing TracingConfig `yaml:"tracing"`
 	Audit   AuditConfig   `yaml:"audit"`
+	// Operations: how bulk operations (POST /v1/operations) walk the
+	// task tables.
+	Operations OperationsConfig `yaml:"operations"`
+}
+
+// OperationsConfig paces bulk operations: each page of rows is one
+// transaction, so its size bounds how long a page holds its rows' locks.
+type OperationsConfig struct {
+	PageSize  int      `yaml:"page_size"`  // rows per transaction; default 500, 10..10000
+	PagePause Duration `yaml:"page_pause"` // rest between pages (room for the delivery path); default 0, at most 10s
 }
 
 // StoreConfig configures the task store.
@@ -150,12 +161,16 @@ type DeliveryConfig struct {
 	Concurrency     int      `yaml:"concurrency"`       // per destination; default 32
 	MaxAttempts     int      `yaml:"max_attempts"`      // default for tasks; default 25
 	MaxPayloadBytes int      `yaml:"max_payload_bytes"` // default 1 MiB
-	RetryBase       Duration `yaml:"retry_base"`        // first retry delay; default 1s
-	RetryMax        Duration `yaml:"retry_max"`         // cap; default 1h
-	LeaseTTL        Duration `yaml:"lease_ttl"`         // claim lease beyond the due time; default 30s
-	BreakerFailures int      `yaml:"breaker_failures"`  // consecutive failures that open a destination's breaker; default 10
-	BreakerOpenFor  Duration `yaml:"breaker_open_for"`  // default 10s
-	ShutdownGrace   Duration `yaml:"shutdown_grace"`    // how long SIGTERM waits for in-flight deliveries; default 15s
+	// MaxResultBytes is the longest result a task keeps: a webhook's 2xx
+	// JSON answer, a Go handler's Delivery.SetResult. 0 keeps none;
+	// default 4 KiB, at most 1 MiB.
+	MaxResultBytes  int      `yaml:"max_result_bytes"`
+	RetryBase       Duration `yaml:"retry_base"`       // first retry delay; default 1s
+	RetryMax        Duration `yaml:"retry_max"`        // cap; default 1h
+	LeaseTTL        Duration `yaml:"lease_ttl"`        // claim lease beyond the due time; default 30s
+	BreakerFailures int      `yaml:"breaker_failures"` // consecutive failures that open a destination's breaker; default 10
+	BreakerOpenFor  Duration `yaml:"breaker_open_for"` // default 10s
+	ShutdownGrace   Duration `yaml:"shutdown_grace"`   // how long SIGTERM waits for in-flight deliveries; default 15s
 	// Signing and the target policy (config_security.go, README "Security").
 	WebhookSecretFile         string          `yaml:"webhook_secret_file"`
 	WebhookPreviousSecretFile string          `yaml:"webhook_previous_secret_file"` // rotation: still signed with
@@ -224,6 +239,8 @@ const (
 	DefaultConcurrency       = deliver.DefaultConcurrency
 	DefaultMaxAttempts       = task.DefaultMaxAttempts
 	DefaultMaxPayloadBytes   = task.DefaultMaxPayloadBytes
+	DefaultMaxResultBytes    = deliver.DefaultMaxResultBytes
+	MaxMaxResultBytes        = deliver.MaxMaxResultBytes
 	DefaultRetryBase         = time.Second
 	DefaultRetryMax          = time.Hour
 	DefaultLeaseTTL          = hot.DefaultVisibility // a claim outlives its due time by this much
@@ -256,7 +273,7 @@ func DefaultConfig() Config {
 		Cluster: ClusterConfig{Coordinator: "none", LeaseTTL: Duration(DefaultClusterLeaseTTL)},
 		Delivery: DeliveryConfig{
 			Timeout: Duration(DefaultTimeout), Concurrency: DefaultConcurrency, MaxAttempts: DefaultMaxAttempts,
-			MaxPayloadBytes: DefaultMaxPayloadBytes, RetryBase: Duration(DefaultRetryBase), RetryMax: Duration(DefaultRetryMax),
+			MaxPayloadBytes: DefaultMaxPayloadBytes, MaxResultBytes: DefaultMaxResultBytes, RetryBase: Duration(DefaultRetryBase), RetryMax: Duration(DefaultRetryMax),
 			LeaseTTL: Duration(DefaultLeaseTTL), BreakerFailures: DefaultBreakerFailures, BreakerOpenFor: Duration(DefaultBreakerOpenFor),
 			ShutdownGrace: Duration(DefaultShutdownGrace), BrokerConcurrency: DefaultBrokerConcurrency,
 		},
@@ -266,9 +283,10 @@ func DefaultConfig() Config {
 			IdleTimeout: Duration(DefaultIdleTimeout), MaxConnections: DefaultMaxConnections,
 			SlowRequest: Duration(api.DefaultSlowRequest),
 		},
-		Retention: defaultRetention(),
-		Metrics:   MetricsConfig{MaxTopics: DefaultMetricsMaxTopics},
-		Tracing:   TracingConfig{SampleRatio: DefaultSampleRatio},
+		Retention:  defaultRetention(),
+		Operations: OperationsConfig{PageSize: operation.DefaultPageSize},
+		Metrics:    MetricsConfig{MaxTopics: DefaultMetricsMaxTopics},
+		Tracing:    TracingConfig{SampleRatio: DefaultSampleRatio},
 	}
 }
 
@@ -464,6 +482,9 @@ func (c *Config) Validate() error {
 	if d.MaxPayloadBytes < 1 || d.MaxPayloadBytes > 64<<20 {
 		return fmt.Errorf("delivery.max_payload_bytes: %d is out of range 1..%d", d.MaxPayloadBytes, 64<<20)
 	}
+	if d.MaxResultBytes < 0 || d.MaxResultBytes > MaxMaxResultBytes {
+		return fmt.Errorf("delivery.max_result_bytes: %d is out of range 0..%d (0 keeps no result)", d.MaxResultBytes, MaxMaxResultBytes)
+	}
 	if d.BreakerFailures < 1 || d.BreakerFailures > 1000000 {
 		return fmt.Errorf("delivery.breaker_failures: %d is out of range 1..1000000", d.BreakerFailures)
 	}
@@ -472,6 +493,12 @@ func (c *Config) Validate() error {
 	}
 	if err := c.Retention.validate(); err != nil {
 		return err
+	}
+	if o := c.Operations; o.PageSize < 10 || o.PageSize > operation.MaxPageSize {
+		return fmt.Errorf("operations.page_size: %d is out of range 10..%d", o.PageSize, operation.MaxPageSize)
+	}
+	if o := c.Operations; o.PagePause < 0 || time.Duration(o.PagePause) > 10*time.Second {
+		return fmt.Errorf("operations.page_pause: %s is out of range 0..10s", time.Duration(o.PagePause))
 	}
 	if err := c.Tracing.validate(); err != nil {
 		return err

@@ -54,3 +54,40 @@ func Example() {
 	// submitted: true claimed
 	// cancel order 42 (attempt 1, on time: true)
 }
+
+// A handler's result: kept with the done task, shown as result by
+// GET /v1/tasks/{id}, until retention.done.
+func ExampleDelivery_SetResult() {
+	ctx := context.Background()
+	dir, _ := os.MkdirTemp("", "ontime-example")
+	defer os.RemoveAll(dir)
+	cfg := ontime.DefaultConfig()
+	cfg.DataDir = dir
+	node, err := ontime.NewNode(ctx, cfg)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	node.Handle("report.build", func(ctx context.Context, d *ontime.Delivery) error {
+		return d.SetResult(map[string]int{"rows": 3})
+	})
+	if err := node.Start(ctx); err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer node.Stop(ctx)
+	t, _, err := node.Submit(ctx, ontime.TaskSpec{Topic: "report.build"})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	for t.Status != "done" {
+		time.Sleep(10 * time.Millisecond)
+		if t, err = node.Get(ctx, t.ID); err != nil {
+			fmt.Println(err)
+			return
+		}
+	}
+	fmt.Println(t.Status, string(t.Result))
+	// Output: done {"rows":3}
+}

@@ -14,6 +14,7 @@
 package ontime
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
 	"encoding/json"
@@ -27,6 +28,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -44,6 +46,7 @@ import (
 	"github.com/ontimehq/ontime/internal/hot/memory"
 	hotredis "github.com/ontimehq/ontime/internal/hot/redis"
 	"github.com/ontimehq/ontime/internal/metrics"
+	"github.com/ontimehq/ontime/internal/operation"
 	"github.com/ontimehq/ontime/internal/outboxrelay"
 	"github.com/ontimehq/ontime/internal/retain"
 	"github.com/ontimehq/ontime/internal/router"
@@ -83,13 +86,56 @@ type Delivery struct {
 	Payload json.RawMessage
 	DueAt   time.Time
 	Attempt int // 1 for the first delivery
+
+	result   *deliver.ResultBox
+	maxBytes int
+}
+
+// ErrResultTooLarge: a result longer than delivery.max_result_bytes.
+var ErrResultTooLarge = errors.New("result over delivery.max_result_bytes")
+
+// SetResult keeps v, marshalled to JSON (a json.RawMessage or []byte is
+// taken as it is and must be valid JSON), as the task's result once the
+// handler returns nil: GET /v1/tasks/{id} shows it as result, until the
+// task's retention.done. A later call replaces an earlier one; a handler
+// that returns an error keeps none. It fails, keeping nothing, when the
+// JSON is longer than delivery.max_result_bytes (ErrResultTooLarge) or
+// invalid; with max_result_bytes 0 it keeps nothing and returns nil.
+func (d *Delivery) SetResult(v any) error {
+	var b []byte
+	switch x := v.(type) {
+	case json.RawMessage:
+		b = x
+	case []byte:
+		b = x
+	default:
+		var err error
+		if b, err = json.Marshal(v); err != nil {
+			return fmt.Errorf("ontime: result: %w", err)
+		}
+	}
+	var out bytes.Buffer
+	if !utf8.Valid(b) || json.Compact(&out, b) != nil || out.Len() == 0 {
+		return errors.New("ontime: result: not a valid JSON value")
+	}
+	b = out.Bytes()
+	if d.result == nil || d.maxBytes <= 0 {
+		return nil
+	}
+	if len(b) > d.maxBytes {
+		return fmt.Errorf("ontime: result of %d bytes: %w (%d)", len(b), ErrResultTooLarge, d.maxBytes)
+	}
+	d.result.Data = b
+	return nil
 }
 
 // Handler processes a delivery. A nil error completes the task; an error
 // schedules a retry with backoff until max_attempts, then the task is dead.
 // Wrap an error with Permanent to make the task dead at once; return
 // Snooze(d) to have it delivered again in d without using an attempt, or
-// Cancel(err) to stop it for good (status cancelled).
+// Cancel(err) to stop it for good (status cancelled). A handler that has
+// something to answer calls d.SetResult before returning nil: the task
+// keeps it as its result (GET /v1/tasks/{id} shows it).
 type Handler func(ctx context.Context, d *Delivery) error
 
 // Permanent marks a handler error as not worth retrying: the task is dead
@@ -148,11 +194,15 @@ type Task struct {
 	CreatedAt   time.Time
 	UpdatedAt   time.Time // of a final task: when it ended
 	LastError   string
+	// Result: what the delivery that made the task done answered (a
+	// webhook's 2xx JSON body, a handler's Delivery.SetResult); nil when none.
+	Result json.RawMessage
 }
 
 func viewOf(t *task.Task) *Task {
 	return &Task{ID: t.ID, Topic: t.Topic, Key: t.Key, DueAt: t.DueAt, FirstDueAt: t.FirstDueAt, MovedBy: t.MovedBy.String(), Payload: t.Payload, Target: t.Target,
-		MaxAttempts: t.MaxAttempts, Status: t.Status.String(), Attempts: t.Attempts, CreatedAt: t.CreatedAt, UpdatedAt: t.UpdatedAt, LastError: t.LastError}
+		MaxAttempts: t.MaxAttempts, Status: t.Status.String(), Attempts: t.Attempts, CreatedAt: t.CreatedAt, UpdatedAt: t.UpdatedAt, LastError: t.LastError,
+		Result: json.RawMessage(t.Result)}
 }
 
 // Node is one ontime node and the composition root of its pipeline:
@@ -178,8 +228,9 @@ type Node struct {
 	counts  *topics.Counts
 	router  *deliver.Router
 	sched   *schedule.Service
-	cluster *clusterRun // nil without a coordinator
-	sec     *secrets    // the config's secrets, read (config_security.go)
+	ops     *operation.Service // bulk operations
+	cluster *clusterRun        // nil without a coordinator
+	sec     *secrets           // the config's secrets, read (config_security.go)
 	jobs    *scanjob.Service
 	relays  []*outboxrelay.Relay // the config's outboxes
 	// samples feeds the console's charts; lanes its open breakers.
@@ -372,7 +423,7 @@ func (n *Node) build(ctx context.Context, resolver Resolver) error {
 	}
 	wh, err := webhook.New(webhook.Config{Keys: n.sec.keys, Timeout: time.Duration(cfg.Delivery.Timeout),
 		Concurrency: cfg.Delivery.Concurrency, Destinations: dests,
-		Policy: targets, Echo: cfg.echoPolicy(), Redact: n.sec.redactor().String})
+		Policy: targets, Echo: cfg.echoPolicy(), Redact: n.sec.redactor().String, MaxResultBytes: cfg.Delivery.MaxResultBytes})
 	if err != nil {
 		return fmt.Errorf("delivery: %w", err)
 	}
@@ -471,6 +522,15 @@ func (n *Node) build(ctx context.Context, resolver Resolver) error {
 	if err := n.buildSchedules(); err != nil {
 		return err
 	}
+	// Bulk operations: every node runs an executor; the lease on an
+	// operation's row makes one node at a time run it, and another take
+	// over within cluster.lease_ttl of its runner's death.
+	n.ops, err = operation.New(operation.Config{Store: n.store, NodeID: cfg.NodeID, PageSize: cfg.Operations.PageSize,
+		PagePause: time.Duration(cfg.Operations.PagePause), LeaseTTL: time.Duration(cfg.Cluster.LeaseTTL), Keep: time.Duration(cfg.Retention.Done),
+		Logger: n.log})
+	if err != nil {
+		return err
+	}
 	// The start order. Each service starts before those that hand it work,
 	// so nothing is handed to a service that is not running yet; Stop runs
 	// the list in reverse, so each stops after all that feed it (senders
@@ -511,8 +571,9 @@ func (n *Node) build(ctx context.Context, resolver Resolver) error {
 		// Scan jobs send through the brokers and webhooks themselves; the
 		// cleaner deletes old rows of the items the scanner owns.
 		services{n.jobs, cleaner},
-		// Schedules submit tasks: after every stage they feed.
-		services{n.sched},
+		// Schedules submit tasks: after every stage they feed. Bulk
+		// operations write the store only.
+		services{n.sched, n.ops},
 		// The topics watcher wakes the scanners when a topic resumes
 		// (Start has read the pause flags once already, before any claim).
 		services{n.topics},
@@ -578,7 +639,8 @@ func (n *Node) Handle(topic string, h Handler, opts ...HandleOption) error {
 		defer cancel()
 		// The handler's spans continue the task's trace (tracing on).
 		ctx = tracing.Continue(ctx, d.Traceparent)
-		err := h(ctx, &Delivery{ID: d.ID, Topic: d.Topic, Key: d.Key, Payload: d.Payload, DueAt: d.DueAt, Attempt: d.Attempt})
+		err := h(ctx, &Delivery{ID: d.ID, Topic: d.Topic, Key: d.Key, Payload: d.Payload, DueAt: d.DueAt, Attempt: d.Attempt,
+			result: d.Result, maxBytes: n.cfg.Delivery.MaxResultBytes})
 		if err != nil && errors.Is(ctx.Err(), context.DeadlineExceeded) {
 			return fmt.Errorf("handler of topic %q timed out after %s: %w", d.Topic, o.timeout, err)
 		}
@@ -795,6 +857,7 @@ func (n *Node) apiHandler() http.Handler {
 		Keys:      n.submit,
 		Topics:    n.admin,
 		Schedules: n.sched,
+		Ops:       n.ops,
 		Jobs:      jobsAPI{n},
 		Cluster:   n,
 		Outboxes:  n,

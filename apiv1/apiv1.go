@@ -45,6 +45,10 @@ type Task struct {
 	CreatedAt   time.Time       `json:"created_at"`
 	UpdatedAt   time.Time       `json:"updated_at"` // a final task's: when it ended
 	LastError   string          `json:"last_error,omitempty"`
+	// Result: what the delivery that made the task done answered — a
+	// webhook's 2xx JSON body, a Go handler's Delivery.SetResult — kept
+	// with the task until retention.done; absent when none.
+	Result json.RawMessage `json:"result,omitempty"`
 	// KeyHeldUntil: only in a submit's answer (alone or in a batch), when
 	// the key was held by this task although it is final (it ended less
 	// than retention.key_hold ago): nothing was written and nothing will
@@ -177,4 +181,64 @@ type ClusterItemView struct {
 	Item    string  `json:"item"`
 	Owner   string  `json:"owner"`
 	LagSecs float64 `json:"lag_seconds"`
+}
+
+// OperationRequest is the body of POST /v1/operations: one change applied
+// to every task the filter matches (a bulk operation).
+type OperationRequest struct {
+	Action string          `json:"action"` // cancel, requeue, reschedule, delete
+	Filter OperationFilter `json:"filter"`
+	// DueAt (RFC 3339) or Delay (a Go duration from now): reschedule's new
+	// due time (one of them, or Shift), requeue's (optional; default now).
+	DueAt string `json:"due_at,omitempty"`
+	Delay string `json:"delay,omitempty"`
+	// Shift (a Go duration, may be negative) moves each task's due time
+	// by it: reschedule only.
+	Shift string `json:"shift,omitempty"`
+	// DryRun counts what would change and changes nothing.
+	DryRun bool `json:"dry_run,omitempty"`
+}
+
+// OperationFilter selects tasks: every field set must hold; at least one
+// must be set. Only tasks created before the operation are ever touched.
+type OperationFilter struct {
+	Topic         string   `json:"topic,omitempty"`
+	Status        []string `json:"status,omitempty"`         // any of these statuses
+	KeyPrefix     string   `json:"key_prefix,omitempty"`     // keys that start with it
+	DueAfter      string   `json:"due_after,omitempty"`      // RFC 3339: due at or after
+	DueBefore     string   `json:"due_before,omitempty"`     // RFC 3339: due before
+	ErrorContains string   `json:"error_contains,omitempty"` // last_error contains it (case-sensitive)
+}
+
+// Operation is a bulk operation's view and progress: the answer of
+// POST /v1/operations and GET /v1/operations/{id}.
+type Operation struct {
+	ID     string          `json:"id"`
+	Action string          `json:"action"`
+	Filter OperationFilter `json:"filter"`
+	DueAt  *time.Time      `json:"due_at,omitempty"`
+	Shift  string          `json:"shift,omitempty"`
+	DryRun bool            `json:"dry_run"`
+	// State: pending (not started), running, done, failed (Error says why;
+	// what it changed stays changed).
+	State string `json:"state"`
+	// Matched: tasks the filter selected so far; Changed: those the action
+	// changed (a dry run: would change). A matching task in a status the
+	// action does not apply to is matched, not changed.
+	Matched    int64 `json:"matched"`
+	Changed    int64 `json:"changed"`
+	TablesDone int   `json:"tables_done"`
+	Tables     int   `json:"tables"`
+	// Cursor is where the walk was when last recorded: DB/TABLE/last ID.
+	Cursor     string     `json:"cursor,omitempty"`
+	Error      string     `json:"error,omitempty"`
+	Owner      string     `json:"owner,omitempty"` // the node that runs (or ran) it
+	CreatedAt  time.Time  `json:"created_at"`
+	StartedAt  *time.Time `json:"started_at,omitempty"`
+	FinishedAt *time.Time `json:"finished_at,omitempty"`
+}
+
+// OperationList is the answer of GET /v1/operations: newest first.
+type OperationList struct {
+	Operations []Operation `json:"operations"`
 }

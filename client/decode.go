@@ -115,6 +115,8 @@ func (p *scan) taskField(name []byte, t *apiv1.Task) bool {
 		return p.timeInto(&t.UpdatedAt)
 	case "last_error":
 		return p.strInto(&t.LastError)
+	case "result":
+		return p.rawInto(&t.Result)
 	case "key_held_until":
 		var at time.Time
 		if !p.timeInto(&at) {

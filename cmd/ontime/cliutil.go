@@ -135,6 +135,9 @@ func printTask(w io.Writer, t *client.Task) {
 	if t.LastError != "" {
 		fmt.Fprintf(w, "last error   %s\n", t.LastError)
 	}
+	if len(t.Result) > 0 {
+		fmt.Fprintf(w, "result       %s\n", t.Result)
+	}
 	fmt.Fprintf(w, "created      %s\n", t.CreatedAt.Local().Format(time.RFC3339Nano))
 }
 

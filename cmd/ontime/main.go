@@ -44,6 +44,7 @@ func verbs() []func(*globals) *cobra.Command {
 		newKeyCmd,    // keys.go
 		newListCmd,
 		newTopicsCmd,
+		newBulkCmd, // bulk.go
 		newClusterCmd,
 		newShardCmd,
 		newOutboxCmd, // outbox.go

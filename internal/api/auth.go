@@ -168,6 +168,9 @@ func RouteRole(method, p string) Role {
 	if (p == "/v1/schedules" || strings.HasPrefix(p, "/v1/schedules/")) && !(isOp && op == "trigger") {
 		return RoleAdmin
 	}
+	if p == "/v1/operations" || strings.HasPrefix(p, "/v1/operations/") {
+		return RoleAdmin // a bulk operation changes many tasks at once
+	}
 	return RoleWrite
 }
 

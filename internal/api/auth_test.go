@@ -124,6 +124,10 @@ var wantRoles = map[string]api.Role{
 	"GET /v1/schedules":           api.RoleRead,
 	"GET /v1/schedules/{name}":    api.RoleRead,
 	"POST /v1/schedules/{nameop}": api.RoleAdmin, // :pause, :resume; :trigger is write (below)
+	// A bulk operation changes any number of tasks at once.
+	"POST /v1/operations":     api.RoleAdmin,
+	"GET /v1/operations":      api.RoleRead,
+	"GET /v1/operations/{id}": api.RoleRead,
 }
 
 // Every registered route, without a token, with a bad one, and with each

@@ -197,6 +197,12 @@ func appendTask(b []byte, t *apiv1.Task) ([]byte, bool) {
 		b = append(b, `,"last_error":`...)
 		b = jsonw.AppendString(b, t.LastError)
 	}
+	if len(t.Result) > 0 {
+		b = append(b, `,"result":`...)
+		if b, ok = jsonw.AppendRaw(b, t.Result); !ok {
+			return b, false
+		}
+	}
 	if t.KeyHeldUntil != nil {
 		b = append(b, `,"key_held_until":`...)
 		if b, ok = jsonw.AppendTime(b, *t.KeyHeldUntil); !ok {

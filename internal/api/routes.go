@@ -12,14 +12,15 @@ import (
 // is required; a nil member's routes are not registered, so they answer
 // 404 like any unknown path (a node gives them all; tests may give fewer).
 type Services struct {
-	Tasks     Service         // /v1/tasks…, /readyz
-	Keys      KeyService      // PATCH /v1/tasks/{id}, /v1/topics/{topic}/keys/…, GET /v1/tasks?key=
-	Topics    Topics          // /v1/topics…
-	Schedules ScheduleService // /v1/schedules…
-	Jobs      JobService      // /v1/jobs…
-	Cluster   ClusterService  // GET /v1/cluster
-	Outboxes  OutboxService   // GET /v1/outboxes
-	Metrics   http.Handler    // GET /metrics
+	Tasks     Service          // /v1/tasks…, /readyz
+	Keys      KeyService       // PATCH /v1/tasks/{id}, /v1/topics/{topic}/keys/…, GET /v1/tasks?key=
+	Topics    Topics           // /v1/topics…
+	Schedules ScheduleService  // /v1/schedules…
+	Jobs      JobService       // /v1/jobs…
+	Cluster   ClusterService   // GET /v1/cluster
+	Outboxes  OutboxService    // GET /v1/outboxes
+	Ops       OperationService // /v1/operations… (bulk operations)
+	Metrics   http.Handler     // GET /metrics
 }
 
 // OutboxService is what GET /v1/outboxes needs: every outbox's tables as
@@ -60,6 +61,7 @@ func (h *handler) routes(s Services) []route {
 	th := &topicsHandler{handler: h, svc: s.Topics}
 	sh := &scheduleHandler{h: h, svc: s.Schedules}
 	jh := &jobsHandler{h: h, svc: s.Jobs}
+	oh := &opsHandler{h: h, svc: s.Ops}
 	// A wildcard cannot share its path segment with a literal, so
 	// "{id}:requeue" and the other ":op" routes are one segment split on
 	// the colon (IDs, names and topics have none).
@@ -102,6 +104,11 @@ func (h *handler) routes(s Services) []route {
 		{"GET /v1/jobs/{name}", jobs, jh.get, readOnly},
 		{"GET /v1/jobs/{name}/runs", jobs, jh.runs, readOnly}, // ?item=&limit=
 		{"POST /v1/jobs/{nameop}", jobs, jh.op, changeState},  // :trigger, :pause, :resume
+
+		// Bulk operations (operations.go).
+		{"POST /v1/operations", s.Ops != nil, oh.create, changeState},
+		{"GET /v1/operations", s.Ops != nil, oh.list, readOnly},
+		{"GET /v1/operations/{id}", s.Ops != nil, oh.get, readOnly},
 
 		// The cluster.
 		{"GET /v1/cluster", s.Cluster != nil, h.cluster, readOnly},

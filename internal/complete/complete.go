@@ -318,7 +318,7 @@ func (c *Completer) HeldBytes() int64 { return c.heldBytes.Load() }
 
 // outcome maps a delivery's result to what becomes of its task:
 //
-//	nil                              done
+//	nil                              done (with t.Result, the delivery's result)
 //	lane full, node stopping         again soon, no attempt used
 //	breaker open                     again when the destination may answer, no attempt used (deferral)
 //	Snooze(d)                        again in d, no attempt used
@@ -335,6 +335,7 @@ func (c *Completer) outcome(t *task.Task, err error) store.Outcome {
 	switch {
 	case err == nil:
 		o.Done = true
+		o.Result = t.Result // the delivery's answer (deliver.ResultBox)
 		c.m.Outcomes.WithLabelValues("done").Inc()
 		c.m.Topics.For(t.Topic).Done.Inc()
 	case errors.As(err, &open):

@@ -579,14 +579,8 @@ func (c *Console) renderDead(w http.ResponseWriter, r *http.Request, p *page, ac
 	c.render(w, r, "dead", p, http.StatusOK)
 }
 
-// bulkBound is the most dead tasks one "requeue all matching" looks at:
-// past it the page says more remain, and another click goes on. It keeps
-// one click from holding a request for minutes on a huge dead set.
-const bulkBound = 10000
-
 // deadRequeue requeues the dead tasks selected (ids), or all matching the
-// filter (all=1): a whole topic's by its one API call, or, with an error
-// filter, page by page through the API's cursor, up to bulkBound.
+// filter (all=1) by one bulk operation.
 func (c *Console) deadRequeue(w http.ResponseWriter, r *http.Request, v *viewer) {
 	ctx := r.Context()
 	topic, match := strings.TrimSpace(r.PostFormValue("topic")), r.PostFormValue("error")
@@ -617,46 +611,60 @@ func (c *Console) deadRequeue(w http.ResponseWriter, r *http.Request, v *viewer)
 		done(w, r, back, fmt.Sprintf("%d dead tasks requeued.", n))
 		return
 	}
-	if match == "" {
-		if topic == "" {
-			fail(&pageError{Status: http.StatusBadRequest, Field: "topic", Message: "requeue all needs a topic (or an error filter)"})
-			return
-		}
-		n, err := v.client.RequeueTopic(ctx, topic)
-		if err != nil {
-			fail(asPageError(err))
-			return
-		}
-		done(w, r, back, fmt.Sprintf("%d dead tasks of %s requeued.", n, topic))
+	if topic == "" && match == "" {
+		fail(&pageError{Status: http.StatusBadRequest, Field: "topic", Message: "requeue all needs a topic (or an error filter)"})
 		return
 	}
-	n, seen, cursor := 0, 0, ""
-	for seen < bulkBound {
-		pg, err := v.client.List(ctx, client.ListOptions{Topic: topic, Status: "dead", Limit: 1000, Cursor: cursor})
-		if err != nil {
-			fail(asPageError(err))
-			return
-		}
-		for _, t := range pg.Tasks {
-			seen++
-			if !strings.Contains(t.LastError, match) {
-				continue
-			}
-			if _, err := v.client.Requeue(ctx, t.ID); err != nil && !client.HasCode(err, apiv1.CodeConflict) {
-				pe := asPageError(err)
-				pe.Message = fmt.Sprintf("task %s: %s (%d requeued before it)", t.ID, pe.Message, n)
-				fail(pe)
-				return
-			}
-			n++
-		}
-		if pg.NextCursor == "" {
-			done(w, r, back, fmt.Sprintf("%d dead tasks whose error contains %q requeued.", n, match))
-			return
-		}
-		cursor = pg.NextCursor
+	// All matching: one bulk operation (POST /v1/operations), which the
+	// node runs in small transactions whatever the number of tasks.
+	what := "dead tasks of " + topic
+	if topic == "" {
+		what = "dead tasks"
 	}
-	done(w, r, back, fmt.Sprintf("%d dead tasks whose error contains %q requeued; %d looked at, more remain: requeue again to go on.", n, match, seen))
+	if match != "" {
+		what += fmt.Sprintf(" whose error contains %q", match)
+	}
+	msg, err := c.runOperation(ctx, v, apiv1.OperationRequest{Action: "requeue",
+		Filter: apiv1.OperationFilter{Topic: topic, Status: []string{"dead"}, ErrorContains: match}}, what, "requeued")
+	if err != nil {
+		fail(asPageError(err))
+		return
+	}
+	done(w, r, back, msg)
+}
+
+// opWait is how long an action on "all matching" waits for its bulk
+// operation before the page says it goes on in the background.
+const opWait = 5 * time.Second
+
+// runOperation starts a bulk operation and waits up to opWait for its end;
+// the message says what it changed, or that it runs on and how to follow
+// it.
+func (c *Console) runOperation(ctx context.Context, v *viewer, req apiv1.OperationRequest, what, verb string) (string, error) {
+	op, err := v.client.CreateOperation(ctx, req)
+	if err != nil {
+		return "", err
+	}
+	deadline := time.Now().Add(opWait)
+	for op.State != "done" && op.State != "failed" && time.Now().Before(deadline) {
+		t := time.NewTimer(100 * time.Millisecond)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return "", ctx.Err()
+		case <-t.C:
+		}
+		if op, err = v.client.Operation(ctx, op.ID); err != nil {
+			return "", err
+		}
+	}
+	switch op.State {
+	case "done":
+		return fmt.Sprintf("%d %s %s.", op.Changed, what, verb), nil
+	case "failed":
+		return "", fmt.Errorf("operation %s failed after %d %s: %s", op.ID, op.Changed, verb, op.Error)
+	}
+	return fmt.Sprintf("%d %s %s so far; the rest goes on in the background as operation %s (ontime bulk status %s).", op.Changed, what, verb, op.ID, op.ID), nil
 }
 
 // ---- Topics ----
@@ -700,9 +708,8 @@ func (c *Console) topicAction(w http.ResponseWriter, r *http.Request, v *viewer)
 		_, err = v.client.ResumeTopic(ctx, topic)
 		msg = "Topic " + topic + " resumed."
 	case "requeue":
-		var n int64
-		n, err = v.client.RequeueTopic(ctx, topic)
-		msg = fmt.Sprintf("%d dead tasks of %s requeued.", n, topic)
+		msg, err = c.runOperation(ctx, v, apiv1.OperationRequest{Action: "requeue", Filter: apiv1.OperationFilter{Topic: topic, Status: []string{"dead"}}},
+			"dead tasks of "+topic, "requeued")
 	default:
 		c.renderError(w, r, v, http.StatusNotFound, "op", fmt.Sprintf("%q is not an action on a topic (pause, resume, requeue)", op))
 		return

@@ -27,7 +27,26 @@ type Delivery struct {
 	// Traceparent is the W3C trace context the sink sends on (header
 	// traceparent) when tracing is on; "" otherwise.
 	Traceparent string
+	// Result, when not nil, takes the delivery's result: a sink that
+	// succeeds with an answer worth keeping (a webhook's JSON body, a Go
+	// handler's SetResult) puts it there, and the task keeps it once done.
+	// nil: the caller keeps no result (batch calls, tests).
+	Result *ResultBox
 }
+
+// ResultBox holds one delivery's result: a JSON value of at most the
+// node's delivery.max_result_bytes, checked by whoever sets it.
+type ResultBox struct {
+	Data []byte
+}
+
+// DefaultMaxResultBytes is delivery.max_result_bytes' default: the largest
+// result a task keeps.
+const DefaultMaxResultBytes = 4 << 10
+
+// MaxMaxResultBytes bounds delivery.max_result_bytes: results live in the
+// task row, read with it.
+const MaxMaxResultBytes = 1 << 20
 
 // Sink delivers to one kind of target. A nil error is success.
 type Sink interface {

@@ -174,8 +174,9 @@ func (r *Router) Send(tasks []*task.Task) {
 			order = append(order, dest)
 		}
 		job := Job{
-			Delivery: Delivery{Dest: dest, ID: t.ID, Topic: t.Topic, Key: t.Key, Target: t.Target, Payload: t.Payload, DueAt: t.DueAt, Attempt: t.Attempts},
-			Done:     fl[i].set(r, t, ts, sent),
+			Delivery: Delivery{Dest: dest, ID: t.ID, Topic: t.Topic, Key: t.Key, Target: t.Target, Payload: t.Payload, DueAt: t.DueAt, Attempt: t.Attempts,
+				Result: &fl[i].result},
+			Done: fl[i].set(r, t, ts, sent),
 		}
 		if r.cfg.Tracer != nil {
 			r.traced(&job, t, dest)
@@ -194,6 +195,8 @@ type inflight struct {
 	t    *task.Task
 	ts   *metrics.TopicSeries
 	sent time.Time
+	// result is the delivery's result, set by the sink (Delivery.Result).
+	result ResultBox
 }
 
 func (f *inflight) set(r *Router, t *task.Task, ts *metrics.TopicSeries, sent time.Time) func(error) {
@@ -211,6 +214,9 @@ func (f *inflight) done(err error) {
 			dest = Destination(f.t.Target)
 		}
 		f.r.m.Dests.Failed(dest, err)
+	}
+	if err == nil && f.result.Data != nil {
+		f.t.Result = f.result.Data
 	}
 	f.r.cfg.Outcomes.Finish(f.t, err)
 }

@@ -119,6 +119,9 @@ type Outcome struct {
 	Dead    bool
 	RetryAt time.Time
 	Error   string // kept as last_error when not Done
+	// Result, with Done: the task's result (task.Task.Result), a JSON
+	// value; nil keeps none.
+	Result []byte
 	// NotAttempted: the delivery never reached the target (its destination's
 	// queue was full, its breaker open, the node stopping, no Go handler
 	// for its topic on the node that fired it) or the handler snoozed it,

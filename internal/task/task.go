@@ -89,6 +89,10 @@ type Task struct {
 	// Traceparent is the W3C trace context of the submit that made the
 	// task ('' when it was not traced); deliveries continue that trace.
 	Traceparent string
+	// Result is what the delivery that made the task done answered: a
+	// webhook's 2xx JSON body, a Go handler's Delivery.SetResult (a JSON
+	// value, at most delivery.max_result_bytes); nil when none.
+	Result []byte
 }
 
 // Move is what last moved a task's due time away from the one it was

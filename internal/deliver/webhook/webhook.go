@@ -4,15 +4,18 @@ package webhook
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"mime"
 	"net"
 	"net/http"
 	"net/url"
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/ontimehq/ontime/internal/deliver"
 	"github.com/ontimehq/ontime/internal/deliver/policy"
@@ -44,6 +47,9 @@ type Config struct {
 	// Redact masks the node's secrets in an answer before it is cut to
 	// an excerpt (a cut secret would no longer be recognised); nil: none.
 	Redact func(string) string
+	// MaxResultBytes (delivery.max_result_bytes) is the longest 2xx JSON
+	// answer kept as the task's result; 0: none kept.
+	MaxResultBytes int
 }
 
 // Destination is one destination's settings (the config's destinations
@@ -229,10 +235,40 @@ func (s *Sink) Deliver(ctx context.Context, d deliver.Delivery) error {
 	defer cancel()
 	defer resp.Body.Close()
 	if resp.StatusCode/100 == 2 {
+		if d.Result != nil && s.cfg.MaxResultBytes > 0 {
+			d.Result.Data = readResult(resp, s.cfg.MaxResultBytes)
+		}
 		drain(resp)
 		return nil
 	}
 	return s.statusError(resp, d.Target)
+}
+
+// readResult reads a 2xx answer's body as the task's result: a JSON value
+// (Content-Type application/json or …+json) of at most limit bytes,
+// valid UTF-8, kept compact. Anything else —
+// no body, another type, too long, not JSON — is no result: the delivery
+// succeeded all the same, the receiver's answer is just not kept.
+func readResult(resp *http.Response, limit int) []byte {
+	if resp.ContentLength == 0 || resp.ContentLength > int64(limit) {
+		return nil
+	}
+	mt, _, err := mime.ParseMediaType(resp.Header.Get("Content-Type"))
+	if err != nil || (mt != "application/json" && !strings.HasSuffix(mt, "+json")) {
+		return nil
+	}
+	b, err := io.ReadAll(io.LimitReader(resp.Body, int64(limit)+1))
+	if err != nil || len(b) > limit {
+		return nil
+	}
+	if !utf8.Valid(b) {
+		return nil
+	}
+	var out bytes.Buffer
+	if json.Compact(&out, b) != nil || out.Len() == 0 {
+		return nil // not one JSON value
+	}
+	return out.Bytes()
 }
 
 // post sends body to target with the common headers and hdr, signed for

@@ -58,6 +58,12 @@ func (s *Store) finishGroup(ctx context.Context, tx *sql.Tx, g group, outcomes [
 			}
 		}
 	}
+	for _, o := range og.results {
+		if _, err := tx.ExecContext(ctx, s.d.rebind(`UPDATE `+t+` SET status = ?, result = ?, owner = NULL, lease_until = 0, updated_at = ?
+			WHERE id = ? AND token = ? AND status = ?`), int64(task.StatusDone), o.Result, now, o.ID, o.Token, int64(task.StatusRunning)); err != nil {
+			return err
+		}
+	}
 	for start := 0; start < len(og.done); start += batchLimit {
 		match, margs := refMatch(og.done[start:min(start+batchLimit, len(og.done))])
 		if _, err := tx.ExecContext(ctx, s.d.rebind(`UPDATE `+t+` SET status = ?, owner = NULL, lease_until = 0, updated_at = ? WHERE status = ? AND `+match),
@@ -79,6 +85,7 @@ type outcomeGroups struct {
 	keys    []retryKey      // the retries' new states, first seen first
 	retries map[retryKey][]store.Ref
 	done    []store.Ref
+	results []store.Outcome // done with a result: one statement each
 }
 
 // groupOutcomes groups the outcomes of g (one table) for finishGroup and
@@ -88,6 +95,8 @@ func groupOutcomes(g group, outcomes []store.Outcome) outcomeGroups {
 	for _, i := range g.idx {
 		o := outcomes[i]
 		switch {
+		case o.Done && o.Result != nil:
+			og.results = append(og.results, o)
 		case o.Done:
 			og.done = append(og.done, o.Ref)
 		case o.Dead, o.Cancelled:

@@ -200,7 +200,11 @@ func (s *Store) connect(dsn string) (w, r *sql.DB, err error) {
 //	   which its claim tokens carry (store.Incarnation)
 //	13 traceparent on the task tables: the W3C trace context of the
 //	   submit, continued by the task's deliveries ('' when not traced)
-const SchemaVersion = 13
+//	14 (another branch's step)
+//	15 (another branch's step)
+//	16 bulk operations (operations.go) and result on the task tables:
+//	   what the delivery that made a task done answered (NULL: nothing)
+const SchemaVersion = 16
 
 // migrateTo runs the step that brings a database from version v-1 to v.
 // Every statement is idempotent (IF NOT EXISTS, insert-if-absent), so a
@@ -262,6 +266,10 @@ func (s *Store) migrateTo(ctx context.Context, c *sql.Conn, v int) error {
 				return err
 			}
 		}
+	case 14, 15:
+		// Steps of other branches; nothing here until they merge.
+	case 16:
+		return s.migrateOperations(ctx, c)
 	default:
 		return fmt.Errorf("no migration to schema version %d", v)
 	}
@@ -457,8 +465,9 @@ func (s *Store) CleanupMoved(ctx context.Context, db int) (_ int64, err error) {
 
 // ---- rows ----
 
-// cols are the columns a task is read from (scanTask).
-const cols = insertCols + `, moved_by`
+// cols are the columns a task is read from (scanTask); result is NULL
+// until the task is done with one.
+const cols = insertCols + `, moved_by, result`
 
 // insertCols are the columns an insert writes; a new row keeps moved_by's
 // default.
@@ -496,7 +505,7 @@ func scanTask(sc scanner) (*task.Task, error) {
 	var hash, due, created, updated, lease, firstDue int64
 	var status, moved int64
 	if err := sc.Scan(&t.ID, &t.Topic, &key, &hash, &t.Seg, &due, &t.Payload, &t.Target, &t.MaxAttempts, &t.Attempts,
-		&status, &t.LastError, &created, &updated, &owner, &lease, &t.Token, &firstDue, &t.Traceparent, &moved); err != nil {
+		&status, &t.LastError, &created, &updated, &owner, &lease, &t.Token, &firstDue, &t.Traceparent, &moved, &t.Result); err != nil {
 		return nil, err
 	}
 	t.MovedBy = task.Move(moved)

@@ -32,10 +32,11 @@ import (
 type liteOp int
 
 const (
-	liteOpStart liteOp = iota // claimed → running, RETURNING the rows
-	liteOpDone                // running → done
-	liteOpRetry               // running → pending or claimed again
-	liteOpFail                // running → dead or cancelled
+	liteOpStart  liteOp = iota // claimed → running, RETURNING the rows
+	liteOpDone                 // running → done
+	liteOpRetry                // running → pending or claimed again
+	liteOpFail                 // running → dead or cancelled
+	liteOpResult               // running → done, with a result
 )
 
 type liteOpKey struct {
@@ -71,6 +72,8 @@ func liteOpQuery(k liteOpKey, t string) string {
 		return `UPDATE ` + t + ` SET status = ?, attempts = attempts + 1, lease_until = ?, updated_at = ?` + where + ` RETURNING ` + cols
 	case liteOpDone:
 		return `UPDATE ` + t + ` SET status = ?, owner = NULL, lease_until = 0, updated_at = ?` + where
+	case liteOpResult:
+		return `UPDATE ` + t + ` SET status = ?, result = ?, owner = NULL, lease_until = 0, updated_at = ?` + where
 	case liteOpRetry:
 		return `UPDATE ` + t + ` SET status = ?, due_at = ?, ` + setMovedRetry + `, last_error = ?, attempts = attempts - ?, owner = ?, lease_until = ?, token = ?, updated_at = ?` + where
 	default:
@@ -238,6 +241,9 @@ func (s *Store) finishRuns(runs []liteRun, g group, outcomes []store.Outcome) []
 	}
 	for _, k := range og.keys {
 		runs = liteRuns(runs, liteOpRetry, g.db, g.table, k.appendSet(make([]any, 0, 7)), og.retries[k])
+	}
+	for _, o := range og.results {
+		runs = liteRuns(runs, liteOpResult, g.db, g.table, []any{int64(task.StatusDone), o.Result}, []store.Ref{o.Ref})
 	}
 	if len(og.done) > 0 {
 		runs = liteRuns(runs, liteOpDone, g.db, g.table, []any{int64(task.StatusDone)}, og.done)
