@@ -175,7 +175,7 @@ func benchBulkCancel(b *testing.B, engine string, rows int) {
 		b.Fatal(err)
 	}
 	resp.Body.Close()
-	for op.State != "done" && op.State != "failed" {
+	for op.Status != "done" && op.Status != "failed" {
 		time.Sleep(20 * time.Millisecond)
 		resp, err := http.Get(srv.URL + "/v1/operations/" + op.ID)
 		if err != nil {
@@ -190,7 +190,7 @@ func benchBulkCancel(b *testing.B, engine string, rows int) {
 	b.StopTimer()
 	time.Sleep(time.Second + 500*time.Millisecond) // the tasks due during the cancel are delivered
 	duringP99, duringN := during()
-	if op.State != "done" || op.Changed != int64(rows) {
+	if op.Status != "done" || op.Changed != int64(rows) {
 		b.Fatalf("operation: %+v", op)
 	}
 	b.ReportMetric(float64(rows)/took.Seconds(), "rows/s")

@@ -219,9 +219,9 @@ type Operation struct {
 	DueAt  *time.Time      `json:"due_at,omitempty"`
 	Shift  string          `json:"shift,omitempty"`
 	DryRun bool            `json:"dry_run"`
-	// State: pending (not started), running, done, failed (Error says why;
-	// what it changed stays changed).
-	State string `json:"state"`
+	// Status: pending (not started), running, done, failed (Error says
+	// why; what it changed stays changed).
+	Status string `json:"status"`
 	// Matched: tasks the filter selected so far; Changed: those the action
 	// changed (a dry run: would change). A matching task in a status the
 	// action does not apply to is matched, not changed.

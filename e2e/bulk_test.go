@@ -75,7 +75,7 @@ operations:
 		if err != nil {
 			t.Fatal(err)
 		}
-		if cur.State == "done" {
+		if cur.Status == "done" {
 			t.Fatal("the operation ended before the kill")
 		}
 		return cur.Changed >= int64(want/3)
@@ -88,9 +88,9 @@ operations:
 		if err != nil {
 			t.Fatal(err)
 		}
-		return end.State == "done" || end.State == "failed"
+		return end.Status == "done" || end.Status == "failed"
 	})
-	if end.State != "done" || end.Changed != int64(want) || end.Matched != int64(want) {
+	if end.Status != "done" || end.Changed != int64(want) || end.Matched != int64(want) {
 		t.Fatalf("after the restart: %+v, want %d matched and changed", end, want)
 	}
 	db, err := sqldb.Open(engine, dsn, sqldb.Options{})

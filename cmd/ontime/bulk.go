@@ -114,7 +114,7 @@ change and changes nothing.`,
 				if op.DryRun {
 					action += " (dry run)"
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%d/%d\t%s\n", op.ID, action, op.State, op.Matched, op.Changed, op.TablesDone, op.Tables,
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%d/%d\t%s\n", op.ID, action, op.Status, op.Matched, op.Changed, op.TablesDone, op.Tables,
 					op.CreatedAt.Local().Format(time.DateTime))
 			}
 			tw.Flush()
@@ -236,7 +236,7 @@ func waitOperation(ctx context.Context, c *client.Client, op *apiv1.Operation, w
 			tty = true
 		}
 	}
-	for op.State != "done" && op.State != "failed" {
+	for op.Status != "done" && op.Status != "failed" {
 		if tty {
 			fmt.Fprintf(w, "\r%s", progressBar(op))
 		}
@@ -267,7 +267,7 @@ func progressBar(op *apiv1.Operation) string {
 		filled = width * op.TablesDone / op.Tables
 	}
 	return fmt.Sprintf("[%s%s] %d/%d tables  matched %d  changed %d  %s",
-		strings.Repeat("#", filled), strings.Repeat(".", width-filled), op.TablesDone, op.Tables, op.Matched, op.Changed, op.State)
+		strings.Repeat("#", filled), strings.Repeat(".", width-filled), op.TablesDone, op.Tables, op.Matched, op.Changed, op.Status)
 }
 
 func printOperation(g *globals, cmd *cobra.Command, op *apiv1.Operation) error {
@@ -279,11 +279,11 @@ func printOperation(g *globals, cmd *cobra.Command, op *apiv1.Operation) error {
 	if op.DryRun {
 		changed = "would change"
 	}
-	fmt.Fprintf(w, "operation %s (%s): %s; matched %d, %s %d; %d/%d tables\n", op.ID, op.Action, op.State, op.Matched, changed, op.Changed, op.TablesDone, op.Tables)
+	fmt.Fprintf(w, "operation %s (%s): %s; matched %d, %s %d; %d/%d tables\n", op.ID, op.Action, op.Status, op.Matched, changed, op.Changed, op.TablesDone, op.Tables)
 	if op.Error != "" {
 		fmt.Fprintf(w, "error: %s\n", op.Error)
 	}
-	if op.State == "failed" {
+	if op.Status == "failed" {
 		return fmt.Errorf("operation %s failed: %s", op.ID, op.Error)
 	}
 	return nil

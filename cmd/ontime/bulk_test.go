@@ -27,10 +27,10 @@ func TestCLIBulk(t *testing.T) {
 	code, out, errs = c.run("bulk", "cancel", "--topic", "cli.bulk", "--key-prefix", "t7:", "--json")
 	var op struct {
 		ID      string
-		State   string
+		Status  string
 		Changed int64
 	}
-	if err := json.Unmarshal([]byte(out), &op); code != 0 || err != nil || op.State != "done" || op.Changed != 2 {
+	if err := json.Unmarshal([]byte(out), &op); code != 0 || err != nil || op.Status != "done" || op.Changed != 2 {
 		t.Fatalf("bulk cancel: %d %q %q", code, out, errs)
 	}
 	c.waitStatus(ids[0], "cancelled")

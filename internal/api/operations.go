@@ -31,7 +31,7 @@ type opsHandler struct {
 // OperationView converts a stored operation to its JSON view.
 func OperationView(op *store.Operation) apiv1.Operation {
 	f := op.Filter
-	v := apiv1.Operation{ID: op.ID, Action: string(op.Action), DryRun: op.DryRun, State: string(op.State), Matched: op.Matched, Changed: op.Changed,
+	v := apiv1.Operation{ID: op.ID, Action: string(op.Action), DryRun: op.DryRun, Status: string(op.State), Matched: op.Matched, Changed: op.Changed,
 		TablesDone: op.TablesDone, Tables: op.Tables, Cursor: op.Cursor, Error: op.Error, Owner: op.Owner, CreatedAt: op.CreatedAt.UTC(),
 		Filter: apiv1.OperationFilter{Topic: f.Topic, KeyPrefix: f.KeyPrefix, ErrorContains: f.ErrorContains}}
 	for _, st := range f.Statuses {

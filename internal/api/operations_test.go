@@ -121,7 +121,7 @@ func TestOperationsAPI(t *testing.T) {
 			must(t, err)
 			defer resp.Body.Close()
 			must(t, json.NewDecoder(resp.Body).Decode(&op))
-			return op.State == "done"
+			return op.Status == "done"
 		})
 		return op
 	}

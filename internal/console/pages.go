@@ -646,7 +646,7 @@ func (c *Console) runOperation(ctx context.Context, v *viewer, req apiv1.Operati
 		return "", err
 	}
 	deadline := time.Now().Add(opWait)
-	for op.State != "done" && op.State != "failed" && time.Now().Before(deadline) {
+	for op.Status != "done" && op.Status != "failed" && time.Now().Before(deadline) {
 		t := time.NewTimer(100 * time.Millisecond)
 		select {
 		case <-ctx.Done():
@@ -658,7 +658,7 @@ func (c *Console) runOperation(ctx context.Context, v *viewer, req apiv1.Operati
 			return "", err
 		}
 	}
-	switch op.State {
+	switch op.Status {
 	case "done":
 		return fmt.Sprintf("%d %s %s.", op.Changed, what, verb), nil
 	case "failed":
