@@ -50,7 +50,8 @@ func (n *Node) newCoordinator(ctx context.Context, st *sqlstore.Store) error {
 	// of old and new owner costs nothing, and a TTL of nobody scanning
 	// them would make tasks late after every join.
 	atOnce := func(k string) bool { _, ok := cluster.ParseItemKey(k); return ok }
-	ttl := time.Duration(n.cfg.Cluster.LeaseTTL)
+	node := cluster.NodeConfig{NodeID: n.cfg.NodeID, Addr: addr, TTL: time.Duration(n.cfg.Cluster.LeaseTTL), Items: keys,
+		Topics: n.router.Topics, Incarnation: n.inc.ID(), Logger: n.log, OnAssign: onAssign, HandOverAtOnce: atOnce}
 	var c cluster.Coordinator
 	switch n.cfg.Cluster.Coordinator {
 	case "etcd":
@@ -58,17 +59,15 @@ func (n *Node) newCoordinator(ctx context.Context, st *sqlstore.Store) error {
 		if err != nil {
 			return err
 		}
-		ec, err := etcdcoord.New(ctx, etcdcoord.Config{Endpoints: n.cfg.Cluster.EtcdEndpoints, NodeID: n.cfg.NodeID, Addr: addr,
-			Username: n.cfg.Cluster.EtcdUsername, Password: n.sec.etcdPassword, TLS: etcdTLS,
-			TTL: ttl, Items: keys, Topics: n.router.Topics, Incarnation: n.inc.ID(), Logger: n.log, OnAssign: onAssign, HandOverAtOnce: atOnce})
+		ec, err := etcdcoord.New(ctx, etcdcoord.Config{Endpoints: n.cfg.Cluster.EtcdEndpoints,
+			Username: n.cfg.Cluster.EtcdUsername, Password: n.sec.etcdPassword, TLS: etcdTLS, NodeConfig: node})
 		if err != nil {
 			return err
 		}
 		c = ec
 	default:
 		// The store made the coordinator's tables when it migrated.
-		dc, err := dbcoord.New(dbcoord.Config{Store: st, NodeID: n.cfg.NodeID, Addr: addr,
-			TTL: ttl, Items: keys, Topics: n.router.Topics, Incarnation: n.inc.ID(), Logger: n.log, OnAssign: onAssign, HandOverAtOnce: atOnce})
+		dc, err := dbcoord.New(dbcoord.Config{Store: st, NodeConfig: node})
 		if err != nil {
 			return err
 		}
