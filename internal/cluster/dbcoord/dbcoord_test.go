@@ -80,7 +80,9 @@ func (c *dbCluster) Join(t *testing.T, id string) {
 	}
 }
 
-func (n *dbNode) Grants(ctx context.Context) (map[string]store.Grant, error) { return n.real.Assignment(ctx) }
+func (n *dbNode) Grants(ctx context.Context) (map[string]store.Grant, error) {
+	return n.real.Assignment(ctx)
+}
 
 // Crash: the process dies, its connections with it (every later query
 // fails), no goodbye.

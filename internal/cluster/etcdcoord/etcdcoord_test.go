@@ -48,7 +48,9 @@ func (c *etcdCluster) Join(t *testing.T, id string) {
 	}
 }
 
-func (n *etcdNode) Grants(ctx context.Context) (map[string]store.Grant, error) { return n.assignment(ctx) }
+func (n *etcdNode) Grants(ctx context.Context) (map[string]store.Grant, error) {
+	return n.assignment(ctx)
+}
 
 // Crash: the process dies; its connections go, its lease runs out.
 func (n *etcdNode) Crash() {
