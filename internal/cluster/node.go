@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/ontimehq/ontime/internal/store"
@@ -86,11 +87,12 @@ type Core struct {
 	Cfg      NodeConfig
 	owned    *Tracker
 	handlers *Handlers
+	lease    *lease
 }
 
 // NewCore builds a Core for a checked cfg.
 func NewCore(cfg NodeConfig) Core {
-	return Core{Cfg: cfg, owned: NewTracker(cfg.OnAssign), handlers: NewHandlers()}
+	return Core{Cfg: cfg, owned: NewTracker(cfg.OnAssign), handlers: NewHandlers(), lease: &lease{poke: make(chan struct{}, 1)}}
 }
 
 // AddItems adds sharding items (scan jobs' items) to those the
@@ -121,15 +123,26 @@ func (c *Core) Member(started time.Time) Member {
 
 // Drop fences the node: it owns nothing until it reads the assignment
 // again under a lease.
-func (c *Core) Drop() { c.owned.Set(0, nil) }
+func (c *Core) Drop() {
+	c.lease.mu.Lock()
+	defer c.lease.mu.Unlock()
+	c.owned.Set(0, nil)
+}
 
 // Owned is what the node owns now.
 func (c *Core) Owned() []string { return c.owned.Items() }
 
 // Follow sets what the node owns from every item's grant and returns the
 // items it lost whose handover it may end at once (LetGo): the owner has
-// stopped on them when Follow returns.
+// stopped on them when Follow returns. A node whose lease ran out (Renew)
+// owns nothing, whatever the grants say.
 func (c *Core) Follow(all map[string]store.Grant) []string {
+	c.lease.mu.Lock()
+	defer c.lease.mu.Unlock()
+	if time.Now().After(c.lease.until) {
+		c.owned.Set(0, nil)
+		return nil
+	}
 	now := c.Now()
 	before := c.owned.Items()
 	c.owned.Set(Owned(all, c.Cfg.NodeID, now))
@@ -221,41 +234,76 @@ func ParseGrant(v string) (store.Grant, bool) {
 	return store.Grant{Node: p[0], Since: time.UnixMicro(since), Term: term}, true
 }
 
-// RunRounds is the loop of a coordinator whose lease is kept by the
-// backend's clock (a key's expiry in Redis, a ZooKeeper session): it calls
-// round every TTL/3 until ctx ends. round returns when the request that
-// renewed the node's lease was sent (zero when it failed). Once 2/3 of a
-// TTL pass since the last renewal sent, fence runs — the node drops its
-// items and leadership — at that moment, not at the next round: the
-// backend counts a TTL from when it received that renewal, later still,
-// so the node has let go before anyone may call it dead. Durations here
-// are the process's monotonic clock, which no wall-clock skew moves.
-func RunRounds(ctx context.Context, ttl time.Duration, round func(ctx context.Context) (renewed time.Time), fence func()) {
-	tick := time.NewTicker(ttl / 3)
-	defer tick.Stop()
-	deadline := time.NewTimer(ttl * 2 / 3)
-	defer deadline.Stop()
-	fenced := false
-	for {
-		rctx, cancel := context.WithTimeout(ctx, ttl/3)
-		sent := round(rctx)
-		cancel()
-		if !sent.IsZero() {
-			left := time.Until(sent.Add(ttl * 2 / 3))
+// lease is how long the node may act on its items: until 2/3 TTL after
+// it sent the last request that renewed its lease with the backend.
+type lease struct {
+	mu    sync.Mutex
+	until time.Time // monotonic
+	poke  chan struct{}
+}
+
+// Renew records that a request sent at sent renewed the node's lease
+// (a heartbeat, a key's expiry, a session's ping): the node may act on its
+// items until 2/3 TTL after sent. The backend counts its TTL from when it
+// received the request, later still, so the node has let go before anyone
+// may call it dead. Call it from the round, before Follow.
+func (c *Core) Renew(sent time.Time) {
+	c.lease.mu.Lock()
+	if u := sent.Add(c.Cfg.TTL * 2 / 3); u.After(c.lease.until) {
+		c.lease.until = u
+	}
+	c.lease.mu.Unlock()
+	select {
+	case c.lease.poke <- struct{}{}:
+	default:
+	}
+}
+
+// RunRounds is a coordinator's loop: round every TTL/3 until ctx ends,
+// each under a deadline of TTL/3. Beside it a watchdog runs fence — the
+// node drops its items and leadership — the moment the lease Renew
+// extended runs out, even while a round hangs on a backend that stopped
+// answering. Durations here are the process's monotonic clock, which no
+// wall-clock skew moves. RunRounds returns once both have ended.
+func (c *Core) RunRounds(ctx context.Context, round func(ctx context.Context), fence func()) {
+	ttl := c.Cfg.TTL
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		timer := time.NewTimer(ttl)
+		defer timer.Stop()
+		fenced := true // nothing to let go of before the first renewal
+		for {
+			c.lease.mu.Lock()
+			left := time.Until(c.lease.until)
+			c.lease.mu.Unlock()
+			if left <= 0 && !fenced {
+				fence()
+				fenced = true
+			}
 			if left > 0 {
-				deadline.Reset(left)
 				fenced = false
+				timer.Reset(left)
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-c.lease.poke:
+			case <-timer.C:
 			}
 		}
+	}()
+	defer func() { <-done }()
+	tick := time.NewTicker(ttl / 3)
+	defer tick.Stop()
+	for {
+		rctx, cancel := context.WithTimeout(ctx, ttl/3)
+		round(rctx)
+		cancel()
 		select {
 		case <-ctx.Done():
 			return
 		case <-tick.C:
-		case <-deadline.C:
-			if !fenced {
-				fence()
-				fenced = true
-			}
 		}
 	}
 }

@@ -2,6 +2,7 @@ package testdb
 
 import (
 	"net"
+	"os"
 	"os/exec"
 	"strconv"
 	"strings"
@@ -124,4 +125,46 @@ func containsLine(s, line string) bool {
 		}
 	}
 	return false
+}
+
+// StartRedisSentinel starts a private redis-server master and a Sentinel
+// (redis-server --sentinel) watching it under the name "ontime-test", both
+// on free loopback ports until the test ends; it returns the Sentinel's
+// address and the master's name once the Sentinel knows the master.
+func StartRedisSentinel(t testing.TB) (sentinel, master string) {
+	t.Helper()
+	m := StartRedis(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := ln.Addr().(*net.TCPAddr).Port
+	ln.Close()
+	dir := t.TempDir()
+	conf := dir + "/sentinel.conf"
+	mhost, mport, _ := net.SplitHostPort(m.Addr())
+	body := "port " + strconv.Itoa(port) + "\nbind 127.0.0.1\ndir " + dir + "\n" +
+		"sentinel monitor ontime-test " + mhost + " " + mport + " 1\n" +
+		"sentinel down-after-milliseconds ontime-test 2000\n"
+	if err := os.WriteFile(conf, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("redis-server", conf, "--sentinel")
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("testdb: redis-server --sentinel is required: %v", err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	addr := "127.0.0.1:" + strconv.Itoa(port)
+	waitPort(t, addr)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		out, _ := exec.Command("redis-cli", "-p", strconv.Itoa(port), "sentinel", "get-master-addr-by-name", "ontime-test").Output()
+		if strings.Contains(string(out), mport) {
+			return addr, "ontime-test"
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("testdb: sentinel does not know its master: %s", out)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }

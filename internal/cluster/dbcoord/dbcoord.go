@@ -129,7 +129,7 @@ func (c *Coordinator) Start(ctx context.Context) error {
 // so others take over at once rather than after the TTL.
 func (c *Coordinator) run(ctx context.Context) {
 	proc := store.Process{Started: c.started, Incarnation: c.Cfg.Incarnation}
-	cluster.RunRounds(ctx, c.Cfg.TTL, func(rctx context.Context) time.Time { return c.round(rctx, proc) }, c.fence)
+	c.RunRounds(ctx, func(rctx context.Context) { c.round(rctx, proc) }, c.fence)
 	c.leave()
 }
 
@@ -143,13 +143,13 @@ func (c *Coordinator) fence() {
 	c.mu.Unlock()
 }
 
-// round returns when its heartbeat was sent, zero when it failed.
-func (c *Coordinator) round(rctx context.Context, proc store.Process) time.Time {
+func (c *Coordinator) round(rctx context.Context, proc store.Process) {
 	sent, now := time.Now(), c.Now()
 	if err := c.st.Heartbeat(rctx, c.Cfg.NodeID, c.Cfg.Addr, c.Topics(), proc, now); err != nil {
 		c.log.Warn("cluster heartbeat failed", "err", err)
-		return time.Time{}
+		return
 	}
+	c.Renew(sent)
 	c.mu.Lock()
 	if !c.lastBeat.IsZero() && now.Sub(c.lastBeat) > c.Cfg.TTL*2/3 {
 		c.backAt, c.beforeGap = now, c.contactLostLocked()
@@ -171,7 +171,6 @@ func (c *Coordinator) round(rctx context.Context, proc store.Process) time.Time 
 	if err := c.readHandlers(rctx, now); err != nil {
 		c.log.Warn("cluster read membership failed", "err", err)
 	}
-	return sent
 }
 
 // readHandlers refreshes which live nodes handle which topic: one read of

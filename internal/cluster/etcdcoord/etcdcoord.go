@@ -185,16 +185,18 @@ func (c *Coordinator) session(ctx context.Context) error {
 		}
 	}()
 	defer func() { endRounds(); <-lost }()
-	cluster.RunRounds(rounds, c.Cfg.TTL, func(rctx context.Context) time.Time {
+	c.RunRounds(rounds, func(rctx context.Context) {
 		// The session keeps its lease alive on its own; this renewal is
 		// the round's, so that the node knows when the lease was last
 		// renewed and lets go of its items (RunRounds) before etcd may
-		// end the lease — the session alone would notice only once it has.
+		// end the lease (Core.Renew) — the session alone would notice only once
+		// it has.
 		sent := time.Now()
 		if _, err := c.cli.KeepAliveOnce(rctx, s.Lease()); err != nil {
 			c.log.Warn("cluster etcd lease renewal failed", "err", err)
-			return time.Time{}
+			return
 		}
+		c.Renew(sent)
 		termMu.Lock()
 		t := term
 		termMu.Unlock()
@@ -209,7 +211,6 @@ func (c *Coordinator) session(ctx context.Context) error {
 		if err := c.readHandlers(rctx); err != nil {
 			c.log.Warn("cluster read membership failed", "err", err)
 		}
-		return sent
 	}, c.Drop)
 	if ctx.Err() != nil {
 		return nil
