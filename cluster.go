@@ -10,6 +10,8 @@ import (
 	"github.com/ontimehq/ontime/internal/cluster"
 	"github.com/ontimehq/ontime/internal/cluster/dbcoord"
 	"github.com/ontimehq/ontime/internal/cluster/etcdcoord"
+	"github.com/ontimehq/ontime/internal/cluster/rediscoord"
+	"github.com/ontimehq/ontime/internal/cluster/zkcoord"
 	"github.com/ontimehq/ontime/internal/metrics"
 	"github.com/ontimehq/ontime/internal/scan"
 	"github.com/ontimehq/ontime/internal/store"
@@ -24,7 +26,7 @@ type clusterRun struct {
 }
 
 // newCoordinator builds the configured coordinator (the task database's
-// first database, or etcd); the node's scanner scans what it assigns.
+// first database, etcd, Redis or ZooKeeper); the node's scanner scans what it assigns.
 func (n *Node) newCoordinator(ctx context.Context, st *sqlstore.Store) error {
 	var keys []string
 	for _, it := range st.Items() {
@@ -65,6 +67,23 @@ func (n *Node) newCoordinator(ctx context.Context, st *sqlstore.Store) error {
 			return err
 		}
 		c = ec
+	case "redis":
+		client, prefix, err := n.redisCoordinatorClient()
+		if err != nil {
+			return err
+		}
+		rc, err := rediscoord.New(ctx, rediscoord.Config{ClientConfig: client, Prefix: prefix, NodeConfig: node})
+		if err != nil {
+			return err
+		}
+		c = rc
+	case "zookeeper":
+		zc, err := zkcoord.New(ctx, zkcoord.Config{Servers: n.cfg.Cluster.ZooKeeperServers, Prefix: n.cfg.Cluster.ZooKeeperPrefix,
+			Username: n.cfg.Cluster.ZooKeeperUsername, Password: n.sec.zkPassword, NodeConfig: node})
+		if err != nil {
+			return err
+		}
+		c = zc
 	default:
 		// The store made the coordinator's tables when it migrated.
 		dc, err := dbcoord.New(dbcoord.Config{Store: st, NodeConfig: node})
