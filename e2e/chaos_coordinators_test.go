@@ -102,24 +102,24 @@ func infoField(out, name string) (float64, error) {
 
 // TestFailoverTimes measures, per coordinator, the failover of a 3-node
 // cluster (`ontime serve` processes on PostgreSQL, cluster.lease_ttl 2s,
-// or ONTIME_FAILOVER_TTL): the leader killed with SIGKILL, the time until
+// or ONTIME_CHAOS_FAILOVER_TTL): the leader killed with SIGKILL, the time until
 // no item is its (reassigned, read on a survivor's /v1/cluster every
 // 20 ms), until the first task due at the kill that is delivered late
 // (the first delivery of a moved item), and until every task due then is
-// delivered; p50/p99 over ONTIME_FAILOVER_ROUNDS rounds (the killed node
+// delivered; p50/p99 over ONTIME_CHAOS_FAILOVER_ROUNDS rounds (the killed node
 // restarts between rounds). Then the coordinator's idle load: requests per
 // second its server answers, per node, the cluster idle for 20 s. It
 // prints figures and asserts no timing; it runs only when
-// ONTIME_FAILOVER_ROUNDS is set:
+// ONTIME_CHAOS_FAILOVER_ROUNDS is set:
 //
-//	ONTIME_FAILOVER_ROUNDS=20 go test -run TestFailoverTimes -v -timeout 60m ./e2e/
+//	ONTIME_CHAOS_FAILOVER_ROUNDS=20 go test -run TestFailoverTimes -v -timeout 60m ./e2e/
 func TestFailoverTimes(t *testing.T) {
-	rounds, _ := strconv.Atoi(os.Getenv("ONTIME_FAILOVER_ROUNDS"))
+	rounds, _ := strconv.Atoi(os.Getenv("ONTIME_CHAOS_FAILOVER_ROUNDS"))
 	if rounds <= 0 {
-		t.Skip("ONTIME_FAILOVER_ROUNDS is not set")
+		t.Skip("ONTIME_CHAOS_FAILOVER_ROUNDS is not set")
 	}
-	ttl := cmpOr(os.Getenv("ONTIME_FAILOVER_TTL"), "2s")
-	only := os.Getenv("ONTIME_FAILOVER_ONLY")
+	ttl := cmpOr(os.Getenv("ONTIME_CHAOS_FAILOVER_TTL"), "2s")
+	only := os.Getenv("ONTIME_CHAOS_FAILOVER_ONLY")
 	var lines []string
 	for _, c := range failoverCoordinators(t) {
 		if only != "" && !slices.Contains(strings.Split(only, ","), c.name) {
