@@ -2,8 +2,10 @@ package cluster
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -306,4 +308,29 @@ func (c *Core) RunRounds(ctx context.Context, round func(ctx context.Context), f
 		case <-tick.C:
 		}
 	}
+}
+
+// Rebalance is the leader's turn under term: it plans the assignment for
+// the live nodes from cur (Plan) and, when anything changes, writes it
+// with write, which the backend fences by term (held false: another node
+// leads now, nothing was written).
+func (c *Core) Rebalance(term int64, live []string, cur map[string]store.Grant, write func(grants map[string]store.Grant, drop []string) (held bool, err error)) error {
+	grants, drop, moved := c.Plan(live, cur, c.Now(), term)
+	if len(grants) == 0 && len(drop) == 0 {
+		return nil
+	}
+	held, err := write(grants, drop)
+	if err != nil {
+		return err
+	}
+	if !held {
+		return errors.New("no longer leader")
+	}
+	c.Cfg.Logger.Info("cluster rebalanced", "term", term, "nodes", len(live), "moved", moved)
+	return nil
+}
+
+// IDs lists the members' IDs.
+func IDs(members map[string]Member) []string {
+	return slices.Sorted(maps.Keys(members))
 }

@@ -236,20 +236,10 @@ func (c *Coordinator) rebalance(ctx context.Context, now time.Time, term int64) 
 	if err != nil {
 		return err
 	}
-	grants, drop, moved := c.Plan(nodes, cur, now, term)
-	if len(grants) == 0 && len(drop) == 0 {
-		return nil
-	}
-	// Fence: still the leader under this term, inside the transaction.
-	held, err := c.st.WriteAssignment(ctx, store.LeaderLease{Node: c.Cfg.NodeID, Term: term, Until: now.Add(c.Cfg.TTL)}, grants, drop)
-	if err != nil {
-		return err
-	}
-	if !held {
-		return errors.New("no longer leader")
-	}
-	c.log.Info("cluster rebalanced", "term", term, "nodes", len(nodes), "moved", moved)
-	return nil
+	return c.Rebalance(term, nodes, cur, func(grants map[string]store.Grant, drop []string) (bool, error) {
+		// Fence: still the leader under this term, inside the transaction.
+		return c.st.WriteAssignment(ctx, store.LeaderLease{Node: c.Cfg.NodeID, Term: term, Until: now.Add(c.Cfg.TTL)}, grants, drop)
+	})
 }
 
 func (c *Coordinator) readOwn(ctx context.Context) error {

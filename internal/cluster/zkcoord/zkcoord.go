@@ -384,23 +384,9 @@ func (c *Coordinator) rebalance(term int64) error {
 	if err != nil {
 		return err
 	}
-	nodes := make([]string, 0, len(live))
-	for n := range live {
-		nodes = append(nodes, n)
-	}
-	grants, drop, moved := c.Plan(nodes, cur, c.Now(), term)
-	if len(grants) == 0 && len(drop) == 0 {
-		return nil
-	}
-	held, err := c.writeAssignment(term, cur, version, grants, drop)
-	if err != nil {
-		return err
-	}
-	if !held {
-		return errors.New("no longer leader")
-	}
-	c.log.Info("cluster rebalanced", "term", term, "nodes", len(nodes), "moved", moved)
-	return nil
+	return c.Rebalance(term, cluster.IDs(live), cur, func(grants map[string]store.Grant, drop []string) (bool, error) {
+		return c.writeAssignment(term, cur, version, grants, drop)
+	})
 }
 
 // writeAssignment writes cur with grants and without drop, fenced: in one
