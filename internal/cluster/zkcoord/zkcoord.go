@@ -33,6 +33,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-zookeeper/zk"
@@ -107,7 +108,8 @@ func New(ctx context.Context, cfg Config) (*Coordinator, error) {
 	if dial == nil {
 		dial = net.DialTimeout
 	}
-	conn, events, err := zk.Connect(cfg.Servers, cfg.TTL, zk.WithLogger(zkLogger{cfg.Logger}), zk.WithLogInfo(false), zk.WithDialer(dial))
+	zl := &zkLogger{log: cfg.Logger}
+	conn, events, err := zk.Connect(cfg.Servers, cfg.TTL, zk.WithLogger(zl), zk.WithLogInfo(true), zk.WithDialer(dial))
 	if err != nil {
 		return nil, fmt.Errorf("cluster.zookeeper_servers: %w", err)
 	}
@@ -116,6 +118,13 @@ func New(ctx context.Context, cfg Config) (*Coordinator, error) {
 	if err := c.connected(ctx, events); err != nil {
 		conn.Close()
 		return nil, fmt.Errorf("cluster.zookeeper_servers: cannot reach ZooKeeper at %s: %w", strings.Join(cfg.Servers, ","), err)
+	}
+	// The server may grant another timeout than asked (its min and max
+	// session timeouts): a shorter one would expire the session before
+	// the node lets go of its items at 2/3 of the TTL.
+	if granted := zl.waitTimeout(time.Second); granted != 0 && granted < cfg.TTL {
+		conn.Close()
+		return nil, fmt.Errorf("cluster.lease_ttl: ZooKeeper grants sessions of %s, not %s: set lease_ttl within the servers' minSessionTimeout..maxSessionTimeout", granted, cfg.TTL)
 	}
 	if cfg.Username != "" {
 		cred := cfg.Username + ":" + cfg.Password
@@ -482,10 +491,33 @@ func (c *Coordinator) Status(ctx context.Context) (cluster.Status, error) {
 	return cluster.StatusOf(leader, term, live, assign, c.Now()), nil
 }
 
-// zkLogger sends the client's log lines to slog at debug: it reports
-// every reconnect, which the coordinator's own warnings cover.
-type zkLogger struct{ log *slog.Logger }
+// zkLogger sends the client's log lines to slog at debug (it reports
+// every reconnect, which the coordinator's own warnings cover), and reads
+// the session timeout the server granted from them: the client has no
+// other way to tell it.
+type zkLogger struct {
+	log     *slog.Logger
+	timeout atomic.Int64 // ms, 0 until a session was granted
+}
 
-func (l zkLogger) Printf(format string, args ...any) {
-	l.log.Debug("zookeeper client: " + fmt.Sprintf(format, args...))
+func (l *zkLogger) Printf(format string, args ...any) {
+	msg := fmt.Sprintf(format, args...)
+	if rest, ok := strings.CutPrefix(msg, "authenticated: id="); ok {
+		if i := strings.Index(rest, "timeout="); i >= 0 {
+			if ms, err := strconv.ParseInt(rest[i+len("timeout="):], 10, 64); err == nil {
+				l.timeout.Store(ms)
+			}
+		}
+	}
+	l.log.Debug("zookeeper client: " + msg)
+}
+
+// waitTimeout returns the granted session timeout, waiting up to within
+// for the line that tells it; 0 when none came.
+func (l *zkLogger) waitTimeout(within time.Duration) time.Duration {
+	deadline := time.Now().Add(within)
+	for l.timeout.Load() == 0 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	return time.Duration(l.timeout.Load()) * time.Millisecond
 }

@@ -82,6 +82,7 @@ func TestContract(t *testing.T) {
 
 func TestConfigValidation(t *testing.T) {
 	ctx := context.Background()
+	server := testdb.StartZooKeeper(t)
 	srv := []string{"127.0.0.1:1"}
 	for _, c := range []struct {
 		cfg  Config
@@ -96,6 +97,8 @@ func TestConfigValidation(t *testing.T) {
 		{Config{Servers: srv, NodeConfig: cluster.NodeConfig{NodeID: "a/b"}}, "node_id"},
 		{Config{Servers: srv, NodeConfig: cluster.NodeConfig{NodeID: "a", TTL: 100 * time.Millisecond}}, "cluster.lease_ttl"},
 		{Config{Servers: srv, NodeConfig: cluster.NodeConfig{NodeID: "a"}}, "cluster.zookeeper_servers"}, // unreachable
+		// The test server grants at most 60s.
+		{Config{Servers: []string{server}, NodeConfig: cluster.NodeConfig{NodeID: "a", TTL: 90 * time.Second}}, "cluster.lease_ttl"},
 	} {
 		if _, err := New(ctx, c.cfg); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%+v: %v, want an error naming %s", c.cfg, err, c.want)
