@@ -11,6 +11,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/ontimehq/ontime/internal/cluster"
+	"github.com/ontimehq/ontime/internal/cluster/clustertest"
 	"github.com/ontimehq/ontime/internal/cluster/coordtest"
 	hotredis "github.com/ontimehq/ontime/internal/hot/redis"
 	"github.com/ontimehq/ontime/internal/store"
@@ -145,8 +146,74 @@ func TestContract(t *testing.T) {
 
 // TestContractSentinel: through Redis Sentinel, which names the master.
 func TestContractSentinel(t *testing.T) {
-	sentinel, master := testdb.StartRedisSentinel(t)
+	sentinel, master, _ := testdb.StartRedisSentinel(t, 0)
 	coordtest.Run(t, backend(hotredis.ClientConfig{Addrs: []string{sentinel}, MasterName: master}))
+}
+
+// TestSentinelFailover: the master dies (SIGKILL) and Sentinel promotes
+// its replica. Meanwhile no node can renew its lease, so each lets go of
+// its items; once the clients follow Sentinel to the new master the
+// cluster owns every item again, led under a term no lower than before
+// (the replica had the leader key and the counter: the leader waited for
+// it, WAIT 1), and no item ever had two owners (the ledger).
+func TestSentinelFailover(t *testing.T) {
+	sentinel, master, m := testdb.StartRedisSentinel(t, 1)
+	client := hotredis.ClientConfig{Addrs: []string{sentinel}, MasterName: master}
+	rc := backend(client)(t).(*redisCluster)
+	ledger := coordtest.NewLedger(t)
+	items := []string{"0.0.0", "0.0.1", "0.1.0", "0.1.1", "0.2.0", "0.2.1"}
+	var nodes []*redisNode
+	var recs []*clustertest.Recorder
+	for _, id := range []string{"a", "b"} {
+		rec := &clustertest.Recorder{ID: id}
+		n := rc.New(t, cluster.NodeConfig{NodeID: id, Addr: id + ":7070", TTL: 2 * time.Second, Items: items,
+			OnAssign: ledger.OnAssign(id, rec), HandOverAtOnce: func(string) bool { return true }}).(*redisNode)
+		if err := n.Start(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(n.Stop)
+		nodes, recs = append(nodes, n), append(recs, rec)
+	}
+	clustertest.WaitBalanced(t, recs, items, 30*time.Second)
+	before, err := nodes[0].Status(context.Background())
+	if err != nil || before.Term < 1 {
+		t.Fatalf("status %+v %v", before, err)
+	}
+	killed := time.Now()
+	m.Stop()
+	sc := goredis.NewSentinelClient(&goredis.Options{Addr: sentinel})
+	defer sc.Close()
+	for {
+		addr, err := sc.GetMasterAddrByName(context.Background(), master).Result()
+		if err == nil && net.JoinHostPort(addr[0], addr[1]) != m.Addr() {
+			t.Logf("Sentinel promoted %s after %s", net.JoinHostPort(addr[0], addr[1]), time.Since(killed).Round(time.Millisecond))
+			break
+		}
+		if time.Since(killed) > 60*time.Second {
+			t.Fatalf("Sentinel promoted no replica within 60s: %v %v", addr, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	clustertest.WaitBalanced(t, recs, items, 60*time.Second)
+	dropped := 0
+	for _, ev := range ledger.Events() {
+		if ev.At.After(killed) {
+			dropped += len(ev.Lost)
+		}
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		after, err := nodes[0].Status(context.Background())
+		if err == nil && after.Leader != "" && after.Term >= before.Term {
+			t.Logf("master killed: a leader under term %d (was %d), every item owned, %s later; %d items let go meanwhile", after.Term, before.Term,
+				time.Since(killed).Round(time.Millisecond), dropped)
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after the failover: %+v %v; before: term %d", after, err, before.Term)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }
 
 // TestContractCluster: on a 3-master Redis Cluster; every key under the
