@@ -12,12 +12,6 @@ rc=0
 if ! command -v promtool >/dev/null 2>&1; then
   (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus >/dev/null) || { echo "services: could not install promtool (apt-get install prometheus)" >&2; rc=1; }
 fi
-# ZooKeeper (Debian's zookeeper package, run by java): the ZooKeeper
-# coordinator's tests start a private standalone server of their own
-# (internal/testdb/zookeeper.go); they fail without it.
-if [ ! -f /usr/share/java/zookeeper.jar ]; then
-  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends zookeeper >/dev/null) || { echo "services: could not install zookeeper (apt-get install zookeeper)" >&2; rc=1; }
-fi
 if ! up 5432; then pg_ctlcluster --skip-systemctl-redirect "$(ls /etc/postgresql | head -1)" main start; wait_port 5432 postgresql || rc=1; fi
 if ! up 3306; then start-stop-daemon --start --oknodo --background --exec /usr/sbin/mariadbd; wait_port 3306 mariadb || rc=1; fi
 if ! up 6379; then redis-server --daemonize yes --bind 127.0.0.1 -::1 --port 6379 --save "" --appendonly no --dir /var/lib/redis --logfile /var/log/redis/ci.log; wait_port 6379 redis || rc=1; fi
@@ -33,5 +27,11 @@ if up 3306; then mysql -uroot -h127.0.0.1 -e 'SET GLOBAL max_connections = GREAT
 if ! command -v chromium >/dev/null 2>&1; then
   (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium) >/dev/null \
     || { echo "services: could not install chromium (apt-get install -y chromium)" >&2; rc=1; }
+fi
+# ZooKeeper (Debian's zookeeper package, run by java): the ZooKeeper
+# coordinator's tests start a private standalone server of their own
+# (internal/testdb/zookeeper.go); they fail without it.
+if [ ! -f /usr/share/java/zookeeper.jar ]; then
+  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends zookeeper >/dev/null) || { echo "services: could not install zookeeper (apt-get install zookeeper)" >&2; rc=1; }
 fi
 exit $rc
