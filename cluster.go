@@ -10,6 +10,8 @@ import (
 	"github.com/ontimehq/ontime/internal/cluster"
 	"github.com/ontimehq/ontime/internal/cluster/dbcoord"
 	"github.com/ontimehq/ontime/internal/cluster/etcdcoord"
+	"github.com/ontimehq/ontime/internal/cluster/rediscoord"
+	"github.com/ontimehq/ontime/internal/cluster/zkcoord"
 	"github.com/ontimehq/ontime/internal/metrics"
 	"github.com/ontimehq/ontime/internal/scan"
 	"github.com/ontimehq/ontime/internal/store"
@@ -24,7 +26,7 @@ type clusterRun struct {
 }
 
 // newCoordinator builds the configured coordinator (the task database's
-// first database, or etcd); the node's scanner scans what it assigns.
+// first database, etcd, Redis or ZooKeeper); the node's scanner scans what it assigns.
 func (n *Node) newCoordinator(ctx context.Context, st *sqlstore.Store) error {
 	var keys []string
 	for _, it := range st.Items() {
@@ -50,7 +52,8 @@ func (n *Node) newCoordinator(ctx context.Context, st *sqlstore.Store) error {
 	// of old and new owner costs nothing, and a TTL of nobody scanning
 	// them would make tasks late after every join.
 	atOnce := func(k string) bool { _, ok := cluster.ParseItemKey(k); return ok }
-	ttl := time.Duration(n.cfg.Cluster.LeaseTTL)
+	node := cluster.NodeConfig{NodeID: n.cfg.NodeID, Addr: addr, TTL: time.Duration(n.cfg.Cluster.LeaseTTL), Items: keys,
+		Topics: n.router.Topics, Incarnation: n.inc.ID(), Logger: n.log, OnAssign: onAssign, HandOverAtOnce: atOnce}
 	var c cluster.Coordinator
 	switch n.cfg.Cluster.Coordinator {
 	case "etcd":
@@ -58,17 +61,32 @@ func (n *Node) newCoordinator(ctx context.Context, st *sqlstore.Store) error {
 		if err != nil {
 			return err
 		}
-		ec, err := etcdcoord.New(ctx, etcdcoord.Config{Endpoints: n.cfg.Cluster.EtcdEndpoints, NodeID: n.cfg.NodeID, Addr: addr,
-			Username: n.cfg.Cluster.EtcdUsername, Password: n.sec.etcdPassword, TLS: etcdTLS,
-			TTL: ttl, Items: keys, Topics: n.router.Topics, Incarnation: n.inc.ID(), Logger: n.log, OnAssign: onAssign, HandOverAtOnce: atOnce})
+		ec, err := etcdcoord.New(ctx, etcdcoord.Config{Endpoints: n.cfg.Cluster.EtcdEndpoints,
+			Username: n.cfg.Cluster.EtcdUsername, Password: n.sec.etcdPassword, TLS: etcdTLS, NodeConfig: node})
 		if err != nil {
 			return err
 		}
 		c = ec
+	case "redis":
+		client, prefix, err := n.redisCoordinatorClient()
+		if err != nil {
+			return err
+		}
+		rc, err := rediscoord.New(ctx, rediscoord.Config{ClientConfig: client, Prefix: prefix, NodeConfig: node})
+		if err != nil {
+			return err
+		}
+		c = rc
+	case "zookeeper":
+		zc, err := zkcoord.New(ctx, zkcoord.Config{Servers: n.cfg.Cluster.ZooKeeperServers, Prefix: n.cfg.Cluster.ZooKeeperPrefix,
+			Username: n.cfg.Cluster.ZooKeeperUsername, Password: n.sec.zkPassword, NodeConfig: node})
+		if err != nil {
+			return err
+		}
+		c = zc
 	default:
 		// The store made the coordinator's tables when it migrated.
-		dc, err := dbcoord.New(dbcoord.Config{Store: st, NodeID: n.cfg.NodeID, Addr: addr,
-			TTL: ttl, Items: keys, Topics: n.router.Topics, Incarnation: n.inc.ID(), Logger: n.log, OnAssign: onAssign, HandOverAtOnce: atOnce})
+		dc, err := dbcoord.New(dbcoord.Config{Store: st, NodeConfig: node})
 		if err != nil {
 			return err
 		}

@@ -137,7 +137,7 @@ type HotConfig struct {
 
 // ClusterConfig configures coordination.
 type ClusterConfig struct {
-	Coordinator   string   `yaml:"coordinator"` // none | database | etcd
+	Coordinator   string   `yaml:"coordinator"` // none | database | etcd | redis | zookeeper
 	EtcdEndpoints []string `yaml:"etcd_endpoints"`
 	// LeaseTTL is how long a silent node keeps its items: a killed node's
 	// items move to the others within it. Default 10s.
@@ -152,6 +152,22 @@ type ClusterConfig struct {
 	EtcdCAFile       string `yaml:"etcd_ca_file"`
 	EtcdCertFile     string `yaml:"etcd_cert_file"`
 	EtcdKeyFile      string `yaml:"etcd_key_file"`
+	// Redis coordinator (internal/cluster/rediscoord). RedisAddrs as the hot
+	// tier's (one: standalone; several: Redis Cluster; with
+	// RedisMasterName, Sentinels); empty: the hot tier's Redis, with its
+	// password and CA. RedisPrefix: its keys are {PREFIX}:coord:…
+	// (default: hot.redis_prefix).
+	RedisAddrs        []string `yaml:"redis_addrs"`
+	RedisMasterName   string   `yaml:"redis_master_name"`
+	RedisPrefix       string   `yaml:"redis_prefix"`
+	RedisPasswordFile string   `yaml:"redis_password_file"`
+	RedisCAFile       string   `yaml:"redis_ca_file"`
+	// ZooKeeper coordinator (internal/cluster/zkcoord): the ensemble's
+	// servers, the root znode (default /ontime) and digest credentials.
+	ZooKeeperServers      []string `yaml:"zookeeper_servers"`
+	ZooKeeperPrefix       string   `yaml:"zookeeper_prefix"`
+	ZooKeeperUsername     string   `yaml:"zookeeper_username"`
+	ZooKeeperPasswordFile string   `yaml:"zookeeper_password_file"`
 }
 
 // DeliveryConfig configures how tasks are delivered.
@@ -450,8 +466,16 @@ func (c *Config) Validate() error {
 		if ttl := time.Duration(c.Cluster.LeaseTTL); ttl < time.Second || ttl > 10*time.Minute || ttl%time.Second != 0 {
 			return fmt.Errorf("cluster.lease_ttl: %s must be whole seconds from 1s to 10m for etcd", ttl)
 		}
+	case "redis":
+		if err := c.checkRedisCoordinator(); err != nil {
+			return err
+		}
+	case "zookeeper":
+		if err := c.checkZooKeeperCoordinator(); err != nil {
+			return err
+		}
 	default:
-		return fmt.Errorf("cluster.coordinator: %q is not one of none, database, etcd", c.Cluster.Coordinator)
+		return fmt.Errorf("cluster.coordinator: %q is not one of none, database, etcd, redis, zookeeper", c.Cluster.Coordinator)
 	}
 	d := c.Delivery
 	checks := []struct {

@@ -16,6 +16,7 @@ import (
 	"net/netip"
 	"net/url"
 	"os"
+	"slices"
 	"strings"
 
 	"github.com/ontimehq/ontime/internal/api"
@@ -74,9 +75,12 @@ type secrets struct {
 	auth          *api.Auth // nil with no tokens
 	keys          *webhook.Keyring
 	redisPassword string // hot.redis_password_file
-	etcdPassword  string
-	all           []string
-	red           *redact.Redactor
+	// coordRedisPassword and zkPassword: cluster.redis_password_file,
+	// cluster.zookeeper_password_file.
+	coordRedisPassword, zkPassword string
+	etcdPassword                   string
+	all                            []string
+	red                            *redact.Redactor
 }
 
 // redactor masks every secret of the config.
@@ -237,8 +241,14 @@ func (c *Config) resolveSecrets(getenv func(string) (string, bool)) (*secrets, e
 			return nil, err
 		}
 	}
-	s.all = append(s.all, s.redisPassword, s.etcdPassword)
-	for _, a := range c.Hot.RedisAddrs {
+	if s.coordRedisPassword, err = readSecret("cluster.redis_password_file", c.Cluster.RedisPasswordFile, "", getenv); err != nil {
+		return nil, err
+	}
+	if s.zkPassword, err = readSecret("cluster.zookeeper_password_file", c.Cluster.ZooKeeperPasswordFile, "", getenv); err != nil {
+		return nil, err
+	}
+	s.all = append(s.all, s.redisPassword, s.etcdPassword, s.coordRedisPassword, s.zkPassword)
+	for _, a := range append(slices.Clone(c.Hot.RedisAddrs), c.Cluster.RedisAddrs...) {
 		s.all = append(s.all, redact.URLPassword(a))
 	}
 	for _, dsn := range c.Store.Databases {
@@ -288,10 +298,15 @@ func (c *Config) validateSecurity() error {
 			return fmt.Errorf("hot.redis_addrs[%d]: %w", i, err)
 		}
 	}
+	for i, a := range c.Cluster.RedisAddrs {
+		if _, err := redisAddr(a); err != nil {
+			return fmt.Errorf("cluster.redis_addrs[%d]: %w", i, err)
+		}
+	}
 	return nil
 }
 
-// redisAddr checks one hot.redis_addrs entry: host:port, or a redis:// or
+// redisAddr checks one hot.redis_addrs (or cluster.redis_addrs) entry: host:port, or a redis:// or
 // rediss:// URL carrying a user, a password, a database.
 func redisAddr(a string) (string, error) {
 	if !strings.Contains(a, "://") {

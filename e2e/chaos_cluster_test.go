@@ -80,6 +80,16 @@ func (c *chaosCluster) restart(i int) {
 	c.all = append(c.all, c.procs[i])
 }
 
+// withCoordinator replaces the database coordinator of a chaosYAML config
+// with the lines of coordYAML (cluster settings, indented two spaces);
+// "" keeps it.
+func withCoordinator(yaml, coordYAML string) string {
+	if coordYAML == "" {
+		return yaml
+	}
+	return strings.Replace(yaml, "  coordinator: database\n", coordYAML, 1)
+}
+
 // chaosYAML is the config of a chaos cluster on driver's databases, with
 // the database coordinator; hot adds lines to the hot section. Leases are
 // short in CI, so a run takes seconds, and the defaults in the full run,
@@ -122,12 +132,14 @@ func TestChaosKillRounds(t *testing.T) {
 	for _, engine := range []string{"mysql", "postgres"} {
 		t.Run(engine, func(t *testing.T) {
 			chaosParallel(t)
-			chaosKillRounds(t, engine)
+			chaosKillRounds(t, engine, "database", "")
 		})
 	}
 }
 
-func chaosKillRounds(t *testing.T, engine string) {
+// chaosKillRounds runs the rounds on the coordinator named coord, whose
+// cluster settings (beside lease_ttl) coordYAML holds; "" for the database.
+func chaosKillRounds(t *testing.T, engine, coord, coordYAML string) {
 	rounds := chaosSize(t, "KILL_ROUNDS", 2, 8)
 	rate := chaosSize(t, "KILL_RATE", 100, 200) // tasks per second
 	every, down, lo, hi := 3*time.Second, time.Second, 400*time.Millisecond, 2*time.Second
@@ -137,10 +149,15 @@ func chaosKillRounds(t *testing.T, engine string) {
 	// The stream covers every round and goes on for a round after the last.
 	n := chaosSize(t, "KILL_TASKS", rate*int((time.Duration(rounds+1)*every).Seconds()), rate*int((time.Duration(rounds+1)*every).Seconds()))
 	yaml, leases := chaosYAML(engine, testdb.DSNs(t, engine, 2), "")
+	yaml = withCoordinator(yaml, coordYAML)
+	name := engine
+	if coord != "database" {
+		name = coord + "-" + engine
+	}
 	cfg := writeChaosConfig(t, t.TempDir(), yaml)
 	rcv := newChaosReceiver(t, nil)
 	cl := startChaosCluster(t, cfg, 3)
-	load := newChaosLoad(t, "kill-"+engine, rcv.srv.URL, cl.addrs...)
+	load := newChaosLoad(t, "kill-"+name, rcv.srv.URL, cl.addrs...)
 	ctx := t.Context()
 	const batch = 10
 	wait := load.streamBackground(ctx, n, batch, time.Second*batch/time.Duration(rate), lo, hi)
@@ -173,7 +190,7 @@ func chaosKillRounds(t *testing.T, engine string) {
 			t.Logf("late: %s due +%s first delivered %s late (attempt %d, %d calls)", l.id, l.due.Sub(start).Round(time.Millisecond), l.late.Round(time.Millisecond), l.attempt, l.calls)
 		}
 	}
-	chaosVerdict(t, "kill-rounds/"+engine, res, true,
+	chaosVerdict(t, "kill-rounds/"+name, res, true,
 		fmt.Sprintf("%d rounds: a random node of 3 killed with SIGKILL every %s, restarted %s later (%s); %d tasks/s due %s–%s ahead; %s; %s",
 			rounds, every, down, strings.Join(events, ", "), rate, lo, hi, leases, load.failures()))
 }

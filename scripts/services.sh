@@ -36,4 +36,10 @@ if ! command -v chromium >/dev/null 2>&1; then
   (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium) >/dev/null \
     || { echo "services: could not install chromium (apt-get install -y chromium)" >&2; rc=1; }
 fi
+# ZooKeeper (Debian's zookeeper package, run by java): the ZooKeeper
+# coordinator's tests start a private standalone server of their own
+# (internal/testdb/zookeeper.go); they fail without it.
+if [ ! -f /usr/share/java/zookeeper.jar ]; then
+  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends zookeeper >/dev/null) || { echo "services: could not install zookeeper (apt-get install zookeeper)" >&2; rc=1; }
+fi
 exit $rc

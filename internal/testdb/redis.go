@@ -2,6 +2,7 @@ package testdb
 
 import (
 	"net"
+	"os"
 	"os/exec"
 	"strconv"
 	"strings"
@@ -124,4 +125,66 @@ func containsLine(s, line string) bool {
 		}
 	}
 	return false
+}
+
+// StartRedisSentinel starts a private redis-server master, replicas
+// replicas of it, and a Sentinel (redis-server --sentinel) watching it
+// under the name "ontime-test" (down after 1 s), all on free loopback
+// ports until the test ends; it returns the Sentinel's address, the
+// master's name and the master, once the Sentinel knows the master (and
+// its replicas).
+func StartRedisSentinel(t testing.TB, replicas int) (sentinel, master string, m *Redis) {
+	t.Helper()
+	m = StartRedis(t)
+	mhost, mport, _ := net.SplitHostPort(m.Addr())
+	for range replicas {
+		port := freePort(t)
+		cmd := exec.Command("redis-server", "--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+			"--dir", t.TempDir(), "--replicaof", mhost, mport)
+		if err := cmd.Start(); err != nil {
+			t.Fatalf("testdb: redis-server is required: %v", err)
+		}
+		t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+		waitPort(t, "127.0.0.1:"+strconv.Itoa(port))
+	}
+	port := freePort(t)
+	dir := t.TempDir()
+	conf := dir + "/sentinel.conf"
+	body := "port " + strconv.Itoa(port) + "\nbind 127.0.0.1\ndir " + dir + "\n" +
+		"sentinel monitor ontime-test " + mhost + " " + mport + " 1\n" +
+		"sentinel down-after-milliseconds ontime-test 1000\n" +
+		"sentinel failover-timeout ontime-test 5000\n"
+	if err := os.WriteFile(conf, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("redis-server", conf, "--sentinel")
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("testdb: redis-server --sentinel is required: %v", err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	addr := "127.0.0.1:" + strconv.Itoa(port)
+	waitPort(t, addr)
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		out, _ := exec.Command("redis-cli", "-p", strconv.Itoa(port), "sentinel", "master", "ontime-test").Output()
+		if strings.Contains(string(out), mport) && numSlaves(string(out)) >= replicas {
+			return addr, "ontime-test", m
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("testdb: sentinel does not know its master and %d replicas: %s", replicas, out)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// numSlaves reads num-slaves from SENTINEL MASTER's field/value lines.
+func numSlaves(out string) int {
+	lines := strings.Split(out, "\n")
+	for i, l := range lines {
+		if strings.TrimSpace(l) == "num-slaves" && i+1 < len(lines) {
+			n, _ := strconv.Atoi(strings.TrimSpace(lines[i+1]))
+			return n
+		}
+	}
+	return 0
 }

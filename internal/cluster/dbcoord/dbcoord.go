@@ -29,7 +29,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"slices"
 	"sync"
 	"time"
 
@@ -78,32 +77,11 @@ type Store interface {
 	WriteAssignment(ctx context.Context, l store.LeaderLease, grants map[string]store.Grant, drop []string) (held bool, err error)
 }
 
-// Config configures a coordinator.
+// Config configures a coordinator: the node (cluster.NodeConfig) and the
+// task database that holds the coordination state.
 type Config struct {
-	Store  Store
-	NodeID string
-	Addr   string        // the node's API address, shown in the cluster view
-	TTL    time.Duration // default 10s
-	Items  []string      // every sharding item's key, identical on all nodes
-	// Topics returns the topics this node has Go handlers for (nil:
-	// none), published with every heartbeat.
-	Topics func() []string
-	// Incarnation is the ID of this process (store.Incarnation; 0: none),
-	// published with every heartbeat: when it changes, the others know the
-	// node restarted and end the leases held under its previous process's
-	// tokens at once, however short the restart.
-	Incarnation int64
-	Logger      *slog.Logger
-	// OnAssign is called from the coordinator's goroutine whenever the set
-	// of items this node owns changes (nil: none owned).
-	OnAssign func(term int64, items []string)
-	// HandOverAtOnce says which items this node, once it has read that
-	// they moved away and stopped on them, hands over at once instead of
-	// letting the new owner wait a TTL (nil: none). Only items that two
-	// nodes may briefly both act on belong here: task tables, whose
-	// claims are atomic; not schedules or scan jobs, whose wait is what
-	// keeps a run from overlapping the next owner's.
-	HandOverAtOnce func(item string) bool
+	Store Store
+	cluster.NodeConfig
 }
 
 // Coordinator runs the protocol for one node. Its Stop (startstop.Base)
@@ -111,13 +89,11 @@ type Config struct {
 // back, its lease expired, its registration gone.
 type Coordinator struct {
 	startstop.Base
+	cluster.Core
 
-	cfg Config
 	st  Store
 	log *slog.Logger
 
-	owned    *cluster.Tracker
-	handlers *cluster.Handlers
 	mu       sync.Mutex
 	term     int64 // leader term this node holds, 0 if not leader
 	lastBeat time.Time
@@ -137,30 +113,10 @@ func New(cfg Config) (*Coordinator, error) {
 	if cfg.Store == nil {
 		return nil, errors.New("cluster: a Store is required")
 	}
-	if cfg.NodeID == "" || len(cfg.NodeID) > 128 {
-		return nil, errors.New("node_id: 1 to 128 characters are required for a cluster")
+	if err := cfg.NodeConfig.Check(300*time.Millisecond, ""); err != nil {
+		return nil, err
 	}
-	if cfg.TTL == 0 {
-		cfg.TTL = cluster.DefaultLeaseTTL
-	}
-	if cfg.TTL < 300*time.Millisecond || cfg.TTL > 10*time.Minute {
-		return nil, fmt.Errorf("cluster.lease_ttl: %s is out of range 300ms..10m", cfg.TTL)
-	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.New(slog.DiscardHandler)
-	}
-	items := slices.Clone(cfg.Items)
-	slices.Sort(items)
-	cfg.Items = items
-	return &Coordinator{cfg: cfg, st: cfg.Store, log: cfg.Logger, owned: cluster.NewTracker(cfg.OnAssign), handlers: cluster.NewHandlers(),
-		started: time.Now()}, nil
-}
-
-// AddItems adds sharding items (scan jobs' items) to those the
-// coordinator assigns. Call it before Start, with the same items on every
-// node.
-func (c *Coordinator) AddItems(items ...string) {
-	c.cfg.Items = slices.Sorted(slices.Values(append(c.cfg.Items, items...)))
+	return &Coordinator{Core: cluster.NewCore(cfg.NodeConfig), st: cfg.Store, log: cfg.Logger, started: cfg.Clock()}, nil
 }
 
 // Start joins the cluster and returns at once; rounds run until Stop (or
@@ -172,44 +128,30 @@ func (c *Coordinator) Start(ctx context.Context) error {
 // run runs rounds until ctx ends, then gives up leadership and membership
 // so others take over at once rather than after the TTL.
 func (c *Coordinator) run(ctx context.Context) {
-	tick := time.NewTicker(c.cfg.TTL / 3)
-	defer tick.Stop()
-	proc := store.Process{Started: c.started, Incarnation: c.cfg.Incarnation}
-	for {
-		c.round(ctx, proc)
-		select {
-		case <-ctx.Done():
-			c.leave()
-			return
-		case <-tick.C:
-		}
-	}
+	proc := store.Process{Started: c.started, Incarnation: c.Cfg.Incarnation}
+	c.RunRounds(ctx, func(rctx context.Context) { c.round(rctx, proc) }, c.fence)
+	c.leave()
 }
 
-func (c *Coordinator) round(ctx context.Context, proc store.Process) {
-	now := time.Now()
-	rctx, cancel := context.WithTimeout(ctx, c.cfg.TTL/3)
-	defer cancel()
-	var topics []string
-	if c.cfg.Topics != nil {
-		topics = c.cfg.Topics()
-	}
-	if err := c.st.Heartbeat(rctx, c.cfg.NodeID, c.cfg.Addr, topics, proc, now); err != nil {
+// fence drops the node's items and leadership: 2/3 TTL passed without a
+// heartbeat, and a leader may call the node dead once a TTL has.
+func (c *Coordinator) fence() {
+	c.log.Warn("cluster: no heartbeat for 2/3 of the lease TTL, dropping every item", "ttl", c.Cfg.TTL)
+	c.Drop()
+	c.mu.Lock()
+	c.term = 0
+	c.mu.Unlock()
+}
+
+func (c *Coordinator) round(rctx context.Context, proc store.Process) {
+	sent, now := time.Now(), c.Now()
+	if err := c.st.Heartbeat(rctx, c.Cfg.NodeID, c.Cfg.Addr, c.Topics(), proc, now); err != nil {
 		c.log.Warn("cluster heartbeat failed", "err", err)
-		c.mu.Lock()
-		last := c.lastBeat
-		c.mu.Unlock()
-		// Fencing by time: stop owning before any leader may call us dead.
-		if time.Since(last) > c.cfg.TTL*2/3 {
-			c.setOwned(0, nil)
-			c.mu.Lock()
-			c.term = 0
-			c.mu.Unlock()
-		}
 		return
 	}
+	c.Renew(sent)
 	c.mu.Lock()
-	if !c.lastBeat.IsZero() && now.Sub(c.lastBeat) > c.cfg.TTL*2/3 {
+	if !c.lastBeat.IsZero() && now.Sub(c.lastBeat) > c.Cfg.TTL*2/3 {
 		c.backAt, c.beforeGap = now, c.contactLostLocked()
 	}
 	c.lastBeat = now
@@ -245,22 +187,19 @@ func (c *Coordinator) readHandlers(ctx context.Context, now time.Time) error {
 			live[ns.ID] = ns.Topics
 		}
 	}
-	c.handlers.Set(live)
+	c.Handlers().Set(live)
 	return nil
 }
-
-// Handlers is which live nodes handle which topic, as the last round read.
-func (c *Coordinator) Handlers() *cluster.Handlers { return c.handlers }
 
 // lead renews or acquires the leader lease; it returns the term held, 0 if
 // another node leads.
 func (c *Coordinator) lead(ctx context.Context, now time.Time) (int64, error) {
-	until := now.Add(c.cfg.TTL)
+	until := now.Add(c.Cfg.TTL)
 	c.mu.Lock()
 	term := c.term
 	c.mu.Unlock()
 	if term > 0 {
-		held, err := c.st.RenewLead(ctx, store.LeaderLease{Node: c.cfg.NodeID, Term: term, Until: until})
+		held, err := c.st.RenewLead(ctx, store.LeaderLease{Node: c.Cfg.NodeID, Term: term, Until: until})
 		if err != nil {
 			return 0, err
 		}
@@ -272,21 +211,21 @@ func (c *Coordinator) lead(ctx context.Context, now time.Time) (int64, error) {
 		c.term = 0
 		c.mu.Unlock()
 	}
-	term, err := c.st.TryLead(ctx, c.cfg.NodeID, now, until)
+	term, err := c.st.TryLead(ctx, c.Cfg.NodeID, now, until)
 	if err != nil || term == 0 {
 		return 0, err
 	}
 	c.mu.Lock()
 	c.term = term
 	c.mu.Unlock()
-	c.log.Info("cluster leader elected", "node", c.cfg.NodeID, "term", term)
+	c.log.Info("cluster leader elected", "node", c.Cfg.NodeID, "term", term)
 	return term, nil
 }
 
 func (c *Coordinator) rebalance(ctx context.Context, now time.Time, term int64) error {
 	// Forget registrations of nodes gone for long (restarted nodes come
 	// back under a new ID): they would clutter the cluster view forever.
-	if err := c.st.PruneNodes(ctx, now.Add(-10*c.cfg.TTL)); err != nil {
+	if err := c.st.PruneNodes(ctx, now.Add(-10*c.Cfg.TTL)); err != nil {
 		return err
 	}
 	nodes, err := c.st.LiveNodes(ctx, c.liveCutoff(now))
@@ -297,49 +236,10 @@ func (c *Coordinator) rebalance(ctx context.Context, now time.Time, term int64) 
 	if err != nil {
 		return err
 	}
-	prev := make(map[string]string, len(cur))
-	for it, g := range cur {
-		prev[it] = g.Node
-	}
-	next := cluster.AssignGroups(c.cfg.Items, nodes, prev)
-	if cluster.Moved(prev, next) == 0 && len(prev) == len(next) {
-		return nil
-	}
-	live := make(map[string]bool, len(nodes))
-	for _, n := range nodes {
-		live[n] = true
-	}
-	grants := map[string]store.Grant{}
-	for _, it := range c.cfg.Items {
-		if prev[it] == next[it] {
-			continue
-		}
-		// An item taken from a live node is handed over only after that node
-		// has surely read the change (it reads every TTL/3) or fenced itself
-		// (2/3 TTL without a heartbeat): no two live nodes own it at once.
-		since := now
-		if live[prev[it]] {
-			since = now.Add(c.cfg.TTL)
-		}
-		grants[it] = store.Grant{Node: next[it], Since: since, Term: term}
-	}
-	var drop []string
-	for it := range prev {
-		if _, ok := next[it]; !ok {
-			drop = append(drop, it)
-		}
-	}
-	slices.Sort(drop)
-	// Fence: still the leader under this term, inside the transaction.
-	held, err := c.st.WriteAssignment(ctx, store.LeaderLease{Node: c.cfg.NodeID, Term: term, Until: now.Add(c.cfg.TTL)}, grants, drop)
-	if err != nil {
-		return err
-	}
-	if !held {
-		return errors.New("no longer leader")
-	}
-	c.log.Info("cluster rebalanced", "term", term, "nodes", len(nodes), "moved", cluster.Moved(prev, next))
-	return nil
+	return c.Rebalance(term, nodes, cur, func(grants map[string]store.Grant, drop []string) (bool, error) {
+		// Fence: still the leader under this term, inside the transaction.
+		return c.st.WriteAssignment(ctx, store.LeaderLease{Node: c.Cfg.NodeID, Term: term, Until: now.Add(c.Cfg.TTL)}, grants, drop)
+	})
 }
 
 func (c *Coordinator) readOwn(ctx context.Context) error {
@@ -347,13 +247,10 @@ func (c *Coordinator) readOwn(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	now := time.Now()
-	before := c.owned.Items()
-	c.owned.Set(cluster.Owned(all, c.cfg.NodeID, now))
-	// Set has told the node's stages to stop on what it lost: end the
+	// Follow has told the node's stages to stop on what it lost: end the
 	// handover wait of those items (see cluster.LetGo).
-	if gone := cluster.LetGo(before, all, c.cfg.NodeID, now, c.cfg.HandOverAtOnce); len(gone) > 0 {
-		if err := c.st.HandOver(ctx, c.cfg.NodeID, gone, time.Now()); err != nil {
+	if gone := c.Follow(all); len(gone) > 0 {
+		if err := c.st.HandOver(ctx, c.Cfg.NodeID, gone, c.Now()); err != nil {
 			return fmt.Errorf("hand over: %w", err)
 		}
 	}
@@ -381,16 +278,16 @@ func (c *Coordinator) readOwn(ctx context.Context) error {
 // 33 and 45 tasks in three item sets); 19 tasks were delivered twice,
 // most within milliseconds of each other (RELIABILITY.md).
 func (c *Coordinator) liveCutoff(now time.Time) time.Time {
-	cutoff := now.Add(-c.cfg.TTL)
+	cutoff := now.Add(-c.Cfg.TTL)
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if !c.lastBeat.IsZero() && now.Sub(c.lastBeat) > c.cfg.TTL*2/3 {
-		if gap := c.contactLostLocked().Add(-c.cfg.TTL); gap.Before(cutoff) {
+	if !c.lastBeat.IsZero() && now.Sub(c.lastBeat) > c.Cfg.TTL*2/3 {
+		if gap := c.contactLostLocked().Add(-c.Cfg.TTL); gap.Before(cutoff) {
 			cutoff = gap
 		}
 	}
-	if !c.backAt.IsZero() && now.Sub(c.backAt) < c.cfg.TTL {
-		if gap := c.beforeGap.Add(-c.cfg.TTL); gap.Before(cutoff) {
+	if !c.backAt.IsZero() && now.Sub(c.backAt) < c.Cfg.TTL {
+		if gap := c.beforeGap.Add(-c.Cfg.TTL); gap.Before(cutoff) {
 			cutoff = gap
 		}
 	}
@@ -407,19 +304,17 @@ func (c *Coordinator) liveCutoff(now time.Time) time.Time {
 // window, declared it dead after the third, took its items and ended the
 // leases of 26 tasks it was delivering). Called with c.mu held.
 func (c *Coordinator) contactLostLocked() time.Time {
-	if !c.backAt.IsZero() && c.lastBeat.Sub(c.backAt) < c.cfg.TTL && c.beforeGap.Before(c.lastBeat) {
+	if !c.backAt.IsZero() && c.lastBeat.Sub(c.backAt) < c.Cfg.TTL && c.beforeGap.Before(c.lastBeat) {
 		return c.beforeGap
 	}
 	return c.lastBeat
 }
 
-func (c *Coordinator) setOwned(term int64, items []string) { c.owned.Set(term, items) }
-
 func (c *Coordinator) leave() {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	c.setOwned(0, nil)
-	if err := c.st.Deregister(ctx, c.cfg.NodeID); err != nil {
+	c.Drop()
+	if err := c.st.Deregister(ctx, c.Cfg.NodeID); err != nil {
 		c.log.Warn("cluster leave", "err", err)
 	}
 	c.mu.Lock()
@@ -428,7 +323,7 @@ func (c *Coordinator) leave() {
 	c.mu.Unlock()
 	if term > 0 {
 		// Hand leadership over at once: expire our lease.
-		if err := c.st.Resign(ctx, c.cfg.NodeID, term); err != nil {
+		if err := c.st.Resign(ctx, c.Cfg.NodeID, term); err != nil {
 			c.log.Warn("cluster resign", "err", err)
 		}
 	}
@@ -442,7 +337,7 @@ func (c *Coordinator) Status(ctx context.Context) (cluster.Status, error) {
 		return st, err
 	}
 	st.Term = l.Term
-	if !l.Until.Before(time.Now()) {
+	if !l.Until.Before(c.Now()) {
 		st.Leader = l.Node
 	}
 	assign, err := c.st.Assignment(ctx)
@@ -459,7 +354,7 @@ func (c *Coordinator) Status(ctx context.Context) (cluster.Status, error) {
 	if err != nil {
 		return st, err
 	}
-	cutoff := c.liveCutoff(time.Now())
+	cutoff := c.liveCutoff(c.Now())
 	for _, ns := range nodes {
 		ns.Live = !ns.Heartbeat.Before(cutoff)
 		ns.Items = counts[ns.ID]

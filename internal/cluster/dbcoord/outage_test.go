@@ -91,6 +91,12 @@ func (s *cutStore) Assignment(ctx context.Context) (map[string]store.Grant, erro
 	}
 	return s.Store.Assignment(ctx)
 }
+func (s *cutStore) HandOver(ctx context.Context, from string, items []string, now time.Time) error {
+	if err := s.err(); err != nil {
+		return err
+	}
+	return s.Store.HandOver(ctx, from, items, now)
+}
 func (s *cutStore) WriteAssignment(ctx context.Context, l store.LeaderLease, grants map[string]store.Grant, drop []string) (bool, error) {
 	if err := s.err(); err != nil {
 		return false, err

@@ -22,8 +22,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -37,7 +35,8 @@ import (
 	"github.com/ontimehq/ontime/internal/store"
 )
 
-// Config configures a coordinator.
+// Config configures a coordinator: the node (cluster.NodeConfig) and
+// etcd.
 type Config struct {
 	Endpoints []string
 	// Username and Password authenticate to etcd; TLS, when set, is used
@@ -46,45 +45,26 @@ type Config struct {
 	Password string
 	TLS      *tls.Config
 	Prefix   string // default "/ontime"
-	NodeID   string
-	Addr     string
-	TTL      time.Duration // whole seconds, at least 1s; default 10s
-	Items    []string
-	// Topics returns the topics this node has Go handlers for (nil:
-	// none), published with its membership key at each session's start.
-	Topics func() []string
-	// Incarnation is the ID of this process (store.Incarnation; 0: none),
-	// published with its membership key: a node restarted under the same
-	// ID puts its key again under a new session before the old session's
-	// lease ends, so the key never disappears; the changed incarnation is
-	// how the others know to end the leases its previous process held.
-	Incarnation int64
-	Logger      *slog.Logger
-	OnAssign    func(term int64, items []string)
-	// HandOverAtOnce says which items this node, once it has read that
-	// they moved away and stopped on them, hands over at once instead of
-	// letting the new owner wait a TTL (nil: none). Only items that two
-	// nodes may briefly both act on belong here: task tables, whose
-	// claims are atomic; not schedules or scan jobs, whose wait is what
-	// keeps a run from overlapping the next owner's.
-	HandOverAtOnce func(item string) bool
+	cluster.NodeConfig
 }
 
 // Coordinator runs the protocol for one node.
 type Coordinator struct {
 	startstop.Base
+	cluster.Core
 
-	cfg Config
-	cli *clientv3.Client
-	log *slog.Logger
-
-	owned    *cluster.Tracker
-	handlers *cluster.Handlers
-	started  time.Time // this process's start, published with the membership key
+	cli     *clientv3.Client
+	prefix  string
+	log     *slog.Logger
+	started time.Time // this process's start, published with the membership key
 
 	mu        sync.Mutex
 	stopping  bool // Stop was called: no more starts, the client closes
 	closeOnce sync.Once
+	// leaderKey is this node's election key while it leads under term
+	// (its creation revision): the fence of its assignment writes.
+	leaderKey string
+	term      int64
 }
 
 // New validates cfg and connects to etcd.
@@ -92,22 +72,13 @@ func New(ctx context.Context, cfg Config) (*Coordinator, error) {
 	if len(cfg.Endpoints) == 0 {
 		return nil, errors.New("cluster.etcd_endpoints: at least one endpoint is required")
 	}
-	if cfg.NodeID == "" || strings.ContainsAny(cfg.NodeID, "/|") {
-		return nil, fmt.Errorf("node_id: %q must be non-empty without / or |", cfg.NodeID)
+	// A session's TTL is whole seconds.
+	if err := cfg.NodeConfig.Check(time.Second, "/|"); err != nil {
+		return nil, err
 	}
 	if cfg.Prefix == "" {
 		cfg.Prefix = "/ontime"
 	}
-	if cfg.TTL == 0 {
-		cfg.TTL = cluster.DefaultLeaseTTL
-	}
-	if cfg.TTL < time.Second || cfg.TTL > 10*time.Minute {
-		return nil, fmt.Errorf("cluster.lease_ttl: %s is out of range 1s..10m for etcd", cfg.TTL)
-	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.New(slog.DiscardHandler)
-	}
-	cfg.Items = slices.Sorted(slices.Values(cfg.Items))
 	cli, err := clientv3.New(clientv3.Config{Endpoints: cfg.Endpoints, DialTimeout: 5 * time.Second, Context: ctx,
 		Username: cfg.Username, Password: cfg.Password, TLS: cfg.TLS,
 		Logger: logbridge.Zap(cfg.Logger.With("component", "etcd-client"))})
@@ -120,15 +91,7 @@ func New(ctx context.Context, cfg Config) (*Coordinator, error) {
 		cli.Close()
 		return nil, fmt.Errorf("cluster.etcd_endpoints: cannot reach etcd at %s: %w", strings.Join(cfg.Endpoints, ","), err)
 	}
-	return &Coordinator{cfg: cfg, cli: cli, log: cfg.Logger, owned: cluster.NewTracker(cfg.OnAssign), handlers: cluster.NewHandlers(),
-		started: time.Now()}, nil
-}
-
-// AddItems adds sharding items (scan jobs' items) to those the
-// coordinator assigns. Call it before Start, with the same items on every
-// node.
-func (c *Coordinator) AddItems(items ...string) {
-	c.cfg.Items = slices.Sorted(slices.Values(append(c.cfg.Items, items...)))
+	return &Coordinator{Core: cluster.NewCore(cfg.NodeConfig), cli: cli, prefix: cfg.Prefix, log: cfg.Logger, started: cfg.Clock()}, nil
 }
 
 // Start joins the cluster and returns at once; sessions run until Stop
@@ -169,7 +132,7 @@ func (c *Coordinator) run(ctx context.Context) {
 			c.log.Warn("cluster etcd session ended", "err", err)
 			select {
 			case <-ctx.Done():
-			case <-time.After(c.cfg.TTL / 3):
+			case <-time.After(c.Cfg.TTL / 3):
 			}
 		}
 	}
@@ -178,79 +141,94 @@ func (c *Coordinator) run(ctx context.Context) {
 // session runs one etcd session: register, campaign, rebalance (leader),
 // follow the assignment; it returns when the session is lost or ctx ends.
 func (c *Coordinator) session(ctx context.Context) error {
-	s, err := concurrency.NewSession(c.cli, concurrency.WithTTL(int(c.cfg.TTL/time.Second)), concurrency.WithContext(ctx))
+	s, err := concurrency.NewSession(c.cli, concurrency.WithTTL(int(c.Cfg.TTL/time.Second)), concurrency.WithContext(ctx))
 	if err != nil {
 		return err
 	}
 	defer func() {
-		c.setOwned(0, nil) // fenced: no session, no items
+		c.Drop() // fenced: no session, no items
 		rctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 		defer cancel()
 		_, _ = c.cli.Revoke(rctx, s.Lease())
 		s.Orphan()
 	}()
-	me := cluster.Member{Addr: c.cfg.Addr, Started: c.started, Incarnation: c.cfg.Incarnation}
-	if c.cfg.Topics != nil {
-		me.Topics = c.cfg.Topics()
-	}
-	if _, err := c.cli.Put(ctx, c.cfg.Prefix+"/nodes/"+c.cfg.NodeID, cluster.EncodeMember(me), clientv3.WithLease(s.Lease())); err != nil {
+	if _, err := c.cli.Put(ctx, c.prefix+"/nodes/"+c.Cfg.NodeID, cluster.EncodeMember(c.Member(c.started)), clientv3.WithLease(s.Lease())); err != nil {
 		return err
 	}
-	e := concurrency.NewElection(s, c.cfg.Prefix+"/leader")
+	e := concurrency.NewElection(s, c.prefix+"/leader")
 	var term int64
 	var termMu sync.Mutex
 	campaignCtx, stopCampaign := context.WithCancel(ctx)
 	defer stopCampaign()
 	go func() {
-		if err := e.Campaign(campaignCtx, c.cfg.NodeID); err == nil {
+		if err := e.Campaign(campaignCtx, c.Cfg.NodeID); err == nil {
 			termMu.Lock()
 			term = e.Rev()
 			termMu.Unlock()
-			c.log.Info("cluster leader elected", "node", c.cfg.NodeID, "term", e.Rev())
+			c.mu.Lock()
+			c.leaderKey, c.term = e.Key(), e.Rev()
+			c.mu.Unlock()
+			c.log.Info("cluster leader elected", "node", c.Cfg.NodeID, "term", e.Rev())
 		}
 	}()
-	tick := time.NewTicker(c.cfg.TTL / 3)
-	defer tick.Stop()
-	for {
+	// The rounds end when the session does: its lease is gone, and with it
+	// this node's membership and leader key.
+	rounds, endRounds := context.WithCancel(ctx)
+	defer endRounds()
+	lost := make(chan struct{})
+	go func() {
+		defer close(lost)
+		select {
+		case <-s.Done():
+			endRounds()
+		case <-rounds.Done():
+		}
+	}()
+	defer func() { endRounds(); <-lost }()
+	c.RunRounds(rounds, func(rctx context.Context) {
+		// The session keeps its lease alive on its own; this renewal is
+		// the round's, so that the node knows when the lease was last
+		// renewed and lets go of its items (RunRounds) before etcd may
+		// end the lease (Core.Renew) — the session alone would notice only once
+		// it has.
+		sent := time.Now()
+		if _, err := c.cli.KeepAliveOnce(rctx, s.Lease()); err != nil {
+			c.log.Warn("cluster etcd lease renewal failed", "err", err)
+			return
+		}
+		c.Renew(sent)
 		termMu.Lock()
 		t := term
 		termMu.Unlock()
 		if t > 0 {
-			if err := c.rebalance(ctx, e, t); err != nil {
+			if err := c.rebalance(rctx, e, t); err != nil {
 				c.log.Warn("cluster rebalance failed", "err", err)
 			}
 		}
-		if err := c.readOwn(ctx); err != nil {
+		if err := c.readOwn(rctx); err != nil {
 			c.log.Warn("cluster read assignment failed", "err", err)
 		}
-		if err := c.readHandlers(ctx); err != nil {
+		if err := c.readHandlers(rctx); err != nil {
 			c.log.Warn("cluster read membership failed", "err", err)
 		}
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-s.Done():
-			return errors.New("session lease lost")
-		case <-tick.C:
-		}
+	}, c.Drop)
+	if ctx.Err() != nil {
+		return nil
 	}
+	return errors.New("session lease lost")
 }
 
 func (c *Coordinator) assignment(ctx context.Context) (map[string]store.Grant, error) {
-	resp, err := c.cli.Get(ctx, c.cfg.Prefix+"/assign/", clientv3.WithPrefix())
+	resp, err := c.cli.Get(ctx, c.prefix+"/assign/", clientv3.WithPrefix())
 	if err != nil {
 		return nil, err
 	}
 	out := make(map[string]store.Grant, len(resp.Kvs))
 	for _, kv := range resp.Kvs {
-		item := strings.TrimPrefix(string(kv.Key), c.cfg.Prefix+"/assign/")
-		p := strings.Split(string(kv.Value), "|")
-		if len(p) != 3 {
-			continue
+		item := strings.TrimPrefix(string(kv.Key), c.prefix+"/assign/")
+		if g, ok := cluster.ParseGrant(string(kv.Value)); ok {
+			out[item] = g
 		}
-		since, _ := strconv.ParseInt(p[1], 10, 64)
-		term, _ := strconv.ParseInt(p[2], 10, 64)
-		out[item] = store.Grant{Node: p[0], Since: time.UnixMicro(since), Term: term}
 	}
 	return out, nil
 }
@@ -258,13 +236,13 @@ func (c *Coordinator) assignment(ctx context.Context) (map[string]store.Grant, e
 // liveNodes reads the membership: every key is a live node's (its
 // session's lease keeps it).
 func (c *Coordinator) liveNodes(ctx context.Context) (map[string]cluster.Member, error) {
-	resp, err := c.cli.Get(ctx, c.cfg.Prefix+"/nodes/", clientv3.WithPrefix())
+	resp, err := c.cli.Get(ctx, c.prefix+"/nodes/", clientv3.WithPrefix())
 	if err != nil {
 		return nil, err
 	}
 	out := map[string]cluster.Member{}
 	for _, kv := range resp.Kvs {
-		out[strings.TrimPrefix(string(kv.Key), c.cfg.Prefix+"/nodes/")] = cluster.DecodeMember(string(kv.Value))
+		out[strings.TrimPrefix(string(kv.Key), c.prefix+"/nodes/")] = cluster.DecodeMember(string(kv.Value))
 	}
 	return out, nil
 }
@@ -276,16 +254,9 @@ func (c *Coordinator) readHandlers(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	topics := make(map[string][]string, len(live))
-	for id, m := range live {
-		topics[id] = m.Topics
-	}
-	c.handlers.Set(topics)
+	c.SetHandlers(live)
 	return nil
 }
-
-// Handlers is which live nodes handle which topic, as the last round read.
-func (c *Coordinator) Handlers() *cluster.Handlers { return c.handlers }
 
 // rebalance writes the assignment for the live nodes, fenced by the
 // leader key: if this node is no longer leader, the transaction fails.
@@ -298,100 +269,74 @@ func (c *Coordinator) rebalance(ctx context.Context, e *concurrency.Election, te
 	if err != nil {
 		return err
 	}
-	prev := make(map[string]string, len(cur))
-	for it, g := range cur {
-		prev[it] = g.Node
-	}
-	nodes := make([]string, 0, len(live))
-	for n := range live {
-		nodes = append(nodes, n)
-	}
-	next := cluster.AssignGroups(c.cfg.Items, nodes, prev)
-	now := time.Now()
-	var ops []clientv3.Op
-	for _, it := range c.cfg.Items {
-		if prev[it] == next[it] {
-			continue
-		}
-		since := now
-		if _, ok := live[prev[it]]; ok {
-			since = now.Add(c.cfg.TTL) // the old owner reads the change within TTL/3
-		}
-		ops = append(ops, clientv3.OpPut(c.cfg.Prefix+"/assign/"+it, grantValue(next[it], since, term)))
-	}
-	if len(ops) == 0 {
-		return nil
-	}
-	resp, err := c.cli.Txn(ctx).If(clientv3.Compare(clientv3.CreateRevision(e.Key()), "=", term)).Then(ops...).Commit()
-	if err != nil {
-		return err
-	}
-	if !resp.Succeeded {
-		return errors.New("no longer leader")
-	}
-	c.log.Info("cluster rebalanced", "term", term, "nodes", len(nodes), "moved", len(ops))
-	return nil
+	return c.Rebalance(term, cluster.IDs(live), cur, func(grants map[string]store.Grant, drop []string) (bool, error) {
+		return c.writeAssignment(ctx, term, grants, drop)
+	})
 }
 
+// writeAssignment writes grants and deletes drop in one transaction
+// fenced by the leader key: held is false, and nothing written, once the
+// key created at revision term (the leader's) is gone.
+func (c *Coordinator) writeAssignment(ctx context.Context, term int64, grants map[string]store.Grant, drop []string) (held bool, err error) {
+	c.mu.Lock()
+	leaderKey := c.leaderKey
+	if c.term != term {
+		leaderKey = c.prefix + "/leader/none" // never led under term: nothing passes
+	}
+	c.mu.Unlock()
+	var ops []clientv3.Op
+	for it, g := range grants {
+		ops = append(ops, clientv3.OpPut(c.prefix+"/assign/"+it, cluster.GrantValue(g)))
+	}
+	for _, it := range drop {
+		ops = append(ops, clientv3.OpDelete(c.prefix+"/assign/"+it))
+	}
+	resp, err := c.cli.Txn(ctx).If(clientv3.Compare(clientv3.CreateRevision(leaderKey), "=", term)).Then(ops...).Commit()
+	if err != nil {
+		return false, err
+	}
+	return resp.Succeeded, nil
+}
 func (c *Coordinator) readOwn(ctx context.Context) error {
 	all, err := c.assignment(ctx)
 	if err != nil {
 		return err
 	}
-	now := time.Now()
-	before := c.owned.Items()
-	c.owned.Set(cluster.Owned(all, c.cfg.NodeID, now))
-	// Set has told the node's stages to stop on what it lost: end the
+	// Follow has told the node's stages to stop on what it lost: end the
 	// handover wait of those items (see cluster.LetGo), each only if its
 	// grant is still the one read.
-	for _, it := range cluster.LetGo(before, all, c.cfg.NodeID, now, c.cfg.HandOverAtOnce) {
+	for _, it := range c.Follow(all) {
 		g := all[it]
-		key := c.cfg.Prefix + "/assign/" + it
-		at := time.Now()
+		key := c.prefix + "/assign/" + it
+		moved := g
+		moved.Since = c.Now()
 		if _, err := c.cli.Txn(ctx).
-			If(clientv3.Compare(clientv3.Value(key), "=", grantValue(g.Node, g.Since, g.Term))).
-			Then(clientv3.OpPut(key, grantValue(g.Node, at, g.Term))).Commit(); err != nil {
+			If(clientv3.Compare(clientv3.Value(key), "=", cluster.GrantValue(g))).
+			Then(clientv3.OpPut(key, cluster.GrantValue(moved))).Commit(); err != nil {
 			return fmt.Errorf("hand over %s: %w", it, err)
 		}
 	}
 	return nil
 }
 
-// grantValue is an item's grant as kept under its assign key.
-func grantValue(node string, since time.Time, term int64) string {
-	return node + "|" + strconv.FormatInt(since.UnixMicro(), 10) + "|" + strconv.FormatInt(term, 10)
-}
-
-func (c *Coordinator) setOwned(term int64, items []string) { c.owned.Set(term, items) }
-
 // Status reads the cluster's state from etcd.
 func (c *Coordinator) Status(ctx context.Context) (cluster.Status, error) {
-	var st cluster.Status
-	resp, err := c.cli.Get(ctx, c.cfg.Prefix+"/leader/", clientv3.WithFirstCreate()...)
+	resp, err := c.cli.Get(ctx, c.prefix+"/leader/", clientv3.WithFirstCreate()...)
 	if err != nil {
-		return st, err
+		return cluster.Status{}, err
 	}
+	var leader string
+	var term int64
 	if len(resp.Kvs) > 0 {
-		st.Leader, st.Term = string(resp.Kvs[0].Value), resp.Kvs[0].CreateRevision
+		leader, term = string(resp.Kvs[0].Value), resp.Kvs[0].CreateRevision
 	}
 	live, err := c.liveNodes(ctx)
 	if err != nil {
-		return st, err
+		return cluster.Status{}, err
 	}
 	assign, err := c.assignment(ctx)
 	if err != nil {
-		return st, err
+		return cluster.Status{}, err
 	}
-	st.Assignment = make(map[string]string, len(assign))
-	counts := map[string]int{}
-	for it, g := range assign {
-		st.Assignment[it] = g.Node
-		counts[g.Node]++
-	}
-	for id, m := range live {
-		st.Nodes = append(st.Nodes, store.NodeStatus{ID: id, Addr: m.Addr, Topics: m.Topics, Heartbeat: time.Now(), Live: true, Items: counts[id],
-			Started: m.Started, Incarnation: m.Incarnation})
-	}
-	slices.SortFunc(st.Nodes, func(a, b store.NodeStatus) int { return strings.Compare(a.ID, b.ID) })
-	return st, nil
+	return cluster.StatusOf(leader, term, live, assign, c.Now()), nil
 }

@@ -3,7 +3,6 @@ package redis
 import (
 	"context"
 	"crypto/tls"
-	"errors"
 	"fmt"
 	"log/slog"
 	"math"
@@ -46,20 +45,8 @@ type Config struct {
 }
 
 func (c *Config) validate() error {
-	if len(c.Addrs) == 0 {
-		return errors.New("hot.redis_addrs: at least one address is required")
-	}
-	for i, a := range c.Addrs {
-		if strings.Contains(a, "://") {
-			if _, err := goredis.ParseURL(a); err != nil {
-				// Not quoted: the URL may carry a password.
-				return fmt.Errorf("hot.redis_addrs[%d]: not a redis:// or rediss:// URL", i)
-			}
-			continue
-		}
-		if _, _, err := net.SplitHostPort(a); err != nil {
-			return fmt.Errorf("hot.redis_addrs[%d]: %q is not host:port", i, a)
-		}
+	if err := c.client().Check("hot.redis_addrs"); err != nil {
+		return err
 	}
 	if c.Prefix == "" {
 		c.Prefix = "ontime"
@@ -145,41 +132,11 @@ func New(ctx context.Context, cfg Config) (*Tier, error) {
 	return t, nil
 }
 
-// universalOptions reads the addresses, credentials and TLS of cfg (URLs
-// validated before): the first URL with a user, password or database
-// gives them to all, as a cluster's nodes share them.
-func universalOptions(cfg Config) *goredis.UniversalOptions {
-	o := &goredis.UniversalOptions{IsClusterMode: len(cfg.Addrs) > 1}
-	for _, a := range cfg.Addrs {
-		if !strings.Contains(a, "://") {
-			o.Addrs = append(o.Addrs, a)
-			continue
-		}
-		u, _ := goredis.ParseURL(a)
-		o.Addrs = append(o.Addrs, u.Addr)
-		if o.Username == "" && o.Password == "" {
-			o.Username, o.Password = u.Username, u.Password
-		}
-		if o.DB == 0 {
-			o.DB = u.DB
-		}
-		if u.TLSConfig != nil && o.TLSConfig == nil {
-			o.TLSConfig = u.TLSConfig
-		}
-	}
-	if cfg.Password != "" {
-		o.Password = cfg.Password
-	}
-	if o.TLSConfig != nil && cfg.TLS != nil {
-		t := cfg.TLS.Clone()
-		t.ServerName = o.TLSConfig.ServerName
-		o.TLSConfig = t
-	}
-	o.Dialer = redialer(o.TLSConfig)
-	o.DialTimeout = dialTimeout
-	// One dial per go-redis attempt: redialer does the retrying.
-	o.DialerRetries = 1
-	return o
+// universalOptions is cfg's ClientConfig.Options.
+func universalOptions(cfg Config) *goredis.UniversalOptions { return cfg.client().Options() }
+
+func (c *Config) client() ClientConfig {
+	return ClientConfig{Addrs: c.Addrs, Password: c.Password, TLS: c.TLS}
 }
 
 const (
