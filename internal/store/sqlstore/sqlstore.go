@@ -135,6 +135,10 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 			return nil, fmt.Errorf("store.databases[%d]: %w", i, err)
 		}
 	}
+	if err := s.checkTopology(ctx); err != nil {
+		s.Close()
+		return nil, err
+	}
 	return s, nil
 }
 
@@ -200,7 +204,10 @@ func (s *Store) connect(dsn string) (w, r *sql.DB, err error) {
 //	   which its claim tokens carry (store.Incarnation)
 //	13 traceparent on the task tables: the W3C trace context of the
 //	   submit, continued by the task's deliveries ('' when not traced)
-const SchemaVersion = 13
+//	17 the recorded topology (topology.go: each database's identity and
+//	   the store's list, in ontime_meta) and the expansion's state
+//	   (expand.go)
+const SchemaVersion = 17
 
 // migrateTo runs the step that brings a database from version v-1 to v.
 // Every statement is idempotent (IF NOT EXISTS, insert-if-absent), so a
@@ -262,6 +269,11 @@ func (s *Store) migrateTo(ctx context.Context, c *sql.Conn, v int) error {
 				return err
 			}
 		}
+	case 14, 15, 16:
+		// Other branches' steps (topics29, prio29, bulk29); the merge
+		// puts theirs here.
+	case 17:
+		stmts = createExpansion[s.d.name]
 	default:
 		return fmt.Errorf("no migration to schema version %d", v)
 	}
