@@ -78,6 +78,11 @@ type Store struct {
 	// liteOps holds SQLite's prepared Start and Finish statements
 	// (start_sqlite.go); nil on the other engines.
 	liteOps *liteOpStmts
+	// cleanupFrom is M while the copies an expansion of M databases left
+	// behind are being deleted (expand.go, owned); 0 otherwise. Read at
+	// Open: a node started before the cleanup ended keeps filtering, which
+	// costs a little and changes no answer.
+	cleanupFrom int
 }
 
 var _ store.Store = (*Store)(nil)
@@ -138,6 +143,14 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	if err := s.checkTopology(ctx); err != nil {
 		s.Close()
 		return nil, err
+	}
+	phase, from, _, _, err := s.loadExpansion(ctx)
+	if err != nil {
+		s.Close()
+		return nil, fmt.Errorf("store.databases[0]: %w", err)
+	}
+	if phase == PhaseCleanup && len(s.w) == 2*from {
+		s.cleanupFrom = from
 	}
 	return s, nil
 }
@@ -444,27 +457,6 @@ func (s *Store) locate(id string) (db, table int, err error) {
 	}
 	db, table = s.topo.Locate(p.ShardHash)
 	return db, table, nil
-}
-
-// CleanupMoved deletes, in every table of database db, the rows that the
-// current topology places in another database: after the databases were
-// doubled by copying, each copy drops what moved away. One DELETE per table.
-func (s *Store) CleanupMoved(ctx context.Context, db int) (_ int64, err error) {
-	defer classify(&err)
-	if db < 0 || db >= len(s.w) {
-		return 0, fmt.Errorf("store: database %d out of range 0..%d", db, len(s.w)-1)
-	}
-	mod, lo, hi := s.topo.CleanupRange(db)
-	var total int64
-	for _, t := range s.names {
-		res, err := s.w[db].ExecContext(ctx, s.d.rebind(`DELETE FROM `+t+` WHERE shard_hash % ? NOT BETWEEN ? AND ?`), mod, lo, hi)
-		if err != nil {
-			return total, fmt.Errorf("cleanup %s: %w", t, err)
-		}
-		n, _ := res.RowsAffected()
-		total += n
-	}
-	return total, nil
 }
 
 // ---- rows ----

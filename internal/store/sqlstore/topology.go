@@ -376,7 +376,9 @@ var createExpansion = map[string][]string{
 		after_id TEXT NOT NULL DEFAULT '', copied INTEGER NOT NULL DEFAULT 0, deleted INTEGER NOT NULL DEFAULT 0, PRIMARY KEY (src, tbl))`},
 	"mysql": {`CREATE TABLE IF NOT EXISTS ontime_expansion (src INT NOT NULL, tbl INT NOT NULL, phase SMALLINT NOT NULL,
 		after_id CHAR(26) CHARACTER SET ascii COLLATE ascii_bin NOT NULL DEFAULT '', copied BIGINT NOT NULL DEFAULT 0, deleted BIGINT NOT NULL DEFAULT 0,
-		PRIMARY KEY (src, tbl)) ENGINE=InnoDB`},
+		PRIMARY KEY (src, tbl)) ENGINE=InnoDB`,
+		// An expansion records its new databases' DSNs in ontime_meta.
+		`ALTER TABLE ontime_meta MODIFY v TEXT NOT NULL`},
 	"postgres": {`CREATE TABLE IF NOT EXISTS ontime_expansion (src INT NOT NULL, tbl INT NOT NULL, phase SMALLINT NOT NULL,
 		after_id TEXT COLLATE "C" NOT NULL DEFAULT '', copied BIGINT NOT NULL DEFAULT 0, deleted BIGINT NOT NULL DEFAULT 0, PRIMARY KEY (src, tbl))`},
 }
