@@ -85,15 +85,15 @@ type ExpandOptions struct {
 
 // ExpandStatus is the stored state of an expansion.
 type ExpandStatus struct {
-	Phase     string    `json:"phase"`      // "", copy, cleanup
-	From      int       `json:"from"`       // M
-	To        int       `json:"to"`         // 2M
-	Databases int       `json:"databases"`  // the store's databases now
-	Epoch     int64     `json:"epoch"`      // topology epoch
-	Since     time.Time `json:"since"`      // when the expansion began
-	Tables    int       `json:"tables"`     // source tables (M·N)
-	Copied    int       `json:"copied"`     // tables whose first copy pass is done
-	Cleaned   int       `json:"cleaned"`    // tables cleaned up
+	Phase     string    `json:"phase"`     // "", copy, cleanup
+	From      int       `json:"from"`      // M
+	To        int       `json:"to"`        // 2M
+	Databases int       `json:"databases"` // the store's databases now
+	Epoch     int64     `json:"epoch"`     // topology epoch
+	Since     time.Time `json:"since"`     // when the expansion began
+	Tables    int       `json:"tables"`    // source tables (M·N)
+	Copied    int       `json:"copied"`    // tables whose first copy pass is done
+	Cleaned   int       `json:"cleaned"`   // tables cleaned up
 	RowsCopy  int64     `json:"rows_copied"`
 	RowsClean int64     `json:"rows_deleted"`
 }
