@@ -46,6 +46,7 @@ func verbs() []func(*globals) *cobra.Command {
 		newTopicsCmd,
 		newClusterCmd,
 		newShardCmd,
+		newStoreCmd, // store.go
 		newOutboxCmd, // outbox.go
 		newSchedulesCmd,
 		newJobsCmd,
