@@ -269,7 +269,7 @@ func NewNode(ctx context.Context, cfg Config, opts ...NodeOption) (_ *Node, err 
 		return nil, err
 	}
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), newStoreCollector(st))
 	n := &Node{cfg: cfg, log: o.logger, store: st, reg: reg, sec: sec, inc: store.NewIncarnation(),
 		created: time.Now(), version: metrics.BuildVersion()}
 	if err := n.openAudit(); err != nil {
@@ -798,6 +798,7 @@ func (n *Node) apiHandler() http.Handler {
 		Jobs:      jobsAPI{n},
 		Cluster:   n,
 		Outboxes:  n,
+		Store:     n,
 		Metrics:   promhttp.HandlerFor(n.reg, promhttp.HandlerOpts{Registry: n.reg}),
 	}, api.Options{
 		MaxPayloadBytes:      n.cfg.Delivery.MaxPayloadBytes,

@@ -158,6 +158,10 @@ func chaosExpand(t *testing.T, engine string) {
 	cl.restart(1)
 	load.setDown(1, false)
 	event("copy done, n2 back")
+	if v, err := c0.StoreStatus(ctx); err != nil || v.Databases != m || v.Expansion == nil || v.Expansion.Phase != "copy" ||
+		v.Expansion.TablesCopied != v.Expansion.Tables || v.Expansion.RowsCopied == 0 {
+		t.Fatalf("GET /v1/store during the copy: %+v %v", v, err)
+	}
 	time.Sleep(3 * time.Second)
 
 	// Cutover with the nodes stopped; the expander killed in the cleanup.
@@ -187,6 +191,12 @@ func chaosExpand(t *testing.T, engine string) {
 	}
 	event("cleaned up")
 
+	if v, err := c0.StoreStatus(ctx); err != nil || v.Databases != 2*m || v.Expansion != nil {
+		t.Fatalf("GET /v1/store after the cleanup: %+v %v", v, err)
+	}
+	if n := counter(t, "http://"+cl.addrs[0], "ontime_store_databases"); n != float64(2*m) {
+		t.Fatalf("ontime_store_databases %v", n)
+	}
 	wait()
 	rcv.settle(load, 5*time.Minute, 5*time.Second)
 	res := rcv.count(load)

@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/ontimehq/ontime"
+	"github.com/ontimehq/ontime/apiv1"
 	"github.com/ontimehq/ontime/internal/store/sqlstore"
 )
 
@@ -166,9 +167,29 @@ func newStoreStatusCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "status [--config ontime.yaml]",
 		Short: "Show the store's databases and any expansion under way",
-		Args:  noArgs,
+		Long: `Show the store's databases and the progress of an expansion under way: by
+default as a node answers it (GET /v1/store on --server); with --config, read
+from the databases of the config (while the nodes are stopped, for a cutover).`,
+		Example: `  ontime store status
+  ontime store status --config ontime.yaml --json`,
+		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			st, _, err := f.open(cmd.Context(), nil)
+			if f.config == "" {
+				c, err := g.client()
+				if err != nil {
+					return err
+				}
+				v, err := c.StoreStatus(cmd.Context())
+				if err != nil {
+					return err
+				}
+				if g.json {
+					return g.printJSON(cmd, v)
+				}
+				printStoreView(cmd.OutOrStdout(), v)
+				return nil
+			}
+			st, cfg, err := f.open(cmd.Context(), nil)
 			if err != nil {
 				return err
 			}
@@ -177,10 +198,11 @@ func newStoreStatusCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			v := storeView(s, cfg.Store.Tables)
 			if g.json {
-				return g.printJSON(cmd, s)
+				return g.printJSON(cmd, v)
 			}
-			printStoreStatus(cmd.OutOrStdout(), s)
+			printStoreView(cmd.OutOrStdout(), v)
 			return nil
 		},
 	}
@@ -188,15 +210,16 @@ func newStoreStatusCmd(g *globals) *cobra.Command {
 	return cmd
 }
 
-func printStoreStatus(w io.Writer, s sqlstore.ExpandStatus) {
-	fmt.Fprintf(w, "databases  %d (topology epoch %d)\n", s.Databases, s.Epoch)
-	if s.Phase == sqlstore.PhaseNone {
+func printStoreView(w io.Writer, v *apiv1.StoreStatus) {
+	fmt.Fprintf(w, "databases  %d × %d tables (topology epoch %d)\n", v.Databases, v.Tables, v.Epoch)
+	e := v.Expansion
+	if e == nil {
 		fmt.Fprintln(w, "expansion  none")
 		return
 	}
-	fmt.Fprintf(w, "expansion  %d → %d databases, phase %s, since %s\n", s.From, s.To, s.Phase, s.Since.Format(time.RFC3339))
-	fmt.Fprintf(w, "copy       %d/%d tables, %d rows\n", s.Copied, s.Tables, s.RowsCopy)
-	fmt.Fprintf(w, "cleanup    %d/%d tables, %d rows deleted\n", s.Cleaned, s.Tables, s.RowsClean)
+	fmt.Fprintf(w, "expansion  %d → %d databases, phase %s, since %s\n", e.From, e.To, e.Phase, e.Since.Format(time.RFC3339))
+	fmt.Fprintf(w, "copy       %d/%d tables, %d rows\n", e.TablesCopied, e.Tables, e.RowsCopied)
+	fmt.Fprintf(w, "cleanup    %d/%d tables, %d rows deleted\n", e.TablesCleaned, e.Tables, e.RowsDeleted)
 }
 
 func newStoreAbortCmd(g *globals) *cobra.Command {
@@ -223,4 +246,15 @@ cutover an expansion can only finish.`,
 	}
 	f.add(cmd)
 	return cmd
+}
+
+// storeView is GET /v1/store's answer made from the databases (the node's
+// own is ontime's storeStatusView).
+func storeView(st sqlstore.ExpandStatus, tables int) *apiv1.StoreStatus {
+	v := &apiv1.StoreStatus{Databases: st.Databases, Tables: tables, Epoch: st.Epoch}
+	if st.Phase != sqlstore.PhaseNone {
+		v.Expansion = &apiv1.StoreExpansion{Phase: st.Phase, From: st.From, To: st.To, Since: st.Since, Tables: st.Tables,
+			TablesCopied: st.Copied, TablesCleaned: st.Cleaned, RowsCopied: st.RowsCopy, RowsDeleted: st.RowsClean}
+	}
+	return v
 }

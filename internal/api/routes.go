@@ -19,6 +19,7 @@ type Services struct {
 	Jobs      JobService      // /v1/jobs…
 	Cluster   ClusterService  // GET /v1/cluster
 	Outboxes  OutboxService   // GET /v1/outboxes
+	Store     StoreService    // GET /v1/store
 	Metrics   http.Handler    // GET /metrics
 }
 
@@ -26,6 +27,12 @@ type Services struct {
 // their databases show them (ontime.Node).
 type OutboxService interface {
 	Outboxes(ctx context.Context) (*apiv1.OutboxList, error)
+}
+
+// StoreService is what GET /v1/store needs: the store's recorded
+// databases and expansion (ontime.Node).
+type StoreService interface {
+	StoreStatus(ctx context.Context) (*apiv1.StoreStatus, error)
 }
 
 // ClusterService is what GET /v1/cluster needs: the cluster as the node
@@ -108,6 +115,9 @@ func (h *handler) routes(s Services) []route {
 
 		// Outboxes (config outboxes:).
 		{"GET /v1/outboxes", s.Outboxes != nil, func(w http.ResponseWriter, r *http.Request) { h.outboxes(w, r, s.Outboxes) }, readOnly},
+
+		// The store's databases and their growth (ontime store).
+		{"GET /v1/store", s.Store != nil, func(w http.ResponseWriter, r *http.Request) { h.storeStatus(w, r, s.Store) }, readOnly},
 	}
 }
 
@@ -126,6 +136,19 @@ func (h *handler) outboxes(w http.ResponseWriter, r *http.Request, svc OutboxSer
 	v, err := svc.Outboxes(r.Context())
 	if err != nil {
 		h.fail(w, r, fmt.Errorf("outboxes: %w", err))
+		return
+	}
+	writeJSON(w, http.StatusOK, v)
+}
+
+func (h *handler) storeStatus(w http.ResponseWriter, r *http.Request, svc StoreService) {
+	if r.URL.RawQuery != "" {
+		h.fail(w, r, badRequest("query", "GET /v1/store takes no query parameters"))
+		return
+	}
+	v, err := svc.StoreStatus(r.Context())
+	if err != nil {
+		h.fail(w, r, fmt.Errorf("store status: %w", err))
 		return
 	}
 	writeJSON(w, http.StatusOK, v)

@@ -1,0 +1,63 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/ontimehq/ontime/apiv1"
+)
+
+// TestStoreVerbs walks an expansion of a SQLite store through the CLI:
+// status, a copy, an abort, a copy again, the cutover and cleanup, and
+// the old config refused afterwards.
+func TestStoreVerbs(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	a, b := filepath.Join(dir, "a.db"), filepath.Join(dir, "b.db")
+	cfg := filepath.Join(dir, "ontime.yaml")
+	if err := os.WriteFile(cfg, []byte(fmt.Sprintf("data_dir: %s\nstore: {driver: sqlite, databases: [%q], tables: 4, segments: 1}\n", dir, a)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	status := func() apiv1.StoreStatus {
+		t.Helper()
+		code, out, errs := runCLI("store", "status", "--config", cfg, "--json")
+		var v apiv1.StoreStatus
+		if err := json.Unmarshal([]byte(out), &v); code != 0 || err != nil {
+			t.Fatalf("status: exit %d %v %s %s", code, err, out, errs)
+		}
+		return v
+	}
+	if v := status(); v.Databases != 1 || v.Tables != 4 || v.Expansion != nil {
+		t.Fatalf("%+v", v)
+	}
+	if code, _, errs := runCLI("store", "expand", "--config", cfg); code != exitUsage || !strings.Contains(errs, "--databases: name 1 new databases") {
+		t.Fatalf("no --databases: exit %d %s", code, errs)
+	}
+	if code, out, errs := runCLI("store", "expand", "--config", cfg, "--databases", b); code != 0 || !strings.Contains(out, "next: stop every node") {
+		t.Fatalf("copy: exit %d %s %s", code, out, errs)
+	}
+	if v := status(); v.Expansion == nil || v.Expansion.Phase != "copy" || v.Expansion.TablesCopied != 4 || v.Expansion.To != 2 {
+		t.Fatalf("%+v", v.Expansion)
+	}
+	if code, out, _ := runCLI("store", "abort", "--config", cfg); code != 0 || !strings.Contains(out, "as it was") {
+		t.Fatalf("abort: %d %s", code, out)
+	}
+	if v := status(); v.Expansion != nil {
+		t.Fatalf("after abort %+v", v.Expansion)
+	}
+	if code, out, errs := runCLI("store", "expand", "--config", cfg, "--databases", b, "--cutover"); code != 0 || !strings.Contains(out, "cut over") || !strings.Contains(out, "cleaned up") {
+		t.Fatalf("cutover: exit %d %s %s", code, out, errs)
+	}
+	code, _, errs := runCLI("store", "status", "--config", cfg)
+	if code != exitError || !strings.Contains(errs, "is missing from store.databases") {
+		t.Fatalf("old config after cutover: exit %d %s", code, errs)
+	}
+	oneLine(t, errs)
+	if code, _, errs := runCLI("store", "expand", "--config", cfg, "--databases", b, "--page", "0"); code != exitUsage {
+		t.Fatalf("--page 0: exit %d %s", code, errs)
+	}
+}
