@@ -98,6 +98,13 @@ func chaosExpand(t *testing.T, engine string) {
 	if engine == "sqlite" {
 		dir := t.TempDir()
 		old, twins = []string{dir + "/a.db"}, []string{dir + "/b.db"}
+	} else if engine == "postgres" {
+		// A private server (max_connections 300): 3 nodes × 4 databases
+		// of pools need more than the shared server leaves free.
+		pg := testdb.StartPostgres(t)
+		for range m {
+			old, twins = append(old, pg.CreateDatabase()), append(twins, pg.CreateDatabase())
+		}
 	} else {
 		old, twins = testdb.DSNs(t, engine, m), testdb.DSNs(t, engine, m)
 	}

@@ -396,7 +396,8 @@ func (s *Store) ExpandCopy(ctx context.Context, o ExpandOptions) (err error) {
 }
 
 // copyPage copies the rows of table t in src matching where (ordered and
-// limited by tail) into the same table of dst, upserted by ID, and returns
+// limited by tail) into the same table of dst, replacing the rows of their
+// IDs, and returns
 // how many it copied and the last ID.
 func (s *Store) copyPage(ctx context.Context, src, dst *sql.DB, t, where string, args []any, tail string) (int, string, error) {
 	rows, err := src.QueryContext(ctx, s.d.rebind(`SELECT `+cols+` FROM `+t+` WHERE `+where+tail), args...)
@@ -428,34 +429,78 @@ func (s *Store) copyPage(ctx context.Context, src, dst *sql.DB, t, where string,
 	if err := rows.Err(); err != nil || n == 0 {
 		return 0, "", err
 	}
-	err = withRetry(ctx, func() error {
-		_, err := dst.ExecContext(ctx, s.upsertRows(t, n), vals...)
-		return err
-	})
+	// Delete then insert, in one transaction: a row copied before is
+	// replaced whole. Not INSERT … ON DUPLICATE KEY UPDATE: on MariaDB a
+	// clash on the live key index would update another row.
+	ids := make([]any, n)
+	for i := range n {
+		ids[i] = vals[i*nCols]
+	}
+	upsert := func() error {
+		return withRetry(ctx, func() error {
+			tx, err := dst.BeginTx(ctx, nil)
+			if err != nil {
+				return err
+			}
+			defer tx.Rollback()
+			if _, err := tx.ExecContext(ctx, s.d.rebind(`DELETE FROM `+t+` WHERE id IN (`+placeholders(n)+`)`), ids...); err != nil {
+				return err
+			}
+			if _, err := tx.ExecContext(ctx, s.insertRows(t, n), vals...); err != nil {
+				return err
+			}
+			return tx.Commit()
+		})
+	}
+	err = upsert()
+	if err != nil && uniqueViolation(err) {
+		// A live row of the page has a key whose earlier task the twin
+		// holds as live still: that task ended after it was copied, and
+		// the catch-up pass copies it again (its updated_at is past the
+		// pass's start). Its stale copy goes; the key is the page's row's.
+		for i := 0; i < n; i++ {
+			row := vals[i*nCols : (i+1)*nCols]
+			if row[colKey] == nil || toInt64(row[colStatus]) >= 3 {
+				continue
+			}
+			if _, err := dst.ExecContext(ctx, s.d.rebind(`DELETE FROM `+t+` WHERE topic = ? AND task_key = ? AND status < 3 AND id <> ?`), row[colTopic], row[colKey], row[0]); err != nil {
+				return 0, "", err
+			}
+		}
+		err = upsert()
+	}
 	return n, last, err
+}
+
+// Positions in cols of the columns copyPage looks at.
+const (
+	colTopic  = 1
+	colKey    = 2
+	colStatus = 10
+)
+
+func toInt64(v any) int64 {
+	switch x := v.(type) {
+	case int64:
+		return x
+	case int32:
+		return int64(x)
+	case int:
+		return int64(x)
+	case []byte:
+		n, _ := strconv.ParseInt(string(x), 10, 64)
+		return n
+	}
+	return 0
 }
 
 // nCols is the number of columns in cols.
 const nCols = nInsertCols + 1
 
-// upsertRows is the statement that writes n rows of cols into t, each
-// replacing the row of its ID.
-func (s *Store) upsertRows(t string, n int) string {
-	names := strings.Split(cols, ", ")
-	row := "(" + placeholders(len(names)) + ")"
-	q := `INSERT INTO ` + t + ` (` + cols + `) VALUES ` + strings.TrimSuffix(strings.Repeat(row+", ", n), ", ")
-	var set []string
-	for _, c := range names[1:] {
-		if s.d.name == "mysql" {
-			set = append(set, c+` = VALUES(`+c+`)`)
-		} else {
-			set = append(set, c+` = excluded.`+c)
-		}
-	}
-	if s.d.name == "mysql" {
-		return q + ` ON DUPLICATE KEY UPDATE ` + strings.Join(set, ", ")
-	}
-	return s.d.rebind(q + ` ON CONFLICT (id) DO UPDATE SET ` + strings.Join(set, ", "))
+// insertRows is the statement that writes n rows of cols into t.
+func (s *Store) insertRows(t string, n int) string {
+	row := "(" + placeholders(nCols) + ")"
+	return s.d.rebind(`INSERT INTO ` + t + ` (` + cols + `) VALUES ` + strings.TrimSuffix(strings.Repeat(row+", ", n), ", "))
 }
 
 // ExpandCutover switches the store to its 2M databases: a last catch-up

@@ -201,6 +201,34 @@ func TestExpandDoubles(t *testing.T) {
 					t.Fatalf("kill %d: the copy ended before it was killed", kill)
 				}
 				f.add(t, s, fmt.Sprintf("b%d", kill), 200)
+				// Keys ended and taken again by new tasks: a twin that
+				// holds the ended task's copy as live still must give
+				// the key to the new one.
+				var again []store.NewTask
+				var ended []string
+				for id, st := range f.status {
+					if k := f.tasks[id].Key; k != "" && st == task.StatusPending && len(ended) < 100 {
+						ended = append(ended, id)
+					}
+				}
+				for _, id := range ended {
+					if _, err := s.Cancel(ctx, id); err != nil {
+						t.Fatal(err)
+					}
+					f.status[id] = task.StatusCancelled
+					nt := newTask(t, f.tasks[id].Key, time.Now().Add(time.Hour), 2)
+					again = append(again, nt)
+					f.tasks[nt.ID], f.status[nt.ID] = nt, task.StatusPending
+				}
+				if ins, err := s.Insert(ctx, again); err != nil {
+					t.Fatal(err)
+				} else {
+					for i, in := range ins {
+						if in.Existing || in.Task.ID != again[i].ID {
+							t.Fatalf("key %s still held by %s", again[i].Key, in.Task.ID)
+						}
+					}
+				}
 				// Changes to rows copied already: the catch-up brings them.
 				n := 0
 				for id, st := range f.status {
