@@ -46,7 +46,7 @@ func verbs() []func(*globals) *cobra.Command {
 		newTopicsCmd,
 		newClusterCmd,
 		newShardCmd,
-		newStoreCmd, // store.go
+		newStoreCmd,  // store.go
 		newOutboxCmd, // outbox.go
 		newSchedulesCmd,
 		newJobsCmd,
