@@ -152,6 +152,7 @@ func chaosExpand(t *testing.T, engine string) {
 	time.Sleep(3 * time.Second)
 
 	// Copy, with the expander killed once and a node killed meanwhile.
+	copyStart := time.Now()
 	if _, killed := expander(t, "copy:", 1500*time.Millisecond, append([]string{"--config", cfgA, "--page", "20"}, twinArgs...)...); killed {
 		event("expander killed during the copy")
 	}
@@ -164,6 +165,7 @@ func chaosExpand(t *testing.T, engine string) {
 	}
 	cl.restart(1)
 	load.setDown(1, false)
+	copyEnd := time.Now()
 	event("copy done, n2 back")
 	if v, err := c0.StoreStatus(ctx); err != nil || v.Databases != m || v.Expansion == nil || v.Expansion.Phase != "copy" ||
 		v.Expansion.TablesCopied != v.Expansion.Tables || v.Expansion.RowsCopied == 0 {
@@ -179,10 +181,11 @@ func chaosExpand(t *testing.T, engine string) {
 		}
 	}
 	event("nodes stopped")
-	out, killed := expander(t, "cut over:", time.Minute, append([]string{"--config", cfgA, "--page", "20", "--cutover"}, twinArgs...)...)
-	if !strings.Contains(out, "cut over:") {
-		t.Fatalf("cutover: %s", out)
+	out, killed := expander(t, "cleanup:", time.Minute, append([]string{"--config", cfgA, "--page", "20", "--cutover"}, twinArgs...)...)
+	if !strings.Contains(out, "cut over:") || !killed {
+		t.Fatalf("cutover (killed in the cleanup: %v): %s", killed, out)
 	}
+	cleanupStart := time.Now()
 	event("cut over")
 	cl.cfg = cfgB
 	for i := range cl.procs {
@@ -190,13 +193,12 @@ func chaosExpand(t *testing.T, engine string) {
 		load.setDown(i, false)
 	}
 	event("nodes started with the grown config")
-	if killed {
-		event("expander killed in the cleanup")
-	}
+	event("expander killed in the cleanup")
 	if out, _ := expander(t, "", 0, "--config", cfgB, "--page", "20"); !strings.Contains(out, "cleaned up") {
 		t.Fatalf("cleanup: %s", out)
 	}
 	event("cleaned up")
+	cleanupEnd := time.Now()
 
 	if v, err := c0.StoreStatus(ctx); err != nil || v.Databases != 2*m || v.Expansion != nil {
 		t.Fatalf("GET /v1/store after the cleanup: %+v %v", v, err)
@@ -237,6 +239,13 @@ func chaosExpand(t *testing.T, engine string) {
 	if !found {
 		t.Fatal("expand.later is not in /v1/topics")
 	}
+	// Lateness of the tasks due before the copy began (the idle figure),
+	// during the copy, and during the cleanup (nodes back on 2M databases).
+	p99 := func(lo, hi time.Time) time.Duration {
+		return rcv.countDue(load, func(due time.Time) bool { return !due.Before(lo) && due.Before(hi) }).P99
+	}
+	idle, during, cleaning := p99(start, copyStart), p99(copyStart, copyEnd), p99(cleanupStart, cleanupEnd.Add(time.Second))
+	t.Logf("lateness p99: before %s, during the copy %s (%.1f×), during the cleanup %s", idle, during, float64(during)/float64(max(idle, time.Microsecond)), cleaning)
 	chaosVerdict(t, "expand/"+engine, res, true,
 		fmt.Sprintf("%d → %d databases, 3 nodes; %s; %d tasks/s due %s–%s ahead; %s; %s", m, 2*m, strings.Join(events, ", "), rate, lo, hi, leases, load.failures()))
 }

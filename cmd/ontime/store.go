@@ -150,14 +150,16 @@ func storeExpand(cmd *cobra.Command, g *globals, f *storeFlags, dsns []string, c
 	return nil
 }
 
-// progressPrinter prints an expansion's progress at most once a second.
+// progressPrinter prints an expansion's progress when a phase begins and
+// then at most once a second.
 func progressPrinter(w io.Writer, quiet bool) func(sqlstore.ExpandStatus) {
 	var last time.Time
+	phase := ""
 	return func(s sqlstore.ExpandStatus) {
-		if quiet || time.Since(last) < time.Second {
+		if quiet || (s.Phase == phase && time.Since(last) < time.Second) {
 			return
 		}
-		last = time.Now()
+		last, phase = time.Now(), s.Phase
 		fmt.Fprintf(w, "%s: %d/%d tables copied (%d rows), %d cleaned (%d rows deleted)\n", s.Phase, s.Copied, s.Tables, s.RowsCopy, s.Cleaned, s.RowsClean)
 	}
 }

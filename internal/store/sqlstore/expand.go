@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -345,7 +346,7 @@ func (s *Store) ExpandCopy(ctx context.Context, o ExpandOptions) (err error) {
 		}
 		t := s.names[u.tbl]
 		for {
-			got, last, err := s.copyPage(ctx, s.w[u.src], tw.dbs[u.src], t, `id > ? AND `+pred, append([]any{u.after}, pargs...), ` ORDER BY id LIMIT `+strconv.Itoa(page))
+			got, last, err := s.copyPage(ctx, s.w[u.src], tw.dbs[u.src], t, `id > ? AND `+pred, append([]any{u.after}, pargs...), ` ORDER BY id LIMIT `+strconv.Itoa(page), true)
 			if err != nil {
 				return fmt.Errorf("copy %s of database %d: %w", t, u.src, err)
 			}
@@ -381,7 +382,7 @@ func (s *Store) ExpandCopy(ctx context.Context, o ExpandOptions) (err error) {
 			after := ""
 			for {
 				got, last, err := s.copyPage(ctx, s.w[u.src], tw.dbs[u.src], t, `id > ? AND updated_at >= ? AND `+status+` AND `+pred,
-					append([]any{after, since}, pargs...), ` ORDER BY id LIMIT `+strconv.Itoa(page))
+					append([]any{after, since}, pargs...), ` ORDER BY id LIMIT `+strconv.Itoa(page), false)
 				if err != nil {
 					return fmt.Errorf("catch up %s of database %d: %w", t, u.src, err)
 				}
@@ -397,9 +398,10 @@ func (s *Store) ExpandCopy(ctx context.Context, o ExpandOptions) (err error) {
 
 // copyPage copies the rows of table t in src matching where (ordered and
 // limited by tail) into the same table of dst, replacing the rows of their
-// IDs, and returns
+// IDs (fresh: the rows are most likely new there, try a plain insert
+// first), and returns
 // how many it copied and the last ID.
-func (s *Store) copyPage(ctx context.Context, src, dst *sql.DB, t, where string, args []any, tail string) (int, string, error) {
+func (s *Store) copyPage(ctx context.Context, src, dst *sql.DB, t, where string, args []any, tail string, fresh bool) (int, string, error) {
 	rows, err := src.QueryContext(ctx, s.d.rebind(`SELECT `+cols+` FROM `+t+` WHERE `+where+tail), args...)
 	if err != nil {
 		return 0, "", err
@@ -438,6 +440,14 @@ func (s *Store) copyPage(ctx context.Context, src, dst *sql.DB, t, where string,
 	}
 	upsert := func() error {
 		return withRetry(ctx, func() error {
+			if fresh {
+				// The first pass: the rows are new to the twin unless a
+				// killed copy wrote this page before (then: replace).
+				_, err := dst.ExecContext(ctx, s.insertRows(t, n), vals...)
+				if err == nil || !uniqueViolation(err) {
+					return err
+				}
+			}
 			tx, err := dst.BeginTx(ctx, nil)
 			if err != nil {
 				return err
@@ -473,10 +483,10 @@ func (s *Store) copyPage(ctx context.Context, src, dst *sql.DB, t, where string,
 }
 
 // Positions in cols of the columns copyPage looks at.
-const (
-	colTopic  = 1
-	colKey    = 2
-	colStatus = 10
+var (
+	colTopic  = slices.Index(colNames, "topic")
+	colKey    = slices.Index(colNames, "task_key")
+	colStatus = slices.Index(colNames, "status")
 )
 
 func toInt64(v any) int64 {
@@ -494,8 +504,12 @@ func toInt64(v any) int64 {
 	return 0
 }
 
+// colNames are the columns of cols, which a copy reads and writes whole:
+// a column added to the task tables (and to cols) is copied with the rest.
+var colNames = strings.Split(cols, ", ")
+
 // nCols is the number of columns in cols.
-const nCols = nInsertCols + 1
+var nCols = len(colNames)
 
 // insertRows is the statement that writes n rows of cols into t.
 func (s *Store) insertRows(t string, n int) string {
