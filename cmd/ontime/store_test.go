@@ -60,4 +60,19 @@ func TestStoreVerbs(t *testing.T) {
 	if code, _, errs := runCLI("store", "expand", "--config", cfg, "--databases", b, "--page", "0"); code != exitUsage {
 		t.Fatalf("--page 0: exit %d %s", code, errs)
 	}
+
+	// And again, 2 → 4, with the grown config.
+	c, d := filepath.Join(dir, "c.db"), filepath.Join(dir, "d.db")
+	if err := os.WriteFile(cfg, []byte(fmt.Sprintf("data_dir: %s\nstore: {driver: sqlite, databases: [%q, %q], tables: 4, segments: 1}\n", dir, a, b)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if v := status(); v.Databases != 2 || v.Expansion != nil || v.Epoch != 2 {
+		t.Fatalf("grown: %+v", v)
+	}
+	if code, _, errs := runCLI("store", "expand", "--config", cfg, "--databases", c); code != exitError || !strings.Contains(errs, "needs 2 new ones, got 1") {
+		t.Fatalf("one database for two: exit %d %s", code, errs)
+	}
+	if code, out, errs := runCLI("store", "expand", "--config", cfg, "--databases", c, "--databases", d, "--cutover"); code != 0 || !strings.Contains(out, "the store has 4 databases") {
+		t.Fatalf("2 → 4: exit %d %s %s", code, out, errs)
+	}
 }
