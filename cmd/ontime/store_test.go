@@ -76,3 +76,35 @@ func TestStoreVerbs(t *testing.T) {
 		t.Fatalf("2 → 4: exit %d %s %s", code, out, errs)
 	}
 }
+
+// TestServeRefusesCopiedDatabase is the issue's case: a one-database
+// SQLite store copied with cp and started with [a.db, b.db]. The node
+// refuses with one line that says what differs and what to run instead.
+func TestServeRefusesCopiedDatabase(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	a, b := filepath.Join(dir, "a.db"), filepath.Join(dir, "b.db")
+	write := func(dbs ...string) string {
+		path := filepath.Join(dir, fmt.Sprintf("ontime-%d.yaml", len(dbs)))
+		if err := os.WriteFile(path, []byte(fmt.Sprintf("data_dir: %s\nlisten: 127.0.0.1:0\nstore: {driver: sqlite, databases: [\"%s\"], tables: 4, segments: 1}\n", dir, strings.Join(dbs, `", "`))), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
+	if code, _, errs := runCLI("store", "status", "--config", write(a)); code != 0 {
+		t.Fatalf("exit %d %s", code, errs)
+	}
+	raw, err := os.ReadFile(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(b, raw, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, _, errs := runCLI("serve", "--config", write(a, b))
+	if code != exitError || !strings.Contains(errs, "store.databases[1] is the same database as store.databases[0], or a copy of it") ||
+		!strings.Contains(errs, "ontime store expand --databases") {
+		t.Fatalf("serve on a copy: exit %d %s", code, errs)
+	}
+	oneLine(t, errs)
+}
