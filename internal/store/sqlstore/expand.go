@@ -26,8 +26,9 @@ import (
 // killed expander resumes where it stopped:
 //
 //	copy     the rows whose slot moves are copied to the twin in keyset
-//	         pages (id > last ORDER BY id), upserted, so a page copied again
-//	         after a crash changes nothing; the nodes keep serving from
+//	         pages (id > last ORDER BY id), each replacing the rows of its
+//	         IDs, so a page copied again after a crash changes nothing; the
+//	         cursor is stored after each page; the nodes keep serving from
 //	         the old databases and know nothing of the twins. Then catch-up
 //	         passes copy the rows changed since the previous pass began
 //	         (updated_at, less a margin for clocks and long transactions).

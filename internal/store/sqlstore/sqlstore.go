@@ -4,7 +4,8 @@
 // implementation; the differences are in dialect.go.
 //
 // Each database holds N tables ontime_tasks_0000 … and ontime_meta (schema
-// version and the table and segment counts the tables were made with),
+// version, the table and segment counts the tables were made with, and the
+// recorded topology: topology.go),
 // and the database coordinator's tables (coord.go).
 // Indexes, and why:
 //
