@@ -479,6 +479,9 @@ func (n *Node) build(ctx context.Context, resolver Resolver) error {
 	// the others before the pipeline stops.
 	type services = []startstop.Service
 	n.services = slices.Concat(
+		// The store's mark of this node (store_mark.go): first to start,
+		// last to stop, so a cutover waits for every write to end.
+		services{&storeMark{st: n.store, node: n.cfg.NodeID, log: n.log}},
 		// The gauges' counting worker only reads: it needs nothing
 		// running, and serves scrapes until the rest has stopped.
 		services{g},

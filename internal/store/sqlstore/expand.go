@@ -541,6 +541,15 @@ func (s *Store) ExpandCutover(ctx context.Context, liveWithin time.Duration, o E
 	if err != nil {
 		return err
 	}
+	users, err := s.usersSince(ctx, time.Now().Add(-MarkFresh))
+	if err != nil {
+		return err
+	}
+	for _, u := range users {
+		if !slices.Contains(live, u) {
+			live = append(live, u)
+		}
+	}
 	if len(live) > 0 {
 		return fmt.Errorf("%w: nodes %s are running; stop every node before the cutover (the copy goes on while they run; only the switch needs them stopped)", ErrExpansion, strings.Join(live, ", "))
 	}
@@ -734,4 +743,45 @@ func openLiteWriter(dsn string) (*sql.DB, error) {
 	}
 	db.SetMaxOpenConns(1)
 	return db, nil
+}
+
+// MarkInUse records that node uses the store now, whatever its coordinator
+// (only the database coordinator heartbeats into the store): a cutover
+// refuses while a node marked itself within MarkFresh. It fails with
+// ErrTopology when the store's databases changed since Open.
+func (s *Store) MarkInUse(ctx context.Context, node string, now time.Time) (err error) {
+	defer classify(&err)
+	up := `INSERT INTO ontime_store_users (node_id, epoch, at) VALUES (?, ?, ?) ON CONFLICT (node_id) DO UPDATE SET epoch = excluded.epoch, at = excluded.at`
+	if s.d.name == "mysql" {
+		up = `INSERT INTO ontime_store_users (node_id, epoch, at) VALUES (?, ?, ?) ON DUPLICATE KEY UPDATE epoch = VALUES(epoch), at = VALUES(at)`
+	}
+	if _, err := s.w[0].ExecContext(ctx, s.d.rebind(up), node, s.epoch, micros(now)); err != nil {
+		return err
+	}
+	var v string
+	err = s.r[0].QueryRowContext(ctx, s.d.rebind(`SELECT v FROM ontime_meta WHERE k = ?`), metaEpoch).Scan(&v)
+	if err != nil {
+		return err
+	}
+	if v != strconv.FormatInt(s.epoch, 10) {
+		return fmt.Errorf("%w: the store's databases changed while this node ran (topology epoch %d, now %s): restart it with store.databases as `ontime store status` lists them", ErrTopology, s.epoch, v)
+	}
+	return nil
+}
+
+// Unmark removes node's mark (a node stopping): a cutover need not wait
+// for it to go stale.
+func (s *Store) Unmark(ctx context.Context, node string) (err error) {
+	defer classify(&err)
+	_, err = s.w[0].ExecContext(ctx, s.d.rebind(`DELETE FROM ontime_store_users WHERE node_id = ?`), node)
+	return err
+}
+
+// MarkFresh is how recent a node's mark keeps a cutover waiting: a few of
+// the node's mark periods (2 s).
+const MarkFresh = 10 * time.Second
+
+// usersSince lists the nodes marked in use since t.
+func (s *Store) usersSince(ctx context.Context, t time.Time) ([]string, error) {
+	return s.queryIDs(ctx, 0, `SELECT node_id FROM ontime_store_users WHERE at >= ? ORDER BY node_id`, micros(t))
 }

@@ -259,8 +259,22 @@ func TestExpandDoubles(t *testing.T) {
 			if err := s.Deregister(ctx, "node-1"); err != nil {
 				t.Fatal(err)
 			}
+			// A node of another coordinator (or none) marks itself.
+			if err := s.MarkInUse(ctx, "solo", time.Now()); err != nil {
+				t.Fatal(err)
+			}
+			if err := s.ExpandCutover(ctx, 10*time.Second, ExpandOptions{}); !errors.Is(err, ErrExpansion) || !strings.Contains(err.Error(), "solo") {
+				t.Fatalf("cutover with a marked node: %v", err)
+			}
+			if err := s.Unmark(ctx, "solo"); err != nil {
+				t.Fatal(err)
+			}
 			if err := s.ExpandCutover(ctx, 10*time.Second, ExpandOptions{Page: 50}); err != nil {
 				t.Fatal(err)
+			}
+			// A node still running by the old databases hears of it.
+			if err := s.MarkInUse(ctx, "solo", time.Now()); !errors.Is(err, ErrTopology) {
+				t.Fatalf("mark after the cutover: %v", err)
 			}
 			s.Close()
 			if _, err := Open(ctx, Config{Driver: engine, DSNs: f.old, Tables: 4, Segments: 2}); !errors.Is(err, ErrTopology) || !strings.Contains(err.Error(), "missing") {

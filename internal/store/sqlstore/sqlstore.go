@@ -84,6 +84,8 @@ type Store struct {
 	// Open: a node started before the cleanup ended keeps filtering, which
 	// costs a little and changes no answer.
 	cleanupFrom int
+	// epoch is the topology epoch the store was opened at (MarkInUse).
+	epoch int64
 }
 
 var _ store.Store = (*Store)(nil)
@@ -153,6 +155,12 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	if phase == PhaseCleanup && len(s.w) == 2*from {
 		s.cleanupFrom = from
 	}
+	first, err := readIdentity(ctx, s.w[0])
+	if err != nil {
+		s.Close()
+		return nil, fmt.Errorf("store.databases[0]: %w", err)
+	}
+	s.epoch = first.epoch
 	return s, nil
 }
 
@@ -287,7 +295,7 @@ func (s *Store) migrateTo(ctx context.Context, c *sql.Conn, v int) error {
 		// Other branches' steps (topics29, prio29, bulk29); the merge
 		// puts theirs here.
 	case 17:
-		stmts = createExpansion[s.d.name]
+		stmts = append(append([]string{}, createExpansion[s.d.name]...), createUsers[s.d.name]...)
 	default:
 		return fmt.Errorf("no migration to schema version %d", v)
 	}

@@ -382,3 +382,11 @@ var createExpansion = map[string][]string{
 	"postgres": {`CREATE TABLE IF NOT EXISTS ontime_expansion (src INT NOT NULL, tbl INT NOT NULL, phase SMALLINT NOT NULL,
 		after_id TEXT COLLATE "C" NOT NULL DEFAULT '', copied BIGINT NOT NULL DEFAULT 0, deleted BIGINT NOT NULL DEFAULT 0, PRIMARY KEY (src, tbl))`},
 }
+
+// createUsers makes the table of the nodes using the store (MarkInUse),
+// whatever their coordinator: a cutover refuses while one is fresh.
+var createUsers = map[string][]string{
+	"sqlite":   {`CREATE TABLE IF NOT EXISTS ontime_store_users (node_id TEXT NOT NULL PRIMARY KEY, epoch INTEGER NOT NULL, at INTEGER NOT NULL)`},
+	"mysql":    {`CREATE TABLE IF NOT EXISTS ontime_store_users (node_id VARCHAR(128) NOT NULL PRIMARY KEY, epoch BIGINT NOT NULL, at BIGINT NOT NULL) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin`},
+	"postgres": {`CREATE TABLE IF NOT EXISTS ontime_store_users (node_id TEXT COLLATE "C" NOT NULL PRIMARY KEY, epoch BIGINT NOT NULL, at BIGINT NOT NULL)`},
+}
