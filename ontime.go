@@ -320,7 +320,7 @@ func NewNode(ctx context.Context, cfg Config, opts ...NodeOption) (_ *Node, err 
 		return nil, err
 	}
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), newStoreCollector(st))
 	n := &Node{cfg: cfg, log: o.logger, store: st, reg: reg, sec: sec, inc: store.NewIncarnation(),
 		created: time.Now(), version: metrics.BuildVersion()}
 	if err := n.openAudit(); err != nil {
@@ -539,6 +539,9 @@ func (n *Node) build(ctx context.Context, resolver Resolver) error {
 	// the others before the pipeline stops.
 	type services = []startstop.Service
 	n.services = slices.Concat(
+		// The store's mark of this node (store_mark.go): first to start,
+		// last to stop, so a cutover waits for every write to end.
+		services{&storeMark{st: n.store, node: n.cfg.NodeID, log: n.log}},
 		// The gauges' counting worker only reads: it needs nothing
 		// running, and serves scrapes until the rest has stopped.
 		services{g},
@@ -861,6 +864,7 @@ func (n *Node) apiHandler() http.Handler {
 		Jobs:      jobsAPI{n},
 		Cluster:   n,
 		Outboxes:  n,
+		Store:     n,
 		Metrics:   promhttp.HandlerFor(n.reg, promhttp.HandlerOpts{Registry: n.reg}),
 	}, api.Options{
 		MaxPayloadBytes:      n.cfg.Delivery.MaxPayloadBytes,

@@ -47,6 +47,7 @@ func verbs() []func(*globals) *cobra.Command {
 		newBulkCmd, // bulk.go
 		newClusterCmd,
 		newShardCmd,
+		newStoreCmd,  // store.go
 		newOutboxCmd, // outbox.go
 		newSchedulesCmd,
 		newJobsCmd,

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"os"
 	"strings"
 	"time"
 
@@ -35,8 +36,9 @@ func newShardCmd(g *globals) *cobra.Command {
 func newShardCheckCmd(g *globals) *cobra.Command {
 	p := shardcheck.Params{Kind: "random16"}
 	var maxSkewPct float64
+	var keysFile, scheme, hash string
 	cmd := &cobra.Command{
-		Use:   "check [--dbs M] [--tables N] [--sample K] [--keys KIND]",
+		Use:   "check [--dbs M] [--tables N] [--sample K] [--keys KIND | --keys-file FILE|-] [--scheme NAME|all]",
 		Short: "Measure how evenly keys spread over M × N tables",
 		Long: `Hash generated keys with the router and count rows per table, then judge the
 skew rate (max − min) / min against --max-skew (5 %, seed 002).
@@ -46,11 +48,32 @@ A verdict needs enough keys that this sampling noise is at most half of
 --max-skew; with --sample left out, that many are hashed (53,000,000 for
 8 × 100 tables, a few seconds). A smaller --sample gives "inconclusive".
 
+--keys-file measures your own keys instead (one per line; - reads stdin):
+export the shard keys you would submit, e.g. order IDs, and see how they
+spread.
+
+--scheme compares ways to lay out M × N tables on the same keys:
+  standard        slot = hash mod M·N, database = slot / N, table = slot mod N
+                  (ontime's: even, and doubling the databases keeps every row's
+                  table, moving it at most to the twin database)
+  db-count-table  table = slot / M: even, but doubling the databases moves rows
+                  to tables of another index
+  non-coprime     database = hash mod M, table = hash mod N: when M and N share
+                  a factor, some tables never get a row
+  genes           database from the key's first 4 characters: keys sharing a
+                  prefix share a database
+  all             the four side by side (the verdict is the standard one's)
+--hash java hashes with Java's String.hashCode, how these layouts are often
+written, to see what a weak hash adds.
+
 Exit code 0 when the skew is within --max-skew, 1 when it is too skewed or
 the sample too small for a verdict.`,
 		Example: `  ontime shard check
   ontime shard check --dbs 4 --tables 64 --keys uuid
-  ontime shard check --dbs 2 --tables 8 --sample 1000000 --json`,
+  ontime shard check --dbs 2 --tables 8 --sample 1000000 --json
+  ontime shard check --dbs 8 --tables 100 --keys-file order-ids.txt
+  psql -Atc 'SELECT order_no FROM orders' | ontime shard check --keys-file - --scheme all
+  ontime shard check --dbs 16 --tables 100 --keys uuid --scheme all --hash java --sample 2000000`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if p.Topology.Databases < 1 {
@@ -65,13 +88,28 @@ the sample too small for a verdict.`,
 			maxSkew := maxSkewPct / 100
 			slots := p.Topology.Slots()
 			needed := shardcheck.KeysForVerdict(slots, maxSkew)
+			if keysFile != "" && (cmd.Flags().Changed("keys") || cmd.Flags().Changed("sample") || cmd.Flags().Changed("seed")) {
+				return usagef("--keys-file: the keys come from the file; --keys, --sample and --seed are for generated keys")
+			}
 			if !cmd.Flags().Changed("sample") {
 				p.Sample = min(needed, maxDefaultSample)
 			}
 			if err := p.Validate(); err != nil {
 				return &exitErr{code: exitUsage, err: err}
 			}
-			return shardCheck(cmd, g, p, maxSkew, needed)
+			names := []string{scheme}
+			if scheme == "all" {
+				names = shardcheck.SchemeNames
+			}
+			for _, n := range names {
+				if _, err := shardcheck.SchemeByName(n, hash); err != nil {
+					return &exitErr{code: exitUsage, err: err}
+				}
+			}
+			if keysFile == "" && scheme == "standard" && hash == "xxhash" {
+				return shardCheck(cmd, g, p, maxSkew, needed)
+			}
+			return shardCompare(cmd, g, p, names, hash, keysFile, maxSkew, needed)
 		},
 	}
 	f := cmd.Flags()
@@ -81,6 +119,11 @@ the sample too small for a verdict.`,
 	f.StringVar(&p.Kind, "keys", "random16", "key kind: random16 | sequential | uuid")
 	f.Uint64Var(&p.Seed, "seed", 1, "random seed")
 	f.Float64Var(&maxSkewPct, "max-skew", 5, "acceptable skew rate, percent")
+	f.StringVar(&keysFile, "keys-file", "", "measure these keys, one per line (- for stdin), instead of generated ones")
+	f.StringVar(&scheme, "scheme", "standard", "layout: standard | db-count-table | non-coprime | genes | all")
+	f.StringVar(&hash, "hash", "xxhash", "key hash for --scheme: xxhash (ontime's) | java (String.hashCode)")
+	_ = cmd.RegisterFlagCompletionFunc("scheme", cobra.FixedCompletions(append(append([]string{}, shardcheck.SchemeNames...), "all"), cobra.ShellCompDirectiveNoFileComp))
+	_ = cmd.RegisterFlagCompletionFunc("hash", cobra.FixedCompletions(shardcheck.Hashes, cobra.ShellCompDirectiveNoFileComp))
 	_ = cmd.RegisterFlagCompletionFunc("keys", cobra.FixedCompletions(shardcheck.Kinds, cobra.ShellCompDirectiveNoFileComp))
 	return cmd
 }
@@ -164,4 +207,95 @@ func histogram(w io.Writer, res shardcheck.Result) {
 		bar := strings.Repeat("█", int(math.Round(float64(h)/float64(top)*40)))
 		fmt.Fprintf(w, "  %+6.2f %% │%-40s %d\n", lo, bar, h)
 	}
+}
+
+// shardCompare measures the schemes of names on the same keys (generated,
+// or read from keysFile) and judges the first one (standard with all).
+func shardCompare(cmd *cobra.Command, g *globals, p shardcheck.Params, names []string, hash, keysFile string, maxSkew float64, needed int64) error {
+	keys := shardcheck.GeneratedKeys(p)
+	source := fmt.Sprintf("%s keys", p.Kind)
+	readErr := func() error { return nil }
+	if keysFile != "" {
+		var r io.Reader = cmd.InOrStdin()
+		source = "keys from stdin"
+		if keysFile != "-" {
+			f, err := os.Open(keysFile)
+			if err != nil {
+				return usagef("--keys-file: %v", err)
+			}
+			defer f.Close()
+			r, source = f, "keys from "+keysFile
+		}
+		keys, readErr = shardcheck.ReadKeys(r)
+	}
+	start := time.Now()
+	res, n, err := shardcheck.Compare(cmd.Context(), keys, p.Topology, names, hash)
+	if err == nil {
+		err = readErr()
+	}
+	if err != nil {
+		return fmt.Errorf("--keys-file: %w", err)
+	}
+	if n == 0 {
+		return usagef("--keys-file: no keys (one per line)")
+	}
+	elapsed := time.Since(start)
+	noise := shardcheck.NoiseSkew(p.Topology.Slots(), n)
+	verdict, failure := judge(res[0].Tables.Skew, noise, maxSkew, n, needed)
+	if verdict == "inconclusive" && keysFile != "" {
+		failure = failf(exitError, "inconclusive: at %d keys a perfect hash shows ~%.1f %% skew by chance; a verdict on %d tables needs %d keys (or fewer tables, or a larger --max-skew)",
+			n, 100*noise, p.Topology.Slots(), needed)
+	}
+	inf := func(v float64) float64 {
+		if math.IsInf(v, 1) {
+			return -1 // JSON has no infinity: -1 means some table got no key
+		}
+		return v
+	}
+	if g.json {
+		var schemes []map[string]any
+		for _, r := range res {
+			schemes = append(schemes, map[string]any{"scheme": r.Scheme, "skew": inf(r.Tables.Skew), "db_skew": inf(r.DBSkew),
+				"min": r.Tables.Min, "max": r.Tables.Max, "empty_tables": r.EmptyTables, "retabled_on_doubling": r.Restable, "why": r.Why})
+		}
+		out := map[string]any{"dbs": p.Topology.Databases, "tables": p.Topology.Tables, "slots": p.Topology.Slots(), "sample": n, "hash": hash,
+			"source": source, "noise": noise, "max_skew": maxSkew, "sample_needed": needed, "verdict": verdict, "scheme": res[0].Scheme,
+			"skew": inf(res[0].Tables.Skew), "schemes": schemes, "seconds": elapsed.Seconds()}
+		if err := g.printJSON(cmd, out); err != nil {
+			return err
+		}
+		return failure
+	}
+	w := cmd.OutOrStdout()
+	pct := func(v float64) string {
+		if math.IsInf(v, 1) {
+			return "∞"
+		}
+		return fmt.Sprintf("%.2f %%", 100*v)
+	}
+	fmt.Fprintf(w, "topology  %d databases × %d tables = %d tables\n", p.Topology.Databases, p.Topology.Tables, p.Topology.Slots())
+	fmt.Fprintf(w, "keys      %d %s, hashed with %s, in %s\n", n, source, hash, elapsed.Round(time.Millisecond))
+	fmt.Fprintf(w, "noise     a perfect hash shows ~%.2f %% table skew at this sample; a verdict needs %d keys\n\n", 100*noise, needed)
+	fmt.Fprintf(w, "%-16s %12s %12s %8s %10s\n", "scheme", "table skew", "db skew", "empty", "re-tabled")
+	for _, r := range res {
+		fmt.Fprintf(w, "%-16s %12s %12s %8d %9.1f%%\n", r.Scheme, pct(r.Tables.Skew), pct(r.DBSkew), r.EmptyTables, 100*r.Restable)
+	}
+	fmt.Fprintln(w, "\n(re-tabled: keys that would change table, or not go to the twin database, when the databases double)")
+	for _, r := range res {
+		fmt.Fprintf(w, "%-16s %s\n", r.Scheme, r.Why)
+	}
+	fmt.Fprintln(w)
+	switch verdict {
+	case "ok":
+		fmt.Fprintf(w, "%s: %s — ok (≤ %g %%)\n", res[0].Scheme, pct(res[0].Tables.Skew), 100*maxSkew)
+	case "too_skewed":
+		fmt.Fprintf(w, "%s: %s — TOO SKEWED (> %g %%)\n", res[0].Scheme, pct(res[0].Tables.Skew), 100*maxSkew)
+	default:
+		fmt.Fprintf(w, "%s: %s — inconclusive (too few keys to judge %g %%)\n", res[0].Scheme, pct(res[0].Tables.Skew), 100*maxSkew)
+	}
+	if len(res) == 1 {
+		fmt.Fprintln(w)
+		histogram(w, res[0].Tables)
+	}
+	return failure
 }

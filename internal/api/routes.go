@@ -20,6 +20,7 @@ type Services struct {
 	Cluster   ClusterService   // GET /v1/cluster
 	Outboxes  OutboxService    // GET /v1/outboxes
 	Ops       OperationService // /v1/operations… (bulk operations)
+	Store     StoreService     // GET /v1/store
 	Metrics   http.Handler     // GET /metrics
 }
 
@@ -27,6 +28,12 @@ type Services struct {
 // their databases show them (ontime.Node).
 type OutboxService interface {
 	Outboxes(ctx context.Context) (*apiv1.OutboxList, error)
+}
+
+// StoreService is what GET /v1/store needs: the store's recorded
+// databases and expansion (ontime.Node).
+type StoreService interface {
+	StoreStatus(ctx context.Context) (*apiv1.StoreStatus, error)
 }
 
 // ClusterService is what GET /v1/cluster needs: the cluster as the node
@@ -115,6 +122,9 @@ func (h *handler) routes(s Services) []route {
 
 		// Outboxes (config outboxes:).
 		{"GET /v1/outboxes", s.Outboxes != nil, func(w http.ResponseWriter, r *http.Request) { h.outboxes(w, r, s.Outboxes) }, readOnly},
+
+		// The store's databases and their growth (ontime store).
+		{"GET /v1/store", s.Store != nil, func(w http.ResponseWriter, r *http.Request) { h.storeStatus(w, r, s.Store) }, readOnly},
 	}
 }
 
@@ -133,6 +143,19 @@ func (h *handler) outboxes(w http.ResponseWriter, r *http.Request, svc OutboxSer
 	v, err := svc.Outboxes(r.Context())
 	if err != nil {
 		h.fail(w, r, fmt.Errorf("outboxes: %w", err))
+		return
+	}
+	writeJSON(w, http.StatusOK, v)
+}
+
+func (h *handler) storeStatus(w http.ResponseWriter, r *http.Request, svc StoreService) {
+	if r.URL.RawQuery != "" {
+		h.fail(w, r, badRequest("query", "GET /v1/store takes no query parameters"))
+		return
+	}
+	v, err := svc.StoreStatus(r.Context())
+	if err != nil {
+		h.fail(w, r, fmt.Errorf("store status: %w", err))
 		return
 	}
 	writeJSON(w, http.StatusOK, v)

@@ -11,8 +11,9 @@
 // Because N divides M·N, table = hash mod N whatever M is: doubling the
 // databases (M → 2M) keeps every row in a table with the same index and moves
 // it, at most, to database db+M. After such a doubling, database d keeps only
-// rows whose new slot lies in [d·N, d·N+N); CleanupPredicate gives the one
-// DELETE per table that removes the copies that moved away.
+// rows whose new slot lies in [d·N, d·N+N) (CleanupRange); sqlstore's
+// expansion (expand.go) copies the rows that move and deletes, in batches,
+// the copies left behind.
 package router
 
 import (

@@ -109,43 +109,48 @@ func count(ctx context.Context, p Params, from, to int64, worker uint64, out []i
 	rng := rand.New(rand.NewPCG(p.Seed, worker+1))
 	slots := uint64(len(out))
 	buf := make([]byte, 0, 64)
-	const hexd = "0123456789abcdef"
 	for i := from; i < to; i++ {
 		if i&0xfffff == 0 && ctx.Err() != nil {
 			return
 		}
-		buf = buf[:0]
-		switch p.Kind {
-		case "random16":
-			r := rng.Uint64()
-			r2 := rng.Uint64()
-			for j := 0; j < 16; j++ {
-				src := &r
-				if j >= 8 {
-					src = &r2
-				}
-				buf = append(buf, alnum[(*src&0xff)%62])
-				*src >>= 8
-			}
-		case "sequential":
-			buf = append(buf, "order-"...)
-			buf = appendPadded(buf, i, 12)
-		case "uuid":
-			a, b := rng.Uint64(), rng.Uint64()
-			a = a&^(0xf<<12) | 4<<12   // version 4
-			b = b&^(0x3<<62) | 0x2<<62 // RFC 4122 variant
-			for j, n := range [2]uint64{a, b} {
-				for k := 60; k >= 0; k -= 4 {
-					pos := (1-j)*0 + j*16 + (60-k)/4
-					if pos == 8 || pos == 12 || pos == 16 || pos == 20 {
-						buf = append(buf, '-')
-					}
-					buf = append(buf, hexd[(n>>uint(k))&0xf])
-				}
-			}
-		}
+		buf = genKey(buf[:0], p.Kind, rng, i)
 		out[uint64(router.HashKeyBytes(buf))%slots]++
 	}
+}
+
+// genKey appends the i-th key of kind to buf.
+func genKey(buf []byte, kind string, rng *rand.Rand, i int64) []byte {
+	const hexd = "0123456789abcdef"
+	switch kind {
+	case "random16":
+		r := rng.Uint64()
+		r2 := rng.Uint64()
+		for j := 0; j < 16; j++ {
+			src := &r
+			if j >= 8 {
+				src = &r2
+			}
+			buf = append(buf, alnum[(*src&0xff)%62])
+			*src >>= 8
+		}
+	case "sequential":
+		buf = append(buf, "order-"...)
+		buf = appendPadded(buf, i, 12)
+	case "uuid":
+		a, b := rng.Uint64(), rng.Uint64()
+		a = a&^(0xf<<12) | 4<<12   // version 4
+		b = b&^(0x3<<62) | 0x2<<62 // RFC 4122 variant
+		for j, n := range [2]uint64{a, b} {
+			for k := 60; k >= 0; k -= 4 {
+				pos := j*16 + (60-k)/4
+				if pos == 8 || pos == 12 || pos == 16 || pos == 20 {
+					buf = append(buf, '-')
+				}
+				buf = append(buf, hexd[(n>>uint(k))&0xf])
+			}
+		}
+	}
+	return buf
 }
 
 func appendPadded(b []byte, n int64, width int) []byte {

@@ -27,7 +27,7 @@ func (s *Store) Claim(ctx context.Context, it store.Item, horizon, now time.Time
 	limit = clampLimit(limit)
 	t := s.names[it.Table]
 	// Expired leases first: those tasks are overdue.
-	expired, err := s.claimWhere(ctx, it.DB, t, expiredWhere,
+	expired, err := s.claimWhere(ctx, it.DB, t, expiredWhere+s.owned(it.DB),
 		[]any{it.Segment, int(task.StatusClaimed), int(task.StatusRunning), micros(now)}, expiredOrder, lease, limit)
 	if err != nil {
 		return nil, fmt.Errorf("claim expired %v: %w", it, err)
@@ -36,7 +36,7 @@ func (s *Store) Claim(ctx context.Context, it store.Item, horizon, now time.Time
 		return expired, nil
 	}
 	paused, pargs := s.pausedClause()
-	due, err := s.claimWhere(ctx, it.DB, t, dueWhere+paused,
+	due, err := s.claimWhere(ctx, it.DB, t, dueWhere+s.owned(it.DB)+paused,
 		append([]any{it.Segment, int(task.StatusPending), micros(horizon)}, pargs...), dueOrder, lease, limit-len(expired))
 	if err != nil {
 		return expired, fmt.Errorf("claim %v: %w", it, err)

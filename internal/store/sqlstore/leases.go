@@ -25,7 +25,7 @@ func (s *Store) EndLeases(ctx context.Context, it store.Item, now time.Time, h s
 	if h.Only != nil && len(h.Only) == 0 {
 		return 0, nil
 	}
-	q := `UPDATE ` + s.names[it.Table] + ` SET lease_until = ?, updated_at = ? WHERE seg = ? AND lease_until >= ? AND `
+	q := `UPDATE ` + s.names[it.Table] + ` SET lease_until = ?, updated_at = ? WHERE seg = ?` + s.owned(it.DB) + ` AND lease_until >= ? AND `
 	args := []any{micros(now) - 1, time.Now().UnixMicro(), it.Segment, micros(now)}
 	if h.ClaimedOnly {
 		q += `status = ?`

@@ -27,7 +27,7 @@ func (s *Store) listIDs(ctx context.Context, q string, args []any, limit int) ([
 			}
 			tq += ` ORDER BY id LIMIT ?`
 			targs = append(slices.Clip(targs), limit)
-			got, err := s.queryIDs(ctx, db, fmt.Sprintf(tq, t), targs...)
+			got, err := s.queryIDs(ctx, db, fmt.Sprintf(tq, s.from(db, t)), targs...)
 			if err != nil {
 				return nil, err
 			}
@@ -137,7 +137,7 @@ func (s *Store) CountTopics(ctx context.Context) (_ []store.TopicCount, err erro
 	var out []store.TopicCount
 	for db := range s.r {
 		for _, t := range s.names {
-			q := `SELECT topic, status, COUNT(*), MIN(CASE WHEN status = ` + strconv.Itoa(int(task.StatusPending)) + ` THEN due_at END) FROM ` + t + ` GROUP BY topic, status`
+			q := `SELECT topic, status, COUNT(*), MIN(CASE WHEN status = ` + strconv.Itoa(int(task.StatusPending)) + ` THEN due_at END) FROM ` + s.from(db, t) + ` GROUP BY topic, status`
 			rows, err := s.r[db].QueryContext(ctx, q)
 			if err != nil {
 				return nil, fmt.Errorf("count topics: %w", err)
@@ -180,7 +180,7 @@ func (s *Store) Count(ctx context.Context) (_ map[task.Status]int64, err error) 
 			// By (seg, status), the scan index's order: SQLite counts in one
 			// pass over it, where GROUP BY status alone would sort every row
 			// (since version 8 no index leads with status for done rows).
-			rows, err := s.r[db].QueryContext(ctx, `SELECT status, COUNT(*) FROM `+t+` GROUP BY seg, status`)
+			rows, err := s.r[db].QueryContext(ctx, `SELECT status, COUNT(*) FROM `+s.from(db, t)+` GROUP BY seg, status`)
 			if err != nil {
 				return nil, fmt.Errorf("count: %w", err)
 			}

@@ -387,6 +387,9 @@ func (s *Store) page(ctx context.Context, op *store.Operation, db, table int, cu
 		}
 		pg.Cursor = hi.String
 		where, args := s.opWhere(op, cursor, hi.String)
+		// While an expansion's cleanup runs, the copies left behind here
+		// are not this database's: never counted or changed twice.
+		where += s.owned(db)
 		elig := op.Action.Eligible()
 		eligIn := `status IN (` + placeholders(len(elig)) + `)`
 		eligArgs := make([]any, len(elig))

@@ -31,10 +31,13 @@ func scanQuery(t string, cursor bool, paused string) string {
 	return q + ` ORDER BY ` + dueOrder + ` LIMIT ?`
 }
 
-func nextDueQuery(t, paused string) string {
+func nextDueQuery(t, paused string) string { return nextDueOwnedQuery(t, "", paused) }
+
+// nextDueOwnedQuery is nextDueQuery over the rows owned passes (ownedClause).
+func nextDueOwnedQuery(t, owned, paused string) string {
 	return `SELECT
-		(SELECT MIN(due_at) FROM ` + t + ` WHERE seg = ? AND status = ?` + paused + `),
-		(SELECT MIN(lease_until) FROM ` + t + ` WHERE seg = ? AND status IN (?, ?))`
+		(SELECT MIN(due_at) FROM ` + t + ` WHERE seg = ? AND status = ?` + owned + paused + `),
+		(SELECT MIN(lease_until) FROM ` + t + ` WHERE seg = ? AND status IN (?, ?)` + owned + `)`
 }
 
 // Scan reads pending tasks of an item after a keyset cursor. The cursor
@@ -48,7 +51,7 @@ func (s *Store) Scan(ctx context.Context, it store.Item, horizon time.Time, afte
 	limit = clampLimit(limit)
 	cursor := !after.DueAt.IsZero() || after.ID != ""
 	paused, pargs := s.pausedClause()
-	q := scanQuery(s.names[it.Table], cursor, paused)
+	q := scanQuery(s.names[it.Table], cursor, s.owned(it.DB)+paused)
 	args := append([]any{it.Segment, int(task.StatusPending), micros(horizon)}, pargs...)
 	if cursor {
 		c := micros(after.DueAt)
@@ -86,7 +89,7 @@ func (s *Store) NextDue(ctx context.Context, it store.Item) (_ time.Time, _ time
 	var due, lease sql.NullInt64
 	paused, pargs := s.pausedClause()
 	args := append(append([]any{it.Segment, int(task.StatusPending)}, pargs...), it.Segment, int(task.StatusClaimed), int(task.StatusRunning))
-	err = s.r[it.DB].QueryRowContext(ctx, s.d.rebind(nextDueQuery(t, paused)), args...).Scan(&due, &lease)
+	err = s.r[it.DB].QueryRowContext(ctx, s.d.rebind(nextDueOwnedQuery(t, s.owned(it.DB), paused)), args...).Scan(&due, &lease)
 	if err != nil {
 		return time.Time{}, time.Time{}, fmt.Errorf("next due %v: %w", it, err)
 	}

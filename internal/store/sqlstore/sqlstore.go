@@ -4,7 +4,8 @@
 // implementation; the differences are in dialect.go.
 //
 // Each database holds N tables ontime_tasks_0000 … and ontime_meta (schema
-// version and the table and segment counts the tables were made with),
+// version, the table and segment counts the tables were made with, and the
+// recorded topology: topology.go),
 // and the database coordinator's tables (coord.go).
 // Indexes, and why:
 //
@@ -78,6 +79,13 @@ type Store struct {
 	// liteOps holds SQLite's prepared Start and Finish statements
 	// (start_sqlite.go); nil on the other engines.
 	liteOps *liteOpStmts
+	// cleanupFrom is M while the copies an expansion of M databases left
+	// behind are being deleted (expand.go, owned); 0 otherwise. Read at
+	// Open: a node started before the cleanup ended keeps filtering, which
+	// costs a little and changes no answer.
+	cleanupFrom int
+	// epoch is the topology epoch the store was opened at (MarkInUse).
+	epoch int64
 }
 
 var _ store.Store = (*Store)(nil)
@@ -135,6 +143,24 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 			return nil, fmt.Errorf("store.databases[%d]: %w", i, err)
 		}
 	}
+	if err := s.checkTopology(ctx); err != nil {
+		s.Close()
+		return nil, err
+	}
+	phase, from, _, _, err := s.loadExpansion(ctx)
+	if err != nil {
+		s.Close()
+		return nil, fmt.Errorf("store.databases[0]: %w", err)
+	}
+	if phase == PhaseCleanup && len(s.w) == 2*from {
+		s.cleanupFrom = from
+	}
+	first, err := readIdentity(ctx, s.w[0])
+	if err != nil {
+		s.Close()
+		return nil, fmt.Errorf("store.databases[0]: %w", err)
+	}
+	s.epoch = first.epoch
 	return s, nil
 }
 
@@ -200,11 +226,14 @@ func (s *Store) connect(dsn string) (w, r *sql.DB, err error) {
 //	   which its claim tokens carry (store.Incarnation)
 //	13 traceparent on the task tables: the W3C trace context of the
 //	   submit, continued by the task's deliveries ('' when not traced)
-//	14 (another branch's step)
-//	15 (another branch's step)
+//	14 (topic settings: another branch's step)
+//	15 (priorities: another branch's step)
 //	16 bulk operations (operations.go) and result on the task tables:
 //	   what the delivery that made a task done answered (NULL: nothing)
-const SchemaVersion = 16
+//	17 the recorded topology (topology.go: each database's identity and
+//	   the store's list, in ontime_meta) and the expansion's state
+//	   (expand.go)
+const SchemaVersion = 17
 
 // migrateTo runs the step that brings a database from version v-1 to v.
 // Every statement is idempotent (IF NOT EXISTS, insert-if-absent), so a
@@ -270,6 +299,8 @@ func (s *Store) migrateTo(ctx context.Context, c *sql.Conn, v int) error {
 		// Steps of other branches; nothing here until they merge.
 	case 16:
 		return s.migrateOperations(ctx, c)
+	case 17:
+		stmts = append(append([]string{}, createExpansion[s.d.name]...), createUsers[s.d.name]...)
 	default:
 		return fmt.Errorf("no migration to schema version %d", v)
 	}
@@ -440,27 +471,6 @@ func (s *Store) locate(id string) (db, table int, err error) {
 	}
 	db, table = s.topo.Locate(p.ShardHash)
 	return db, table, nil
-}
-
-// CleanupMoved deletes, in every table of database db, the rows that the
-// current topology places in another database: after the databases were
-// doubled by copying, each copy drops what moved away. One DELETE per table.
-func (s *Store) CleanupMoved(ctx context.Context, db int) (_ int64, err error) {
-	defer classify(&err)
-	if db < 0 || db >= len(s.w) {
-		return 0, fmt.Errorf("store: database %d out of range 0..%d", db, len(s.w)-1)
-	}
-	mod, lo, hi := s.topo.CleanupRange(db)
-	var total int64
-	for _, t := range s.names {
-		res, err := s.w[db].ExecContext(ctx, s.d.rebind(`DELETE FROM `+t+` WHERE shard_hash % ? NOT BETWEEN ? AND ?`), mod, lo, hi)
-		if err != nil {
-			return total, fmt.Errorf("cleanup %s: %w", t, err)
-		}
-		n, _ := res.RowsAffected()
-		total += n
-	}
-	return total, nil
 }
 
 // ---- rows ----

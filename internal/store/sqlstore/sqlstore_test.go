@@ -117,69 +117,6 @@ func TestMigrateConcurrentAndIdempotent(t *testing.T) {
 	}
 }
 
-// TestDoublingCleanup grows a 1-database SQLite store to 2 databases by
-// copying the file, then runs the one-DELETE-per-table cleanup.
-func TestDoublingCleanup(t *testing.T) {
-	t.Parallel()
-	ctx := context.Background()
-	path := testdb.SQLite(t)
-	s1, err := Open(ctx, Config{Driver: "sqlite", DSNs: []string{path}, Tables: 4, Segments: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var tasks []store.NewTask
-	for i := range 5000 {
-		tasks = append(tasks, newTask(t, fmt.Sprintf("order-%d", i), time.Now().Add(time.Hour), 1))
-	}
-	if _, err := s1.Insert(ctx, tasks); err != nil {
-		t.Fatal(err)
-	}
-	s1.Close()
-	copyPath := testdb.SQLite(t)
-	copyFile(t, path, copyPath)
-	s2 := openT(t, "sqlite", []string{path, copyPath}, 4, 1)
-	old, grown := router.Topology{Databases: 1, Tables: 4}, router.Topology{Databases: 2, Tables: 4}
-	for _, nt := range tasks {
-		if _, err := s2.Get(ctx, nt.ID); err != nil {
-			t.Fatalf("after doubling, before cleanup: %v", err)
-		}
-		_, t1 := old.Locate(nt.ShardHash)
-		_, t2 := grown.Locate(nt.ShardHash)
-		if t1 != t2 {
-			t.Fatalf("table index changed %d → %d", t1, t2)
-		}
-	}
-	var deleted int64
-	for db := range 2 {
-		n, err := s2.CleanupMoved(ctx, db)
-		if err != nil {
-			t.Fatal(err)
-		}
-		deleted += n
-	}
-	if deleted != 5000 {
-		t.Fatalf("cleanup deleted %d rows; each task had one extra copy (5000)", deleted)
-	}
-	for _, nt := range tasks {
-		copies := 0
-		for db := range 2 {
-			for _, tn := range s2.names {
-				var n int
-				if err := s2.w[db].QueryRowContext(ctx, `SELECT COUNT(*) FROM `+tn+` WHERE id = ?`, nt.ID).Scan(&n); err != nil {
-					t.Fatal(err)
-				}
-				copies += n
-			}
-		}
-		if copies != 1 {
-			t.Fatalf("task %s has %d copies after cleanup", nt.ID, copies)
-		}
-		if _, err := s2.Get(ctx, nt.ID); err != nil {
-			t.Fatalf("after cleanup: %v", err)
-		}
-	}
-}
-
 func copyFile(t *testing.T, from, to string) {
 	t.Helper()
 	in, err := os.Open(from)

@@ -141,7 +141,7 @@ func (s *Store) TopicStats(ctx context.Context, topic string) (_ []store.TopicSt
 	}
 	for db := range s.r {
 		for _, t := range s.names {
-			if err := s.topicCounts(ctx, s.r[db], s.d.rebind(fmt.Sprintf(q, t)), args, get); err != nil {
+			if err := s.topicCounts(ctx, s.r[db], s.d.rebind(fmt.Sprintf(q, s.from(db, t))), args, get); err != nil {
 				return nil, fmt.Errorf("topic stats: %w", err)
 			}
 		}

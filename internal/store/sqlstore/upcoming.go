@@ -35,7 +35,7 @@ func (s *Store) DueHistogram(ctx context.Context, from time.Time, step time.Dura
 	for db := range s.r {
 		for _, t := range s.names {
 			q := s.d.rebind(fmt.Sprintf(`SELECT topic, (due_at - ?) %s ?, COUNT(*) FROM %s
-				WHERE seg = ? AND status = ? AND due_at >= ? AND due_at < ? GROUP BY 1, 2`, div, t))
+				WHERE seg = ? AND status = ? AND due_at >= ? AND due_at < ? GROUP BY 1, 2`, div, s.from(db, t)))
 			for seg := range s.cfg.Segments {
 				if err := s.dueCounts(ctx, db, q, []any{lo, w, seg, int(task.StatusPending), lo, hi}, n, byTopic); err != nil {
 					return nil, fmt.Errorf("due histogram: %w", err)

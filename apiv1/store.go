@@ -1,0 +1,35 @@
+package apiv1
+
+import "time"
+
+// StoreStatus is GET /v1/store: the store's databases and the expansion
+// under way, if any (`ontime store expand`).
+type StoreStatus struct {
+	// Databases is how many databases the store records (M).
+	Databases int `json:"databases"`
+	// Tables is the task tables per database (N).
+	Tables int `json:"tables"`
+	// Epoch is the topology epoch: it moves on with every change of the
+	// recorded list of databases.
+	Epoch int64 `json:"epoch"`
+	// Expansion is the expansion under way; null when there is none.
+	Expansion *StoreExpansion `json:"expansion"`
+}
+
+// StoreExpansion is an expansion's stored progress.
+type StoreExpansion struct {
+	// Phase is copy (rows copied to the new databases while the nodes
+	// serve) or cleanup (cut over; the copies left behind being deleted).
+	Phase string    `json:"phase"`
+	From  int       `json:"from"`
+	To    int       `json:"to"`
+	Since time.Time `json:"since"`
+	// Tables is the old databases' tables (From × N); TablesCopied and
+	// TablesCleaned how many finished their first copy pass and their
+	// cleanup.
+	Tables        int   `json:"tables"`
+	TablesCopied  int   `json:"tables_copied"`
+	TablesCleaned int   `json:"tables_cleaned"`
+	RowsCopied    int64 `json:"rows_copied"`
+	RowsDeleted   int64 `json:"rows_deleted"`
+}

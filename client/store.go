@@ -1,0 +1,14 @@
+package client
+
+import (
+	"context"
+	"net/http"
+
+	"github.com/ontimehq/ontime/apiv1"
+)
+
+// StoreStatus is GET /v1/store: the store's recorded databases and the
+// progress of an expansion under way.
+func (c *Client) StoreStatus(ctx context.Context) (*apiv1.StoreStatus, error) {
+	return call[apiv1.StoreStatus](ctx, c, http.MethodGet, "/v1/store", nil)
+}

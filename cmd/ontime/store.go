@@ -1,0 +1,262 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/ontimehq/ontime"
+	"github.com/ontimehq/ontime/apiv1"
+	"github.com/ontimehq/ontime/internal/store/sqlstore"
+)
+
+// The store verbs work on the databases of a config, not through a node:
+// the cutover of an expansion runs while every node is stopped.
+
+func newStoreCmd(g *globals) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "store",
+		Short: "Grow the task store: expand, status, abort",
+		Long: `Grow the task store from M to 2M databases (the two-level scheme keeps every
+row's table and moves half of each table to the new twin database), see
+where an expansion stands, or abort one before its cutover.
+
+These verbs open the databases of the config (--config, as ontime serve).`,
+		Example: `  ontime store expand --config ontime.yaml --databases /data/b.db
+  ontime store expand --config ontime.yaml --databases /data/b.db --cutover
+  ontime store status --config ontime.yaml`,
+		Args: noArgs,
+	}
+	cmd.AddCommand(newStoreExpandCmd(g), newStoreStatusCmd(g), newStoreAbortCmd(g))
+	return cmd
+}
+
+// storeFlags are the flags every store verb takes.
+type storeFlags struct {
+	config string
+}
+
+func (f *storeFlags) add(cmd *cobra.Command) {
+	cmd.Flags().StringVar(&f.config, "config", "", "path to ontime.yaml (default: built-in defaults)")
+}
+
+// open opens the store of the config, with extra databases after the
+// configured ones when the config has not been grown yet.
+func (f *storeFlags) open(ctx context.Context, extra []string) (*sqlstore.Store, ontime.Config, error) {
+	cfg, err := ontime.LoadConfig(f.config, os.Environ())
+	if err != nil {
+		return nil, cfg, usagef("%v", err)
+	}
+	dsns := append(append([]string{}, cfg.Store.Databases...), extra...)
+	st, err := sqlstore.Open(ctx, sqlstore.Config{Driver: cfg.Store.Driver, DSNs: dsns, Tables: cfg.Store.Tables, Segments: cfg.Store.Segments})
+	return st, cfg, err
+}
+
+func newStoreExpandCmd(g *globals) *cobra.Command {
+	var f storeFlags
+	var dsns []string
+	var cutover bool
+	var page int
+	cmd := &cobra.Command{
+		Use:   "expand --databases DSN… [--cutover] [--config ontime.yaml]",
+		Short: "Double the store's databases: copy, then cut over, then clean up",
+		Long: `Double the store's databases: --databases names as many new, empty databases
+as the store has (the first becomes the twin of store.databases[0], and so on).
+
+1. Without --cutover, with the nodes running: the rows that move are copied to
+   the new databases in pages, then the rows changed meanwhile. Run it again
+   to catch up once more; killed, it resumes where it stopped.
+2. Stop every node, then run it with --cutover: a last catch-up, and the store
+   records its 2M databases. Put them in store.databases (old ones first, then
+   --databases in order) and start the nodes: they serve at once.
+3. The same command then deletes the copies left in the old databases, in
+   small batches, while the nodes serve (they pass over those copies). Killed,
+   run it again (with the grown config, --databases is not needed).
+
+Before --cutover, 'ontime store abort' undoes the expansion.`,
+		Example: `  ontime store expand --config ontime.yaml --databases "root@tcp(db3:3306)/ontime" --databases "root@tcp(db4:3306)/ontime"
+  ontime store expand --config ontime.yaml --databases "..." --databases "..." --cutover`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if page < 1 || page > 10000 {
+				return usagef("--page: %d is out of range 1..10000", page)
+			}
+			return storeExpand(cmd, g, &f, dsns, cutover, page)
+		},
+	}
+	f.add(cmd)
+	cmd.Flags().StringArrayVar(&dsns, "databases", nil, "a new database, once per database the store has (repeat the flag)")
+	cmd.Flags().BoolVar(&cutover, "cutover", false, "the nodes are stopped: switch the store to its 2M databases, then clean up")
+	cmd.Flags().IntVar(&page, "page", 500, "rows per copy page and per cleanup batch")
+	return cmd
+}
+
+func storeExpand(cmd *cobra.Command, g *globals, f *storeFlags, dsns []string, cutover bool, page int) error {
+	ctx := cmd.Context()
+	w := cmd.OutOrStdout()
+	progress := progressPrinter(w, g.json)
+	o := sqlstore.ExpandOptions{Page: page, OnProgress: progress}
+	st, _, err := f.open(ctx, nil)
+	if errors.Is(err, sqlstore.ErrTopology) && len(dsns) > 0 {
+		// After the cutover, with the config not grown yet.
+		st, _, err = f.open(ctx, dsns)
+	}
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	status, err := st.ExpansionStatus(ctx)
+	if err != nil {
+		return err
+	}
+	if status.Phase == sqlstore.PhaseNone && status.Databases > 0 && len(dsns) == 0 {
+		return usagef("--databases: name %d new databases, one per database of the store", status.Databases)
+	}
+	if status.Phase != sqlstore.PhaseCleanup {
+		if err := st.ExpandBegin(ctx, dsns); err != nil {
+			return err
+		}
+		start := time.Now()
+		if err := st.ExpandCopy(ctx, o); err != nil {
+			return err
+		}
+		s, _ := st.ExpansionStatus(ctx)
+		fmt.Fprintf(w, "copied %d rows to %d new databases in %s\n", s.RowsCopy, s.To-s.From, time.Since(start).Round(time.Millisecond))
+		if !cutover {
+			fmt.Fprintln(w, "next: stop every node, then run this command again with --cutover")
+			return nil
+		}
+		if err := st.ExpandCutover(ctx, 2*time.Minute, o); err != nil {
+			return err
+		}
+		st.Close()
+		if st, _, err = f.open(ctx, dsns); err != nil {
+			return fmt.Errorf("after the cutover: %w", err)
+		}
+		defer st.Close()
+		fmt.Fprintf(w, "cut over: the store has %d databases; set store.databases to the old ones then --databases, in order, and start the nodes\n", s.To)
+	}
+	start := time.Now()
+	if err := st.ExpandCleanup(ctx, o); err != nil {
+		return err
+	}
+	s, _ := st.ExpansionStatus(ctx)
+	fmt.Fprintf(w, "cleaned up in %s: the store has %d databases\n", time.Since(start).Round(time.Millisecond), s.Databases)
+	return nil
+}
+
+// progressPrinter prints an expansion's progress when a phase begins and
+// then at most once a second.
+func progressPrinter(w io.Writer, quiet bool) func(sqlstore.ExpandStatus) {
+	var last time.Time
+	phase := ""
+	return func(s sqlstore.ExpandStatus) {
+		if quiet || (s.Phase == phase && time.Since(last) < time.Second) {
+			return
+		}
+		last, phase = time.Now(), s.Phase
+		fmt.Fprintf(w, "%s: %d/%d tables copied (%d rows), %d cleaned (%d rows deleted)\n", s.Phase, s.Copied, s.Tables, s.RowsCopy, s.Cleaned, s.RowsClean)
+	}
+}
+
+func newStoreStatusCmd(g *globals) *cobra.Command {
+	var f storeFlags
+	cmd := &cobra.Command{
+		Use:   "status [--config ontime.yaml]",
+		Short: "Show the store's databases and any expansion under way",
+		Long: `Show the store's databases and the progress of an expansion under way: by
+default as a node answers it (GET /v1/store on --server); with --config, read
+from the databases of the config (while the nodes are stopped, for a cutover).`,
+		Example: `  ontime store status
+  ontime store status --config ontime.yaml --json`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if f.config == "" {
+				c, err := g.client()
+				if err != nil {
+					return err
+				}
+				v, err := c.StoreStatus(cmd.Context())
+				if err != nil {
+					return err
+				}
+				if g.json {
+					return g.printJSON(cmd, v)
+				}
+				printStoreView(cmd.OutOrStdout(), v)
+				return nil
+			}
+			st, cfg, err := f.open(cmd.Context(), nil)
+			if err != nil {
+				return err
+			}
+			defer st.Close()
+			s, err := st.ExpansionStatus(cmd.Context())
+			if err != nil {
+				return err
+			}
+			v := storeView(s, cfg.Store.Tables)
+			if g.json {
+				return g.printJSON(cmd, v)
+			}
+			printStoreView(cmd.OutOrStdout(), v)
+			return nil
+		},
+	}
+	f.add(cmd)
+	return cmd
+}
+
+func printStoreView(w io.Writer, v *apiv1.StoreStatus) {
+	fmt.Fprintf(w, "databases  %d × %d tables (topology epoch %d)\n", v.Databases, v.Tables, v.Epoch)
+	e := v.Expansion
+	if e == nil {
+		fmt.Fprintln(w, "expansion  none")
+		return
+	}
+	fmt.Fprintf(w, "expansion  %d → %d databases, phase %s, since %s\n", e.From, e.To, e.Phase, e.Since.Format(time.RFC3339))
+	fmt.Fprintf(w, "copy       %d/%d tables, %d rows\n", e.TablesCopied, e.Tables, e.RowsCopied)
+	fmt.Fprintf(w, "cleanup    %d/%d tables, %d rows deleted\n", e.TablesCleaned, e.Tables, e.RowsDeleted)
+}
+
+func newStoreAbortCmd(g *globals) *cobra.Command {
+	var f storeFlags
+	cmd := &cobra.Command{
+		Use:   "abort [--config ontime.yaml]",
+		Short: "Undo an expansion before its cutover",
+		Long: `Undo an expansion before its cutover: the rows copied to the new databases
+and their identities are deleted, and the store is as it was. After the
+cutover an expansion can only finish.`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			st, _, err := f.open(cmd.Context(), nil)
+			if err != nil {
+				return err
+			}
+			defer st.Close()
+			if err := st.ExpandAbort(cmd.Context()); err != nil {
+				return err
+			}
+			fmt.Fprintln(cmd.OutOrStdout(), "aborted: the store is as it was")
+			return nil
+		},
+	}
+	f.add(cmd)
+	return cmd
+}
+
+// storeView is GET /v1/store's answer made from the databases (the node's
+// own is ontime's storeStatusView).
+func storeView(st sqlstore.ExpandStatus, tables int) *apiv1.StoreStatus {
+	v := &apiv1.StoreStatus{Databases: st.Databases, Tables: tables, Epoch: st.Epoch}
+	if st.Phase != sqlstore.PhaseNone {
+		v.Expansion = &apiv1.StoreExpansion{Phase: st.Phase, From: st.From, To: st.To, Since: st.Since, Tables: st.Tables,
+			TablesCopied: st.Copied, TablesCleaned: st.Cleaned, RowsCopied: st.RowsCopy, RowsDeleted: st.RowsClean}
+	}
+	return v
+}

@@ -1,0 +1,787 @@
+package sqlstore
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/ontimehq/ontime/internal/router"
+	"github.com/ontimehq/ontime/internal/sqldb"
+)
+
+// Growing the store: M databases become 2M (the doubling of the two-level
+// scheme). With N tables per database, a row of shard hash h sits in table
+// h mod N of database (h mod M·N) / N; after doubling, in the same table of
+// database (h mod 2M·N) / N, which is either the same database d or its
+// twin d + M. So each table of each old database gives half its rows to
+// the table of the same index in the twin, and nothing else moves.
+//
+// Phases, each one's progress stored in the first database (ontime_meta
+// expand_* and one ontime_expansion row per source table), so that a
+// killed expander resumes where it stopped:
+//
+//	copy     the rows whose slot moves are copied to the twin in keyset
+//	         pages (id > last ORDER BY id), each replacing the rows of its
+//	         IDs, so a page copied again after a crash changes nothing; the
+//	         cursor is stored after each page; the nodes keep serving from
+//	         the old databases and know nothing of the twins. Then catch-up
+//	         passes copy the rows changed since the previous pass began
+//	         (updated_at, less a margin for clocks and long transactions).
+//	cutover  with the nodes stopped (ExpandCutover checks that none
+//	         heartbeats): a last catch-up pass, then the store's list
+//	         becomes the 2M databases, the twins lose their "expanding"
+//	         mark, and the topology epoch moves on. Nodes started with the
+//	         old config are refused from then on; nodes started with the
+//	         new one route to the twins.
+//	cleanup  the copies left behind in the old databases are deleted in
+//	         small batches by their stored shard hash; meanwhile the nodes
+//	         pass over them (ownedClause), so nothing is served twice.
+//
+// Before cutover, ExpandAbort returns the store to what it was: the twins'
+// rows and identities are deleted and the record cleared.
+
+// Meta keys of an expansion (in the first database).
+const (
+	metaExpandPhase = "expand_phase" // copy | cleanup
+	metaExpandFrom  = "expand_from"  // M before the doubling
+	metaExpandDSN   = "expand_dsn."  // the twins' DSNs, by index M…2M-1
+	metaExpandPass  = "expand_pass"  // start of the last catch-up pass, µs
+	metaExpandSince = "expand_since" // when the expansion began, µs
+)
+
+// Unit phases in ontime_expansion.
+const (
+	unitCopying = 0 // first pass under way (after_id is the cursor)
+	unitCopied  = 1 // first pass done; catch-up passes follow
+	unitCleaned = 2 // cleanup done for this source table
+)
+
+// Expansion phases as Status reports them.
+const (
+	PhaseNone    = ""
+	PhaseCopy    = "copy"
+	PhaseCleanup = "cleanup"
+)
+
+// ErrExpansion is wrapped by every refusal of an expansion step.
+var ErrExpansion = errors.New("store expansion")
+
+// catchUpMargin is how far before a pass began the next one looks: rows
+// whose updated_at a node's clock set a little behind, or whose
+// transaction committed a little after, are copied again rather than
+// missed.
+const catchUpMargin = 30 * time.Second
+
+// ExpandOptions tunes an expansion.
+type ExpandOptions struct {
+	// Page is the rows per copy page and per cleanup batch (default 500).
+	Page int
+	// OnProgress, when set, is called after every page.
+	OnProgress func(ExpandStatus)
+}
+
+// ExpandStatus is the stored state of an expansion.
+type ExpandStatus struct {
+	Phase     string    `json:"phase"`     // "", copy, cleanup
+	From      int       `json:"from"`      // M
+	To        int       `json:"to"`        // 2M
+	Databases int       `json:"databases"` // the store's databases now
+	Epoch     int64     `json:"epoch"`     // topology epoch
+	Since     time.Time `json:"since"`     // when the expansion began
+	Tables    int       `json:"tables"`    // source tables (M·N)
+	Copied    int       `json:"copied"`    // tables whose first copy pass is done
+	Cleaned   int       `json:"cleaned"`   // tables cleaned up
+	RowsCopy  int64     `json:"rows_copied"`
+	RowsClean int64     `json:"rows_deleted"`
+}
+
+// loadExpansion reads the expansion record of the first database.
+func (s *Store) loadExpansion(ctx context.Context) (phase string, from int, dsns []string, meta map[string]string, err error) {
+	meta, err = readMeta(ctx, s.w[0])
+	if err != nil {
+		return "", 0, nil, nil, err
+	}
+	phase = meta[metaExpandPhase]
+	if phase == PhaseNone {
+		return phase, 0, nil, meta, nil
+	}
+	from, err = strconv.Atoi(meta[metaExpandFrom])
+	if err != nil || from < 1 {
+		return "", 0, nil, nil, fmt.Errorf("ontime_meta holds expand_from %q", meta[metaExpandFrom])
+	}
+	for i := from; i < 2*from; i++ {
+		dsns = append(dsns, meta[metaExpandDSN+strconv.Itoa(i)])
+	}
+	return phase, from, dsns, meta, nil
+}
+
+// ExpansionStatus reports the stored expansion state.
+func (s *Store) ExpansionStatus(ctx context.Context) (st ExpandStatus, err error) {
+	defer classify(&err)
+	phase, from, _, meta, err := s.loadExpansion(ctx)
+	if err != nil {
+		return st, err
+	}
+	id, err := parseIdentity(meta)
+	if err != nil {
+		return st, err
+	}
+	st = ExpandStatus{Phase: phase, From: from, Databases: len(id.list), Epoch: id.epoch}
+	if phase == PhaseNone {
+		return st, nil
+	}
+	st.To = 2 * from
+	if v, err := strconv.ParseInt(meta[metaExpandSince], 10, 64); err == nil {
+		st.Since = fromMicros(v)
+	}
+	rows, err := s.w[0].QueryContext(ctx, `SELECT phase, copied, deleted FROM ontime_expansion`)
+	if err != nil {
+		return st, err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var ph int
+		var c, d int64
+		if err := rows.Scan(&ph, &c, &d); err != nil {
+			return st, err
+		}
+		st.Tables++
+		if ph >= unitCopied {
+			st.Copied++
+		}
+		if ph >= unitCleaned {
+			st.Cleaned++
+		}
+		st.RowsCopy += c
+		st.RowsClean += d
+	}
+	return st, rows.Err()
+}
+
+// twins is the open pools of an expansion's new databases.
+type twins struct {
+	dbs []*sql.DB
+	s   *Store
+}
+
+func (tw *twins) close() {
+	for _, db := range tw.dbs {
+		db.Close()
+	}
+}
+
+// openTwins connects to the new databases and migrates them; for SQLite
+// the writer pool, which also serves the copy's reads of them.
+func (s *Store) openTwins(ctx context.Context, dsns []string, from int) (*twins, error) {
+	tw := &twins{s: s}
+	for i, dsn := range dsns {
+		var db *sql.DB
+		var err error
+		if s.cfg.Driver == "sqlite" {
+			db, err = openLiteWriter(dsn)
+		} else {
+			db, _, err = s.connect(dsn)
+		}
+		if err != nil {
+			tw.close()
+			return nil, fmt.Errorf("--databases[%d] (store database %d): %w", i, from+i, err)
+		}
+		tw.dbs = append(tw.dbs, db)
+		if err := withRetry(ctx, func() error { return s.migrate(ctx, db) }); err != nil {
+			tw.close()
+			return nil, fmt.Errorf("--databases[%d] (store database %d): %w", i, from+i, err)
+		}
+	}
+	return tw, nil
+}
+
+// ExpandBegin records an expansion of the store's M databases to 2M, dsns
+// being the M new ones (in order: dsns[i] becomes database M+i, the twin
+// of database i). Each must be an empty database of no store. Begun twice
+// with the same DSNs, it does nothing the second time.
+func (s *Store) ExpandBegin(ctx context.Context, dsns []string) (err error) {
+	defer classify(&err)
+	m := len(s.w)
+	phase, from, recorded, _, err := s.loadExpansion(ctx)
+	if err != nil {
+		return err
+	}
+	switch phase {
+	case PhaseCopy:
+		if from == m && strings.Join(recorded, "\x00") == strings.Join(dsns, "\x00") {
+			return nil
+		}
+		return fmt.Errorf("%w: an expansion to %d databases is under way; finish it (ontime store expand) or abort it (ontime store abort)", ErrExpansion, 2*from)
+	case PhaseCleanup:
+		return fmt.Errorf("%w: the cleanup of the last expansion is under way; let it finish (ontime store expand)", ErrExpansion)
+	}
+	if len(dsns) != m {
+		return fmt.Errorf("%w: --databases: the store has %d databases; doubling it needs %d new ones, got %d", ErrExpansion, m, m, len(dsns))
+	}
+	if 2*m*s.cfg.Tables > router.MaxSlots {
+		return fmt.Errorf("%w: %d databases × %d tables would exceed %d slots", ErrExpansion, 2*m, s.cfg.Tables, router.MaxSlots)
+	}
+	tw, err := s.openTwins(ctx, dsns, m)
+	if err != nil {
+		return err
+	}
+	defer tw.close()
+	first, err := readIdentity(ctx, s.w[0])
+	if err != nil {
+		return err
+	}
+	for i, db := range tw.dbs {
+		id, err := readIdentity(ctx, db)
+		if err != nil {
+			return err
+		}
+		if id.known() {
+			return fmt.Errorf("%w: --databases[%d] already belongs to an ontime store (store ID %s): give an empty database", ErrExpansion, i, id.storeID)
+		}
+		for _, t := range s.names {
+			var n int
+			if err := db.QueryRowContext(ctx, `SELECT COUNT(*) FROM `+t).Scan(&n); err != nil {
+				return err
+			}
+			if n > 0 {
+				return fmt.Errorf("%w: --databases[%d] has %d rows in %s: give an empty database", ErrExpansion, i, n, t)
+			}
+		}
+		for j := range i {
+			if dsns[j] == dsns[i] {
+				return fmt.Errorf("%w: --databases[%d] and --databases[%d] are one database", ErrExpansion, j, i)
+			}
+		}
+		for j, old := range s.cfg.DSNs {
+			if old == dsns[i] {
+				return fmt.Errorf("%w: --databases[%d] is store.databases[%d]", ErrExpansion, i, j)
+			}
+		}
+		if err := s.setMeta(ctx, db, metaStoreID, first.storeID, metaDatabaseID, newRandomID(), metaDatabaseIndex, strconv.Itoa(m+i), metaExpanding, "1"); err != nil {
+			return err
+		}
+	}
+	now := time.Now().UnixMicro()
+	kv := []string{metaExpandFrom, strconv.Itoa(m), metaExpandPass, strconv.FormatInt(now, 10), metaExpandSince, strconv.FormatInt(now, 10)}
+	for i, dsn := range dsns {
+		kv = append(kv, metaExpandDSN+strconv.Itoa(m+i), dsn)
+	}
+	// The phase last: a begin cut short leaves no expansion recorded.
+	if _, err := s.w[0].ExecContext(ctx, `DELETE FROM ontime_expansion`); err != nil {
+		return err
+	}
+	for d := range m {
+		for t := range s.names {
+			if _, err := s.w[0].ExecContext(ctx, s.d.rebind(`INSERT INTO ontime_expansion (src, tbl, phase) VALUES (?, ?, 0)`), d, t); err != nil {
+				return err
+			}
+		}
+	}
+	if err := s.setMeta(ctx, s.w[0], append(kv, metaExpandPhase, PhaseCopy)...); err != nil {
+		return err
+	}
+	s.log.Info("store expansion begun", "from", m, "to", 2*m)
+	return nil
+}
+
+// moving is the predicate of the rows of a database of an M-database
+// store that move to its twin when it doubles: h mod 2M·N ≥ M·N.
+func (s *Store) moving(from int) (string, []any) {
+	n := int64(s.cfg.Tables)
+	return `shard_hash % ? >= ?`, []any{2 * int64(from) * n, int64(from) * n}
+}
+
+// ExpandCopy runs the copy phase to its end: the first pass of every
+// source table not yet copied, from its stored cursor, then one catch-up
+// pass over everything changed since the last pass began.
+func (s *Store) ExpandCopy(ctx context.Context, o ExpandOptions) (err error) {
+	defer classify(&err)
+	phase, from, dsns, meta, err := s.loadExpansion(ctx)
+	if err != nil {
+		return err
+	}
+	if phase != PhaseCopy {
+		return fmt.Errorf("%w: no copy under way (phase %q)", ErrExpansion, phase)
+	}
+	tw, err := s.openTwins(ctx, dsns, from)
+	if err != nil {
+		return err
+	}
+	defer tw.close()
+	page := o.Page
+	if page <= 0 {
+		page = 500
+	}
+	type unit struct {
+		src, tbl, phase int
+		after           string
+	}
+	var units []unit
+	rows, err := s.w[0].QueryContext(ctx, `SELECT src, tbl, phase, after_id FROM ontime_expansion ORDER BY src, tbl`)
+	if err != nil {
+		return err
+	}
+	for rows.Next() {
+		var u unit
+		if err := rows.Scan(&u.src, &u.tbl, &u.phase, &u.after); err != nil {
+			rows.Close()
+			return err
+		}
+		units = append(units, u)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	pass, _ := strconv.ParseInt(meta[metaExpandPass], 10, 64)
+	passStart := time.Now().UnixMicro()
+	pred, pargs := s.moving(from)
+	for _, u := range units {
+		if u.phase != unitCopying {
+			continue
+		}
+		t := s.names[u.tbl]
+		for {
+			got, last, err := s.copyPage(ctx, s.w[u.src], tw.dbs[u.src], t, `id > ? AND `+pred, append([]any{u.after}, pargs...), ` ORDER BY id LIMIT `+strconv.Itoa(page), true)
+			if err != nil {
+				return fmt.Errorf("copy %s of database %d: %w", t, u.src, err)
+			}
+			done := got < page
+			ph := unitCopying
+			if done {
+				ph = unitCopied
+			}
+			if got > 0 {
+				u.after = last
+			}
+			if _, err := s.w[0].ExecContext(ctx, s.d.rebind(`UPDATE ontime_expansion SET after_id = ?, copied = copied + ?, phase = ? WHERE src = ? AND tbl = ?`),
+				u.after, got, ph, u.src, u.tbl); err != nil {
+				return err
+			}
+			if o.OnProgress != nil {
+				if st, err := s.ExpansionStatus(ctx); err == nil {
+					o.OnProgress(st)
+				}
+			}
+			if done {
+				break
+			}
+		}
+	}
+	// Catch-up: everything changed since the pass before began. Rows that
+	// ended first, then live ones, so that a stale live copy of a key
+	// ends before the key's new live row arrives.
+	since := pass - catchUpMargin.Microseconds()
+	for _, u := range units {
+		t := s.names[u.tbl]
+		for _, status := range []string{`status >= 3`, `status < 3`} {
+			after := ""
+			for {
+				got, last, err := s.copyPage(ctx, s.w[u.src], tw.dbs[u.src], t, `id > ? AND updated_at >= ? AND `+status+` AND `+pred,
+					append([]any{after, since}, pargs...), ` ORDER BY id LIMIT `+strconv.Itoa(page), false)
+				if err != nil {
+					return fmt.Errorf("catch up %s of database %d: %w", t, u.src, err)
+				}
+				if got < page {
+					break
+				}
+				after = last
+			}
+		}
+	}
+	return s.setMeta(ctx, s.w[0], metaExpandPass, strconv.FormatInt(passStart, 10))
+}
+
+// copyPage copies the rows of table t in src matching where (ordered and
+// limited by tail) into the same table of dst, replacing the rows of their
+// IDs (fresh: the rows are most likely new there, try a plain insert
+// first), and returns
+// how many it copied and the last ID.
+func (s *Store) copyPage(ctx context.Context, src, dst *sql.DB, t, where string, args []any, tail string, fresh bool) (int, string, error) {
+	rows, err := src.QueryContext(ctx, s.d.rebind(`SELECT `+cols+` FROM `+t+` WHERE `+where+tail), args...)
+	if err != nil {
+		return 0, "", err
+	}
+	var vals []any
+	n, last := 0, ""
+	for rows.Next() {
+		row := make([]any, nCols)
+		ptrs := make([]any, nCols)
+		for i := range row {
+			ptrs[i] = &row[i]
+		}
+		if err := rows.Scan(ptrs...); err != nil {
+			rows.Close()
+			return 0, "", err
+		}
+		switch id := row[0].(type) {
+		case string:
+			last = id
+		case []byte:
+			last = string(id)
+		}
+		vals = append(vals, row...)
+		n++
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil || n == 0 {
+		return 0, "", err
+	}
+	// Delete then insert, in one transaction: a row copied before is
+	// replaced whole. Not INSERT … ON DUPLICATE KEY UPDATE: on MariaDB a
+	// clash on the live key index would update another row.
+	ids := make([]any, n)
+	for i := range n {
+		ids[i] = vals[i*nCols]
+	}
+	upsert := func() error {
+		return withRetry(ctx, func() error {
+			if fresh {
+				// The first pass: the rows are new to the twin unless a
+				// killed copy wrote this page before (then: replace).
+				_, err := dst.ExecContext(ctx, s.insertRows(t, n), vals...)
+				if err == nil || !uniqueViolation(err) {
+					return err
+				}
+			}
+			tx, err := dst.BeginTx(ctx, nil)
+			if err != nil {
+				return err
+			}
+			defer tx.Rollback()
+			if _, err := tx.ExecContext(ctx, s.d.rebind(`DELETE FROM `+t+` WHERE id IN (`+placeholders(n)+`)`), ids...); err != nil {
+				return err
+			}
+			if _, err := tx.ExecContext(ctx, s.insertRows(t, n), vals...); err != nil {
+				return err
+			}
+			return tx.Commit()
+		})
+	}
+	err = upsert()
+	if err != nil && uniqueViolation(err) {
+		// A live row of the page has a key whose earlier task the twin
+		// holds as live still: that task ended after it was copied, and
+		// the catch-up pass copies it again (its updated_at is past the
+		// pass's start). Its stale copy goes; the key is the page's row's.
+		for i := 0; i < n; i++ {
+			row := vals[i*nCols : (i+1)*nCols]
+			if row[colKey] == nil || toInt64(row[colStatus]) >= 3 {
+				continue
+			}
+			if _, err := dst.ExecContext(ctx, s.d.rebind(`DELETE FROM `+t+` WHERE topic = ? AND task_key = ? AND status < 3 AND id <> ?`), row[colTopic], row[colKey], row[0]); err != nil {
+				return 0, "", err
+			}
+		}
+		err = upsert()
+	}
+	return n, last, err
+}
+
+// Positions in cols of the columns copyPage looks at.
+var (
+	colTopic  = slices.Index(colNames, "topic")
+	colKey    = slices.Index(colNames, "task_key")
+	colStatus = slices.Index(colNames, "status")
+)
+
+func toInt64(v any) int64 {
+	switch x := v.(type) {
+	case int64:
+		return x
+	case int32:
+		return int64(x)
+	case int:
+		return int64(x)
+	case []byte:
+		n, _ := strconv.ParseInt(string(x), 10, 64)
+		return n
+	}
+	return 0
+}
+
+// colNames are the columns of cols, which a copy reads and writes whole:
+// a column added to the task tables (and to cols) is copied with the rest.
+var colNames = strings.Split(cols, ", ")
+
+// nCols is the number of columns in cols.
+var nCols = len(colNames)
+
+// insertRows is the statement that writes n rows of cols into t.
+func (s *Store) insertRows(t string, n int) string {
+	row := "(" + placeholders(nCols) + ")"
+	return s.d.rebind(`INSERT INTO ` + t + ` (` + cols + `) VALUES ` + strings.TrimSuffix(strings.Repeat(row+", ", n), ", "))
+}
+
+// ExpandCutover switches the store to its 2M databases: a last catch-up
+// pass, then the new list recorded in every database. The nodes must be
+// stopped: with one heartbeating within liveWithin, it refuses.
+func (s *Store) ExpandCutover(ctx context.Context, liveWithin time.Duration, o ExpandOptions) (err error) {
+	defer classify(&err)
+	phase, from, dsns, _, err := s.loadExpansion(ctx)
+	if err != nil {
+		return err
+	}
+	if phase != PhaseCopy {
+		return fmt.Errorf("%w: no copy under way to cut over (phase %q)", ErrExpansion, phase)
+	}
+	st, err := s.ExpansionStatus(ctx)
+	if err != nil {
+		return err
+	}
+	if st.Copied < st.Tables {
+		return fmt.Errorf("%w: %d of %d tables copied; run the copy to its end first", ErrExpansion, st.Copied, st.Tables)
+	}
+	live, err := s.LiveNodes(ctx, time.Now().Add(-liveWithin))
+	if err != nil {
+		return err
+	}
+	users, err := s.usersSince(ctx, time.Now().Add(-MarkFresh))
+	if err != nil {
+		return err
+	}
+	for _, u := range users {
+		if !slices.Contains(live, u) {
+			live = append(live, u)
+		}
+	}
+	if len(live) > 0 {
+		return fmt.Errorf("%w: nodes %s are running; stop every node before the cutover (the copy goes on while they run; only the switch needs them stopped)", ErrExpansion, strings.Join(live, ", "))
+	}
+	if err := s.ExpandCopy(ctx, o); err != nil {
+		return err
+	}
+	tw, err := s.openTwins(ctx, dsns, from)
+	if err != nil {
+		return err
+	}
+	defer tw.close()
+	first, err := readIdentity(ctx, s.w[0])
+	if err != nil {
+		return err
+	}
+	list := append([]string(nil), first.list...)
+	for _, db := range tw.dbs {
+		id, err := readIdentity(ctx, db)
+		if err != nil {
+			return err
+		}
+		list = append(list, id.dbID)
+	}
+	epoch := first.epoch + 1
+	kv := listMeta(list, epoch)
+	// The twins first (no longer expanding), then the old databases, the
+	// first one last with the phase: a cutover cut short is run again.
+	for _, db := range tw.dbs {
+		if err := s.setMeta(ctx, db, append(kv, metaExpanding, "0")...); err != nil {
+			return err
+		}
+	}
+	for i := len(s.w) - 1; i >= 0; i-- {
+		extra := []string{}
+		if i == 0 {
+			extra = []string{metaExpandPhase, PhaseCleanup}
+		}
+		if err := s.setMeta(ctx, s.w[i], append(kv, extra...)...); err != nil {
+			return err
+		}
+	}
+	s.log.Info("store expansion cut over", "from", from, "to", 2*from, "epoch", epoch)
+	return nil
+}
+
+// ExpandAbort undoes an expansion before its cutover: the twins' copies
+// and identities are deleted and the record cleared.
+func (s *Store) ExpandAbort(ctx context.Context) (err error) {
+	defer classify(&err)
+	phase, from, dsns, _, err := s.loadExpansion(ctx)
+	if err != nil {
+		return err
+	}
+	switch phase {
+	case PhaseNone:
+		return fmt.Errorf("%w: no expansion to abort", ErrExpansion)
+	case PhaseCleanup:
+		return fmt.Errorf("%w: the expansion has cut over; it can only finish (ontime store expand)", ErrExpansion)
+	}
+	tw, err := s.openTwins(ctx, dsns, from)
+	if err != nil {
+		return err
+	}
+	defer tw.close()
+	for _, db := range tw.dbs {
+		for _, t := range s.names {
+			if _, err := db.ExecContext(ctx, `DELETE FROM `+t); err != nil {
+				return err
+			}
+		}
+		for _, k := range []string{metaStoreID, metaDatabaseID, metaDatabaseIndex, metaExpanding} {
+			if _, err := db.ExecContext(ctx, s.d.rebind(`DELETE FROM ontime_meta WHERE k = ?`), k); err != nil {
+				return err
+			}
+		}
+	}
+	return s.clearExpansion(ctx, from)
+}
+
+func (s *Store) clearExpansion(ctx context.Context, from int) error {
+	keys := []string{metaExpandPhase, metaExpandFrom, metaExpandPass, metaExpandSince}
+	for i := from; i < 2*from; i++ {
+		keys = append(keys, metaExpandDSN+strconv.Itoa(i))
+	}
+	for _, k := range keys {
+		if _, err := s.w[0].ExecContext(ctx, s.d.rebind(`DELETE FROM ontime_meta WHERE k = ?`), k); err != nil {
+			return err
+		}
+	}
+	_, err := s.w[0].ExecContext(ctx, `DELETE FROM ontime_expansion`)
+	return err
+}
+
+// ExpandCleanup deletes, in every old database, the rows that moved to its
+// twin: pages of IDs by the stored shard hash, each deleted by ID, so no
+// statement holds many locks. Progress is stored per table; when every
+// table is clean the expansion record is cleared. The store must be open
+// with the 2M databases.
+func (s *Store) ExpandCleanup(ctx context.Context, o ExpandOptions) (err error) {
+	defer classify(&err)
+	phase, from, _, _, err := s.loadExpansion(ctx)
+	if err != nil {
+		return err
+	}
+	if phase != PhaseCleanup {
+		return fmt.Errorf("%w: no cleanup under way (phase %q)", ErrExpansion, phase)
+	}
+	if len(s.w) != 2*from {
+		return fmt.Errorf("%w: the cleanup runs with the store's %d databases in store.databases, not %d", ErrExpansion, 2*from, len(s.w))
+	}
+	page := o.Page
+	if page <= 0 {
+		page = 500
+	}
+	pred, pargs := s.moving(from)
+	for d := range from {
+		for ti, t := range s.names {
+			var ph int
+			if err := s.w[0].QueryRowContext(ctx, s.d.rebind(`SELECT phase FROM ontime_expansion WHERE src = ? AND tbl = ?`), d, ti).Scan(&ph); err != nil {
+				return err
+			}
+			if ph >= unitCleaned {
+				continue
+			}
+			for {
+				ids, err := s.queryIDs(ctx, d, `SELECT id FROM `+t+` WHERE `+pred+` ORDER BY id LIMIT `+strconv.Itoa(page), pargs...)
+				if err != nil {
+					return err
+				}
+				if len(ids) > 0 {
+					args := make([]any, 0, len(ids)+2)
+					for _, id := range ids {
+						args = append(args, id)
+					}
+					n, err := s.execRetried(ctx, d, s.d.rebind(`DELETE FROM `+t+` WHERE id IN (`+placeholders(len(ids))+`) AND `+pred), append(args, pargs...)...)
+					if err != nil {
+						return err
+					}
+					if _, err := s.w[0].ExecContext(ctx, s.d.rebind(`UPDATE ontime_expansion SET deleted = deleted + ? WHERE src = ? AND tbl = ?`), n, d, ti); err != nil {
+						return err
+					}
+				}
+				if len(ids) < page {
+					break
+				}
+				if o.OnProgress != nil {
+					if st, err := s.ExpansionStatus(ctx); err == nil {
+						o.OnProgress(st)
+					}
+				}
+			}
+			if _, err := s.w[0].ExecContext(ctx, s.d.rebind(`UPDATE ontime_expansion SET phase = ? WHERE src = ? AND tbl = ?`), unitCleaned, d, ti); err != nil {
+				return err
+			}
+		}
+	}
+	if err := s.clearExpansion(ctx, from); err != nil {
+		return err
+	}
+	s.log.Info("store expansion cleaned up", "databases", 2*from)
+	return nil
+}
+
+// owned is the filter a query of database db adds while the copies that
+// moved to the twins are still being deleted (phase cleanup): the rows the
+// database keeps, h mod 2M·N < M·N. Literal numbers from the config, so
+// it joins any statement without moving its arguments. Empty otherwise.
+func (s *Store) owned(db int) string {
+	if s.cleanupFrom == 0 || db >= s.cleanupFrom {
+		return ""
+	}
+	n := int64(s.cfg.Tables)
+	return ` AND shard_hash % ` + strconv.FormatInt(2*int64(s.cleanupFrom)*n, 10) + ` < ` + strconv.FormatInt(int64(s.cleanupFrom)*n, 10)
+}
+
+// from is table t of database db as a FROM term: t itself, or while a
+// cleanup runs, the rows of t the database keeps, under t's name.
+func (s *Store) from(db int, t string) string {
+	if o := s.owned(db); o != "" {
+		return `(SELECT * FROM ` + t + ` WHERE 1 = 1` + o + `) ` + t
+	}
+	return t
+}
+
+// openLiteWriter opens a SQLite database of an expansion's twins: one
+// writer connection, as the store's own.
+func openLiteWriter(dsn string) (*sql.DB, error) {
+	db, err := sqldb.Open(sqldb.SQLite, dsn, sqldb.Options{SQLite: "_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)&_txlock=immediate"})
+	if err != nil {
+		return nil, err
+	}
+	db.SetMaxOpenConns(1)
+	return db, nil
+}
+
+// MarkInUse records that node uses the store now, whatever its coordinator
+// (only the database coordinator heartbeats into the store): a cutover
+// refuses while a node marked itself within MarkFresh. It fails with
+// ErrTopology when the store's databases changed since Open.
+func (s *Store) MarkInUse(ctx context.Context, node string, now time.Time) (err error) {
+	defer classify(&err)
+	up := `INSERT INTO ontime_store_users (node_id, epoch, at) VALUES (?, ?, ?) ON CONFLICT (node_id) DO UPDATE SET epoch = excluded.epoch, at = excluded.at`
+	if s.d.name == "mysql" {
+		up = `INSERT INTO ontime_store_users (node_id, epoch, at) VALUES (?, ?, ?) ON DUPLICATE KEY UPDATE epoch = VALUES(epoch), at = VALUES(at)`
+	}
+	if _, err := s.w[0].ExecContext(ctx, s.d.rebind(up), node, s.epoch, micros(now)); err != nil {
+		return err
+	}
+	var v string
+	err = s.r[0].QueryRowContext(ctx, s.d.rebind(`SELECT v FROM ontime_meta WHERE k = ?`), metaEpoch).Scan(&v)
+	if err != nil {
+		return err
+	}
+	if v != strconv.FormatInt(s.epoch, 10) {
+		return fmt.Errorf("%w: the store's databases changed while this node ran (topology epoch %d, now %s): restart it with store.databases as `ontime store status` lists them", ErrTopology, s.epoch, v)
+	}
+	return nil
+}
+
+// Unmark removes node's mark (a node stopping): a cutover need not wait
+// for it to go stale.
+func (s *Store) Unmark(ctx context.Context, node string) (err error) {
+	defer classify(&err)
+	_, err = s.w[0].ExecContext(ctx, s.d.rebind(`DELETE FROM ontime_store_users WHERE node_id = ?`), node)
+	return err
+}
+
+// MarkFresh is how recent a node's mark keeps a cutover waiting: a few of
+// the node's mark periods (2 s).
+const MarkFresh = 10 * time.Second
+
+// usersSince lists the nodes marked in use since t.
+func (s *Store) usersSince(ctx context.Context, t time.Time) ([]string, error) {
+	return s.queryIDs(ctx, 0, `SELECT node_id FROM ontime_store_users WHERE at >= ? ORDER BY node_id`, micros(t))
+}
