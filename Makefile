@@ -50,6 +50,28 @@ image:
 test: services vet
 	$(GO) test -race -count=1 -timeout 40m $(PKGS)
 	cd deploy && $(GO) test -count=1 ./...   # the dashboard and alert rules (own go.mod: the PromQL parser)
+	$(MAKE) java-test
+
+# The Java client (clients/java): compiled with javac (Java 17, no
+# dependency beyond the JDK), its JUnit 5 tests run by Debian's junit5
+# console launcher against a live `ontime serve` the tests start from the
+# binary built here. Maven users build it with clients/java/pom.xml; CI has
+# no Maven Central, so it does not use Maven.
+JAVA_OUT := $(CURDIR)/clients/java/target/make
+JUNIT_DIR ?= /usr/share/java
+JUNIT_CP := $(JUNIT_DIR)/junit-jupiter-api.jar:$(JUNIT_DIR)/opentest4j.jar:$(JUNIT_DIR)/apiguardian-api.jar
+java-test:
+	rm -rf $(JAVA_OUT) && mkdir -p $(JAVA_OUT)
+	$(GO) build -ldflags "$(LDFLAGS)" -o $(JAVA_OUT)/ontime ./cmd/ontime
+	javac --release 17 -Xlint:all,-serial -Werror -d $(JAVA_OUT)/main $$(find clients/java/src/main -name '*.java')
+	javac --release 17 -Xlint:all,-serial -Werror -d $(JAVA_OUT)/test -cp $(JAVA_OUT)/main:$(JUNIT_CP) $$(find clients/java/src/test -name '*.java')
+	java -Dontime.bin=$(JAVA_OUT)/ontime -jar $(JUNIT_DIR)/junit-platform-console-standalone.jar \
+	  --class-path $(JAVA_OUT)/main:$(JAVA_OUT)/test --scan-class-path --fail-if-no-tests --disable-banner --details=summary
+
+# Submit rates of the Java client beside the Go client's on one node
+# (sequential and 16 threads); see scripts/client-bench.sh.
+java-bench:
+	./scripts/client-bench.sh
 
 services:
 	./scripts/services.sh

@@ -7,6 +7,7 @@
 #   ROUNDS (2), SECONDS (5 per measurement), THREADS (16)
 set -euo pipefail
 cd "$(dirname "$0")/.."
+JAVA_OPTS=${JAVA_OPTS:-}
 ROUNDS=${ROUNDS:-2} SECONDS_EACH=${SECONDS:-5} THREADS=${THREADS:-16}
 work=$(mktemp -d)
 serve_pid=
@@ -26,7 +27,7 @@ url=$(sed -n 's/^ontime listening on //p' "$work/serve.out")
 echo "node $url; $(nproc) CPUs; load: $(uptime | sed 's/.*load average: //')"
 for r in $(seq 1 "$ROUNDS"); do
   "$work/clientsubmit" -server "$url" -seconds "$SECONDS_EACH" -threads "$THREADS" | tee -a "$work/results"
-  java -cp "$work/java/main:$work/java/test" com.ontimehq.ontime.SubmitBench "$url" "$SECONDS_EACH" "$THREADS" | tee -a "$work/results"
+  java $JAVA_OPTS -cp "$work/java/main:$work/java/test" com.ontimehq.ontime.SubmitBench "$url" "$SECONDS_EACH" "$THREADS" | tee -a "$work/results"
 done
 echo "load after: $(uptime | sed 's/.*load average: //')"
 awk '

@@ -4,6 +4,7 @@ import java.util.ArrayDeque;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.AtomicLong;
 
 /**
@@ -12,7 +13,8 @@ import java.util.concurrent.atomic.AtomicLong;
  * linger: the first submit to find no call in flight sends at once — alone,
  * as the plain POST /v1/tasks, when it is alone — and submits arriving while
  * a call is in flight queue; when the call returns, the first of them sends
- * everything queued by then (up to 1,000 tasks and 1 MiB) in one batch call.
+ * everything queued by the time it runs (up to 1,000 tasks and 1 MiB) in
+ * one batch call.
  * A sequential caller pays nothing, and 16 threads submitting in a loop send
  * batches of about 15.
  *
@@ -35,18 +37,22 @@ final class Coalescer {
     final AtomicLong batches = new AtomicLong();
 
     private final Object mu = new Object();
-    private boolean busy; // a call is in flight, from its leader's start until it hands on
+    private final int calls; // batch calls in flight at most
+    private int busy; // calls in flight, each from its leader's making until it hands on
     private final ArrayDeque<Pending> queue = new ArrayDeque<>();
+    private final AtomicInteger queued = new AtomicInteger(); // queue.size(), read without mu
+    private final AtomicInteger inside = new AtomicInteger(); // submits under way
 
-    Coalescer(OntimeClient client) {
+    Coalescer(OntimeClient client, int calls) {
         this.client = client;
+        this.calls = calls;
     }
 
     private static final class Pending {
         final String body;
         final boolean keyed;
-        // Completed with a group to lead, or with null once the fields below are set.
-        final CompletableFuture<List<Pending>> wake = new CompletableFuture<>();
+        // Completed with true to lead a call, or false once the fields below are set.
+        final CompletableFuture<Boolean> wake = new CompletableFuture<>();
         SubmitResult result;
         RuntimeException error;
         boolean alone; // the batch was refused whole: submit alone
@@ -58,49 +64,82 @@ final class Coalescer {
     }
 
     SubmitResult submit(String body, boolean keyed) {
-        Pending p = new Pending(body, keyed);
-        List<Pending> group = null;
-        synchronized (mu) {
-            if (!busy) {
-                busy = true;
-                group = List.of(p);
-            } else {
-                queue.add(p);
+        inside.incrementAndGet();
+        try {
+            Pending p = new Pending(body, keyed);
+            boolean lead;
+            synchronized (mu) {
+                lead = busy < calls;
+                if (lead) {
+                    busy++;
+                } else {
+                    queue.add(p);
+                    queued.incrementAndGet();
+                }
             }
+            if (!lead) {
+                lead = p.wake.join();
+            }
+            if (lead) {
+                lead(p);
+            }
+            if (p.alone) {
+                return client.submitOne(p.body, p.keyed);
+            }
+            if (p.error != null) {
+                throw p.error;
+            }
+            return p.result;
+        } finally {
+            inside.decrementAndGet();
         }
-        if (group == null) {
-            group = p.wake.join();
-        }
-        if (group != null) {
-            lead(group);
-        }
-        if (p.alone) {
-            return client.submitOne(p.body, p.keyed);
-        }
-        if (p.error != null) {
-            throw p.error;
-        }
-        return p.result;
     }
 
-    /** Sends group (its first is the caller), hands on, and answers the others. */
-    private void lead(List<Pending> group) {
+    /**
+     * Makes one call: p's task and everything queued (within the bounds);
+     * then hands on and answers the others. A leader in a crowd first
+     * yields its processor (up to 4 times, while the queue grows), so that
+     * the threads its last call answered reach the queue: the group is
+     * taken when the leader runs, not when it is made leader.
+     */
+    private void lead(Pending p) {
+        if (inside.get() > 1) {
+            int q = queued.get();
+            for (int i = 0; i < 4; i++) {
+                Thread.yield();
+                int now = queued.get();
+                if (now <= q) {
+                    break;
+                }
+                q = now;
+            }
+        }
+        List<Pending> group = new ArrayList<>();
+        group.add(p);
+        synchronized (mu) {
+            int chars = 12 + p.body.length() + 1; // {"tasks":[…]}
+            while (!queue.isEmpty() && group.size() < MAX_TASKS && chars + queue.peek().body.length() + 1 <= MAX_CHARS) {
+                Pending x = queue.poll();
+                chars += x.body.length() + 1;
+                group.add(x);
+            }
+            queued.addAndGet(1 - group.size());
+        }
         try {
             if (group.size() == 1) {
-                Pending p = group.get(0);
                 try {
                     p.result = client.submitOne(p.body, p.keyed);
                 } catch (RuntimeException e) {
                     p.error = e;
                 }
-                return;
+            } else {
+                send(group);
             }
-            send(group);
         } finally {
-            handOn();
             for (int i = 1; i < group.size(); i++) {
-                group.get(i).wake.complete(null);
+                group.get(i).wake.complete(false);
             }
+            handOn();
         }
     }
 
@@ -143,22 +182,17 @@ final class Coalescer {
         }
     }
 
-    /** Hands the queue to its first submit, or frees the call slot when none waits. */
+    /** Makes the first queued submit the next leader, or frees the call when none waits. */
     private void handOn() {
-        List<Pending> next;
+        Pending next;
         synchronized (mu) {
-            if (queue.isEmpty()) {
-                busy = false;
+            next = queue.poll();
+            if (next == null) {
+                busy--;
                 return;
             }
-            next = new ArrayList<>(Math.min(queue.size(), MAX_TASKS));
-            int chars = 12; // {"tasks":[]}
-            while (!queue.isEmpty() && next.size() < MAX_TASKS && (next.isEmpty() || chars + queue.peek().body.length() + 1 <= MAX_CHARS)) {
-                Pending p = queue.poll();
-                chars += p.body.length() + 1;
-                next.add(p);
-            }
+            queued.decrementAndGet();
         }
-        next.get(0).wake.complete(next);
+        next.wake.complete(true);
     }
 }

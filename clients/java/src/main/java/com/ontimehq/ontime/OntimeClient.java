@@ -73,7 +73,7 @@ public final class OntimeClient {
         this.backoff = b.backoff;
         this.maxRetryAfter = b.maxRetryAfter;
         this.autoKey = b.autoKey;
-        this.coalescer = b.coalesce ? new Coalescer(this) : null;
+        this.coalescer = b.coalesce ? new Coalescer(this, b.coalesceCalls) : null;
     }
 
     /** A builder for the node at baseUrl ("http://127.0.0.1:7070"). */
@@ -91,6 +91,7 @@ public final class OntimeClient {
         private Duration maxRetryAfter = Duration.ofSeconds(30);
         private boolean autoKey;
         private boolean coalesce = true;
+        private int coalesceCalls = 1;
         private HttpClient http;
 
         private Builder(String baseUrl) {
@@ -157,6 +158,19 @@ public final class OntimeClient {
         /** Whether concurrent submits share batch calls (default on). */
         public Builder coalesce(boolean on) {
             this.coalesce = on;
+            return this;
+        }
+
+        /**
+         * How many coalesced batch calls may be in flight at once: 1 to 64
+         * (default 1, as the Go client's: one call gathers a crowd best,
+         * since the node commits each call's tasks alone anyway).
+         */
+        public Builder coalesceCalls(int n) {
+            if (n < 1 || n > 64) {
+                throw new IllegalArgumentException("coalesceCalls: " + n + " is not between 1 and 64");
+            }
+            this.coalesceCalls = n;
             return this;
         }
 

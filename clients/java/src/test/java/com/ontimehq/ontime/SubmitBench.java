@@ -29,9 +29,11 @@ public final class SubmitBench {
         measure(c, req, warmup, threads);
         measure(c, req, warmup / 2, 1);
         for (int n : new int[] {1, threads}) {
+            long calls0 = c.coalescedCalls();
             long got = measure(c, req, seconds, n);
-            System.out.printf("RESULT client=java mode=%s threads=%d submits=%d seconds=%.2f rate=%.1f%n",
-                    n == 1 ? "sequential" : "concurrent", n, got, seconds, got / seconds);
+            long batches = c.coalescedCalls() - calls0;
+            System.out.printf("RESULT client=java mode=%s threads=%d submits=%d seconds=%.2f rate=%.1f batch_calls=%d%n",
+                    n == 1 ? "sequential" : "concurrent", n, got, seconds, got / seconds, batches);
         }
     }
 
