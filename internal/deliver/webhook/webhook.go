@@ -241,8 +241,8 @@ func (s *Sink) Deliver(ctx context.Context, d deliver.Delivery) error {
 // Ontime-Target and Ontime-Signature. Ontime-Target is the target exactly
 // as submitted, the URL the v2 signature covers: a receiver verifies with
 // it (after checking it is one of its own URLs) rather than rebuilding
-// its URL from what a proxy in front of it forwarded. The body is never reused: the transport may read it
-// (and retry with it) after Do returns. It returns the answer and the cancel of the call's
+// its URL from what a proxy in front of it forwarded. The body is never
+// reused: the transport may read it (and retry with it) after Do returns. It returns the answer and the cancel of the call's
 // deadline, to call once the answer is read; an error is the delivery's.
 func (s *Sink) post(ctx context.Context, client caller, timeout time.Duration, topic, target string, body []byte, hdr http.Header, spare []string) (*http.Response, context.CancelFunc, error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
