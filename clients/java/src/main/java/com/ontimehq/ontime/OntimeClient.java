@@ -299,6 +299,11 @@ public final class OntimeClient {
         return task("DELETE", keyPath(topic, key), null);
     }
 
+    /** GET /v1/tasks?topic=&amp;key=: a page holding the task the key names, or none. */
+    public ListPage listByKey(String topic, String key) {
+        return page("/v1/tasks?topic=" + path(topic) + "&key=" + path(key));
+    }
+
     /** One page of tasks in creation order. */
     public ListPage list(ListOptions o) {
         StringJoiner q = new StringJoiner("&");
@@ -308,7 +313,10 @@ public final class OntimeClient {
         add(q, "cursor", o.cursor);
         add(q, "due_after", o.dueAfter == null ? "" : o.dueAfter.toString());
         add(q, "due_before", o.dueBefore == null ? "" : o.dueBefore.toString());
-        String p = q.length() == 0 ? "/v1/tasks" : "/v1/tasks?" + q;
+        return page(q.length() == 0 ? "/v1/tasks" : "/v1/tasks?" + q);
+    }
+
+    private ListPage page(String p) {
         Map<String, Object> m = Json.obj(parse(call("GET", p, null, true)));
         List<Task> tasks = new ArrayList<>();
         for (Object t : Json.arr(m.get("tasks"))) {
@@ -430,6 +438,25 @@ public final class OntimeClient {
     /** GET /v1/jobs, as parsed JSON: the scan jobs. */
     public List<Object> jobs() {
         return Json.arr(Json.obj(parse(call("GET", "/v1/jobs", null, true))).get("jobs"));
+    }
+
+    /** GET /v1/jobs/{name}, as parsed JSON: one job with each item's owner, run and cursor. */
+    public Map<String, Object> job(String name) {
+        return Json.obj(parse(call("GET", "/v1/jobs/" + path(name), null, true)));
+    }
+
+    /** A job's latest runs, newest first; item "" for every item, limit 0 for the node's default. */
+    public List<Object> jobRuns(String name, String item, int limit) {
+        StringJoiner q = new StringJoiner("&");
+        add(q, "item", item);
+        add(q, "limit", limit == 0 ? "" : Integer.toString(limit));
+        String p = "/v1/jobs/" + path(name) + "/runs" + (q.length() == 0 ? "" : "?" + q);
+        return Json.arr(Json.obj(parse(call("GET", p, null, true))).get("runs"));
+    }
+
+    /** Posts "trigger", "pause" or "resume" to a job; returns its view as parsed JSON. */
+    public Map<String, Object> jobOp(String name, String op) {
+        return Json.obj(parse(call("POST", "/v1/jobs/" + path(name) + ":" + op, null, false)));
     }
 
     /** Checks /readyz; throws when the node is not ready. */

@@ -101,6 +101,8 @@ class OntimeClientTest {
         assertEquals(first.task().id(), again.task().id());
 
         assertEquals(first.task().id(), ontime.getByKey(t, key).id());
+        assertEquals(first.task().id(), ontime.listByKey(t, key).tasks().get(0).id());
+        assertEquals(0, ontime.listByKey(t, "other key").tasks().size());
         Task upd = ontime.updateByKey(t, key, TaskPatch.create().delay(Duration.ofHours(3)).target("http://127.0.0.1:9/other"));
         assertEquals("http://127.0.0.1:9/other", upd.target());
         assertTrue(upd.dueAt().isAfter(Instant.now().plus(Duration.ofMinutes(170))));
@@ -233,6 +235,10 @@ class OntimeClientTest {
         OntimeClient nowhere = OntimeClient.builder("http://127.0.0.1:9").retries(2).backoff(Duration.ofMillis(1)).build();
         assertThrows(OntimeException.Network.class, () -> nowhere.get("x"));
         assertThrows(IllegalArgumentException.class, () -> OntimeClient.builder("127.0.0.1:7070"));
+        assertThrows(OntimeException.NotFound.class, () -> ontime.job("no-such-job"));
+        assertTrue(ontime.jobs().isEmpty());
+        ontime.health();
+        assertTrue(Json.arr(ontime.cluster().get("items")).size() > 0);
     }
 
     @Test
