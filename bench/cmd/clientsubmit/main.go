@@ -59,7 +59,10 @@ func run(server, token string, d, warmup time.Duration, threads int) error {
 // measure submits from n goroutines for d and returns how many succeeded.
 func measure(ctx context.Context, c *client.Client, req client.TaskRequest, d time.Duration, n int) (int64, error) {
 	var done atomic.Int64
-	var firstErr atomic.Value
+	var (
+		mu       sync.Mutex
+		firstErr error
+	)
 	stop := time.Now().Add(d)
 	var wg sync.WaitGroup
 	for range n {
@@ -68,7 +71,11 @@ func measure(ctx context.Context, c *client.Client, req client.TaskRequest, d ti
 			defer wg.Done()
 			for time.Now().Before(stop) {
 				if _, _, err := c.Submit(ctx, req); err != nil {
-					firstErr.CompareAndSwap(nil, err)
+					mu.Lock()
+					if firstErr == nil {
+						firstErr = err
+					}
+					mu.Unlock()
 					return
 				}
 				done.Add(1)
@@ -76,8 +83,8 @@ func measure(ctx context.Context, c *client.Client, req client.TaskRequest, d ti
 		}()
 	}
 	wg.Wait()
-	if err, ok := firstErr.Load().(error); ok {
-		return 0, err
+	if firstErr != nil {
+		return 0, firstErr
 	}
 	return done.Load(), nil
 }
