@@ -293,7 +293,9 @@ func TestMQSender(t *testing.T) {
 	if err != nil || len(msgs) != 3 {
 		t.Fatalf("stream holds %d entries: %v", len(msgs), err)
 	}
-	body, _ := json.Marshal(testBatch())
+	want := testBatch()
+	want.ID = batchID(want) // the body carries the batch ID, as the message ID does
+	body, _ := json.Marshal(want)
 	ids := make([]string, 3)
 	for i, e := range msgs {
 		v := e.Values
