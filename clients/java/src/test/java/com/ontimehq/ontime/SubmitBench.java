@@ -22,7 +22,8 @@ public final class SubmitBench {
         double seconds = args.length > 1 ? Double.parseDouble(args[1]) : 5;
         int threads = args.length > 2 ? Integer.parseInt(args[2]) : 16;
         double warmup = args.length > 3 ? Double.parseDouble(args[3]) : 5;
-        OntimeClient c = OntimeClient.builder(url).token(System.getenv("ONTIME_TOKEN")).build();
+        OntimeClient c = OntimeClient.builder(url).token(System.getenv("ONTIME_TOKEN"))
+                .coalesceCalls(Integer.getInteger("bench.coalesceCalls", 1)).build();
         String topic = "bench.client.java." + System.nanoTime();
         TaskRequest req = TaskRequest.of(topic).delay("1h").target("http://127.0.0.1:9/bench").payload(Map.of("n", 1));
         // The JIT compiles the client's paths first: measured rates are those of a running service.
