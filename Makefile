@@ -5,15 +5,73 @@ PKGS := ./...
 # staticcheck 2026.2.2, built with and for Go 1.26.
 STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
-.PHONY: build test test-clients services vet fmt bench bench-clients run chaos
+.PHONY: build release image test test-clients services vet fmt bench bench-clients run chaos java-test java-bench
+
+# What a build says it is (ontime version, ontime_build_info, the
+# webhooks' User-Agent): git describe's version and the commit, stamped at
+# link time, so a build with -buildvcs=false (GOFLAGS, as many CI systems
+# set) or from a tree without .git still knows. Without .git and without
+# VERSION/COMMIT given, the stamp is empty and the binary says what the Go
+# toolchain recorded (internal/buildinfo).
+# Before the first tag: v0.0.0-gCOMMIT (a version that sorts before v0.0.1).
+VERSION ?= $(shell git describe --tags --match 'v*' --dirty 2>/dev/null || git describe --always --dirty --abbrev=12 2>/dev/null | sed 's/^/v0.0.0-g/')
+COMMIT ?= $(shell git rev-parse HEAD 2>/dev/null)
+COMMIT_DATE ?= $(shell git log -1 --format=%cI 2>/dev/null)
+BUILDINFO := github.com/ontimehq/ontime/internal/buildinfo
+LDFLAGS := -X '$(BUILDINFO).version=$(VERSION)' -X '$(BUILDINFO).commit=$(COMMIT)' -X '$(BUILDINFO).date=$(COMMIT_DATE)'
+BIN ?= bin/ontime
+DIST ?= dist
+RELEASE_PLATFORMS := linux/amd64 linux/arm64 darwin/amd64 darwin/arm64
 
 build:
-	$(GO) build -o bin/ontime ./cmd/ontime
+	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/ontime
+
+# Static binaries for every release platform and their SHA-256 sums, in
+# $(DIST)/: ontime-VERSION-OS-ARCH and SHA256SUMS (check with
+# `cd dist && sha256sum -c SHA256SUMS`). Then `make image` for the
+# container. Tag first (git tag vX.Y.Z) so VERSION is the release's, and
+# move CHANGELOG.md's Unreleased section under it.
+release:
+	rm -rf $(DIST) && mkdir -p $(DIST)
+	for p in $(RELEASE_PLATFORMS); do \
+	  os=$${p%/*}; arch=$${p#*/}; \
+	  CGO_ENABLED=0 GOOS=$$os GOARCH=$$arch $(GO) build -trimpath -ldflags "-s -w $(LDFLAGS)" \
+	    -o $(DIST)/ontime-$(VERSION)-$$os-$$arch ./cmd/ontime || exit 1; \
+	done
+	cd $(DIST) && sha256sum ontime-* > SHA256SUMS && cat SHA256SUMS
+
+# The container image, stamped like the binaries (.dockerignore leaves
+# .git out of the build context, so the version comes as build arguments).
+IMAGE ?= ontime:$(VERSION)
+image:
+	docker build --build-arg VERSION=$(VERSION) --build-arg COMMIT=$(COMMIT) --build-arg COMMIT_DATE=$(COMMIT_DATE) -t $(IMAGE) .
 
 # The whole test suite, against the real local servers (started if down).
 test: services vet test-clients
 	$(GO) test -race -count=1 -timeout 40m $(PKGS)
 	cd deploy && $(GO) test -count=1 ./...   # the dashboard and alert rules (own go.mod: the PromQL parser)
+	$(MAKE) java-test
+
+# The Java client (clients/java): compiled with javac (Java 17, no
+# dependency beyond the JDK), its JUnit 5 tests run by Debian's junit5
+# console launcher against a live `ontime serve` the tests start from the
+# binary built here. Maven users build it with clients/java/pom.xml; CI has
+# no Maven Central, so it does not use Maven.
+JAVA_OUT := $(CURDIR)/clients/java/target/make
+JUNIT_DIR ?= /usr/share/java
+JUNIT_CP := $(JUNIT_DIR)/junit-jupiter-api.jar:$(JUNIT_DIR)/opentest4j.jar:$(JUNIT_DIR)/apiguardian-api.jar
+java-test:
+	rm -rf $(JAVA_OUT) && mkdir -p $(JAVA_OUT)
+	$(GO) build -ldflags "$(LDFLAGS)" -o $(JAVA_OUT)/ontime ./cmd/ontime
+	javac --release 17 -Xlint:all,-serial -Werror -d $(JAVA_OUT)/main $$(find clients/java/src/main -name '*.java')
+	javac --release 17 -Xlint:all,-serial -Werror -d $(JAVA_OUT)/test -cp $(JAVA_OUT)/main:$(JUNIT_CP) $$(find clients/java/src/test -name '*.java')
+	java -Dontime.bin=$(JAVA_OUT)/ontime -jar $(JUNIT_DIR)/junit-platform-console-standalone.jar \
+	  --class-path $(JAVA_OUT)/main:$(JAVA_OUT)/test --scan-class-path --fail-if-no-tests --disable-banner --details=summary
+
+# Submit rates of the Java client beside the Go client's on one node
+# (sequential and 16 threads); see scripts/client-bench.sh.
+java-bench:
+	./scripts/client-bench.sh
 
 services:
 	./scripts/services.sh

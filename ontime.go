@@ -712,6 +712,22 @@ func (n *Node) Start(ctx context.Context) error {
 	return nil
 }
 
+// Check reaches what NewNode connected to, without starting anything:
+// the store (every database) and the hot tier (Redis, when it is the
+// tier). With NewNode it is `ontime serve --check`: NewNode has validated
+// the config, opened and migrated the store, built the coordinator's
+// client and registered the scan jobs and outboxes. Brokers are dialled
+// when the node starts, not here.
+func (n *Node) Check(ctx context.Context) error {
+	if err := n.store.Ping(ctx); err != nil {
+		return fmt.Errorf("store: %w", err)
+	}
+	if _, err := n.tier.Len(ctx); err != nil {
+		return fmt.Errorf("hot: %w", err)
+	}
+	return nil
+}
+
 // Stop refuses new submits, hands this node's items to the others, stops
 // claiming, lets in-flight deliveries finish within delivery.shutdown_grace,
 // writes their outcomes, releases what the hot tier still holds and closes

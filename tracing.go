@@ -3,11 +3,11 @@ package ontime
 import (
 	"context"
 	"fmt"
-	"runtime/debug"
 	"time"
 
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/ontimehq/ontime/internal/buildinfo"
 	"github.com/ontimehq/ontime/internal/tracing"
 )
 
@@ -64,10 +64,5 @@ func (n *Node) closeTracing() error {
 	return n.tracing.Shutdown(ctx)
 }
 
-// buildVersion is the module's version, for service.version.
-func buildVersion() string {
-	if bi, ok := debug.ReadBuildInfo(); ok {
-		return bi.Main.Version
-	}
-	return ""
-}
+// buildVersion is the binary's version, for service.version.
+func buildVersion() string { return buildinfo.Read().Version }

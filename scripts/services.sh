@@ -42,4 +42,10 @@ fi
 if [ ! -f /usr/share/java/zookeeper.jar ]; then
   (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends zookeeper >/dev/null) || { echo "services: could not install zookeeper (apt-get install zookeeper)" >&2; rc=1; }
 fi
+# The Java client's tests (make java-test): javac/java 17 and Debian's
+# JUnit 5 console launcher (CI has Debian's packages, not Maven Central).
+if ! command -v javac >/dev/null 2>&1 || [ ! -f /usr/share/java/junit-platform-console-standalone.jar ]; then
+  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends openjdk-17-jdk-headless junit5 >/dev/null) \
+    || { echo "services: could not install the JDK and JUnit 5 (apt-get install openjdk-17-jdk-headless junit5)" >&2; rc=1; }
+fi
 exit $rc

@@ -19,6 +19,7 @@ import (
 
 func newServeCmd(g *globals) *cobra.Command {
 	var cfgPath string
+	var check bool
 	cmd := &cobra.Command{
 		Use:   "serve [--config ontime.yaml]",
 		Short: "Run a node (API, scanner, delivery)",
@@ -26,20 +27,64 @@ func newServeCmd(g *globals) *cobra.Command {
 node: SQLite under ./ontime-data, the in-process hot tier and the API on
 127.0.0.1:7070. Everything else comes from the config file, with ONTIME_*
 environment variables overriding its keys (ONTIME_STORE_DRIVER for
-store.driver). With --json the line saying where it listens is JSON.`,
+store.driver). With --json the line saying where it listens is JSON.
+
+With --check it validates the config and its connections and exits: 0
+when the node could start, else non-zero with the error. It reads the
+config and its secret files, opens the store as serve does (migrating an
+older schema), reaches the hot tier and the coordinator and registers the
+scan jobs and outboxes; it does not bind the listen address (a running
+node may hold it) nor dial the brokers.`,
 		Example: `  ontime serve
   ontime serve --config /etc/ontime/ontime.yaml
+  ontime serve --config /etc/ontime/ontime.yaml --check
   ONTIME_LISTEN=0.0.0.0:7070 ontime serve --config ontime.yaml`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if cmd.Flags().Changed("server") {
 				return usagef("--server is for the client verbs; serve listens on the config's listen (ONTIME_LISTEN)")
 			}
+			if check {
+				return checkConfig(cmd.Context(), g, cfgPath, cmd.OutOrStdout(), cmd.ErrOrStderr())
+			}
 			return serve(cmd.Context(), g, cfgPath, cmd.OutOrStdout(), cmd.ErrOrStderr())
 		},
 	}
 	cmd.Flags().StringVar(&cfgPath, "config", "", "path to ontime.yaml (default: built-in defaults)")
+	cmd.Flags().BoolVar(&check, "check", false, "validate the config and its connections, then exit")
 	return cmd
+}
+
+// checkConfig is serve --check: the config and what it connects to, then
+// exit (nothing is started, nothing listens).
+func checkConfig(ctx context.Context, g *globals, cfgPath string, stdout, stderr io.Writer) error {
+	cfg, err := ontime.LoadConfig(cfgPath, os.Environ())
+	if err != nil {
+		return err
+	}
+	if _, _, err := net.SplitHostPort(cfg.Listen); err != nil {
+		return fmt.Errorf("listen: %q is not host:port: %w", cfg.Listen, err)
+	}
+	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	node, err := ontime.NewNode(ctx, cfg, ontime.WithLogger(cfg.Logger(stderr)))
+	if err != nil {
+		return err
+	}
+	checkErr := node.Check(ctx)
+	if err := node.Stop(context.Background()); err != nil && checkErr == nil {
+		checkErr = fmt.Errorf("stop: %w", err)
+	}
+	if checkErr != nil {
+		return checkErr
+	}
+	c := node.Config()
+	if g.json {
+		return json.NewEncoder(stdout).Encode(map[string]any{"ok": true, "store": c.Store.Driver, "hot": c.Hot.Tier, "coordinator": c.Cluster.Coordinator})
+	}
+	_, err = fmt.Fprintf(stdout, "config ok: store %s (%d database(s)), hot tier %s, coordinator %s\n",
+		c.Store.Driver, max(1, len(c.Store.Databases)), c.Hot.Tier, c.Cluster.Coordinator)
+	return err
 }
 
 // serve runs a node until ctx ends: the API is served only once the node

@@ -186,3 +186,39 @@ func TestServeChecksThePortFirst(t *testing.T) {
 	}
 	oneLine(t, errs)
 }
+
+// TestServeCheckPackagedConfig: the shipped packaging/ontime.yaml is valid
+// and its connections are reachable (serve --check exits 0); a config
+// whose store cannot be reached fails the check, naming the key.
+func TestServeCheckPackagedConfig(t *testing.T) {
+	t.Setenv("ONTIME_DATA_DIR", t.TempDir())
+	var out, errs strings.Builder
+	if code := run(context.Background(), []string{"serve", "--config", "../../packaging/ontime.yaml", "--check"}, &out, &errs); code != 0 {
+		t.Fatalf("serve --check packaging/ontime.yaml: exit %d\n%s", code, errs.String())
+	}
+	if !strings.HasPrefix(out.String(), "config ok: store sqlite") {
+		t.Fatalf("serve --check printed %q", out.String())
+	}
+
+	bad := filepath.Join(t.TempDir(), "bad.yaml")
+	if err := os.WriteFile(bad, []byte("store:\n  driver: mysql\n  databases: [\"root@tcp(127.0.0.1:1)/nope\"]\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out.Reset()
+	errs.Reset()
+	if code := run(context.Background(), []string{"serve", "--config", bad, "--check"}, &out, &errs); code == 0 || !strings.Contains(errs.String(), "store.databases[0]") {
+		t.Fatalf("serve --check with an unreachable store: exit %d, %q", code, errs.String())
+	}
+	out.Reset()
+	errs.Reset()
+	if code := run(context.Background(), []string{"serve", "--config", bad, "--check"}, &out, &errs); code == 0 || out.Len() != 0 {
+		t.Fatalf("a failed check printed %q", out.String())
+	}
+	if err := os.WriteFile(bad, []byte("hot:\n  window: 30\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	errs.Reset()
+	if code := run(context.Background(), []string{"serve", "--config", bad, "--check"}, &out, &errs); code == 0 || !strings.Contains(errs.String(), "hot.window") {
+		t.Fatalf("serve --check with a bad value: exit %d, %q", code, errs.String())
+	}
+}

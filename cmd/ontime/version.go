@@ -2,79 +2,38 @@ package main
 
 import (
 	"fmt"
-	"runtime"
-	"runtime/debug"
 
 	"github.com/spf13/cobra"
+
+	"github.com/ontimehq/ontime/internal/buildinfo"
 )
 
-// buildVersion is what the binary knows of its own build: the module
-// version (a tag when built by `go install …@vX.Y.Z`, "(devel)" from a
-// checkout) and the VCS revision `go build` stamps from a checkout.
-type buildVersion struct {
-	Version  string `json:"version"`
+// versionJSON is `ontime version --json`: the build's Info, with the
+// commit also under "revision", the name ontime_build_info's label has.
+type versionJSON struct {
+	buildinfo.Info
 	Revision string `json:"revision,omitempty"`
-	Time     string `json:"time,omitempty"`
-	Modified bool   `json:"modified,omitempty"`
-	Go       string `json:"go"`
 }
 
-func readBuildVersion() buildVersion {
-	v := buildVersion{Version: "(unknown)", Go: runtime.Version()}
-	bi, ok := debug.ReadBuildInfo()
-	if !ok {
-		return v
-	}
-	if bi.Main.Version != "" {
-		v.Version = bi.Main.Version
-	}
-	for _, s := range bi.Settings {
-		switch s.Key {
-		case "vcs.revision":
-			v.Revision = s.Value
-		case "vcs.time":
-			v.Time = s.Value
-		case "vcs.modified":
-			v.Modified = s.Value == "true"
-		}
-	}
-	return v
-}
-
-func (v buildVersion) String() string {
-	s := "ontime " + v.Version
-	if v.Revision != "" {
-		rev := v.Revision
-		if len(rev) > 12 {
-			rev = rev[:12]
-		}
-		s += " (" + rev
-		if v.Modified {
-			s += ", modified"
-		}
-		if v.Time != "" {
-			s += ", " + v.Time
-		}
-		s += ")"
-	}
-	return s + " " + v.Go
-}
-
-func versionString() string { return readBuildVersion().String() }
+func versionString() string { return buildinfo.Read().String() }
 
 func newVersionCmd(g *globals) *cobra.Command {
 	return &cobra.Command{
 		Use:   "version",
 		Short: "Print the version of this binary",
-		Long: `Print the module version of this binary and the VCS revision it was built
-from (when built from a checkout), and the Go version.`,
+		Long: `Print the version of this binary, the commit it was built from and the Go
+version. Release builds (make build, make release, the container image)
+carry the version git describe gave; other builds say what the Go
+toolchain recorded: the module version (go install …@vX.Y.Z) and the
+commit of the checkout, or "(devel)" when it recorded none. The same
+version and commit label the ontime_build_info metric.`,
 		Example: `  ontime version
   ontime version --json`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			v := readBuildVersion()
+			v := buildinfo.Read()
 			if g.json {
-				return g.printJSON(cmd, v)
+				return g.printJSON(cmd, versionJSON{Info: v, Revision: v.Commit})
 			}
 			_, err := fmt.Fprintln(cmd.OutOrStdout(), v)
 			return err

@@ -3,8 +3,6 @@ package metrics
 import (
 	"context"
 	"log/slog"
-	"runtime"
-	"runtime/debug"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -12,6 +10,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/ontimehq/ontime/internal/buildinfo"
 	"github.com/ontimehq/ontime/internal/startstop"
 	"github.com/ontimehq/ontime/internal/store"
 	"github.com/ontimehq/ontime/internal/task"
@@ -135,7 +134,7 @@ func NewGauges(cfg GaugesConfig) *Gauges {
 	}
 	d := prometheus.NewDesc
 	return &Gauges{cfg: cfg, log: log, wake: make(chan struct{}, 1), ready: make(chan struct{}),
-		buildLabels: buildInfo(),
+		buildLabels: buildLabelValues(),
 		hotLen:      d("ontime_hot_entries", "Entries waiting or in flight in the hot tier. Per node with the memory tier; the redis tier is shared, so every node reports the same cluster-wide figure (use max()).", nil, nil),
 		held:        d("ontime_hot_held_bytes", "Per node: payload bytes of the tasks this node started and has not delivered yet (bounded by hot.max_bytes).", nil, nil),
 		window:      d("ontime_hot_window_seconds", "Per node: hot.window, how far ahead tasks are claimed; a scan lag above it means due tasks wait unclaimed.", nil, nil),
@@ -160,33 +159,22 @@ func NewGauges(cfg GaugesConfig) *Gauges {
 }
 
 // BuildVersion is this binary's version as ontime_build_info labels it:
-// the module version, "(devel)" for a build from a work tree, followed by
-// the VCS revision's first 12 characters when the build recorded one.
+// the version (the release stamp, else the module version; "(devel)" for
+// an unstamped build from a work tree), followed by the commit's first 12
+// characters when known.
 func BuildVersion() string {
-	b := buildInfo()
-	if rev := b[1]; rev != "" {
-		return b[0] + " " + rev[:min(12, len(rev))]
+	b := buildinfo.Read()
+	if b.Commit != "" {
+		return b.Version + " " + b.ShortCommit()
 	}
-	return b[0]
+	return b.Version
 }
 
-// buildInfo is the version, revision and go labels of ontime_build_info.
-func buildInfo() []string {
-	version, revision, gover := "(unknown)", "", runtime.Version()
-	if bi, ok := debug.ReadBuildInfo(); ok {
-		if bi.Main.Version != "" {
-			version = bi.Main.Version
-		}
-		if bi.GoVersion != "" {
-			gover = bi.GoVersion
-		}
-		for _, s := range bi.Settings {
-			if s.Key == "vcs.revision" {
-				revision = s.Value
-			}
-		}
-	}
-	return []string{version, revision, gover}
+// buildLabelValues is the version, revision and go labels of
+// ontime_build_info: what `ontime version` prints.
+func buildLabelValues() []string {
+	b := buildinfo.Read()
+	return []string{b.Version, b.Commit, b.Go}
 }
 
 // Describe implements prometheus.Collector.

@@ -14,7 +14,7 @@ import (
 )
 
 // MQSender hands batches to mq://BROKER/ADDRESS targets: one message per
-// batch, its body the batch's JSON ({"job","item","rows"}), success the
+// batch, its body the batch's JSON ({"job","item","batch_id","rows"}), success the
 // broker's acknowledgement. A broker has no per-row answer, so a batch is
 // processed whole or not at all.
 //
@@ -38,11 +38,14 @@ func (m MQSender) Check(target string) error {
 
 // Send implements Sender.
 func (m MQSender) Send(ctx context.Context, target string, b *Batch) ([]any, error) {
+	if b.ID == "" {
+		b.ID = batchID(b)
+	}
 	body, err := json.Marshal(b)
 	if err != nil {
 		return nil, fmt.Errorf("encode batch: %w", err)
 	}
-	id := batchID(b)
+	id := b.ID
 	msg := &broker.Message{ID: id, Body: body, Headers: [5]broker.Header{
 		{Name: broker.HeaderTaskID, Value: id},
 		{Name: broker.HeaderAttempt, Value: "1"},

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ontimehq/ontime/internal/buildinfo"
 	"github.com/ontimehq/ontime/internal/deliver/policy"
 	"github.com/ontimehq/ontime/internal/deliver/webhook"
 )
@@ -19,8 +20,13 @@ import (
 // Batch is what a SQL job hands its target: up to process.batch rows of
 // one item. Keys are the rows' keys, in order.
 type Batch struct {
-	Job  string           `json:"job"`
-	Item string           `json:"item"`
+	Job  string `json:"job"`
+	Item string `json:"item"`
+	// ID names the batch by its job, item and rows' keys (batchID): the
+	// same rows sent again — the call retried, the page read again after
+	// a failure or a restart — carry the same ID, so a receiver that
+	// remembers the IDs it processed can drop a repeated batch.
+	ID   string           `json:"batch_id"`
 	Rows []map[string]any `json:"rows"`
 	Keys []any            `json:"-"`
 }
@@ -34,14 +40,16 @@ type Sender interface {
 	Send(ctx context.Context, target string, b *Batch) (failed []any, err error)
 }
 
-// WebhookSender posts {"job","item","rows":[…]} to an http(s) target,
-// signed like task webhooks (the keyring's secrets for topic "job:NAME"
-// and the target) and dialled under the target policy. Any 2xx is success,
+// WebhookSender posts {"job","item","batch_id","rows":[…]} to an http(s)
+// target, signed like task webhooks (the keyring's secrets for topic
+// "job:NAME" and the target, which Ontime-Target carries) and dialled
+// under the target policy. Ontime-Batch-Id repeats the batch ID. Any 2xx is success,
 // save the rows the answer lists in {"failed": [key, …]}.
 type WebhookSender struct {
-	client  *http.Client
-	keys    *webhook.Keyring
-	timeout time.Duration
+	client    *http.Client
+	keys      *webhook.Keyring
+	timeout   time.Duration
+	userAgent string
 }
 
 // NewWebhookSender builds the sender; keys and pol may be nil; timeout
@@ -57,11 +65,14 @@ func NewWebhookSender(keys *webhook.Keyring, pol *policy.Policy, timeout time.Du
 	tr.MaxIdleConnsPerHost = 256
 	return &WebhookSender{client: &http.Client{Transport: tr, CheckRedirect: func(*http.Request, []*http.Request) error {
 		return http.ErrUseLastResponse
-	}}, keys: keys, timeout: timeout}
+	}}, keys: keys, timeout: timeout, userAgent: buildinfo.Read().UserAgent()}
 }
 
 // Send implements Sender.
 func (w *WebhookSender) Send(ctx context.Context, target string, b *Batch) ([]any, error) {
+	if b.ID == "" {
+		b.ID = batchID(b)
+	}
 	body, err := json.Marshal(b)
 	if err != nil {
 		return nil, fmt.Errorf("encode batch: %w", err)
@@ -73,9 +84,11 @@ func (w *WebhookSender) Send(ctx context.Context, target string, b *Batch) ([]an
 		return nil, fmt.Errorf("webhook request: %w", err)
 	}
 	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("User-Agent", "ontime")
+	req.Header.Set("User-Agent", w.userAgent)
 	req.Header.Set("Ontime-Job", b.Job)
 	req.Header.Set("Ontime-Item", b.Item)
+	req.Header.Set("Ontime-Batch-Id", b.ID)
+	req.Header.Set("Ontime-Target", target)
 	if secrets := w.keys.For("job:"+b.Job, target); len(secrets) > 0 {
 		req.Header.Set("Ontime-Signature", webhook.Sign(secrets, time.Now(), target, body, w.keys.V1))
 	}

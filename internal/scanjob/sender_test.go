@@ -81,21 +81,23 @@ func TestWebhookSenderRequest(t *testing.T) {
 	}
 	r, body := h.call(0)
 	if r.Method != http.MethodPost || r.URL.RequestURI() != "/bill?x=1" || r.Header.Get("Content-Type") != "application/json" ||
-		r.Header.Get("User-Agent") != "ontime" || r.Header.Get("Ontime-Job") != "bill" || r.Header.Get("Ontime-Item") != "0.1.0" {
+		!strings.HasPrefix(r.Header.Get("User-Agent"), "ontime/") || r.Header.Get("Ontime-Job") != "bill" || r.Header.Get("Ontime-Item") != "0.1.0" ||
+		r.Header.Get("Ontime-Target") != target || r.Header.Get("Ontime-Batch-Id") != batchID(testBatch()) {
 		t.Fatalf("request %s %s %v", r.Method, r.URL, r.Header)
 	}
 	var got map[string]any
 	if err := json.Unmarshal(body, &got); err != nil {
 		t.Fatal(err)
 	}
-	want := map[string]any{"job": "bill", "item": "0.1.0", "rows": []any{
+	want := map[string]any{"job": "bill", "item": "0.1.0", "batch_id": batchID(testBatch()), "rows": []any{
 		map[string]any{"id": float64(1), "x": "a"}, map[string]any{"id": "b-2", "x": nil}}}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("body %s", body)
 	}
 	sig := r.Header.Get("Ontime-Signature")
 	for _, secret := range []string{"new", "old"} {
-		if err := webhook.Verify(sig, target, body, time.Now(), time.Minute, secret); err != nil {
+		// The receiver verifies over the target the call names.
+		if err := webhook.Verify(sig, r.Header.Get("Ontime-Target"), body, time.Now(), time.Minute, secret); err != nil {
 			t.Errorf("secret %s: %v", secret, err)
 		}
 	}
@@ -112,6 +114,61 @@ func TestWebhookSenderRequest(t *testing.T) {
 	}
 	if r, _ := h.call(1); r.Header.Get("Ontime-Signature") != "" {
 		t.Fatal("an unsigned call carries a signature")
+	}
+}
+
+// TestWebhookSenderBatchID: a batch sent again (the same rows of the same
+// item: a failed call retried, a page read again) carries the same
+// batch_id in its body and Ontime-Batch-Id; other rows, another item or
+// another job make another ID. A receiver that keeps the IDs it processed
+// drops the repeat.
+func TestWebhookSenderBatchID(t *testing.T) {
+	t.Parallel()
+	seen := map[string]int{}
+	var mu sync.Mutex
+	fail := true
+	h := newHook(t, func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		defer mu.Unlock()
+		if fail { // the first call fails after the receiver processed it
+			fail = false
+			seen[r.Header.Get("Ontime-Batch-Id")]++
+			w.WriteHeader(http.StatusServiceUnavailable)
+			return
+		}
+		seen[r.Header.Get("Ontime-Batch-Id")]++
+		w.WriteHeader(http.StatusNoContent)
+	})
+	w := NewWebhookSender(nil, nil, 5*time.Second)
+	if _, err := w.Send(context.Background(), h.srv.URL, testBatch()); err == nil {
+		t.Fatal("a 503 answer is not an error")
+	}
+	if _, err := w.Send(context.Background(), h.srv.URL, testBatch()); err != nil {
+		t.Fatal(err)
+	}
+	other := testBatch()
+	other.Keys, other.Rows = other.Keys[:1], other.Rows[:1]
+	otherItem := testBatch()
+	otherItem.Item = "0.2.0"
+	otherJob := testBatch()
+	otherJob.Job = "refund"
+	for _, b := range []*Batch{other, otherItem, otherJob} {
+		if _, err := w.Send(context.Background(), h.srv.URL, b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	id := batchID(testBatch())
+	if seen[id] != 2 || len(seen) != 4 {
+		t.Fatalf("batch IDs seen %v; want %s twice and 3 others", seen, id)
+	}
+	for i := range h.n() {
+		r, body := h.call(i)
+		var b struct {
+			ID string `json:"batch_id"`
+		}
+		if err := json.Unmarshal(body, &b); err != nil || b.ID == "" || b.ID != r.Header.Get("Ontime-Batch-Id") {
+			t.Fatalf("call %d: body batch_id %q, header %q (%v)", i, b.ID, r.Header.Get("Ontime-Batch-Id"), err)
+		}
 	}
 }
 
@@ -236,7 +293,9 @@ func TestMQSender(t *testing.T) {
 	if err != nil || len(msgs) != 3 {
 		t.Fatalf("stream holds %d entries: %v", len(msgs), err)
 	}
-	body, _ := json.Marshal(testBatch())
+	want := testBatch()
+	want.ID = batchID(want) // the body carries the batch ID, as the message ID does
+	body, _ := json.Marshal(want)
 	ids := make([]string, 3)
 	for i, e := range msgs {
 		v := e.Values

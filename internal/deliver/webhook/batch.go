@@ -21,6 +21,7 @@ import (
 //	POST target
 //	Content-Type: application/json
 //	Ontime-Batch: <number of tasks>
+//	Ontime-Target: <the target, as submitted: the URL the signature covers>
 //	Ontime-Signature: t=…,v2=…   (over the whole body, as a single call's)
 //
 //	{"tasks": [{"id","topic","key","payload","due_at","attempt"}, …]}
@@ -137,9 +138,9 @@ func (s *Sink) postBatch(ctx context.Context, ds []deliver.Delivery, idx []int, 
 	b = append(b, "]}"...)
 	first := &ds[sent[0]]
 	client, timeout := s.route(first)
-	vals := make([]string, 3)
+	vals := make([]string, 4)
 	vals[0] = strconv.Itoa(len(sent))
-	hdr := make(http.Header, 5)
+	hdr := make(http.Header, 6)
 	hdr["Ontime-Batch"] = vals[0:1:1]
 	resp, cancel, err := s.post(ctx, client, timeout, first.Topic, first.Target, b, hdr, vals[1:])
 	if err == nil {

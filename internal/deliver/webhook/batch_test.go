@@ -82,7 +82,10 @@ func TestBatchAllDelivered(t *testing.T) {
 	if c.hdr.Get("Ontime-Batch") != "25" || c.hdr.Get("Content-Type") != "application/json" || len(c.tasks) != 25 || c.path != "/hook" {
 		t.Fatalf("call: %v, %d tasks", c.hdr, len(c.tasks))
 	}
-	if err := Verify(c.hdr.Get("Ontime-Signature"), ds[0].Target, c.body, time.Now(), time.Minute, "k"); err != nil {
+	if c.hdr.Get("Ontime-Target") != ds[0].Target {
+		t.Fatalf("Ontime-Target %q; want %q", c.hdr.Get("Ontime-Target"), ds[0].Target)
+	}
+	if err := Verify(c.hdr.Get("Ontime-Signature"), c.hdr.Get("Ontime-Target"), c.body, time.Now(), time.Minute, "k"); err != nil {
 		t.Fatalf("batch signature: %v", err)
 	}
 	want := []byte(`{"tasks":[`)

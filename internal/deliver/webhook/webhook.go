@@ -17,6 +17,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/ontimehq/ontime/internal/buildinfo"
 	"github.com/ontimehq/ontime/internal/deliver"
 	"github.com/ontimehq/ontime/internal/deliver/policy"
 )
@@ -27,7 +28,7 @@ type Config struct {
 	Keys      *Keyring      // secrets per topic or destination, rotation; nil: Secret alone
 	Timeout   time.Duration // per call; default 10s
 	Client    *http.Client  // nil: keep-alive clients sized for the lanes (one per configured destination)
-	UserAgent string        // default "ontime"
+	UserAgent string        // default "ontime/VERSION" (buildinfo)
 	// Concurrency is the calls in flight per destination not in
 	// Destinations (delivery.concurrency): the shared pool keeps that
 	// many idle connections per host, at least 256. Default 32.
@@ -100,7 +101,7 @@ func New(cfg Config) (*Sink, error) {
 		cfg.Concurrency = deliver.DefaultConcurrency
 	}
 	if cfg.UserAgent == "" {
-		cfg.UserAgent = "ontime"
+		cfg.UserAgent = buildinfo.Read().UserAgent()
 	}
 	if cfg.Keys == nil && cfg.Secret != "" {
 		cfg.Keys = &Keyring{Global: []string{cfg.Secret}}
@@ -220,9 +221,9 @@ func (s *Sink) Deliver(ctx context.Context, d deliver.Delivery) error {
 		return err
 	}
 	client, timeout := s.route(&d)
-	vals := make([]string, 4) // one allocation for the header values
+	vals := make([]string, 5) // one allocation for the header values
 	vals[0], vals[1] = d.ID, strconv.Itoa(d.Attempt)
-	hdr := make(http.Header, 6)
+	hdr := make(http.Header, 7)
 	hdr["Ontime-Task-Id"], hdr["Ontime-Attempt"] = vals[0:1:1], vals[1:2:2]
 	if d.Traceparent != "" {
 		// The receiver's work continues the task's trace (W3C Trace Context).
@@ -272,9 +273,12 @@ func readResult(resp *http.Response, limit int) []byte {
 }
 
 // post sends body to target with the common headers and hdr, signed for
-// topic and target; spare (len 2) holds the values of User-Agent and
-// Ontime-Signature. The body is never reused: the transport may read it
-// (and retry with it) after Do returns. It returns the answer and the cancel of the call's
+// topic and target; spare (len 3) holds the values of User-Agent,
+// Ontime-Target and Ontime-Signature. Ontime-Target is the target exactly
+// as submitted, the URL the v2 signature covers: a receiver verifies with
+// it (after checking it is one of its own URLs) rather than rebuilding
+// its URL from what a proxy in front of it forwarded. The body is never
+// reused: the transport may read it (and retry with it) after Do returns. It returns the answer and the cancel of the call's
 // deadline, to call once the answer is read; an error is the delivery's.
 func (s *Sink) post(ctx context.Context, client caller, timeout time.Duration, topic, target string, body []byte, hdr http.Header, spare []string) (*http.Response, context.CancelFunc, error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
@@ -286,9 +290,11 @@ func (s *Sink) post(ctx context.Context, client caller, timeout time.Duration, t
 	hdr["Content-Type"] = contentJSON
 	spare[0] = s.cfg.UserAgent
 	hdr["User-Agent"] = spare[0:1:1]
+	spare[1] = target
+	hdr["Ontime-Target"] = spare[1:2:2]
 	if secrets := s.cfg.Keys.For(topic, target); len(secrets) > 0 {
-		spare[1] = s.signer.sign(secrets, time.Now(), target, body, s.cfg.Keys.V1)
-		hdr["Ontime-Signature"] = spare[1:2:2]
+		spare[2] = s.signer.sign(secrets, time.Now(), target, body, s.cfg.Keys.V1)
+		hdr["Ontime-Signature"] = spare[2:3:3]
 	}
 	req.Header = hdr
 	resp, err := client.do(req)

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ontimehq/ontime/internal/buildinfo"
 	"github.com/ontimehq/ontime/internal/deliver"
 	"github.com/ontimehq/ontime/internal/deliver/policy"
 )
@@ -45,11 +46,15 @@ func TestDeliverBodyHeadersSignature(t *testing.T) {
 	if !strings.Contains(string(got.body), `"payload":{"a":[1,2]}`) {
 		t.Fatalf("payload not embedded as-is: %s", got.body)
 	}
-	if got.hdr.Get("Ontime-Task-Id") != "abc" || got.hdr.Get("Ontime-Attempt") != "3" || got.hdr.Get("Content-Type") != "application/json" {
+	if got.hdr.Get("Ontime-Task-Id") != "abc" || got.hdr.Get("Ontime-Attempt") != "3" || got.hdr.Get("Content-Type") != "application/json" ||
+		got.hdr.Get("Ontime-Target") != d.Target || got.hdr.Get("User-Agent") != buildinfo.Read().UserAgent() ||
+		!strings.HasPrefix(got.hdr.Get("User-Agent"), "ontime/") {
 		t.Fatalf("headers %v", got.hdr)
 	}
 	sig := got.hdr.Get("Ontime-Signature")
-	if err := Verify(sig, d.Target, got.body, time.Now(), time.Minute, "k"); err != nil {
+	// A receiver checks the call by itself: the signature over the target
+	// the call names.
+	if err := Verify(sig, got.hdr.Get("Ontime-Target"), got.body, time.Now(), time.Minute, "k"); err != nil {
 		t.Fatal(err)
 	}
 	if strings.Contains(sig, "v1=") {
