@@ -89,6 +89,10 @@ type Task struct {
 	// Traceparent is the W3C trace context of the submit that made the
 	// task ('' when it was not traced); deliveries continue that trace.
 	Traceparent string
+	// Retry is the task's own retry policy in its stored form
+	// (Retry.Encode; DecodeRetry reads it), "" when it has none: its
+	// topic's applies, else the node's.
+	Retry string
 }
 
 // Move is what last moved a task's due time away from the one it was

@@ -200,7 +200,9 @@ func (s *Store) connect(dsn string) (w, r *sql.DB, err error) {
 //	   which its claim tokens carry (store.Incarnation)
 //	13 traceparent on the task tables: the W3C trace context of the
 //	   submit, continued by the task's deliveries ('' when not traced)
-const SchemaVersion = 13
+//	14 retry on the task tables: the task's own retry policy ('' none);
+//	   the topics' settings (topic_settings.go)
+const SchemaVersion = 14
 
 // migrateTo runs the step that brings a database from version v-1 to v.
 // Every statement is idempotent (IF NOT EXISTS, insert-if-absent), so a
@@ -262,6 +264,16 @@ func (s *Store) migrateTo(ctx context.Context, c *sql.Conn, v int) error {
 				return err
 			}
 		}
+	case 14:
+		// Rows from before have no policy of their own: ''. The stored
+		// form is bounded by task.MaxRetrySchedule to fit.
+		for _, t := range s.names {
+			if err := s.addColumn(ctx, c, t, "retry", "VARCHAR(512) NOT NULL DEFAULT ''"); err != nil {
+				return err
+			}
+		}
+		// In every database like the topics table; the first one's is used.
+		stmts = createTopicSettings[s.d.name]
 	default:
 		return fmt.Errorf("no migration to schema version %d", v)
 	}
@@ -462,10 +474,10 @@ const cols = insertCols + `, moved_by`
 
 // insertCols are the columns an insert writes; a new row keeps moved_by's
 // default.
-const insertCols = `id, topic, task_key, shard_hash, seg, due_at, payload, target, max_attempts, attempts, status, last_error, created_at, updated_at, owner, lease_until, token, first_due_at, traceparent`
+const insertCols = `id, topic, task_key, shard_hash, seg, due_at, payload, target, max_attempts, attempts, status, last_error, created_at, updated_at, owner, lease_until, token, first_due_at, traceparent, retry`
 
 // nInsertCols is the number of columns in insertCols.
-const nInsertCols = 19
+const nInsertCols = 20
 
 // The SET terms that record what moved due_at (task.Move), beside it.
 const (
@@ -496,7 +508,7 @@ func scanTask(sc scanner) (*task.Task, error) {
 	var hash, due, created, updated, lease, firstDue int64
 	var status, moved int64
 	if err := sc.Scan(&t.ID, &t.Topic, &key, &hash, &t.Seg, &due, &t.Payload, &t.Target, &t.MaxAttempts, &t.Attempts,
-		&status, &t.LastError, &created, &updated, &owner, &lease, &t.Token, &firstDue, &t.Traceparent, &moved); err != nil {
+		&status, &t.LastError, &created, &updated, &owner, &lease, &t.Token, &firstDue, &t.Traceparent, &t.Retry, &moved); err != nil {
 		return nil, err
 	}
 	t.MovedBy = task.Move(moved)
