@@ -175,6 +175,9 @@ type Node struct {
 	scan    *scan.Scanner
 	topics  *topics.Watcher
 	admin   *topics.Admin
+	// settings resolves each topic's settings (config_topics.go): the
+	// lookup the delivery path and the topic routes use.
+	settings *topics.Settings
 	counts  *topics.Counts
 	router  *deliver.Router
 	sched   *schedule.Service
@@ -346,6 +349,9 @@ func (n *Node) build(ctx context.Context, resolver Resolver) error {
 	deliveryLease := cfg.deliveryTimeout() + time.Duration(cfg.Delivery.LeaseTTL)
 	comp, err := complete.New(complete.Config{Store: n.store, Logger: n.log, Metrics: m, Lease: maxLead + deliveryLease,
 		Retry: deliver.RetryPolicy{Base: time.Duration(cfg.Delivery.RetryBase), Max: time.Duration(cfg.Delivery.RetryMax)},
+		// A failed attempt waits by the task's own retry policy, else its
+		// topic's (n.settings is built below, before anything runs).
+		Policy: func(t *task.Task) task.Retry { return n.settings.RetryOf(t) },
 		Hot: &complete.HotRetry{Tier: n.tier, Planner: planner, NodeID: cfg.NodeID, Incarnation: n.inc, Window: window, LeaseTTL: time.Duration(cfg.Delivery.LeaseTTL),
 			Open: n.firing.Load},
 		// A task without a target this node has no handler for goes to a
@@ -384,12 +390,36 @@ func (n *Node) build(ctx context.Context, resolver Resolver) error {
 		Tracer: n.tracer}
 	brokers.Trace(n.tracer)
 	limits := task.Limits{MaxPayloadBytes: cfg.Delivery.MaxPayloadBytes, DefaultMaxAttempts: cfg.Delivery.MaxAttempts,
-		CheckTarget: targets.CheckTarget, TopicTarget: n.cfg.topicTarget, Handled: n.handled}
+		CheckTarget: targets.CheckTarget, Handled: n.handled}
 	if brokers.Len() > 0 {
 		rc.Brokers, limits.Brokers = brokers, brokers
 	}
 	if err := cfg.checkTopicTargets(limits); err != nil {
 		return err
+	}
+	// The topics' settings: the config's layer under what PUT
+	// /v1/topics/{topic} stored, over the node's defaults. Submits take
+	// a topic's target and max_attempts from it, the completer its retry
+	// policy, the router its timeout.
+	layers, err := cfg.topicLayers()
+	if err != nil {
+		return err
+	}
+	checkLimits := limits
+	n.settings, err = topics.NewSettings(topics.SettingsConfig{Store: n.store, Config: layers, Logger: n.log,
+		Defaults: topics.Defaults{MaxAttempts: cfg.Delivery.MaxAttempts, Timeout: time.Duration(cfg.Delivery.Timeout),
+			Retry: task.Retry{Backoff: task.BackoffExponential, Initial: time.Duration(cfg.Delivery.RetryBase), Max: time.Duration(cfg.Delivery.RetryMax), Jitter: task.DefaultJitter}},
+		CheckTarget: func(t string) error { return checkTarget(checkLimits, t) }})
+	if err != nil {
+		return err
+	}
+	limits.TopicTarget = func(topic string) string { return n.settings.Settings(topic).Target }
+	limits.TopicMaxAttempts = func(topic string) int { return n.settings.Settings(topic).MaxAttempts }
+	rc.Timeout = func(topic string) time.Duration {
+		if ts := n.settings.Settings(topic); ts.Sources.Timeout != topics.SourceNode {
+			return ts.Timeout
+		}
+		return 0
 	}
 	n.router, err = deliver.NewRouter(rc)
 	if err != nil {
@@ -516,6 +546,8 @@ func (n *Node) build(ctx context.Context, resolver Resolver) error {
 		// The topics watcher wakes the scanners when a topic resumes
 		// (Start has read the pause flags once already, before any claim).
 		services{n.topics},
+		// The topic settings' poll: other nodes' PUTs.
+		services{n.settings},
 		// The count cache only reads, while the API asks for counts.
 		services{n.counts},
 	)
@@ -566,6 +598,7 @@ func (n *Node) Handle(topic string, h Handler, opts ...HandleOption) error {
 		return errors.New("ontime: nil handler")
 	}
 	o := handleOptions{timeout: time.Duration(n.cfg.Delivery.Timeout)}
+	explicit := len(opts) > 0
 	for _, opt := range opts {
 		opt(&o)
 	}
@@ -574,13 +607,17 @@ func (n *Node) Handle(topic string, h Handler, opts ...HandleOption) error {
 			topic, o.timeout, n.deliveryLease)
 	}
 	return n.router.Handle(topic, deliver.HandlerFunc(func(ctx context.Context, d deliver.Delivery) error {
-		ctx, cancel := context.WithTimeout(ctx, o.timeout)
+		timeout := o.timeout
+		if d.Timeout > 0 && !explicit {
+			timeout = d.Timeout // the topic's timeout setting
+		}
+		ctx, cancel := context.WithTimeout(ctx, timeout)
 		defer cancel()
 		// The handler's spans continue the task's trace (tracing on).
 		ctx = tracing.Continue(ctx, d.Traceparent)
 		err := h(ctx, &Delivery{ID: d.ID, Topic: d.Topic, Key: d.Key, Payload: d.Payload, DueAt: d.DueAt, Attempt: d.Attempt})
 		if err != nil && errors.Is(ctx.Err(), context.DeadlineExceeded) {
-			return fmt.Errorf("handler of topic %q timed out after %s: %w", d.Topic, o.timeout, err)
+			return fmt.Errorf("handler of topic %q timed out after %s: %w", d.Topic, timeout, err)
 		}
 		return err
 	}))
@@ -623,6 +660,11 @@ func (n *Node) Start(ctx context.Context) error {
 	// The paused topics before the first claim: a node starting while a
 	// topic is paused must not deliver it.
 	if err := n.topics.Refresh(ctx); err != nil {
+		return fmt.Errorf("store: %w", err)
+	}
+	// The topics' settings stored by PUT, before the first submit or
+	// delivery.
+	if err := n.settings.Refresh(ctx); err != nil {
 		return fmt.Errorf("store: %w", err)
 	}
 	if n.cluster == nil {
