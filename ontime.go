@@ -166,25 +166,25 @@ func viewOf(t *task.Task) *Task {
 // stage that has stopped. The node built the store and the hot tier, so it
 // closes them, last.
 type Node struct {
-	cfg     Config
-	log     *slog.Logger
-	store   *sqlstore.Store
-	tier    hot.Tier
-	reg     *prometheus.Registry
-	submit  *submit.Service
-	scan    *scan.Scanner
-	topics  *topics.Watcher
-	admin   *topics.Admin
+	cfg    Config
+	log    *slog.Logger
+	store  *sqlstore.Store
+	tier   hot.Tier
+	reg    *prometheus.Registry
+	submit *submit.Service
+	scan   *scan.Scanner
+	topics *topics.Watcher
+	admin  *topics.Admin
 	// settings resolves each topic's settings (config_topics.go): the
 	// lookup the delivery path and the topic routes use.
 	settings *topics.Settings
-	counts  *topics.Counts
-	router  *deliver.Router
-	sched   *schedule.Service
-	cluster *clusterRun // nil without a coordinator
-	sec     *secrets    // the config's secrets, read (config_security.go)
-	jobs    *scanjob.Service
-	relays  []*outboxrelay.Relay // the config's outboxes
+	counts   *topics.Counts
+	router   *deliver.Router
+	sched    *schedule.Service
+	cluster  *clusterRun // nil without a coordinator
+	sec      *secrets    // the config's secrets, read (config_security.go)
+	jobs     *scanjob.Service
+	relays   []*outboxrelay.Relay // the config's outboxes
 	// samples feeds the console's charts; lanes its open breakers.
 	samples *console.Sampler
 	lanes   metrics.Lanes

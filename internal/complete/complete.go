@@ -122,13 +122,13 @@ type Tier interface {
 // never exceed that bound however slow the writes are.
 type Completer struct {
 	startstop.Base
-	st    Store
+	st     Store
 	retry  deliver.RetryPolicy
 	policy func(t *task.Task) task.Retry
 	lease  time.Duration
-	hot   *HotRetry
-	log   *slog.Logger
-	m     *metrics.Metrics
+	hot    *HotRetry
+	log    *slog.Logger
+	m      *metrics.Metrics
 
 	unhand *Unhandled
 	topics unhandledTopics // the topics no live node handles, as seen here

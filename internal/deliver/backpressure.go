@@ -41,7 +41,7 @@ type retryAfterError struct {
 func (e *retryAfterError) Error() string {
 	return fmt.Sprintf("%v (destination asks to wait %s)", e.err, e.d)
 }
-func (e *retryAfterError) Unwrap() error              { return e.err }
+func (e *retryAfterError) Unwrap() error             { return e.err }
 func (e *retryAfterError) RetryAfter() time.Duration { return e.d }
 
 // RetryAfter wraps a failed attempt's err with the wait the destination

@@ -36,7 +36,7 @@ import (
 // Bounds of the settings.
 const (
 	MaxPriority    = 9
-	MaxRate        = 1e6   // deliveries per second
+	MaxRate        = 1e6    // deliveries per second
 	MaxConcurrency = 100000 // deliveries in flight
 	MinTimeout     = 10 * time.Millisecond
 	MaxTimeout     = time.Hour
