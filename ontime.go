@@ -450,7 +450,7 @@ func (n *Node) build(ctx context.Context, resolver Resolver) error {
 	if n.counts, err = topics.NewCounts(topics.CountsConfig{Store: n.store, Paused: n.topics, Logger: n.log}); err != nil {
 		return err
 	}
-	if n.admin, err = topics.NewAdmin(n.store, n.topics, n.counts, n.scan); err != nil {
+	if n.admin, err = topics.NewAdmin(n.store, n.topics, n.counts, n.scan, n.settings); err != nil {
 		return err
 	}
 	firer, err := fire.New(fire.Config{Store: n.store, Tier: n.tier, Planner: planner, Sender: misfireScreen{n: n, outcomes: comp}, Outcomes: comp,

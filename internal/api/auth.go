@@ -168,6 +168,11 @@ func RouteRole(method, p string) Role {
 	if (p == "/v1/schedules" || strings.HasPrefix(p, "/v1/schedules/")) && !(isOp && op == "trigger") {
 		return RoleAdmin
 	}
+	if method == http.MethodPut && strings.HasPrefix(p, "/v1/topics/") && strings.Count(p, "/") == 3 {
+		// A topic's settings change how every node delivers it, as a
+		// pause does.
+		return RoleAdmin
+	}
 	return RoleWrite
 }
 

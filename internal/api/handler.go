@@ -54,9 +54,47 @@ type Options struct {
 
 // View converts a stored task to its JSON view.
 func View(t *task.Task) apiv1.Task {
-	return apiv1.Task{ID: t.ID, Topic: t.Topic, Key: t.Key, DueAt: t.DueAt.UTC(), FirstDueAt: t.FirstDueAt.UTC(), MovedBy: t.MovedBy.String(), Payload: json.RawMessage(t.Payload),
+	v := apiv1.Task{ID: t.ID, Topic: t.Topic, Key: t.Key, DueAt: t.DueAt.UTC(), FirstDueAt: t.FirstDueAt.UTC(), MovedBy: t.MovedBy.String(), Payload: json.RawMessage(t.Payload),
 		Target: t.Target, MaxAttempts: t.MaxAttempts, Status: t.Status.String(), Attempts: t.Attempts,
 		CreatedAt: t.CreatedAt.UTC(), UpdatedAt: t.UpdatedAt.UTC(), LastError: t.LastError}
+	if t.Retry != "" {
+		if r, ok, err := task.DecodeRetry(t.Retry); ok && err == nil {
+			w := apiv1.Retry(r.Spec())
+			v.Retry = &w
+		}
+	}
+	if reason := nextAttemptReason(t); reason != "" {
+		at := v.DueAt
+		v.NextAttemptAt, v.NextAttemptReason = &at, reason
+	}
+	return v
+}
+
+// nextAttemptReason says why a pending or claimed task is due when it is:
+// "" for one as submitted (its due time says it all), running or final.
+// A retry's says which attempt comes and what became of the last one
+// (its last_error: the receiver's answer and a Retry-After, a breaker's
+// or a lane's deferral, a snooze).
+func nextAttemptReason(t *task.Task) string {
+	if t.Status != task.StatusPending && t.Status != task.StatusClaimed {
+		return ""
+	}
+	next := fmt.Sprintf("attempt %d of %d", t.Attempts+1, t.MaxAttempts)
+	switch t.MovedBy {
+	case task.MovedRetry:
+		if t.LastError == "" {
+			return "retry: " + next
+		}
+		return "retry: " + next + " after: " + t.LastError
+	case task.MovedUpdate:
+		return "due time set by an update: " + next
+	case task.MovedRequeue:
+		return "requeued: " + next
+	}
+	if t.Attempts > 0 {
+		return next // a row from before moved_by was kept
+	}
+	return ""
 }
 
 // submitView is a submit's answer: the task's view and, when a final
@@ -334,6 +372,10 @@ func readTaskArray(dec *json.Decoder, fail func(error) error) ([]json.RawMessage
 // spec converts a submitted task; the engine validates the values.
 func spec(in apiv1.TaskRequest) (task.Spec, error) {
 	s := task.Spec{Topic: in.Topic, Key: in.Key, Payload: in.Payload, Target: in.Target, MaxAttempts: in.MaxAttempts}
+	if in.Retry != nil {
+		r := task.RetrySpec(*in.Retry)
+		s.Retry = &r
+	}
 	switch in.IfExists {
 	case "", apiv1.IfExistsKeep:
 	case apiv1.IfExistsReplace:
