@@ -367,7 +367,10 @@ func (n *Node) build(ctx context.Context, resolver Resolver) error {
 		Lanes:              laneConfig(cfg.Delivery.BrokerConcurrency, dests),
 		Breaker:            deliver.BreakerConfig{FailureThreshold: cfg.Delivery.BreakerFailures, OpenFor: time.Duration(cfg.Delivery.BreakerOpenFor)},
 		ShutdownGrace:      time.Duration(cfg.Delivery.ShutdownGrace),
-		Logger:             n.log,
+		// A Retry-After holds a lane as long as it holds its task: at
+		// most delivery.retry_max.
+		MaxHold: time.Duration(cfg.Delivery.RetryMax),
+		Logger:  n.log,
 	})
 	if err != nil {
 		return fmt.Errorf("delivery: %w", err)
