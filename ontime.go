@@ -416,14 +416,7 @@ func (n *Node) build(ctx context.Context, resolver Resolver) error {
 	if err != nil {
 		return err
 	}
-	limits.TopicTarget = func(topic string) string { return n.settings.Settings(topic).Target }
-	limits.TopicMaxAttempts = func(topic string) int { return n.settings.Settings(topic).MaxAttempts }
-	rc.Timeout = func(topic string) time.Duration {
-		if ts := n.settings.Settings(topic); ts.Sources.Timeout != topics.SourceNode {
-			return ts.Timeout
-		}
-		return 0
-	}
+	limits.TopicTarget, limits.TopicMaxAttempts, rc.Timeout = n.settings.Target, n.settings.MaxAttempts, n.settings.Timeout
 	n.router, err = deliver.NewRouter(rc)
 	if err != nil {
 		return err

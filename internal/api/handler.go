@@ -76,8 +76,8 @@ func View(t *task.Task) apiv1.Task {
 // (its last_error: the receiver's answer and a Retry-After, a breaker's
 // or a lane's deferral, a snooze).
 func nextAttemptReason(t *task.Task) string {
-	if t.Status != task.StatusPending && t.Status != task.StatusClaimed {
-		return ""
+	if t.Status != task.StatusPending && t.Status != task.StatusClaimed || (t.MovedBy == task.MovedNone && t.Attempts == 0) {
+		return "" // as submitted: the common answer, which costs nothing here
 	}
 	next := fmt.Sprintf("attempt %d of %d", t.Attempts+1, t.MaxAttempts)
 	switch t.MovedBy {
@@ -91,10 +91,7 @@ func nextAttemptReason(t *task.Task) string {
 	case task.MovedRequeue:
 		return "requeued: " + next
 	}
-	if t.Attempts > 0 {
-		return next // a row from before moved_by was kept
-	}
-	return ""
+	return next // attempted, in a row from before moved_by was kept
 }
 
 // submitView is a submit's answer: the task's view and, when a final

@@ -204,7 +204,7 @@ type Settings struct {
 	mu       sync.Mutex    // serialises apply
 	dynamic  map[string]Layer
 	raw      map[string]string // the dynamic layer's documents, to skip unchanged polls
-	resolved atomic.Pointer[map[string]TopicSettings]
+	resolved atomic.Pointer[map[string]*TopicSettings]
 	warned   map[string]string // topic → document already logged as unreadable
 }
 
@@ -249,11 +249,30 @@ func NewSettings(cfg SettingsConfig) (*Settings, error) {
 
 // Settings returns topic's resolved settings (the node's defaults for a
 // topic no layer names). It is the lookup the delivery path calls.
-func (s *Settings) Settings(topic string) TopicSettings {
-	if ts, ok := (*s.resolved.Load())[topic]; ok {
+func (s *Settings) Settings(topic string) TopicSettings { return *s.lookup(topic) }
+
+// lookup is topic's resolved settings, shared: callers must not change
+// them. One atomic load and one map read, no copy.
+func (s *Settings) lookup(topic string) *TopicSettings {
+	if ts := (*s.resolved.Load())[topic]; ts != nil {
 		return ts
 	}
-	return s.node
+	return &s.node
+}
+
+// MaxAttempts is topic's max_attempts (the submit path's lookup).
+func (s *Settings) MaxAttempts(topic string) int { return s.lookup(topic).MaxAttempts }
+
+// Target is topic's default target, "" none (the submit path's lookup).
+func (s *Settings) Target(topic string) string { return s.lookup(topic).Target }
+
+// Timeout is topic's timeout per attempt when a layer sets it, else 0
+// (the sink's own: the destination's or the node's).
+func (s *Settings) Timeout(topic string) time.Duration {
+	if ts := s.lookup(topic); ts.Sources.Timeout != SourceNode {
+		return ts.Timeout
+	}
+	return 0
 }
 
 // Named lists the topics any layer gives settings, sorted.
@@ -360,13 +379,15 @@ func (s *Settings) publish() {
 
 // publishLocked resolves every topic a layer names; s.mu is held.
 func (s *Settings) publishLocked() {
-	out := make(map[string]TopicSettings, len(s.cfg.Config)+len(s.dynamic))
+	out := make(map[string]*TopicSettings, len(s.cfg.Config)+len(s.dynamic))
 	for t, c := range s.cfg.Config {
-		out[t] = s.resolve(s.dynamic[t], c)
+		ts := s.resolve(s.dynamic[t], c)
+		out[t] = &ts
 	}
 	for t, d := range s.dynamic {
 		if _, ok := out[t]; !ok {
-			out[t] = s.resolve(d, Layer{})
+			ts := s.resolve(d, Layer{})
+			out[t] = &ts
 		}
 	}
 	s.resolved.Store(&out)
@@ -454,7 +475,7 @@ func (s *Settings) RetryOf(t *task.Task) task.Retry {
 			return r.Fill(s.cfg.Defaults.Retry)
 		}
 	}
-	return s.Settings(t.Topic).Retry
+	return s.lookup(t.Topic).Retry
 }
 
 // RetrySource says whose retry policy t's failures follow: "task", or
