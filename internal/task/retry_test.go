@@ -156,3 +156,26 @@ func TestValidateTaskRetry(t *testing.T) {
 		t.Fatalf("the task's own max_attempts: %d", v.MaxAttempts)
 	}
 }
+
+// BenchmarkValidateMaxAttempts is a submit's validation with the node's
+// default max_attempts (before) and with a topic's looked up, as the node
+// does (topics.Settings.MaxAttempts: an atomic load and a map read).
+func BenchmarkValidateMaxAttempts(b *testing.B) {
+	topicMax := map[string]int{"other": 7}
+	lookup := func(topic string) int { return topicMax[topic] }
+	now := time.Now()
+	d := time.Hour
+	for _, bc := range []struct {
+		name string
+		l    Limits
+	}{{"node", Limits{}}, {"topic", Limits{TopicMaxAttempts: lookup}}} {
+		b.Run(bc.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := Validate(Spec{Topic: "bench.submit", Delay: &d, Payload: []byte(`{"order":12345}`)}, bc.l, now); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
