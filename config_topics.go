@@ -32,7 +32,7 @@ type TopicConfig struct {
 	// Retry is the retry policy of the topic's tasks without one of
 	// their own: {backoff: exponential|fixed, initial, max, jitter} or
 	// {schedule: [10s, 1m, 10m], jitter}; nil: the node's.
-	Retry *task.RetrySpec `yaml:"retry"`
+	Retry *Retry `yaml:"retry"`
 	// Priority is the priority (0..9) of the topic's tasks submitted
 	// without one; nil: 0.
 	Priority *int `yaml:"priority"`
@@ -49,7 +49,7 @@ type TopicConfig struct {
 func (tc TopicConfig) wire() apiv1.TopicSettings {
 	out := apiv1.TopicSettings{Target: tc.Target, MaxAttempts: tc.MaxAttempts, Priority: tc.Priority, Rate: tc.Rate, Concurrency: tc.Concurrency}
 	if tc.Retry != nil {
-		r := apiv1.Retry(*tc.Retry)
+		r := *tc.Retry
 		out.Retry = &r
 	}
 	if tc.Timeout != 0 {

@@ -50,10 +50,10 @@ topics:
 		{map[string]TopicConfig{"t": {Rate: -1}}, "topics.t.rate: is -1"},
 		{map[string]TopicConfig{"t": {Concurrency: -2}}, "topics.t.concurrency: is -2"},
 		{map[string]TopicConfig{"t": {Timeout: Duration(2 * time.Hour)}}, "topics.t.timeout: 2h0m0s is out of range 10ms..1h0m0s"},
-		{map[string]TopicConfig{"t": {Retry: &task.RetrySpec{Backoff: "linear"}}}, `topics.t.retry.backoff: "linear" is not exponential or fixed`},
-		{map[string]TopicConfig{"t": {Retry: &task.RetrySpec{Initial: "1m", Max: "10s"}}}, "topics.t.retry.max: 10s is below initial 1m0s"},
-		{map[string]TopicConfig{"t": {Retry: &task.RetrySpec{Schedule: []string{"10s", "soon"}}}}, `topics.t.retry.schedule[1]: "soon" is not a duration`},
-		{map[string]TopicConfig{"t": {Retry: &task.RetrySpec{Jitter: ptr(1.5)}}}, "topics.t.retry.jitter: 1.5 is out of range 0..1"},
+		{map[string]TopicConfig{"t": {Retry: &Retry{Backoff: "linear"}}}, `topics.t.retry.backoff: "linear" is not exponential or fixed`},
+		{map[string]TopicConfig{"t": {Retry: &Retry{Initial: "1m", Max: "10s"}}}, "topics.t.retry.max: 10s is below initial 1m0s"},
+		{map[string]TopicConfig{"t": {Retry: &Retry{Schedule: []string{"10s", "soon"}}}}, `topics.t.retry.schedule[1]: "soon" is not a duration`},
+		{map[string]TopicConfig{"t": {Retry: &Retry{Jitter: ptr(1.5)}}}, "topics.t.retry.jitter: 1.5 is out of range 0..1"},
 	} {
 		c := DefaultConfig()
 		c.Topics = tc.topics

@@ -33,6 +33,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/ontimehq/ontime/apiv1"
 	"github.com/ontimehq/ontime/internal/api"
 	"github.com/ontimehq/ontime/internal/complete"
 	"github.com/ontimehq/ontime/internal/console"
@@ -126,7 +127,10 @@ type TaskSpec struct {
 	Delay       time.Duration
 	Payload     json.RawMessage // any JSON value; nil means null
 	Target      string          // webhook URL, mq://BROKER/ADDRESS, or "" for the topic's default target, else its Go handler
-	MaxAttempts int             // 0: the configured default
+	MaxAttempts int             // 0: the topic's max_attempts, else the configured default
+	// Retry is the task's own retry policy; nil: its topic's, else the
+	// node's (see Retry).
+	Retry *Retry
 	// Replace (if_exists: replace): when the key names a live task, update
 	// it with this spec's fields (like Update) instead of returning it.
 	Replace bool
@@ -148,11 +152,32 @@ type Task struct {
 	CreatedAt   time.Time
 	UpdatedAt   time.Time // of a final task: when it ended
 	LastError   string
+	Retry       *Retry // the task's own retry policy; nil: none
+	// NextAttemptReason says why a pending or claimed task that was
+	// attempted or moved is due at DueAt ("retry: attempt 3 of 5 after:
+	// webhook answered HTTP 503, Retry-After 30s"); "" otherwise.
+	NextAttemptReason string
 }
 
+// Retry is a retry policy: a backoff (Backoff "exponential" or "fixed",
+// Initial, Max) or an explicit Schedule of waits, the last repeated, with
+// Jitter (0..1); durations as Go durations ("30s"). What it leaves out is
+// the node's (delivery.retry_base, delivery.retry_max, jitter 0.2). The
+// same in the config (topics.NAME.retry) and the API.
+type Retry = apiv1.Retry
+
+// TopicSettings are a topic's settings (PUT /v1/topics/{topic}).
+type TopicSettings = apiv1.TopicSettings
+
 func viewOf(t *task.Task) *Task {
-	return &Task{ID: t.ID, Topic: t.Topic, Key: t.Key, DueAt: t.DueAt, FirstDueAt: t.FirstDueAt, MovedBy: t.MovedBy.String(), Payload: t.Payload, Target: t.Target,
-		MaxAttempts: t.MaxAttempts, Status: t.Status.String(), Attempts: t.Attempts, CreatedAt: t.CreatedAt, UpdatedAt: t.UpdatedAt, LastError: t.LastError}
+	v := &Task{ID: t.ID, Topic: t.Topic, Key: t.Key, DueAt: t.DueAt, FirstDueAt: t.FirstDueAt, MovedBy: t.MovedBy.String(), Payload: t.Payload, Target: t.Target,
+		MaxAttempts: t.MaxAttempts, Status: t.Status.String(), Attempts: t.Attempts, CreatedAt: t.CreatedAt, UpdatedAt: t.UpdatedAt, LastError: t.LastError,
+		NextAttemptReason: t.NextAttemptReason()}
+	if r, ok, err := task.DecodeRetry(t.Retry); ok && err == nil {
+		w := Retry(r.Spec())
+		v.Retry = &w
+	}
+	return v
 }
 
 // Node is one ontime node and the composition root of its pipeline:
@@ -768,6 +793,10 @@ type BatchResult struct {
 
 func specOf(s TaskSpec) task.Spec {
 	sp := task.Spec{Topic: s.Topic, Key: s.Key, Payload: s.Payload, Target: s.Target, MaxAttempts: s.MaxAttempts, Replace: s.Replace}
+	if s.Retry != nil {
+		r := task.RetrySpec(*s.Retry)
+		sp.Retry = &r
+	}
 	sp.DueAt, sp.Delay = dueSpec(s.DueAt, s.Delay)
 	return sp
 }

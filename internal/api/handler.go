@@ -63,35 +63,11 @@ func View(t *task.Task) apiv1.Task {
 			v.Retry = &w
 		}
 	}
-	if reason := nextAttemptReason(t); reason != "" {
+	if reason := t.NextAttemptReason(); reason != "" {
 		at := v.DueAt
 		v.NextAttemptAt, v.NextAttemptReason = &at, reason
 	}
 	return v
-}
-
-// nextAttemptReason says why a pending or claimed task is due when it is:
-// "" for one as submitted (its due time says it all), running or final.
-// A retry's says which attempt comes and what became of the last one
-// (its last_error: the receiver's answer and a Retry-After, a breaker's
-// or a lane's deferral, a snooze).
-func nextAttemptReason(t *task.Task) string {
-	if t.Status != task.StatusPending && t.Status != task.StatusClaimed || (t.MovedBy == task.MovedNone && t.Attempts == 0) {
-		return "" // as submitted: the common answer, which costs nothing here
-	}
-	next := fmt.Sprintf("attempt %d of %d", t.Attempts+1, t.MaxAttempts)
-	switch t.MovedBy {
-	case task.MovedRetry:
-		if t.LastError == "" {
-			return "retry: " + next
-		}
-		return "retry: " + next + " after: " + t.LastError
-	case task.MovedUpdate:
-		return "due time set by an update: " + next
-	case task.MovedRequeue:
-		return "requeued: " + next
-	}
-	return next // attempted, in a row from before moved_by was kept
 }
 
 // submitView is a submit's answer: the task's view and, when a final
