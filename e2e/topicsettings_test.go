@@ -154,35 +154,36 @@ func TestTopicSettingsAndRetryPolicies(t *testing.T) {
 			if plain.Target != rcv.srv.URL+"/hook" || plain.MaxAttempts != 4 || plain.Retry != nil || plain.NextAttemptAt != nil {
 				t.Fatalf("submitted without a target: %+v", plain)
 			}
-			// One with its own schedule: 2s after the first failure.
-			own := c.submit(apiv1.TaskRequest{Topic: "e2e.ts", Key: "own", Retry: &apiv1.Retry{Schedule: []string{"2s", "1m"}, Jitter: ptrTo(0.0)}})
-			if own.Retry == nil || strings.Join(own.Retry.Schedule, ",") != "2s,1m0s" {
+			// One with its own schedule: 4s after the first failure.
+			own := c.submit(apiv1.TaskRequest{Topic: "e2e.ts", Key: "own", Retry: &apiv1.Retry{Schedule: []string{"4s", "1m"}, Jitter: ptrTo(0.0)}})
+			if own.Retry == nil || strings.Join(own.Retry.Schedule, ",") != "4s,1m0s" {
 				t.Fatalf("own retry in the answer: %+v", own.Retry)
 			}
-			waitFor(t, 30*time.Second, "the first attempts failed", func() bool {
+			waitFor(t, 60*time.Second, "the first attempts failed", func() bool {
 				return len(rcv.attempts(plain.ID)) >= 1 && len(rcv.attempts(own.ID)) >= 1
 			})
 			// Between its attempts the view says when and why.
 			var v *apiv1.Task
-			waitFor(t, 10*time.Second, "the failure written", func() bool {
+			waitFor(t, 4*time.Second, "the failure written", func() bool {
 				v = c.get(own.ID)
 				return v.Status == "pending" && v.Attempts == 1
 			})
 			first := rcv.attempts(own.ID)[0].At
-			if v.NextAttemptAt == nil || v.NextAttemptAt.Sub(first) < 1900*time.Millisecond || v.NextAttemptAt.Sub(first) > 2500*time.Millisecond ||
+			if v.NextAttemptAt == nil || v.NextAttemptAt.Sub(first) < 3900*time.Millisecond || v.NextAttemptAt.Sub(first) > 6*time.Second ||
 				v.NextAttemptReason != "retry: attempt 2 of 4 after: webhook answered HTTP 500" || v.Retry == nil {
 				t.Fatalf("view between attempts: next at +%v, reason %q, retry %+v", v.NextAttemptAt.Sub(first), v.NextAttemptReason, v.Retry)
 			}
-			waitFor(t, 30*time.Second, "both delivered on attempt 2", func() bool {
+			waitFor(t, 60*time.Second, "both delivered on attempt 2", func() bool {
 				return len(rcv.attempts(plain.ID)) == 2 && len(rcv.attempts(own.ID)) == 2
 			})
-			for id, want := range map[string]time.Duration{plain.ID: 400 * time.Millisecond, own.ID: 2 * time.Second} {
+			for id, want := range map[string]time.Duration{plain.ID: 400 * time.Millisecond, own.ID: 4 * time.Second} {
 				a := rcv.attempts(id)
 				if gap := a[1].At.Sub(a[0].At); gap < want {
 					t.Fatalf("task %s: attempt 2 came %s after attempt 1; its policy waits %s", id, gap, want)
 				}
 			}
-			if v := c.get(own.ID); v.Status != "done" || v.NextAttemptAt != nil {
+			waitFor(t, 30*time.Second, "the outcome written", func() bool { return c.get(own.ID).Status == "done" })
+			if v := c.get(own.ID); v.NextAttemptAt != nil || v.NextAttemptReason != "" {
 				t.Fatalf("delivered: %+v", v)
 			}
 
@@ -248,7 +249,7 @@ func TestRetryAfterAndLaneHold(t *testing.T) {
 			firstCall := func(c call) bool { _, seen := once.LoadOrStore(c.ID, true); return !seen }
 			asks := newScripted(t, func(c call) (int, string) {
 				if c.Attempt == 1 && c.Body["key"] == "asker" && firstCall(c) {
-					return http.StatusTooManyRequests, "2"
+					return http.StatusTooManyRequests, "4"
 				}
 				return http.StatusOK, ""
 			})
@@ -265,12 +266,12 @@ func TestRetryAfterAndLaneHold(t *testing.T) {
 				return http.StatusOK, ""
 			})
 			c, _ := startNode(t, engine, func(cfg *ontime.Config) {
-				cfg.Delivery.RetryMax = ontime.Duration(4 * time.Second)
+				cfg.Delivery.RetryMax = ontime.Duration(6 * time.Second)
 			})
 			asker := c.submit(apiv1.TaskRequest{Topic: "e2e.ra", Key: "asker", Target: asks.srv.URL})
 			d := c.submit(apiv1.TaskRequest{Topic: "e2e.ra", Key: "dated", Target: dated.srv.URL})
 			cp := c.submit(apiv1.TaskRequest{Topic: "e2e.ra", Key: "capped", Target: capped.srv.URL})
-			waitFor(t, 30*time.Second, "the first answers", func() bool {
+			waitFor(t, 60*time.Second, "the first answers", func() bool {
 				return len(asks.attempts(asker.ID)) == 1 && len(dated.attempts(d.ID)) == 1 && len(capped.attempts(cp.ID)) == 1
 			})
 			asked := asks.attempts(asker.ID)[0].At
@@ -279,23 +280,26 @@ func TestRetryAfterAndLaneHold(t *testing.T) {
 			for i := range 5 {
 				held = append(held, c.submit(apiv1.TaskRequest{Topic: "e2e.ra", Key: fmt.Sprint("held", i), Target: asks.srv.URL + "/other/path"}).ID)
 			}
-			waitFor(t, 10*time.Second, "a held task's view", func() bool {
-				v := c.get(held[0])
-				return v.Status == "pending" && v.Attempts == 0 && strings.Contains(v.NextAttemptReason, "destination asked to wait until")
+			// Within the wait (4s from the answer), a held task's view says
+			// why it waits.
+			var hv *apiv1.Task
+			waitFor(t, 4*time.Second-time.Since(asked), "a held task's view", func() bool {
+				hv = c.get(held[0])
+				return hv.Status == "pending" && hv.Attempts == 0 && strings.Contains(hv.NextAttemptReason, "destination asked to wait until")
 			})
-			if v := c.get(held[0]); !strings.Contains(v.NextAttemptReason, "Retry-After 2s") || v.NextAttemptAt.Sub(asked) < 1900*time.Millisecond {
-				t.Fatalf("held task: next at +%s, %q", v.NextAttemptAt.Sub(asked), v.NextAttemptReason)
+			if !strings.Contains(hv.NextAttemptReason, "Retry-After 4s") || hv.NextAttemptAt.Sub(asked) < 3900*time.Millisecond {
+				t.Fatalf("held task: next at +%s, %q", hv.NextAttemptAt.Sub(asked), hv.NextAttemptReason)
 			}
-			if v := c.get(asker.ID); v.Status == "pending" && !strings.Contains(v.NextAttemptReason, "attempt 2 of 25 after: webhook answered HTTP 429, Retry-After 2s") {
+			if v := c.get(asker.ID); v.Status == "pending" && !strings.Contains(v.NextAttemptReason, "attempt 2 of 25 after: webhook answered HTTP 429, Retry-After 4s") {
 				t.Fatalf("asking task: %q", v.NextAttemptReason)
 			}
-			waitFor(t, 30*time.Second, "everything delivered", func() bool {
+			waitFor(t, 60*time.Second, "everything delivered", func() bool {
 				return len(asks.attempts(asker.ID)) == 2 && len(dated.attempts(d.ID)) == 2 && len(capped.attempts(cp.ID)) == 2 && len(asks.all()) == 7
 			})
 			// Nothing reached the asking destination during its wait.
 			for _, cl := range asks.all()[1:] {
-				if gap := cl.At.Sub(asked); gap < 2*time.Second {
-					t.Fatalf("task %s reached the destination %s after it asked for 2s", cl.ID, gap)
+				if gap := cl.At.Sub(asked); gap < 4*time.Second {
+					t.Fatalf("task %s reached the destination %s after it asked for 4s", cl.ID, gap)
 				}
 				if cl.ID != asker.ID && cl.Attempt != 1 {
 					t.Fatalf("held task %s used an attempt while held: attempt %d", cl.ID, cl.Attempt)
@@ -306,16 +310,16 @@ func TestRetryAfterAndLaneHold(t *testing.T) {
 				return a[1].At.Sub(a[0].At)
 			}
 			// Retried when asked: not by the 20ms backoff, not much later.
-			if g := gap(asks, asker.ID); g < 2*time.Second || g > 5*time.Second {
-				t.Fatalf("Retry-After 2: attempt 2 after %s", g)
+			if g := gap(asks, asker.ID); g < 4*time.Second || g > 8*time.Second {
+				t.Fatalf("Retry-After 4: attempt 2 after %s", g)
 			}
 			if g := gap(dated, d.ID); g < 1900*time.Millisecond || g > 6*time.Second {
 				t.Fatalf("Retry-After in 3s as an HTTP date (second precision): attempt 2 after %s", g)
 			}
-			if g := gap(capped, cp.ID); g < 4*time.Second || g > 8*time.Second {
-				t.Fatalf("Retry-After 3600 with retry_max 4s: attempt 2 after %s", g)
+			if g := gap(capped, cp.ID); g < 6*time.Second || g > 12*time.Second {
+				t.Fatalf("Retry-After 3600 with retry_max 6s: attempt 2 after %s", g)
 			}
-			t.Logf("attempt 1 → 2: Retry-After 2s %s, HTTP date +3s %s, 3600s capped at 4s %s",
+			t.Logf("attempt 1 → 2: Retry-After 4s %s, HTTP date +3s %s, 3600s capped at 6s %s",
 				gap(asks, asker.ID).Round(time.Millisecond), gap(dated, d.ID).Round(time.Millisecond), gap(capped, cp.ID).Round(time.Millisecond))
 		})
 	}
