@@ -266,6 +266,17 @@ func (s *Settings) MaxAttempts(topic string) int { return s.lookup(topic).MaxAtt
 // Target is topic's default target, "" none (the submit path's lookup).
 func (s *Settings) Target(topic string) string { return s.lookup(topic).Target }
 
+// Priority is topic's priority (0..9; 0 when no layer sets it): the
+// default of its tasks submitted without one.
+func (s *Settings) Priority(topic string) int { return s.lookup(topic).Priority }
+
+// Limits are topic's cluster-wide limits: deliveries per second and in
+// flight; 0: none.
+func (s *Settings) Limits(topic string) (rate float64, concurrency int) {
+	ts := s.lookup(topic)
+	return ts.Rate, ts.Concurrency
+}
+
 // Timeout is topic's timeout per attempt when a layer sets it, else 0
 // (the sink's own: the destination's or the node's).
 func (s *Settings) Timeout(topic string) time.Duration {

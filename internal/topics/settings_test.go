@@ -89,6 +89,10 @@ func TestSettingsResolveAndFollowAnotherNode(t *testing.T) {
 				b.Sources.Priority != "api" || b.Sources.Retry != "api" {
 				t.Fatalf("api over config: %+v", b)
 			}
+			if r, n := there.Limits("billing"); r != 100 || n != 8 || there.Priority("fresh") != 9 || there.Priority("other") != 0 ||
+				there.MaxAttempts("billing") != 3 || there.Target("billing") != "https://billing.example/hook" || there.Timeout("other") != 0 || there.Timeout("fresh") != 250*time.Millisecond {
+				t.Fatalf("lookups: %v %v %d %d", r, n, there.Priority("fresh"), there.MaxAttempts("billing"))
+			}
 			if f := there.Settings("fresh"); f.Timeout != 250*time.Millisecond || f.MaxAttempts != 25 || f.Sources.Timeout != "api" {
 				t.Fatalf("a topic with PUT settings only: %+v", f)
 			}
