@@ -219,6 +219,15 @@ func TestTopicSettingsAndRetryPolicies(t *testing.T) {
 					check(fmt.Sprintf("batch keyed=%v", keyed), it.Task)
 				}
 			}
+			// PATCH replaces a task's own policy; {} removes it.
+			pt := c.submit(apiv1.TaskRequest{Topic: "e2e.ts.store", Key: "patched", Delay: "1h", Target: rcv.srv.URL, Retry: retry})
+			up, err := c.Update(ctx, pt.ID, apiv1.TaskPatch{Retry: &apiv1.Retry{Schedule: []string{"5s"}}})
+			if err != nil || up.Retry == nil || strings.Join(up.Retry.Schedule, ",") != "5s" {
+				t.Fatalf("PATCH retry: %v %+v", err, up)
+			}
+			if up, err = c.Update(ctx, pt.ID, apiv1.TaskPatch{Retry: &apiv1.Retry{}}); err != nil || up.Retry != nil || c.get(pt.ID).Retry != nil {
+				t.Fatalf("PATCH retry {}: %v %+v", err, up)
+			}
 			// A bad task policy: 400 naming the field, nothing written.
 			_, _, err = c.Submit(ctx, apiv1.TaskRequest{Topic: "e2e.ts", Retry: &apiv1.Retry{Schedule: []string{"1s"}, Backoff: "fixed"}})
 			var ae *client.APIError

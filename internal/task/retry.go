@@ -63,6 +63,25 @@ type RetrySpec struct {
 	Schedule []string `json:"schedule,omitempty" yaml:"schedule"`
 }
 
+// Empty reports whether s gives nothing: no policy of the task's own
+// ("retry": {} removes one).
+func (s RetrySpec) Empty() bool {
+	return s.Backoff == "" && s.Initial == "" && s.Max == "" && s.Jitter == nil && s.Schedule == nil
+}
+
+// EncodeSpec validates s as ParseRetry does and returns its stored form:
+// "" for an empty s.
+func EncodeSpec(field string, s RetrySpec) (string, error) {
+	if s.Empty() {
+		return "", nil
+	}
+	r, err := ParseRetry(field, s)
+	if err != nil {
+		return "", err
+	}
+	return r.Encode(), nil
+}
+
 // ParseRetry validates s; errors are FieldErrors named field + ".backoff"
 // and so on (field is "retry" for a task, "topics.NAME.retry" in the
 // config).

@@ -216,11 +216,10 @@ func Validate(s Spec, l Limits, now time.Time) (Validated, error) {
 		v.MaxAttempts = s.MaxAttempts
 	}
 	if s.Retry != nil {
-		r, err := ParseRetry("retry", *s.Retry)
-		if err != nil {
+		var err error
+		if v.Retry, err = EncodeSpec("retry", *s.Retry); err != nil {
 			return Validated{}, err
 		}
-		v.Retry = r.Encode()
 	}
 	// Last: every other field is judged before whether the task could be
 	// delivered at all.
