@@ -117,13 +117,49 @@ func printTopic(w io.Writer, t *apiv1.Topic) {
 	tw.Flush()
 }
 
+// retryFlags are the --retry-* flags of submit and topics set.
+type retryFlags struct {
+	r        apiv1.Retry
+	jitter   float64
+	schedule []string
+}
+
+// retryFlagNames are the flags retryFlags adds.
+var retryFlagNames = []string{"retry-backoff", "retry-initial", "retry-max", "retry-jitter", "retry-schedule"}
+
+func (rf *retryFlags) add(cmd *cobra.Command) {
+	f := cmd.Flags()
+	f.StringVar(&rf.r.Backoff, "retry-backoff", "", "retry policy: exponential or fixed")
+	f.StringVar(&rf.r.Initial, "retry-initial", "", "retry policy: first wait (fixed: every wait), e.g. 1s")
+	f.StringVar(&rf.r.Max, "retry-max", "", "retry policy: exponential's cap, e.g. 1h")
+	f.Float64Var(&rf.jitter, "retry-jitter", 0, "retry policy: spread of each wait, 0..1")
+	f.StringSliceVar(&rf.schedule, "retry-schedule", nil, "retry policy: waits before each retry, comma separated (10s,1m,10m); the last repeats")
+}
+
+// policy is the policy the flags give, nil when none was given.
+func (rf *retryFlags) policy(cmd *cobra.Command) *apiv1.Retry {
+	f := cmd.Flags()
+	given := false
+	for _, n := range retryFlagNames {
+		given = given || f.Changed(n)
+	}
+	if !given {
+		return nil
+	}
+	r := rf.r
+	r.Schedule = rf.schedule
+	if f.Changed("retry-jitter") {
+		j := rf.jitter
+		r.Jitter = &j
+	}
+	return &r
+}
+
 func newTopicSetCmd(g *globals) *cobra.Command {
 	var (
 		in       apiv1.TopicSettings
-		retry    apiv1.Retry
-		jitter   float64
+		retry    retryFlags
 		priority int
-		schedule []string
 		clear    bool
 	)
 	cmd := &cobra.Command{
@@ -146,8 +182,7 @@ the waits before the 1st, 2nd, 3rd … retry, the last one repeated), and
 		RunE: runCall(g, func(cmd *cobra.Command, c *client.Client, args []string) (*apiv1.Topic, error) {
 			f := cmd.Flags()
 			changed := false
-			for _, name := range []string{"target", "max-attempts", "priority", "rate", "concurrency", "timeout",
-				"retry-backoff", "retry-initial", "retry-max", "retry-jitter", "retry-schedule"} {
+			for _, name := range append([]string{"target", "max-attempts", "priority", "rate", "concurrency", "timeout"}, retryFlagNames...) {
 				changed = changed || f.Changed(name)
 			}
 			switch {
@@ -159,14 +194,7 @@ the waits before the 1st, 2nd, 3rd … retry, the last one repeated), and
 			if f.Changed("priority") {
 				in.Priority = &priority
 			}
-			if f.Changed("retry-jitter") {
-				retry.Jitter = &jitter
-			}
-			retry.Schedule = schedule
-			if retry.Backoff != "" || retry.Initial != "" || retry.Max != "" || retry.Jitter != nil || len(retry.Schedule) > 0 {
-				r := retry
-				in.Retry = &r
-			}
+			in.Retry = retry.policy(cmd)
 			return c.PutTopic(cmd.Context(), args[0], in)
 		}, func(w io.Writer, t *apiv1.Topic) error {
 			printTopic(w, t)
@@ -180,11 +208,7 @@ the waits before the 1st, 2nd, 3rd … retry, the last one repeated), and
 	f.Float64Var(&in.Rate, "rate", 0, "most deliveries per second of the topic, cluster wide")
 	f.IntVar(&in.Concurrency, "concurrency", 0, "most deliveries of the topic in flight, cluster wide")
 	f.StringVar(&in.Timeout, "timeout", "", "bound of each delivery attempt (10ms..1h)")
-	f.StringVar(&retry.Backoff, "retry-backoff", "", "exponential or fixed")
-	f.StringVar(&retry.Initial, "retry-initial", "", "first wait (fixed: every wait)")
-	f.StringVar(&retry.Max, "retry-max", "", "exponential's cap")
-	f.Float64Var(&jitter, "retry-jitter", 0, "spread of each wait, 0..1")
-	f.StringSliceVar(&schedule, "retry-schedule", nil, "waits before each retry, comma separated (10s,1m,10m)")
+	retry.add(cmd)
 	f.BoolVar(&clear, "clear", false, "remove what 'set' stored: back to the config's settings")
 	return cmd
 }

@@ -24,7 +24,14 @@ func TestServeTopicSettings(t *testing.T) {
 	}))
 	defer rcv.Close()
 	addr := startServe(t, "topics:\n  cli.dt:\n    target: "+rcv.URL+"/hook\n    max_attempts: 3\n    retry: {schedule: [10s, 1m]}\n")
-	code, out, errs := runCLI("submit", "--server", addr, "--topic", "cli.dt", "--json")
+	code, out, errs := runCLI("submit", "--server", addr, "--topic", "cli.dt", "--in", "1h", "--retry-schedule", "5s,1m", "--retry-jitter", "0", "--json")
+	if code != 0 || !strings.Contains(out, `"retry":{"jitter":0,"schedule":["5s","1m0s"]}`) {
+		t.Fatalf("submit with a retry policy: %d %s %s", code, out, errs)
+	}
+	if code, _, errs := runCLI("submit", "--server", addr, "--topic", "cli.dt", "--retry-backoff", "linear"); code == 0 || !strings.Contains(errs, "retry.backoff") {
+		t.Fatalf("submit with a bad retry policy: %d %s", code, errs)
+	}
+	code, out, errs = runCLI("submit", "--server", addr, "--topic", "cli.dt", "--json")
 	if code != 0 || !strings.Contains(out, `"target":"`+rcv.URL+`/hook"`) || !strings.Contains(out, `"max_attempts":3`) {
 		t.Fatalf("submit without a target: %d %s %s", code, out, errs)
 	}
