@@ -1,14 +1,22 @@
 package ontime
 
 import (
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
+	"time"
 
+	"github.com/ontimehq/ontime/apiv1"
 	"github.com/ontimehq/ontime/internal/task"
+	"github.com/ontimehq/ontime/internal/topics"
 )
 
-// TopicConfig is one topic's settings: topics: {NAME: {target}}.
+// TopicConfig is one topic's settings: topics: {NAME: {target,
+// max_attempts, retry, priority, rate, concurrency, timeout}}. A task's
+// own value wins over its topic's; PUT /v1/topics/{topic} sets the same
+// fields over these (the dynamic layer, stored for every node); what
+// neither sets is the node's (the delivery section's, or none).
 type TopicConfig struct {
 	// Target is the topic's default target: a task submitted without one
 	// takes it, stored on the task (GET shows it, and a later change of
@@ -18,6 +26,53 @@ type TopicConfig struct {
 	// registered; one without accepts tasks without a target only while a
 	// live node has a Go handler for it.
 	Target string `yaml:"target"`
+	// MaxAttempts is the max_attempts of the topic's tasks submitted
+	// without one (1..1000); 0: delivery.max_attempts.
+	MaxAttempts int `yaml:"max_attempts"`
+	// Retry is the retry policy of the topic's tasks without one of
+	// their own: {backoff: exponential|fixed, initial, max, jitter} or
+	// {schedule: [10s, 1m, 10m], jitter}; nil: the node's.
+	Retry *Retry `yaml:"retry"`
+	// Priority is the priority (0..9) of the topic's tasks submitted
+	// without one; nil: 0.
+	Priority *int `yaml:"priority"`
+	// Rate and Concurrency bound the topic's deliveries cluster wide
+	// (per second, in flight); 0: no limit.
+	Rate        float64 `yaml:"rate"`
+	Concurrency int     `yaml:"concurrency"`
+	// Timeout bounds each delivery attempt (a webhook call, a Go
+	// handler's call) of the topic's tasks; 0: delivery.timeout.
+	Timeout Duration `yaml:"timeout"`
+}
+
+// wire is tc in the API's form, which topics.ParseLayer validates.
+func (tc TopicConfig) wire() apiv1.TopicSettings {
+	out := apiv1.TopicSettings{Target: tc.Target, MaxAttempts: tc.MaxAttempts, Priority: tc.Priority, Rate: tc.Rate, Concurrency: tc.Concurrency}
+	if tc.Retry != nil {
+		r := *tc.Retry
+		out.Retry = &r
+	}
+	if tc.Timeout != 0 {
+		out.Timeout = time.Duration(tc.Timeout).String()
+	}
+	return out
+}
+
+// topicLayers is the config's layer of the topic settings, by topic.
+func (c *Config) topicLayers() (map[string]topics.Layer, error) {
+	out := make(map[string]topics.Layer, len(c.Topics))
+	for _, name := range slices.Sorted(maps.Keys(c.Topics)) {
+		l, err := topics.ParseLayer("topics."+name+".", c.Topics[name].wire(), nil)
+		if err != nil {
+			var fe *task.FieldError
+			if errors.As(err, &fe) {
+				return nil, fmt.Errorf("%s: %s", fe.Field, fe.Message)
+			}
+			return nil, err
+		}
+		out[name] = l
+	}
+	return out, nil
 }
 
 // validateTopics checks the topics section as far as the config alone
@@ -52,7 +107,8 @@ func (c *Config) validateTopics() error {
 			return fmt.Errorf("%s: %v", key, err)
 		}
 	}
-	return nil
+	_, err = c.topicLayers()
+	return err
 }
 
 // checkTopicTargets judges the topics' default targets as a submitted
@@ -63,19 +119,22 @@ func (c *Config) checkTopicTargets(l task.Limits) error {
 		if t == "" {
 			continue
 		}
-		err := l.ValidateTarget(t)
-		if err == nil && l.CheckTarget != nil {
-			err = l.CheckTarget(t)
-		}
-		if err != nil {
+		if err := checkTarget(l, t); err != nil {
 			return fmt.Errorf("topics.%s.target: %s", name, fieldMessage(err))
 		}
 	}
 	return nil
 }
 
-// topicTarget is the default target of topic ("" none).
-func (c *Config) topicTarget(topic string) string { return c.Topics[topic].Target }
+// checkTarget judges a target as a submitted task's is: its syntax, its
+// broker, the target policy.
+func checkTarget(l task.Limits, t string) error {
+	err := l.ValidateTarget(t)
+	if err == nil && l.CheckTarget != nil {
+		err = l.CheckTarget(t)
+	}
+	return err
+}
 
 // fieldMessage is a *task.FieldError's message without its field name.
 func fieldMessage(err error) string {

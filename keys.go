@@ -18,6 +18,9 @@ type TaskPatch struct {
 	Payload     json.RawMessage
 	Target      *string
 	MaxAttempts int // 0: unchanged
+	// Retry replaces the task's own retry policy (&Retry{} removes it);
+	// nil: unchanged.
+	Retry *Retry
 }
 
 func (p TaskPatch) spec() task.PatchSpec {
@@ -27,6 +30,10 @@ func (p TaskPatch) spec() task.PatchSpec {
 	if p.MaxAttempts != 0 {
 		n := p.MaxAttempts
 		s.MaxAttempts = &n
+	}
+	if p.Retry != nil {
+		r := task.RetrySpec(*p.Retry)
+		s.Retry = &r
 	}
 	return s
 }

@@ -35,6 +35,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/ontimehq/ontime/apiv1"
 	"github.com/ontimehq/ontime/internal/api"
 	"github.com/ontimehq/ontime/internal/complete"
 	"github.com/ontimehq/ontime/internal/console"
@@ -172,7 +173,10 @@ type TaskSpec struct {
 	Delay       time.Duration
 	Payload     json.RawMessage // any JSON value; nil means null
 	Target      string          // webhook URL, mq://BROKER/ADDRESS, or "" for the topic's default target, else its Go handler
-	MaxAttempts int             // 0: the configured default
+	MaxAttempts int             // 0: the topic's max_attempts, else the configured default
+	// Retry is the task's own retry policy; nil: its topic's, else the
+	// node's (see Retry).
+	Retry *Retry
 	// Replace (if_exists: replace): when the key names a live task, update
 	// it with this spec's fields (like Update) instead of returning it.
 	Replace bool
@@ -197,12 +201,32 @@ type Task struct {
 	// Result: what the delivery that made the task done answered (a
 	// webhook's 2xx JSON body, a handler's Delivery.SetResult); nil when none.
 	Result json.RawMessage
+	Retry       *Retry // the task's own retry policy; nil: none
+	// NextAttemptReason says why a pending or claimed task that was
+	// attempted or moved is due at DueAt ("retry: attempt 3 of 5 after:
+	// webhook answered HTTP 503, Retry-After 30s"); "" otherwise.
+	NextAttemptReason string
 }
 
+// Retry is a retry policy: a backoff (Backoff "exponential" or "fixed",
+// Initial, Max) or an explicit Schedule of waits, the last repeated, with
+// Jitter (0..1); durations as Go durations ("30s"). What it leaves out is
+// the node's (delivery.retry_base, delivery.retry_max, jitter 0.2). The
+// same in the config (topics.NAME.retry) and the API.
+type Retry = apiv1.Retry
+
+// TopicSettings are a topic's settings (PUT /v1/topics/{topic}).
+type TopicSettings = apiv1.TopicSettings
+
 func viewOf(t *task.Task) *Task {
-	return &Task{ID: t.ID, Topic: t.Topic, Key: t.Key, DueAt: t.DueAt, FirstDueAt: t.FirstDueAt, MovedBy: t.MovedBy.String(), Payload: t.Payload, Target: t.Target,
+	v := &Task{ID: t.ID, Topic: t.Topic, Key: t.Key, DueAt: t.DueAt, FirstDueAt: t.FirstDueAt, MovedBy: t.MovedBy.String(), Payload: t.Payload, Target: t.Target,
 		MaxAttempts: t.MaxAttempts, Status: t.Status.String(), Attempts: t.Attempts, CreatedAt: t.CreatedAt, UpdatedAt: t.UpdatedAt, LastError: t.LastError,
-		Result: json.RawMessage(t.Result)}
+		NextAttemptReason: t.NextAttemptReason(), Result: json.RawMessage(t.Result)}
+	if r, ok, err := task.DecodeRetry(t.Retry); ok && err == nil {
+		w := Retry(r.Spec())
+		v.Retry = &w
+	}
+	return v
 }
 
 // Node is one ontime node and the composition root of its pipeline:
@@ -216,23 +240,26 @@ func viewOf(t *task.Task) *Task {
 // stage that has stopped. The node built the store and the hot tier, so it
 // closes them, last.
 type Node struct {
-	cfg     Config
-	log     *slog.Logger
-	store   *sqlstore.Store
-	tier    hot.Tier
-	reg     *prometheus.Registry
-	submit  *submit.Service
-	scan    *scan.Scanner
-	topics  *topics.Watcher
-	admin   *topics.Admin
-	counts  *topics.Counts
-	router  *deliver.Router
-	sched   *schedule.Service
-	ops     *operation.Service // bulk operations
-	cluster *clusterRun        // nil without a coordinator
-	sec     *secrets           // the config's secrets, read (config_security.go)
-	jobs    *scanjob.Service
-	relays  []*outboxrelay.Relay // the config's outboxes
+	cfg    Config
+	log    *slog.Logger
+	store  *sqlstore.Store
+	tier   hot.Tier
+	reg    *prometheus.Registry
+	submit *submit.Service
+	scan   *scan.Scanner
+	topics *topics.Watcher
+	admin  *topics.Admin
+	// settings resolves each topic's settings (config_topics.go): the
+	// lookup the delivery path and the topic routes use.
+	settings *topics.Settings
+	counts   *topics.Counts
+	router   *deliver.Router
+	sched    *schedule.Service
+	ops      *operation.Service // bulk operations
+	cluster  *clusterRun // nil without a coordinator
+	sec      *secrets    // the config's secrets, read (config_security.go)
+	jobs     *scanjob.Service
+	relays   []*outboxrelay.Relay // the config's outboxes
 	// samples feeds the console's charts; lanes its open breakers.
 	samples *console.Sampler
 	lanes   metrics.Lanes
@@ -397,6 +424,9 @@ func (n *Node) build(ctx context.Context, resolver Resolver) error {
 	deliveryLease := cfg.deliveryTimeout() + time.Duration(cfg.Delivery.LeaseTTL)
 	comp, err := complete.New(complete.Config{Store: n.store, Logger: n.log, Metrics: m, Lease: maxLead + deliveryLease,
 		Retry: deliver.RetryPolicy{Base: time.Duration(cfg.Delivery.RetryBase), Max: time.Duration(cfg.Delivery.RetryMax)},
+		// A failed attempt waits by the task's own retry policy, else its
+		// topic's (n.settings is built below, before anything runs).
+		Policy: func(t *task.Task) task.Retry { return n.settings.RetryOf(t) },
 		Hot: &complete.HotRetry{Tier: n.tier, Planner: planner, NodeID: cfg.NodeID, Incarnation: n.inc, Window: window, LeaseTTL: time.Duration(cfg.Delivery.LeaseTTL),
 			Open: n.firing.Load},
 		// A task without a target this node has no handler for goes to a
@@ -412,7 +442,10 @@ func (n *Node) build(ctx context.Context, resolver Resolver) error {
 		Lanes:              laneConfig(cfg.Delivery.BrokerConcurrency, dests),
 		Breaker:            deliver.BreakerConfig{FailureThreshold: cfg.Delivery.BreakerFailures, OpenFor: time.Duration(cfg.Delivery.BreakerOpenFor)},
 		ShutdownGrace:      time.Duration(cfg.Delivery.ShutdownGrace),
-		Logger:             n.log,
+		// A Retry-After holds a lane as long as it holds its task: at
+		// most delivery.retry_max.
+		MaxHold: time.Duration(cfg.Delivery.RetryMax),
+		Logger:  n.log,
 	})
 	if err != nil {
 		return fmt.Errorf("delivery: %w", err)
@@ -435,13 +468,30 @@ func (n *Node) build(ctx context.Context, resolver Resolver) error {
 		Tracer: n.tracer}
 	brokers.Trace(n.tracer)
 	limits := task.Limits{MaxPayloadBytes: cfg.Delivery.MaxPayloadBytes, DefaultMaxAttempts: cfg.Delivery.MaxAttempts,
-		CheckTarget: targets.CheckTarget, TopicTarget: n.cfg.topicTarget, Handled: n.handled}
+		CheckTarget: targets.CheckTarget, Handled: n.handled}
 	if brokers.Len() > 0 {
 		rc.Brokers, limits.Brokers = brokers, brokers
 	}
 	if err := cfg.checkTopicTargets(limits); err != nil {
 		return err
 	}
+	// The topics' settings: the config's layer under what PUT
+	// /v1/topics/{topic} stored, over the node's defaults. Submits take
+	// a topic's target and max_attempts from it, the completer its retry
+	// policy, the router its timeout.
+	layers, err := cfg.topicLayers()
+	if err != nil {
+		return err
+	}
+	checkLimits := limits
+	n.settings, err = topics.NewSettings(topics.SettingsConfig{Store: n.store, Config: layers, Logger: n.log,
+		Defaults: topics.Defaults{MaxAttempts: cfg.Delivery.MaxAttempts, Timeout: time.Duration(cfg.Delivery.Timeout),
+			Retry: task.Retry{Backoff: task.BackoffExponential, Initial: time.Duration(cfg.Delivery.RetryBase), Max: time.Duration(cfg.Delivery.RetryMax), Jitter: task.DefaultJitter}},
+		CheckTarget: func(t string) error { return checkTarget(checkLimits, t) }})
+	if err != nil {
+		return err
+	}
+	limits.TopicTarget, limits.TopicMaxAttempts, rc.Timeout = n.settings.Target, n.settings.MaxAttempts, n.settings.Timeout
 	n.router, err = deliver.NewRouter(rc)
 	if err != nil {
 		return err
@@ -471,7 +521,7 @@ func (n *Node) build(ctx context.Context, resolver Resolver) error {
 	if n.counts, err = topics.NewCounts(topics.CountsConfig{Store: n.store, Paused: n.topics, Logger: n.log}); err != nil {
 		return err
 	}
-	if n.admin, err = topics.NewAdmin(n.store, n.topics, n.counts, n.scan); err != nil {
+	if n.admin, err = topics.NewAdmin(n.store, n.topics, n.counts, n.scan, n.settings); err != nil {
 		return err
 	}
 	firer, err := fire.New(fire.Config{Store: n.store, Tier: n.tier, Planner: planner, Sender: misfireScreen{n: n, outcomes: comp}, Outcomes: comp,
@@ -580,6 +630,8 @@ func (n *Node) build(ctx context.Context, resolver Resolver) error {
 		// The topics watcher wakes the scanners when a topic resumes
 		// (Start has read the pause flags once already, before any claim).
 		services{n.topics},
+		// The topic settings' poll: other nodes' PUTs.
+		services{n.settings},
 		// The count cache only reads, while the API asks for counts.
 		services{n.counts},
 	)
@@ -630,6 +682,7 @@ func (n *Node) Handle(topic string, h Handler, opts ...HandleOption) error {
 		return errors.New("ontime: nil handler")
 	}
 	o := handleOptions{timeout: time.Duration(n.cfg.Delivery.Timeout)}
+	explicit := len(opts) > 0
 	for _, opt := range opts {
 		opt(&o)
 	}
@@ -638,14 +691,18 @@ func (n *Node) Handle(topic string, h Handler, opts ...HandleOption) error {
 			topic, o.timeout, n.deliveryLease)
 	}
 	return n.router.Handle(topic, deliver.HandlerFunc(func(ctx context.Context, d deliver.Delivery) error {
-		ctx, cancel := context.WithTimeout(ctx, o.timeout)
+		timeout := o.timeout
+		if d.Timeout > 0 && !explicit {
+			timeout = d.Timeout // the topic's timeout setting
+		}
+		ctx, cancel := context.WithTimeout(ctx, timeout)
 		defer cancel()
 		// The handler's spans continue the task's trace (tracing on).
 		ctx = tracing.Continue(ctx, d.Traceparent)
 		err := h(ctx, &Delivery{ID: d.ID, Topic: d.Topic, Key: d.Key, Payload: d.Payload, DueAt: d.DueAt, Attempt: d.Attempt,
 			result: d.Result, maxBytes: n.cfg.Delivery.MaxResultBytes})
 		if err != nil && errors.Is(ctx.Err(), context.DeadlineExceeded) {
-			return fmt.Errorf("handler of topic %q timed out after %s: %w", d.Topic, o.timeout, err)
+			return fmt.Errorf("handler of topic %q timed out after %s: %w", d.Topic, timeout, err)
 		}
 		return err
 	}))
@@ -688,6 +745,11 @@ func (n *Node) Start(ctx context.Context) error {
 	// The paused topics before the first claim: a node starting while a
 	// topic is paused must not deliver it.
 	if err := n.topics.Refresh(ctx); err != nil {
+		return fmt.Errorf("store: %w", err)
+	}
+	// The topics' settings stored by PUT, before the first submit or
+	// delivery.
+	if err := n.settings.Refresh(ctx); err != nil {
 		return fmt.Errorf("store: %w", err)
 	}
 	if n.cluster == nil {
@@ -811,6 +873,10 @@ type BatchResult struct {
 
 func specOf(s TaskSpec) task.Spec {
 	sp := task.Spec{Topic: s.Topic, Key: s.Key, Payload: s.Payload, Target: s.Target, MaxAttempts: s.MaxAttempts, Replace: s.Replace}
+	if s.Retry != nil {
+		r := task.RetrySpec(*s.Retry)
+		sp.Retry = &r
+	}
 	sp.DueAt, sp.Delay = dueSpec(s.DueAt, s.Delay)
 	return sp
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/ontimehq/ontime/apiv1"
 	"github.com/ontimehq/ontime/internal/store"
 	"github.com/ontimehq/ontime/internal/task"
 	"github.com/ontimehq/ontime/internal/topics"
@@ -28,10 +29,17 @@ type TopicInfo struct {
 	// background every few seconds (zero in the answers of a pause or a
 	// resume, which count the topic then).
 	CountedAt time.Time
+	// Settings are the topic's effective settings (what its tasks without
+	// values of their own get); Sources says where each comes from: "api"
+	// (PutTopicSettings), "config" (topics.NAME), "node".
+	Settings TopicSettings
+	Sources  apiv1.TopicSources
 }
 
-func topicInfo(ts store.TopicStats) TopicInfo {
+func (n *Node) topicInfo(ts store.TopicStats) TopicInfo {
 	out := TopicInfo{Topic: ts.Topic, Counts: make(map[string]int64, 6), OldestDueAt: ts.OldestDueAt, Paused: ts.Paused, Known: topics.Known(ts)}
+	eff := n.settings.Settings(ts.Topic)
+	out.Settings, out.Sources = eff.Wire(), eff.Sources
 	for st := task.StatusPending; st <= task.StatusCancelled; st++ {
 		out.Counts[st.String()] = ts.Counts[st]
 	}
@@ -47,7 +55,7 @@ func (n *Node) Topics(ctx context.Context) ([]TopicInfo, error) {
 	}
 	out := make([]TopicInfo, len(l.Topics))
 	for i, t := range l.Topics {
-		out[i] = topicInfo(t)
+		out[i] = n.topicInfo(t)
 		out[i].CountedAt = l.CountedAt
 	}
 	return out, nil
@@ -62,7 +70,7 @@ func (n *Node) PauseTopic(ctx context.Context, topic string) (*TopicInfo, error)
 	if err != nil {
 		return nil, err
 	}
-	v := topicInfo(*ts)
+	v := n.topicInfo(*ts)
 	return &v, nil
 }
 
@@ -74,7 +82,7 @@ func (n *Node) ResumeTopic(ctx context.Context, topic string) (*TopicInfo, error
 	if err != nil {
 		return nil, err
 	}
-	v := topicInfo(*ts)
+	v := n.topicInfo(*ts)
 	return &v, nil
 }
 
@@ -82,4 +90,18 @@ func (n *Node) ResumeTopic(ctx context.Context, topic string) (*TopicInfo, error
 // attempts reset, and returns how many it moved.
 func (n *Node) RequeueTopic(ctx context.Context, topic string) (int64, error) {
 	return n.admin.Requeue(ctx, topic)
+}
+
+// PutTopicSettings replaces what an earlier PutTopicSettings (or PUT
+// /v1/topics/{topic}) set for topic with s, for every node of the cluster:
+// this node applies it before it returns, the others within a second. An
+// empty s removes it. Bad values are a *FieldError naming the field
+// ("retry.max"). It returns the topic's view.
+func (n *Node) PutTopicSettings(ctx context.Context, topic string, s TopicSettings) (*TopicInfo, error) {
+	ts, err := n.admin.PutSettings(ctx, topic, s)
+	if err != nil {
+		return nil, err
+	}
+	v := n.topicInfo(*ts)
+	return &v, nil
 }

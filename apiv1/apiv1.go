@@ -27,6 +27,9 @@ type TaskRequest struct {
 	Target      string          `json:"target,omitempty"`
 	MaxAttempts int             `json:"max_attempts,omitempty"`
 	IfExists    string          `json:"if_exists,omitempty"` // IfExistsKeep (default) or IfExistsReplace
+	// Retry is the task's own retry policy; absent: its topic's, else the
+	// node's.
+	Retry *Retry `json:"retry,omitempty"`
 }
 
 // Task is a stored task's view, the answer of every task route.
@@ -49,6 +52,15 @@ type Task struct {
 	// webhook's 2xx JSON body, a Go handler's Delivery.SetResult — kept
 	// with the task until retention.done; absent when none.
 	Result json.RawMessage `json:"result,omitempty"`
+	// Retry is the task's own retry policy, when it was given one.
+	Retry *Retry `json:"retry,omitempty"`
+	// NextAttemptAt and NextAttemptReason say when and why the task's
+	// next attempt is due: set for a pending or claimed task that was
+	// attempted or moved (a retry, a deferral, an update, a requeue);
+	// absent for a new task, due at due_at as submitted, and for one
+	// running or final.
+	NextAttemptAt     *time.Time `json:"next_attempt_at,omitempty"`
+	NextAttemptReason string     `json:"next_attempt_reason,omitempty"`
 	// KeyHeldUntil: only in a submit's answer (alone or in a batch), when
 	// the key was held by this task although it is final (it ended less
 	// than retention.key_hold ago): nothing was written and nothing will

@@ -11,6 +11,9 @@ type TaskPatch struct {
 	Payload     json.RawMessage `json:"payload,omitempty"`
 	Target      *string         `json:"target,omitempty"`
 	MaxAttempts *int            `json:"max_attempts,omitempty"`
+	// Retry replaces the task's own retry policy; {} removes it (the
+	// task's topic's applies again).
+	Retry *Retry `json:"retry,omitempty"`
 }
 
 // The values of TaskRequest.IfExists.

@@ -236,6 +236,10 @@ func TestCoalescedAnswersAreSingleAnswers(t *testing.T) {
 func sameTask(a, b *client.Task) bool {
 	norm := func(t client.Task) client.Task {
 		t.ID, t.DueAt, t.FirstDueAt, t.CreatedAt, t.UpdatedAt = "", t.DueAt.Round(24*3600e9), t.FirstDueAt.Round(24*3600e9), t.CreatedAt.Round(24*3600e9), t.UpdatedAt.Round(24*3600e9)
+		if t.NextAttemptAt != nil {
+			at := t.NextAttemptAt.Round(24 * 3600e9)
+			t.NextAttemptAt = &at
+		}
 		return t
 	}
 	return reflect.DeepEqual(norm(*a), norm(*b))

@@ -117,6 +117,22 @@ func (p *scan) taskField(name []byte, t *apiv1.Task) bool {
 		return p.strInto(&t.LastError)
 	case "result":
 		return p.rawInto(&t.Result)
+	case "retry":
+		v, ok := p.Value()
+		if !ok {
+			return false
+		}
+		t.Retry = new(apiv1.Retry)
+		return json.Unmarshal(v, t.Retry) == nil
+	case "next_attempt_at":
+		var at time.Time
+		if !p.timeInto(&at) {
+			return false
+		}
+		t.NextAttemptAt = &at
+		return true
+	case "next_attempt_reason":
+		return p.strInto(&t.NextAttemptReason)
 	case "key_held_until":
 		var at time.Time
 		if !p.timeInto(&at) {

@@ -48,5 +48,14 @@ func appendTaskRequest(b []byte, t *apiv1.TaskRequest) ([]byte, error) {
 		b = strconv.AppendInt(b, int64(t.MaxAttempts), 10)
 	}
 	str("if_exists", t.IfExists)
+	if t.Retry != nil {
+		// Rare: encoding/json's form of the policy.
+		r, err := json.Marshal(t.Retry)
+		if err != nil {
+			return nil, err
+		}
+		b = append(b, `,"retry":`...)
+		b = append(b, r...)
+	}
 	return append(b, '}'), nil
 }

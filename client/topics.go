@@ -51,3 +51,16 @@ func (c *Client) RequeueTopic(ctx context.Context, topic string) (int64, error) 
 	}
 	return out.Requeued, nil
 }
+
+// Topic is GET /v1/topics/{topic}: the topic's view, counted now, with its
+// settings.
+func (c *Client) Topic(ctx context.Context, topic string) (*apiv1.Topic, error) {
+	return call[apiv1.Topic](ctx, c, http.MethodGet, "/v1/topics/"+url.PathEscape(topic), nil)
+}
+
+// PutTopic is PUT /v1/topics/{topic}: s replaces the topic's dynamic
+// settings (an empty s removes them), for every node; it returns the
+// topic's view.
+func (c *Client) PutTopic(ctx context.Context, topic string, s apiv1.TopicSettings) (*apiv1.Topic, error) {
+	return call[apiv1.Topic](ctx, c, http.MethodPut, "/v1/topics/"+url.PathEscape(topic), s)
+}

@@ -69,6 +69,17 @@ func payload(t *testing.T, v any) json.RawMessage {
 // socket; mod adjusts the config.
 func startNode(t *testing.T, engine string, mod func(*ontime.Config)) (apiClient, *ontime.Node) {
 	t.Helper()
+	cfg := nodeConfig(t, engine)
+	if mod != nil {
+		mod(&cfg)
+	}
+	url, node := runNode(t, cfg)
+	return newAPIClient(t, url), node
+}
+
+// nodeConfig is startNode's config of a node on engine.
+func nodeConfig(t *testing.T, engine string) ontime.Config {
+	t.Helper()
 	cfg := ontime.DefaultConfig()
 	cfg.DataDir = t.TempDir()
 	cfg.Store.Driver = engine
@@ -82,11 +93,7 @@ func startNode(t *testing.T, engine string, mod func(*ontime.Config)) (apiClient
 	cfg.Delivery.RetryBase = ontime.Duration(20 * time.Millisecond)
 	cfg.Delivery.RetryMax = ontime.Duration(100 * time.Millisecond)
 	cfg.Delivery.WebhookSecret = "s3cret"
-	if mod != nil {
-		mod(&cfg)
-	}
-	url, node := runNode(t, cfg)
-	return newAPIClient(t, url), node
+	return cfg
 }
 
 // runNode starts an in-process node on cfg with its API on a real socket,

@@ -283,7 +283,7 @@ func TestCLIErrors(t *testing.T) {
 		{[]string{"key"}, 2, "which verb? cancel, get, update"},
 		{[]string{"jobs"}, 2, "which verb?"},
 		{[]string{"completion"}, 2, "which verb?"},
-		{[]string{"topics", "bogus"}, 2, `unknown verb "bogus"; ontime topics takes pause, requeue, resume`},
+		{[]string{"topics", "bogus"}, 2, `unknown verb "bogus"; ontime topics takes get, pause, requeue, resume, set`},
 		{[]string{"schedules", "put", "n", "--cron", "@hourly", "--topic", "t", "--misfire", "later"}, 2, `--misfire: "later" is not one of skip, fire_once`},
 		{[]string{"schedules", "put", "n", "--cron", "@hourly", "--topic", "t", "--max-attempts", "0"}, 2, "--max-attempts"},
 		{[]string{"jobs", "runs", "j", "--limit", "0"}, 2, "--limit"},

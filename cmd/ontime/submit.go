@@ -11,11 +11,12 @@ import (
 
 func newSubmitCmd(g *globals) *cobra.Command {
 	var (
-		req  client.TaskRequest
-		in   string
-		at   string
-		data string
-		repl bool
+		req   client.TaskRequest
+		in    string
+		at    string
+		data  string
+		repl  bool
+		retry retryFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "submit --topic TOPIC [flags]",
@@ -30,12 +31,14 @@ exits 4 saying until when; --replace makes a new task at once.
 --target is a webhook URL (http:// or https://), mq://BROKER/ADDRESS, or
 empty: the topic's default target (topics.NAME.target in the config), else
 a Go handler for the topic on a live node; with neither, the task is
-refused (no node could deliver it).`,
+refused (no node could deliver it). The --retry-* flags give the task a
+retry policy of its own (else its topic's, else the node's).`,
 		Example: `  ontime submit --topic order.cancel --key order-42 --in 30m \
       --target https://shop.example/hooks/cancel --data '{"order": 42}'
   ontime submit --topic report.daily --at 2026-11-24T06:00:00Z --data @payload.json \
       --target https://reports.example/hooks/daily
-  ontime submit --topic t --in 1h --target https://example.com/hook --json | jq -r .id`,
+  ontime submit --topic t --in 1h --target https://example.com/hook --json | jq -r .id
+  ontime submit --topic t --target https://example.com/hook --retry-schedule 10s,1m,10m,1h`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if req.Topic == "" {
@@ -68,6 +71,7 @@ refused (no node could deliver it).`,
 			if repl {
 				req.IfExists = "replace"
 			}
+			req.Retry = retry.policy(cmd)
 			c, err := g.client()
 			if err != nil {
 				return err
@@ -109,6 +113,7 @@ refused (no node could deliver it).`,
 	f.StringVar(&req.Target, "target", "", "webhook URL or mq://BROKER/ADDRESS (empty: the topic's default target, else its Go handler)")
 	f.StringVar(&data, "data", "", "payload JSON, or @file to read it from a file")
 	f.IntVar(&req.MaxAttempts, "max-attempts", 0, "attempts before the task is dead (default: the server's)")
+	retry.add(cmd)
 	f.BoolVar(&repl, "replace", false, "when the key names a live task, update it with these fields; when a final task holds it, make a new task (if_exists: replace)")
 	_ = cmd.RegisterFlagCompletionFunc("in", cobra.FixedCompletions([]cobra.Completion{"30s", "5m", "1h", "24h"}, cobra.ShellCompDirectiveNoFileComp))
 	return cmd

@@ -22,7 +22,8 @@ func newTopicsCmd(g *globals) *cobra.Command {
 		Short: "List topics; pause, resume or requeue one",
 		Long: `Without a subcommand, list every topic that has tasks or is paused: its tasks
 per status, the due time of its oldest pending task (how far behind it is)
-and whether it is paused. Counting reads every task table: an operator's
+whether it is paused, and the settings its config (topics.NAME) or
+'ontime topics set' gave it (the rest are the node's). Counting reads every task table: an operator's
 command, not one to run in a loop.
 
 A paused topic delivers nothing on any node of the cluster (every node
@@ -32,6 +33,8 @@ is resumed, the overdue ones at once.`,
   ontime topics pause order.cancel
   ontime topics resume order.cancel
   ontime topics requeue order.cancel
+  ontime topics get order.cancel
+  ontime topics set order.cancel --max-attempts 5 --retry-schedule 10s,1m,10m,1h
   ontime topics --json | jq '.[] | select(.paused)'`,
 		Args: noArgs,
 		RunE: runCall(g, func(cmd *cobra.Command, c *client.Client, _ []string) ([]apiv1.Topic, error) {
@@ -57,6 +60,8 @@ mistake) is no longer listed.`,
 			func(ctx context.Context, c *client.Client, topic string) (*apiv1.Topic, error) {
 				return c.ResumeTopic(ctx, topic)
 			}),
+		newTopicGetCmd(g),
+		newTopicSetCmd(g),
 		&cobra.Command{
 			Use:   "requeue TOPIC",
 			Short: "Return every dead task of a topic to pending",
@@ -120,7 +125,7 @@ func printTopics(w io.Writer, ts []apiv1.Topic) {
 	for _, s := range statusOrder {
 		fmt.Fprint(tw, "\t", s)
 	}
-	fmt.Fprintln(tw, "\tOLDEST PENDING DUE")
+	fmt.Fprintln(tw, "\tOLDEST PENDING DUE\tSETTINGS")
 	for _, t := range ts {
 		fmt.Fprintf(tw, "%s\t%v", t.Topic, t.Paused)
 		for _, s := range statusOrder {
@@ -130,7 +135,7 @@ func printTopics(w io.Writer, ts []apiv1.Topic) {
 		if t.OldestDueAt != nil {
 			due = t.OldestDueAt.Local().Format(time.RFC3339) + " (" + relative(*t.OldestDueAt) + ")"
 		}
-		fmt.Fprintf(tw, "\t%s\n", due)
+		fmt.Fprintf(tw, "\t%s\t%s\n", due, settingsSummary(t))
 	}
 	tw.Flush()
 }

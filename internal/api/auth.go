@@ -171,6 +171,11 @@ func RouteRole(method, p string) Role {
 	if p == "/v1/operations" || strings.HasPrefix(p, "/v1/operations/") {
 		return RoleAdmin // a bulk operation changes many tasks at once
 	}
+	if method == http.MethodPut && strings.HasPrefix(p, "/v1/topics/") && strings.Count(p, "/") == 3 {
+		// A topic's settings change how every node delivers it, as a
+		// pause does.
+		return RoleAdmin
+	}
 	return RoleWrite
 }
 

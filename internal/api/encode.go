@@ -203,6 +203,28 @@ func appendTask(b []byte, t *apiv1.Task) ([]byte, bool) {
 			return b, false
 		}
 	}
+	if t.Retry != nil || t.NextAttemptAt != nil {
+		// Rare in an answer (a task's own policy; a retried task):
+		// encoding/json's form, as the struct has them.
+		if t.Retry != nil {
+			rb, err := json.Marshal(t.Retry)
+			if err != nil {
+				return b, false
+			}
+			b = append(b, `,"retry":`...)
+			b = append(b, rb...)
+		}
+		if t.NextAttemptAt != nil {
+			b = append(b, `,"next_attempt_at":`...)
+			if b, ok = jsonw.AppendTime(b, *t.NextAttemptAt); !ok {
+				return b, false
+			}
+		}
+		if t.NextAttemptReason != "" {
+			b = append(b, `,"next_attempt_reason":`...)
+			b = jsonw.AppendString(b, t.NextAttemptReason)
+		}
+	}
 	if t.KeyHeldUntil != nil {
 		b = append(b, `,"key_held_until":`...)
 		if b, ok = jsonw.AppendTime(b, *t.KeyHeldUntil); !ok {

@@ -54,9 +54,20 @@ type Options struct {
 
 // View converts a stored task to its JSON view.
 func View(t *task.Task) apiv1.Task {
-	return apiv1.Task{ID: t.ID, Topic: t.Topic, Key: t.Key, DueAt: t.DueAt.UTC(), FirstDueAt: t.FirstDueAt.UTC(), MovedBy: t.MovedBy.String(), Payload: json.RawMessage(t.Payload),
+	v := apiv1.Task{ID: t.ID, Topic: t.Topic, Key: t.Key, DueAt: t.DueAt.UTC(), FirstDueAt: t.FirstDueAt.UTC(), MovedBy: t.MovedBy.String(), Payload: json.RawMessage(t.Payload),
 		Target: t.Target, MaxAttempts: t.MaxAttempts, Status: t.Status.String(), Attempts: t.Attempts,
 		CreatedAt: t.CreatedAt.UTC(), UpdatedAt: t.UpdatedAt.UTC(), LastError: t.LastError, Result: json.RawMessage(t.Result)}
+	if t.Retry != "" {
+		if r, ok, err := task.DecodeRetry(t.Retry); ok && err == nil {
+			w := apiv1.Retry(r.Spec())
+			v.Retry = &w
+		}
+	}
+	if reason := t.NextAttemptReason(); reason != "" {
+		at := v.DueAt
+		v.NextAttemptAt, v.NextAttemptReason = &at, reason
+	}
+	return v
 }
 
 // submitView is a submit's answer: the task's view and, when a final
@@ -334,6 +345,10 @@ func readTaskArray(dec *json.Decoder, fail func(error) error) ([]json.RawMessage
 // spec converts a submitted task; the engine validates the values.
 func spec(in apiv1.TaskRequest) (task.Spec, error) {
 	s := task.Spec{Topic: in.Topic, Key: in.Key, Payload: in.Payload, Target: in.Target, MaxAttempts: in.MaxAttempts}
+	if in.Retry != nil {
+		r := task.RetrySpec(*in.Retry)
+		s.Retry = &r
+	}
 	switch in.IfExists {
 	case "", apiv1.IfExistsKeep:
 	case apiv1.IfExistsReplace:

@@ -124,7 +124,7 @@ func (h *handler) readPatch(w http.ResponseWriter, r *http.Request) (task.PatchS
 			return p, badRequest(te.Field, "want a %s, got a JSON %s", te.Type, te.Value)
 		case strings.HasPrefix(err.Error(), "json: unknown field "):
 			f := strings.Trim(strings.TrimPrefix(err.Error(), "json: unknown field "), `"`)
-			return p, badRequest(f, "unknown field (a PATCH takes due_at, delay, payload, target, max_attempts)")
+			return p, badRequest(f, "unknown field (a PATCH takes due_at, delay, payload, target, max_attempts, retry)")
 		default:
 			return p, badRequest("", "malformed JSON: %v", err)
 		}
@@ -144,6 +144,10 @@ func (h *handler) readPatch(w http.ResponseWriter, r *http.Request) (task.PatchS
 		p.Delay = &d
 	}
 	p.Payload, p.Target, p.MaxAttempts = in.Payload, in.Target, in.MaxAttempts
+	if in.Retry != nil {
+		r := task.RetrySpec(*in.Retry)
+		p.Retry = &r
+	}
 	return p, nil
 }
 

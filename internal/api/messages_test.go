@@ -28,7 +28,7 @@ func TestMessagesInUsersTerms(t *testing.T) {
 		{"fraction", "POST", "/v1/tasks", `{"topic":"t","max_attempts":2.5}`, 400, "max_attempts", "must be a whole number, got the number 2.5"},
 		{"number for a string", "POST", "/v1/tasks", `{"topic":7}`, 400, "topic", "must be a string, got a number"},
 		{"array for a task", "POST", "/v1/tasks", `[1]`, 400, "", "a task is a JSON object, got an array"},
-		{"unknown field", "POST", "/v1/tasks", `{"topic":"t","colour":1}`, 400, "colour", "unknown field; a task has delay, due_at, if_exists, key, max_attempts, payload, target, topic"},
+		{"unknown field", "POST", "/v1/tasks", `{"topic":"t","colour":1}`, 400, "colour", "unknown field; a task has delay, due_at, if_exists, key, max_attempts, payload, retry, target, topic"},
 		{"batch of an object", "POST", "/v1/tasks:batch", `{"tasks":{}}`, 400, "tasks", "array of tasks"},
 	} {
 		code, m := call(t, tc.method, base+tc.path, tc.body)

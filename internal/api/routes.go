@@ -96,6 +96,8 @@ func (h *handler) routes(s Services) []route {
 
 		// Topics (topics.go).
 		{"GET /v1/topics", topics, th.list, readOnly},
+		{"GET /v1/topics/{topic}", topics, th.get, readOnly},
+		{"PUT /v1/topics/{topic}", topics, th.put, changeState},   // the topic's settings
 		{"POST /v1/topics/{topicop}", topics, th.op, changeState}, // :pause, :resume, :requeue
 
 		// Schedules (schedules.go).

@@ -14,9 +14,14 @@ import (
 // Topics is what the topic routes need from the engine (topics.Admin).
 type Topics interface {
 	List(ctx context.Context) (topics.Listing, error)
+	Get(ctx context.Context, topic string) (*store.TopicStats, error)
 	Pause(ctx context.Context, topic string) (*store.TopicStats, error)
 	Resume(ctx context.Context, topic string) (*store.TopicStats, error)
 	Requeue(ctx context.Context, topic string) (int64, error)
+	// Settings is the topics' settings (nil: none, the views carry none
+	// and PUT answers 404).
+	Settings() *topics.Settings
+	PutSettings(ctx context.Context, topic string, in apiv1.TopicSettings) (*store.TopicStats, error)
 }
 
 // TopicView converts a topic's stats to its JSON view: a count for every
@@ -40,6 +45,70 @@ type topicsHandler struct {
 	svc Topics
 }
 
+// view is ts's view with the topic's settings.
+func (h *topicsHandler) view(ts store.TopicStats) apiv1.Topic {
+	v := TopicView(ts)
+	if s := h.svc.Settings(); s != nil {
+		eff := s.Settings(ts.Topic)
+		w, src := eff.Wire(), eff.Sources
+		v.Settings, v.Sources = &w, &src
+		if d, ok := s.Dynamic(ts.Topic); ok {
+			dw := d.Wire()
+			v.Dynamic = &dw
+		}
+	}
+	return v
+}
+
+// get answers GET /v1/topics/{topic}: the topic's view, counted now.
+func (h *topicsHandler) get(w http.ResponseWriter, r *http.Request) {
+	topic := r.PathValue("topic")
+	if err := task.ValidateTopic(topic); err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	ts, err := h.svc.Get(r.Context(), topic)
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, h.view(*ts))
+}
+
+// put answers PUT /v1/topics/{topic}: the body replaces what an earlier
+// PUT set ({} removes it), for every node; the answer is the topic's view.
+func (h *topicsHandler) put(w http.ResponseWriter, r *http.Request) {
+	topic := r.PathValue("topic")
+	if err := task.ValidateTopic(topic); err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	if h.svc.Settings() == nil {
+		h.fail(w, r, notFound("this node keeps no topic settings"))
+		return
+	}
+	raw, err := h.readJSON(w, r, 64<<10, "")
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	if err := checkUTF8(raw); err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	var in apiv1.TopicSettings
+	if err := strictDecode(raw, &in, ""); err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	ts, err := h.svc.PutSettings(r.Context(), topic, in)
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, h.view(*ts))
+}
+
 func (h *topicsHandler) list(w http.ResponseWriter, r *http.Request) {
 	if r.URL.RawQuery != "" {
 		q, err := parseQuery(r.URL.RawQuery)
@@ -59,7 +128,7 @@ func (h *topicsHandler) list(w http.ResponseWriter, r *http.Request) {
 	}
 	out := apiv1.TopicList{Topics: make([]apiv1.Topic, len(l.Topics)), CountedAt: l.CountedAt.UTC()}
 	for i, t := range l.Topics {
-		out.Topics[i] = TopicView(t)
+		out.Topics[i] = h.view(t)
 	}
 	writeJSON(w, http.StatusOK, out)
 }
@@ -92,5 +161,5 @@ func (h *topicsHandler) op(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, TopicView(*ts))
+	writeJSON(w, http.StatusOK, h.view(*ts))
 }

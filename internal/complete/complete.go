@@ -6,6 +6,7 @@ package complete
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -49,7 +50,13 @@ const refusedTries = 3
 // Config wires a Completer. Store is required.
 type Config struct {
 	Store Store
+	// Retry is the node's policy: the waits of deliveries that never
+	// reached their target (a full lane, a node stopping), and of failed
+	// attempts when Policy is nil. Its Max caps a receiver's Retry-After.
 	Retry deliver.RetryPolicy
+	// Policy, when set, is the retry policy of a failed attempt of t: its
+	// own, else its topic's, else the node's (topics.Settings.RetryOf).
+	Policy func(t *task.Task) task.Retry
 	// Lease is the running lease a started task gets (the fire stage's).
 	// From Expect until its outcome is written — waiting for its due
 	// time, queued in a lane behind a burst, delivering, or its outcome
@@ -115,12 +122,13 @@ type Tier interface {
 // never exceed that bound however slow the writes are.
 type Completer struct {
 	startstop.Base
-	st    Store
-	retry deliver.RetryPolicy
-	lease time.Duration
-	hot   *HotRetry
-	log   *slog.Logger
-	m     *metrics.Metrics
+	st     Store
+	retry  deliver.RetryPolicy
+	policy func(t *task.Task) task.Retry
+	lease  time.Duration
+	hot    *HotRetry
+	log    *slog.Logger
+	m      *metrics.Metrics
 
 	unhand *Unhandled
 	topics unhandledTopics // the topics no live node handles, as seen here
@@ -184,7 +192,7 @@ func New(cfg Config) (*Completer, error) {
 	if cfg.FlushGap == 0 {
 		cfg.FlushGap = DefaultFlushGap
 	}
-	return &Completer{st: cfg.Store, retry: cfg.Retry, lease: cfg.Lease, hot: cfg.Hot, log: cfg.Logger, m: cfg.Metrics,
+	return &Completer{st: cfg.Store, retry: cfg.Retry, policy: cfg.Policy, lease: cfg.Lease, hot: cfg.Hot, log: cfg.Logger, m: cfg.Metrics,
 		wake: make(chan struct{}, 1), held: map[string]int64{}, tokens: map[int64]*hold{}, gaveUp: map[int64][]string{},
 		gap: max(cfg.FlushGap, 0), after: time.After, unhand: cfg.Unhandled}, nil
 }
@@ -321,6 +329,8 @@ func (c *Completer) HeldBytes() int64 { return c.heldBytes.Load() }
 //	nil                              done (with t.Result, the delivery's result)
 //	lane full, node stopping         again soon, no attempt used
 //	breaker open                     again when the destination may answer, no attempt used (deferral)
+//	lane held (ThrottledError)       again when the destination asked, no attempt used
+//	Retry-After (429, 503, broker)   again when the destination asked, at most retry_max
 //	Snooze(d)                        again in d, no attempt used
 //	no Go handler here (ErrNoHandler) handed off to a node that has one, else
 //	                                 again when one may be back, no attempt used (unhandled.go)
@@ -331,6 +341,7 @@ func (c *Completer) outcome(t *task.Task, err error) store.Outcome {
 	o := store.Outcome{Ref: store.Ref{ID: t.ID, Token: t.Token, DueAt: t.DueAt, Topic: t.Topic}}
 	now := time.Now()
 	var open *deliver.CircuitOpenError
+	var throttled *deliver.ThrottledError
 	snooze, snoozed := deliver.SnoozedFor(err)
 	switch {
 	case err == nil:
@@ -341,6 +352,13 @@ func (c *Completer) outcome(t *task.Task, err error) store.Outcome {
 	case errors.As(err, &open):
 		o.NotAttempted = true
 		o.RetryAt = now.Add(c.deferral(now, open))
+		o.Error = errText(err)
+		c.m.Outcomes.WithLabelValues("deferred").Inc()
+	case errors.As(err, &throttled):
+		// Its lane holds its calls, as the destination asked: back when
+		// it asked, without using an attempt.
+		o.NotAttempted = true
+		o.RetryAt = throttled.Until
 		o.Error = errText(err)
 		c.m.Outcomes.WithLabelValues("deferred").Inc()
 	case errors.Is(err, deliver.ErrLaneFull) || errors.Is(err, deliver.ErrCircuitOpen) ||
@@ -372,8 +390,12 @@ func (c *Completer) outcome(t *task.Task, err error) store.Outcome {
 		// again unless someone requeues it.
 		c.log.Warn("task dead", "id", t.ID, "topic", t.Topic, "attempts", t.Attempts, "permanent", deliver.IsPermanent(err), "err", o.Error)
 	default:
-		o.RetryAt = now.Add(c.retry.Next(t.Attempts, nil))
+		wait, note := c.retryWait(t, err)
+		o.RetryAt = now.Add(wait)
 		o.Error = errText(err)
+		if note != "" {
+			o.Error = store.ErrorText(err.Error() + note)
+		}
 		c.m.Outcomes.WithLabelValues("retry").Inc()
 		c.m.Topics.For(t.Topic).Retry.Inc()
 	}
@@ -381,6 +403,28 @@ func (c *Completer) outcome(t *task.Task, err error) store.Outcome {
 		c.log.Debug("delivery failed", "id", t.ID, "attempt", t.Attempts, "err", err)
 	}
 	return o
+}
+
+// retryWait is how long t waits after its failed attempt: as long as the
+// receiver asked (a Retry-After of a 429 or a 503, a broker's
+// back-pressure: deliver.RetryAfterOf), at most the node's retry_max —
+// note then says it was capped, for last_error —, else by the task's
+// retry policy (its own, its topic's, the node's).
+func (c *Completer) retryWait(t *task.Task, err error) (wait time.Duration, note string) {
+	if after, ok := deliver.RetryAfterOf(err); ok {
+		maxd := c.retry.Max
+		if maxd <= 0 {
+			maxd = time.Hour
+		}
+		if after > maxd {
+			return maxd, fmt.Sprintf(" (waiting %s: delivery.retry_max)", maxd)
+		}
+		return after, ""
+	}
+	if c.policy == nil {
+		return c.retry.Next(t.Attempts, nil), ""
+	}
+	return c.policy(t).Wait(t.Attempts, nil), ""
 }
 
 // deferral is how long a task refused by an open breaker waits: at least

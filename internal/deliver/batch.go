@@ -71,6 +71,7 @@ func (p *Dispatcher) workBatch(l *lane, bs BatchSink) {
 				delivered = true
 			} else {
 				l.stats.Failures++
+				l.hold(time.Now(), err, p.cfg.MaxHold)
 				if against == nil && countsAgainst(err) {
 					against = err
 				}
@@ -87,9 +88,14 @@ func (p *Dispatcher) workBatch(l *lane, bs BatchSink) {
 		retire := l.queue.n == 0 || l.stats.InFlight >= l.limit
 		if retire {
 			l.workers--
-			if l.workers == 0 && l.stats.InFlight == 0 && l.queue.n == 0 && l.br.state == stateClosed && l.br.failures == 0 {
+			if l.workers == 0 && l.stats.InFlight == 0 && l.queue.n == 0 && l.br.state == stateClosed && l.br.failures == 0 && l.held(time.Now()) == nil {
 				delete(p.lanes, l.dest)
 			}
+		} else if h := l.held(time.Now()); h != nil {
+			// Held: every queued job goes back at once, due when the
+			// destination asked.
+			next = l.queue.take(l.queue.n)
+			refused = h
 		} else if !l.br.allow(time.Now(), true) {
 			next = l.queue.take(1)
 			refused = fmt.Errorf("%s: %w", l.dest, ErrCircuitOpen)
@@ -111,7 +117,9 @@ func (p *Dispatcher) workBatch(l *lane, bs BatchSink) {
 			return
 		}
 		if refused != nil {
-			next[0].done(refused)
+			for _, j := range next {
+				j.done(refused)
+			}
 			continue
 		}
 		if err := l.pace(next[0].ctx); err != nil {
@@ -140,6 +148,11 @@ func (p *Dispatcher) workBatch(l *lane, bs BatchSink) {
 // countsAgainst reports whether a failed delivery counts towards opening
 // its destination's breaker: not a permanent one (the task, not the
 // destination, is at fault) nor one never attempted because the node stops.
+// Nor one that asked for a wait (a Retry-After): the destination is alive
+// and says when to come back, which the lane's hold honours.
 func countsAgainst(err error) bool {
+	if _, asked := RetryAfterOf(err); asked {
+		return false
+	}
 	return !IsPermanent(err) && !errors.Is(err, ErrStopped)
 }

@@ -24,6 +24,9 @@ type Delivery struct {
 	Payload []byte
 	DueAt   time.Time
 	Attempt int // 1 for the first
+	// Timeout, when positive, bounds this attempt (the topic's timeout
+	// setting) instead of the sink's own (the destination's, the node's).
+	Timeout time.Duration
 	// Traceparent is the W3C trace context the sink sends on (header
 	// traceparent) when tracing is on; "" otherwise.
 	Traceparent string

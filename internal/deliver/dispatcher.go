@@ -49,7 +49,11 @@ type DispatcherConfig struct {
 	// ShutdownGrace is how long Stop waits for queued and in-flight
 	// deliveries before failing the queued ones with ErrStopped; default 15s.
 	ShutdownGrace time.Duration
-	Logger        *slog.Logger
+	// MaxHold caps how long a lane holds its calls when its destination
+	// asks to be left alone (a Retry-After: backpressure.go); default
+	// DefaultMaxHold (the node gives delivery.retry_max).
+	MaxHold time.Duration
+	Logger  *slog.Logger
 }
 
 // LaneConfig is one destination's settings. Zero fields take defaults.
@@ -83,6 +87,9 @@ func (c *DispatcherConfig) withDefaults() error {
 	}
 	if c.ShutdownGrace == 0 {
 		c.ShutdownGrace = DefaultShutdownGrace
+	}
+	if c.MaxHold <= 0 {
+		c.MaxHold = DefaultMaxHold
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
@@ -144,6 +151,11 @@ type lane struct {
 	workers int           // goroutines running
 	br      breaker
 	stats   LaneStats
+	// holdUntil: the destination asked to be left alone until then (a
+	// Retry-After); the lane makes no call before it. holdWhy is the
+	// answer that asked.
+	holdUntil time.Time
+	holdWhy   string
 }
 
 // LaneStats describes one lane.
@@ -255,6 +267,8 @@ func (p *Dispatcher) DispatchAll(ctx context.Context, dest string, sink Sink, jo
 		refused, why = jobs, ErrStopped
 	case !l.br.allow(time.Now(), false):
 		refused, why = jobs, l.br.refusal(dest, time.Now())
+	case l.held(time.Now()) != nil:
+		refused, why = jobs, l.held(time.Now())
 	default:
 		room := max(0, p.cfg.PerDestQueue-l.queue.n)
 		if len(chunk) > room {
@@ -337,6 +351,7 @@ func (p *Dispatcher) work(l *lane) {
 				l.br.success()
 			} else {
 				l.stats.Failures++
+				l.hold(time.Now(), lastErr, p.cfg.MaxHold)
 				if countsAgainst(lastErr) && l.br.failure(time.Now()) {
 					p.cfg.Logger.Warn("destination circuit opened", "dest", l.dest, "err", lastErr)
 				}
@@ -347,14 +362,16 @@ func (p *Dispatcher) work(l *lane) {
 		retire := l.queue.n == 0
 		if retire {
 			l.workers--
-			if l.workers == 0 && l.stats.InFlight == 0 && l.br.state == stateClosed && l.br.failures == 0 {
+			if l.workers == 0 && l.stats.InFlight == 0 && l.br.state == stateClosed && l.br.failures == 0 && l.held(time.Now()) == nil {
 				// Retire a healthy idle lane; one with a failure streak stays,
 				// so its breaker keeps counting.
 				delete(p.lanes, l.dest)
 			}
 		} else {
 			next = l.queue.pop()
-			if l.br.allow(time.Now(), true) {
+			if refused = l.held(time.Now()); refused != nil {
+				// Held: the destination asked to be left alone.
+			} else if l.br.allow(time.Now(), true) {
 				l.stats.InFlight++
 			} else {
 				refused = l.br.refusal(l.dest, time.Now())

@@ -58,6 +58,9 @@ type RouterConfig struct {
 	// and lateness), and gives the sink the deliver span's traceparent
 	// (Delivery.Traceparent); nil: none.
 	Tracer trace.Tracer
+	// Timeout, when set, gives a topic's timeout per attempt (0: the
+	// sink's own): topics.Settings, set by PUT or the config.
+	Timeout func(topic string) time.Duration
 }
 
 // Router picks each due task's sink and lane: the Go handler of its topic
@@ -178,6 +181,9 @@ func (r *Router) Send(tasks []*task.Task) {
 				Result: &fl[i].result},
 			Done: fl[i].set(r, t, ts, sent),
 		}
+		if r.cfg.Timeout != nil {
+			job.Delivery.Timeout = r.cfg.Timeout(t.Topic)
+		}
 		if r.cfg.Tracer != nil {
 			r.traced(&job, t, dest)
 		}
@@ -226,7 +232,7 @@ func (f *inflight) done(err error) {
 // an answer that is an outcome the receiver chose (snooze, cancel), nor a
 // missing Go handler.
 func destFailed(err error) bool {
-	if err == nil || errors.Is(err, ErrLaneFull) || errors.Is(err, ErrCircuitOpen) || errors.Is(err, ErrStopped) ||
+	if err == nil || errors.Is(err, ErrLaneFull) || errors.Is(err, ErrCircuitOpen) || errors.Is(err, ErrStopped) || errors.Is(err, ErrThrottled) ||
 		errors.Is(err, ErrNoHandler) || IsCancel(err) {
 		return false
 	}

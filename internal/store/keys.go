@@ -46,6 +46,7 @@ type Patch struct {
 	Payload     []byte // a validated JSON value; nil: unchanged
 	Target      *string
 	MaxAttempts *int
+	Retry       *string // the task's own retry policy, stored form; "": none
 	// Claim, with DueAt: the task is claimed under this lease afterwards
 	// (its new due time is within the caller's preheat window).
 	Claim *Lease
@@ -53,7 +54,7 @@ type Patch struct {
 
 // Empty reports whether p changes nothing.
 func (p Patch) Empty() bool {
-	return p.DueAt == nil && p.Payload == nil && p.Target == nil && p.MaxAttempts == nil
+	return p.DueAt == nil && p.Payload == nil && p.Target == nil && p.MaxAttempts == nil && p.Retry == nil
 }
 
 // KeyConflictError: a change would give a key a second live task (a

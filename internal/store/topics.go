@@ -50,6 +50,16 @@ type Topics interface {
 	RequeueTopic(ctx context.Context, topic string, dueAt time.Time) (int64, error)
 }
 
+// TopicSettings keeps what PUT /v1/topics/{topic} set for each topic, as
+// an opaque document (internal/topics owns its form), in one small table
+// of the first database that every node polls.
+type TopicSettings interface {
+	// SetTopicSettings stores topic's document; an empty one removes it.
+	SetTopicSettings(ctx context.Context, topic string, settings []byte) error
+	// AllTopicSettings reads every stored document, by topic.
+	AllTopicSettings(ctx context.Context) (map[string][]byte, error)
+}
+
 // DueCounts is one topic's row of DueHistogram: Counts[i] tasks fall due
 // in bucket i.
 type DueCounts struct {

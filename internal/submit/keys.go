@@ -103,7 +103,7 @@ func (s *Service) update(ctx context.Context, id string, v task.ValidPatch) (*ta
 		return nil, ErrNotReady
 	}
 	now := time.Now()
-	p := store.Patch{DueAt: v.DueAt, Payload: v.Payload, Target: v.Target, MaxAttempts: v.MaxAttempts}
+	p := store.Patch{DueAt: v.DueAt, Payload: v.Payload, Target: v.Target, MaxAttempts: v.MaxAttempts, Retry: v.Retry}
 	if v.DueAt != nil && !v.DueAt.After(now.Add(s.cfg.Window)) {
 		p.Claim = &store.Lease{Owner: s.cfg.NodeID, Until: v.DueAt.Add(s.cfg.LeaseTTL), Token: s.token()}
 	}

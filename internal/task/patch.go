@@ -15,6 +15,7 @@ type PatchSpec struct {
 	Payload     []byte // raw JSON; nil: unchanged
 	Target      *string
 	MaxAttempts *int
+	Retry       *RetrySpec // {}: remove the task's own policy
 }
 
 // ValidPatch is a PatchSpec that passed validation, its due time resolved.
@@ -23,11 +24,12 @@ type ValidPatch struct {
 	Payload     []byte
 	Target      *string
 	MaxAttempts *int
+	Retry       *string // the stored form of the new own policy; "": none
 }
 
 // Empty reports whether p changes nothing.
 func (p ValidPatch) Empty() bool {
-	return p.DueAt == nil && p.Payload == nil && p.Target == nil && p.MaxAttempts == nil
+	return p.DueAt == nil && p.Payload == nil && p.Target == nil && p.MaxAttempts == nil && p.Retry == nil
 }
 
 // ValidatePatch checks p as Validate checks a submit, field by field, and
@@ -73,8 +75,15 @@ func ValidatePatch(p PatchSpec, l Limits, now time.Time) (ValidPatch, error) {
 		}
 		v.MaxAttempts = p.MaxAttempts
 	}
+	if p.Retry != nil {
+		r, err := EncodeSpec("retry", *p.Retry)
+		if err != nil {
+			return v, err
+		}
+		v.Retry = &r
+	}
 	if v.Empty() {
-		return v, fieldErr("", "nothing to change: give any of due_at, delay, payload, target, max_attempts")
+		return v, fieldErr("", "nothing to change: give any of due_at, delay, payload, target, max_attempts, retry")
 	}
 	return v, nil
 }
@@ -91,8 +100,8 @@ func ValidateKey(key string) error {
 
 // AsPatch is the change a submit with if_exists: replace makes to the live
 // task of its key: every field of the submit, as validated (its due time,
-// payload, target and max_attempts replace the task's).
+// payload, target, max_attempts and retry policy replace the task's).
 func (v Validated) AsPatch() ValidPatch {
-	due, target, maxA := v.DueAt, v.Target, v.MaxAttempts
-	return ValidPatch{DueAt: &due, Payload: v.Payload, Target: &target, MaxAttempts: &maxA}
+	due, target, maxA, retry := v.DueAt, v.Target, v.MaxAttempts, v.Retry
+	return ValidPatch{DueAt: &due, Payload: v.Payload, Target: &target, MaxAttempts: &maxA, Retry: &retry}
 }

@@ -93,6 +93,10 @@ type Task struct {
 	// webhook's 2xx JSON body, a Go handler's Delivery.SetResult (a JSON
 	// value, at most delivery.max_result_bytes); nil when none.
 	Result []byte
+	// Retry is the task's own retry policy in its stored form
+	// (Retry.Encode; DecodeRetry reads it), "" when it has none: its
+	// topic's applies, else the node's.
+	Retry string
 }
 
 // Move is what last moved a task's due time away from the one it was
@@ -115,4 +119,28 @@ func (m Move) String() string {
 		return fmt.Sprintf("move(%d)", int(m))
 	}
 	return moveNames[m]
+}
+
+// NextAttemptReason says why a pending or claimed task is due when it is
+// (its DueAt): "" for one as submitted (its due time says it all),
+// running or final. A retry's says which attempt comes and what became of
+// the last one (its last_error: the receiver's answer and a Retry-After,
+// a breaker's or a lane's deferral, a snooze).
+func (t *Task) NextAttemptReason() string {
+	if t.Status != StatusPending && t.Status != StatusClaimed || (t.MovedBy == MovedNone && t.Attempts == 0) {
+		return "" // as submitted: the common answer, which costs nothing here
+	}
+	next := fmt.Sprintf("attempt %d of %d", t.Attempts+1, t.MaxAttempts)
+	switch t.MovedBy {
+	case MovedRetry:
+		if t.LastError == "" {
+			return "retry: " + next
+		}
+		return "retry: " + next + " after: " + t.LastError
+	case MovedUpdate:
+		return "due time set by an update: " + next
+	case MovedRequeue:
+		return "requeued: " + next
+	}
+	return next // attempted, in a row from before moved_by was kept
 }

@@ -26,6 +26,9 @@ type Limits struct {
 	// task submitted without a target takes it, stored on the task. The
 	// caller has judged it already (the config's topics section).
 	TopicTarget func(topic string) string
+	// TopicMaxAttempts, when set, gives a topic's max_attempts (0 none):
+	// a task submitted without one takes it, else DefaultMaxAttempts.
+	TopicMaxAttempts func(topic string) int
 	// Handled, when set, says whether a live node has a Go handler for a
 	// topic: a task without a target, of a topic with no default target,
 	// is refused (ErrNoHandler) unless one has. Nil: not asked (the
@@ -109,6 +112,9 @@ type Spec struct {
 	Payload     []byte         // raw JSON; nil or empty means null
 	Target      string
 	MaxAttempts int // 0 means the default
+	// Retry is the task's own retry policy; nil: its topic's, else the
+	// node's, when it fails.
+	Retry *RetrySpec
 	// Replace (if_exists: replace): a live task of the same topic and key
 	// is updated with this spec's fields instead of returned unchanged.
 	Replace bool
@@ -128,6 +134,7 @@ type Validated struct {
 	Payload     []byte
 	Target      string
 	MaxAttempts int
+	Retry       string // the stored form of the task's own policy (Retry.Encode); "" none
 }
 
 // Validate checks every field of s against l and resolves the due time
@@ -198,10 +205,21 @@ func Validate(s Spec, l Limits, now time.Time) (Validated, error) {
 	switch {
 	case s.MaxAttempts == 0:
 		v.MaxAttempts = l.DefaultMaxAttempts
+		if l.TopicMaxAttempts != nil {
+			if n := l.TopicMaxAttempts(s.Topic); n > 0 {
+				v.MaxAttempts = n
+			}
+		}
 	case s.MaxAttempts < 0 || s.MaxAttempts > MaxAttemptsLimit:
 		return Validated{}, fieldErr("max_attempts", "is %d; want 1 to %d", s.MaxAttempts, MaxAttemptsLimit)
 	default:
 		v.MaxAttempts = s.MaxAttempts
+	}
+	if s.Retry != nil {
+		var err error
+		if v.Retry, err = EncodeSpec("retry", *s.Retry); err != nil {
+			return Validated{}, err
+		}
 	}
 	// Last: every other field is judged before whether the task could be
 	// delivered at all.

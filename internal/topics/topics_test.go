@@ -65,7 +65,7 @@ func TestWatcherFollowsAnotherNode(t *testing.T) {
 	if wk.n.Load() != 0 {
 		t.Fatal("a pause woke the scanners")
 	}
-	admin, err := topics.NewAdmin(there, w, newCounts(t, there, w), wk)
+	admin, err := topics.NewAdmin(there, w, newCounts(t, there, w), wk, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -95,7 +95,7 @@ func TestPauseAheadOfFirstTask(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	admin, err := topics.NewAdmin(st, w, newCounts(t, st, w), nil)
+	admin, err := topics.NewAdmin(st, w, newCounts(t, st, w), nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

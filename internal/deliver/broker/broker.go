@@ -46,6 +46,19 @@ import (
 // publishes it again on the next connection.
 var ErrConnLost = errors.New("connection to the broker lost before it acknowledged")
 
+// BackPressureWait is how long a broker's refusal for load holds its lane
+// and defers its task (deliver.RetryAfter): brokers say that they refuse
+// — RabbitMQ's nack of a queue full under x-overflow reject-publish,
+// JetStream's "maximum messages/bytes exceeded" of a stream with discard
+// new, Redis's OOM past maxmemory, MQTT 5's PUBACK 0x97 quota exceeded —
+// not for how long.
+const BackPressureWait = 5 * time.Second
+
+// BackPressure marks err, a broker's refusal for load, as asking for a
+// wait of BackPressureWait: the task is retried then, and the lane of its
+// address makes no publish meanwhile.
+func BackPressure(err error) error { return deliver.RetryAfter(err, BackPressureWait) }
+
 // Publisher publishes to one broker. Its Start returns at once and keeps a
 // connection up until Stop; Publish waits for a connection (within ctx),
 // publishes and waits for the broker's acknowledgement.

@@ -197,7 +197,15 @@ type StatusError struct {
 	// Body is a sanitized excerpt of the answer (printable ASCII, one
 	// line, at most ExcerptBytes), only for targets Config.Echo allows.
 	Body string
+	// Wait is what a 429 or a 503 asked for in its Retry-After (seconds,
+	// or an HTTP date); 0: none. The task is retried after it (at most
+	// delivery.retry_max), and the destination's lane holds its calls
+	// as long.
+	Wait time.Duration
 }
+
+// RetryAfter is the wait the answer asked for (deliver.RetryAfterer).
+func (e *StatusError) RetryAfter() time.Duration { return e.Wait }
 
 // ExcerptBytes bounds the excerpt of an answer kept in last_error.
 const ExcerptBytes = 64
@@ -206,10 +214,40 @@ const ExcerptBytes = 64
 func (e *StatusError) HTTPStatus() int { return e.Code }
 
 func (e *StatusError) Error() string {
-	if e.Body == "" {
-		return fmt.Sprintf("webhook answered HTTP %d", e.Code)
+	after := ""
+	if e.Wait > 0 {
+		after = fmt.Sprintf(", Retry-After %s", e.Wait)
 	}
-	return fmt.Sprintf("webhook answered HTTP %d: %s", e.Code, e.Body)
+	if e.Body == "" {
+		return fmt.Sprintf("webhook answered HTTP %d%s", e.Code, after)
+	}
+	return fmt.Sprintf("webhook answered HTTP %d%s: %s", e.Code, after, e.Body)
+}
+
+// ParseRetryAfter reads a Retry-After header value as of now: delay
+// seconds ("120") or an HTTP date ("Wed, 21 Oct 2026 07:28:00 GMT").
+// A date in the past, a malformed or an empty value is no wait (ok
+// false): the task's retry policy applies.
+func ParseRetryAfter(v string, now time.Time) (time.Duration, bool) {
+	v = strings.TrimSpace(v)
+	if v == "" {
+		return 0, false
+	}
+	if n, err := strconv.ParseInt(v, 10, 64); err == nil {
+		if n <= 0 {
+			return 0, false
+		}
+		// Beyond any cap ontime applies; bounded so the product cannot overflow.
+		return time.Duration(min(n, 1<<32)) * time.Second, true
+	}
+	t, err := http.ParseTime(v)
+	if err != nil {
+		return 0, false
+	}
+	if d := t.Sub(now); d > 0 {
+		return d, true
+	}
+	return 0, false
 }
 
 // Deliver posts d to d.Target. Any 2xx is success. Everything else is
@@ -221,6 +259,9 @@ func (s *Sink) Deliver(ctx context.Context, d deliver.Delivery) error {
 		return err
 	}
 	client, timeout := s.route(&d)
+	if d.Timeout > 0 {
+		timeout = d.Timeout // the topic's
+	}
 	vals := make([]string, 5) // one allocation for the header values
 	vals[0], vals[1] = d.ID, strconv.Itoa(d.Attempt)
 	hdr := make(http.Header, 7)
@@ -323,6 +364,9 @@ func (s *Sink) statusError(resp *http.Response, target string) error {
 	n, _ := io.ReadFull(resp.Body, snip[:])
 	drain(resp)
 	se := &StatusError{Code: resp.StatusCode}
+	if resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode == http.StatusServiceUnavailable {
+		se.Wait, _ = ParseRetryAfter(resp.Header.Get("Retry-After"), time.Now())
+	}
 	if s.cfg.Echo != nil && s.cfg.Echo(target) {
 		snippet := snip[:n]
 		if s.cfg.Redact != nil {

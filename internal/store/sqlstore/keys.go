@@ -242,6 +242,9 @@ func (s *Store) Update(ctx context.Context, id string, p store.Patch) (_ *task.T
 	if p.MaxAttempts != nil {
 		add(`max_attempts`, *p.MaxAttempts)
 	}
+	if p.Retry != nil {
+		add(`retry`, *p.Retry)
+	}
 	add(`updated_at`, now)
 	q := `UPDATE ` + t + ` SET ` + strings.Join(set, ", ") + ` WHERE id = ? AND status IN (?, ?)`
 	args = append(args, id, int(task.StatusPending), int(task.StatusClaimed))

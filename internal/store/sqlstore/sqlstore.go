@@ -226,7 +226,8 @@ func (s *Store) connect(dsn string) (w, r *sql.DB, err error) {
 //	   which its claim tokens carry (store.Incarnation)
 //	13 traceparent on the task tables: the W3C trace context of the
 //	   submit, continued by the task's deliveries ('' when not traced)
-//	14 (topic settings: another branch's step)
+//	14 retry on the task tables: the task's own retry policy ('' none);
+//	   the topics' settings (topic_settings.go)
 //	15 (priorities: another branch's step)
 //	16 bulk operations (operations.go) and result on the task tables:
 //	   what the delivery that made a task done answered (NULL: nothing)
@@ -295,8 +296,18 @@ func (s *Store) migrateTo(ctx context.Context, c *sql.Conn, v int) error {
 				return err
 			}
 		}
-	case 14, 15:
-		// Steps of other branches; nothing here until they merge.
+	case 14:
+		// Rows from before have no policy of their own: ''. The stored
+		// form is bounded by task.MaxRetrySchedule to fit.
+		for _, t := range s.names {
+			if err := s.addColumn(ctx, c, t, "retry", "VARCHAR(512) NOT NULL DEFAULT ''"); err != nil {
+				return err
+			}
+		}
+		// In every database like the topics table; the first one's is used.
+		stmts = createTopicSettings[s.d.name]
+	case 15:
+		// Another branch's step; nothing here until it merges.
 	case 16:
 		return s.migrateOperations(ctx, c)
 	case 17:
@@ -481,10 +492,10 @@ const cols = insertCols + `, moved_by, result`
 
 // insertCols are the columns an insert writes; a new row keeps moved_by's
 // default.
-const insertCols = `id, topic, task_key, shard_hash, seg, due_at, payload, target, max_attempts, attempts, status, last_error, created_at, updated_at, owner, lease_until, token, first_due_at, traceparent`
+const insertCols = `id, topic, task_key, shard_hash, seg, due_at, payload, target, max_attempts, attempts, status, last_error, created_at, updated_at, owner, lease_until, token, first_due_at, traceparent, retry`
 
 // nInsertCols is the number of columns in insertCols.
-const nInsertCols = 19
+const nInsertCols = 20
 
 // The SET terms that record what moved due_at (task.Move), beside it.
 const (
@@ -515,7 +526,7 @@ func scanTask(sc scanner) (*task.Task, error) {
 	var hash, due, created, updated, lease, firstDue int64
 	var status, moved int64
 	if err := sc.Scan(&t.ID, &t.Topic, &key, &hash, &t.Seg, &due, &t.Payload, &t.Target, &t.MaxAttempts, &t.Attempts,
-		&status, &t.LastError, &created, &updated, &owner, &lease, &t.Token, &firstDue, &t.Traceparent, &moved, &t.Result); err != nil {
+		&status, &t.LastError, &created, &updated, &owner, &lease, &t.Token, &firstDue, &t.Traceparent, &t.Retry, &moved, &t.Result); err != nil {
 		return nil, err
 	}
 	t.MovedBy = task.Move(moved)

@@ -217,7 +217,9 @@ func (p *Publisher) resolve(c amqp.Confirmation) {
 	}
 	switch {
 	case !c.Ack:
-		pd.done <- errors.New("the broker nacked the message (publisher confirm negative)")
+		// RabbitMQ nacks what a full queue refuses (x-overflow:
+		// reject-publish) and what it could not store: back-pressure.
+		pd.done <- broker.BackPressure(errors.New("the broker nacked the message (publisher confirm negative)"))
 	case pd.returned != nil:
 		r := pd.returned
 		pd.done <- fmt.Errorf("unroutable: the broker returned the message: %d %s (exchange %q, routing key %q)",

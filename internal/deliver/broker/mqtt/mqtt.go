@@ -179,6 +179,9 @@ func (p *Publisher) Publish(ctx context.Context, topic string, m *broker.Message
 	}
 	pr, err := cm.Publish(pctx, &paho.Publish{QoS: 1, Topic: topic, Payload: m.Body, Properties: props})
 	switch {
+	case pr != nil && pr.ReasonCode == 0x97:
+		// Quota exceeded: the broker's back-pressure.
+		return broker.BackPressure(fmt.Errorf("the broker refused the message: PUBACK reason 0x97 quota exceeded %s", reasonString(pr)))
 	case pr != nil && pr.ReasonCode >= 0x80:
 		return fmt.Errorf("the broker refused the message: PUBACK reason 0x%02x %s", pr.ReasonCode, reasonString(pr))
 	case err == nil && pr != nil && pr.ReasonCode == 0x10:

@@ -211,6 +211,8 @@ func (p *Publisher) PublishBatch(ctx context.Context, subject string, ms []*brok
 			case errors.Is(err, jetstream.ErrAsyncPublishTimeout), errors.Is(err, nats.ErrConnectionClosed),
 				errors.Is(err, nats.ErrDisconnected):
 				errs[i] = fmt.Errorf("%w: %v", broker.ErrConnLost, err)
+			case isFull(err):
+				errs[i] = broker.BackPressure(fmt.Errorf("jetstream refused the message: %w", err))
 			default:
 				errs[i] = fmt.Errorf("jetstream refused the message: %w", err)
 			}
@@ -221,4 +223,17 @@ func (p *Publisher) PublishBatch(ctx context.Context, subject string, ms []*brok
 		}
 	}
 	return errs
+}
+
+// jsStoreFailed is JetStream's error code of a message the stream would
+// not store: with discard new, "maximum messages exceeded", "maximum
+// bytes exceeded", "maximum messages per subject exceeded" (the server's
+// JSStreamStoreFailedF).
+const jsStoreFailed = 10077
+
+// isFull reports a PubAck error that says the stream is full: the
+// broker's back-pressure.
+func isFull(err error) bool {
+	var ae *jetstream.APIError
+	return errors.As(err, &ae) && ae.ErrorCode == jsStoreFailed
 }

@@ -242,6 +242,10 @@ func classify(err error) error {
 		return nil
 	}
 	var re redis.Error
+	if errors.As(err, &re) && strings.HasPrefix(re.Error(), "OOM ") {
+		// Past maxmemory: back-pressure, not a bad entry.
+		return broker.BackPressure(fmt.Errorf("XADD refused: %w", err))
+	}
 	if errors.As(err, &re) && !isConnStateReply(re.Error()) {
 		return fmt.Errorf("XADD refused: %w", err)
 	}
