@@ -201,7 +201,7 @@ type Task struct {
 	// Result: what the delivery that made the task done answered (a
 	// webhook's 2xx JSON body, a handler's Delivery.SetResult); nil when none.
 	Result json.RawMessage
-	Retry       *Retry // the task's own retry policy; nil: none
+	Retry  *Retry // the task's own retry policy; nil: none
 	// NextAttemptReason says why a pending or claimed task that was
 	// attempted or moved is due at DueAt ("retry: attempt 3 of 5 after:
 	// webhook answered HTTP 503, Retry-After 30s"); "" otherwise.
@@ -256,8 +256,8 @@ type Node struct {
 	router   *deliver.Router
 	sched    *schedule.Service
 	ops      *operation.Service // bulk operations
-	cluster  *clusterRun // nil without a coordinator
-	sec      *secrets    // the config's secrets, read (config_security.go)
+	cluster  *clusterRun        // nil without a coordinator
+	sec      *secrets           // the config's secrets, read (config_security.go)
 	jobs     *scanjob.Service
 	relays   []*outboxrelay.Relay // the config's outboxes
 	// samples feeds the console's charts; lanes its open breakers.
