@@ -27,6 +27,9 @@ type TaskRequest struct {
 	Target      string          `json:"target,omitempty"`
 	MaxAttempts int             `json:"max_attempts,omitempty"`
 	IfExists    string          `json:"if_exists,omitempty"` // IfExistsKeep (default) or IfExistsReplace
+	// Priority, 0 (lowest) to 9, orders the task among those due at once
+	// (README "Priorities"); absent: its topic's, else 0.
+	Priority *int `json:"priority,omitempty"`
 }
 
 // Task is a stored task's view, the answer of every task route.
@@ -40,6 +43,7 @@ type Task struct {
 	Payload     json.RawMessage `json:"payload"`
 	Target      string          `json:"target,omitempty"`
 	MaxAttempts int             `json:"max_attempts"`
+	Priority    int             `json:"priority"`
 	Status      string          `json:"status"`
 	Attempts    int             `json:"attempts"`
 	CreatedAt   time.Time       `json:"created_at"`

@@ -48,5 +48,9 @@ func appendTaskRequest(b []byte, t *apiv1.TaskRequest) ([]byte, error) {
 		b = strconv.AppendInt(b, int64(t.MaxAttempts), 10)
 	}
 	str("if_exists", t.IfExists)
+	if t.Priority != nil {
+		b = append(b, `,"priority":`...)
+		b = strconv.AppendInt(b, int64(*t.Priority), 10)
+	}
 	return append(b, '}'), nil
 }

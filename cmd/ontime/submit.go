@@ -16,6 +16,7 @@ func newSubmitCmd(g *globals) *cobra.Command {
 		at   string
 		data string
 		repl bool
+		prio int
 	)
 	cmd := &cobra.Command{
 		Use:   "submit --topic TOPIC [flags]",
@@ -57,6 +58,12 @@ refused (no node could deliver it).`,
 			}
 			if req.MaxAttempts < 0 {
 				return usagef("--max-attempts: %d; at least 1", req.MaxAttempts)
+			}
+			if cmd.Flags().Changed("priority") {
+				if prio < 0 || prio > 9 {
+					return usagef("--priority: %d; want 0 to 9", prio)
+				}
+				req.Priority = &prio
 			}
 			if data != "" {
 				raw, err := readData(data)
@@ -109,6 +116,7 @@ refused (no node could deliver it).`,
 	f.StringVar(&req.Target, "target", "", "webhook URL or mq://BROKER/ADDRESS (empty: the topic's default target, else its Go handler)")
 	f.StringVar(&data, "data", "", "payload JSON, or @file to read it from a file")
 	f.IntVar(&req.MaxAttempts, "max-attempts", 0, "attempts before the task is dead (default: the server's)")
+	f.IntVar(&prio, "priority", 0, "0 (lowest) to 9: orders the task among those due at once (default: the topic's, else 0)")
 	f.BoolVar(&repl, "replace", false, "when the key names a live task, update it with these fields; when a final task holds it, make a new task (if_exists: replace)")
 	_ = cmd.RegisterFlagCompletionFunc("in", cobra.FixedCompletions([]cobra.Completion{"30s", "5m", "1h", "24h"}, cobra.ShellCompDirectiveNoFileComp))
 	return cmd

@@ -55,7 +55,7 @@ type Options struct {
 // View converts a stored task to its JSON view.
 func View(t *task.Task) apiv1.Task {
 	return apiv1.Task{ID: t.ID, Topic: t.Topic, Key: t.Key, DueAt: t.DueAt.UTC(), FirstDueAt: t.FirstDueAt.UTC(), MovedBy: t.MovedBy.String(), Payload: json.RawMessage(t.Payload),
-		Target: t.Target, MaxAttempts: t.MaxAttempts, Status: t.Status.String(), Attempts: t.Attempts,
+		Target: t.Target, MaxAttempts: t.MaxAttempts, Priority: t.Priority, Status: t.Status.String(), Attempts: t.Attempts,
 		CreatedAt: t.CreatedAt.UTC(), UpdatedAt: t.UpdatedAt.UTC(), LastError: t.LastError}
 }
 
@@ -333,7 +333,7 @@ func readTaskArray(dec *json.Decoder, fail func(error) error) ([]json.RawMessage
 
 // spec converts a submitted task; the engine validates the values.
 func spec(in apiv1.TaskRequest) (task.Spec, error) {
-	s := task.Spec{Topic: in.Topic, Key: in.Key, Payload: in.Payload, Target: in.Target, MaxAttempts: in.MaxAttempts}
+	s := task.Spec{Topic: in.Topic, Key: in.Key, Payload: in.Payload, Target: in.Target, MaxAttempts: in.MaxAttempts, Priority: in.Priority}
 	switch in.IfExists {
 	case "", apiv1.IfExistsKeep:
 	case apiv1.IfExistsReplace:

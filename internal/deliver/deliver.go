@@ -24,6 +24,9 @@ type Delivery struct {
 	Payload []byte
 	DueAt   time.Time
 	Attempt int // 1 for the first
+	// Priority orders the delivery in its lane among those queued
+	// (task.Rank); 0 to task.MaxPriority.
+	Priority int
 	// Traceparent is the W3C trace context the sink sends on (header
 	// traceparent) when tracing is on; "" otherwise.
 	Traceparent string

@@ -140,7 +140,7 @@ type lane struct {
 	batch   int           // deliveries per BatchSink call at most; ≤ 1: Deliver, one at a time
 	calls   int           // BatchSink calls under way
 	rate    *rate.Limiter // nil: no limit on calls per second
-	queue   fifo          // bounded by PerDestQueue
+	queue   queue         // bounded by PerDestQueue; by priority (queue.go)
 	workers int           // goroutines running
 	br      breaker
 	stats   LaneStats
@@ -403,8 +403,9 @@ func (p *Dispatcher) Stats() map[string]LaneStats {
 	return out
 }
 
-// fifo is a lane's queue: the chunks DispatchAll queued, in order, so a
-// burst is queued without copying and taken without shifting.
+// fifo is one priority level of a lane's queue: the chunks DispatchAll
+// queued, in order, so a burst is queued without copying and taken
+// without shifting.
 type fifo struct {
 	chunks [][]job
 	n      int // jobs queued

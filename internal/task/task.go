@@ -89,6 +89,9 @@ type Task struct {
 	// Traceparent is the W3C trace context of the submit that made the
 	// task ('' when it was not traced); deliveries continue that trace.
 	Traceparent string
+	// Priority orders the task among those ready at once (see Rank):
+	// 0 (the default) to MaxPriority.
+	Priority int
 }
 
 // Move is what last moved a task's due time away from the one it was

@@ -22,6 +22,10 @@ type Limits struct {
 	// Brokers judges mq:// targets against the configured brokers; nil:
 	// none is configured, so every mq:// target is refused.
 	Brokers BrokerTargets
+	// TopicPriority, when set, gives a topic's default priority (ok false:
+	// the topic sets none): a task submitted without a priority takes it,
+	// else 0.
+	TopicPriority func(topic string) (int, bool)
 	// TopicTarget, when set, gives a topic's default target ("" none): a
 	// task submitted without a target takes it, stored on the task. The
 	// caller has judged it already (the config's topics section).
@@ -109,6 +113,9 @@ type Spec struct {
 	Payload     []byte         // raw JSON; nil or empty means null
 	Target      string
 	MaxAttempts int // 0 means the default
+	// Priority, 0 to MaxPriority; nil: the topic's (Limits.TopicPriority),
+	// else 0.
+	Priority *int
 	// Replace (if_exists: replace): a live task of the same topic and key
 	// is updated with this spec's fields instead of returned unchanged.
 	Replace bool
@@ -128,6 +135,7 @@ type Validated struct {
 	Payload     []byte
 	Target      string
 	MaxAttempts int
+	Priority    int
 }
 
 // Validate checks every field of s against l and resolves the due time
@@ -202,6 +210,17 @@ func Validate(s Spec, l Limits, now time.Time) (Validated, error) {
 		return Validated{}, fieldErr("max_attempts", "is %d; want 1 to %d", s.MaxAttempts, MaxAttemptsLimit)
 	default:
 		v.MaxAttempts = s.MaxAttempts
+	}
+	switch {
+	case s.Priority != nil:
+		if p := *s.Priority; p < 0 || p > MaxPriority {
+			return Validated{}, fieldErr("priority", "is %d; want 0 to %d", p, MaxPriority)
+		}
+		v.Priority = *s.Priority
+	case l.TopicPriority != nil:
+		if p, ok := l.TopicPriority(s.Topic); ok && p >= 0 && p <= MaxPriority {
+			v.Priority = p
+		}
 	}
 	// Last: every other field is judged before whether the task could be
 	// delivered at all.

@@ -5,6 +5,12 @@
 // (lateness), while a heap sleeps exactly until the next due time; with
 // the window bounding its size (tasks due within hot.window), O(log n) per
 // operation is cheap (see BenchmarkAddPop).
+//
+// Priorities (task.Rank) order only a backlog: when more entries are due
+// than a Pop takes (the fire stage held back by its bound on outstanding
+// tasks), the due ones move to a second heap ordered by rank, and Pops
+// take the lowest ranks first. Without a backlog every due entry goes at
+// once and the second heap stays empty.
 package memory
 
 import (
@@ -15,6 +21,7 @@ import (
 	"time"
 
 	"github.com/ontimehq/ontime/internal/hot"
+	"github.com/ontimehq/ontime/internal/task"
 )
 
 // Config configures the tier.
@@ -30,7 +37,8 @@ type Tier struct {
 
 	mu       sync.Mutex
 	waiting  entryHeap         // by due time
-	byID     map[string]*entry // waiting entries
+	ready    readyHeap         // due, in a backlog: by rank (task.Rank)
+	byID     map[string]*entry // waiting and ready entries
 	inflight map[string]*entry // popped, not yet acked
 	flight   entryHeap         // in-flight entries by visibility deadline
 	topics   map[string]string // interned topic names
@@ -42,6 +50,18 @@ type entry struct {
 	hot.Entry
 	at    time.Time // due time while waiting; visibility deadline while in flight
 	index int
+	ready bool  // in the ready heap, not the waiting one
+	rank  int64 // task.Rank of at, in µs, while ready
+}
+
+// unwait removes a waiting or ready entry from its heap.
+func (t *Tier) unwait(e *entry) {
+	if e.ready {
+		heap.Remove(&t.ready, e.index)
+		e.ready = false
+		return
+	}
+	heap.Remove(&t.waiting, e.index)
 }
 
 var (
@@ -88,7 +108,7 @@ func (t *Tier) Add(_ context.Context, entries ...hot.Entry) error {
 			if old.Token == en.Token {
 				continue
 			}
-			heap.Remove(&t.waiting, old.index)
+			t.unwait(old)
 			delete(t.byID, en.ID)
 		}
 		if f, ok := t.inflight[en.ID]; ok && f.Token == en.Token {
@@ -127,9 +147,28 @@ func (t *Tier) Pop(ctx context.Context, max int) ([]hot.Entry, error) {
 		}
 		now := time.Now()
 		t.expire(now)
+		var cand []*entry
+		for len(cand) < max && len(t.waiting) > 0 && !t.waiting[0].at.After(now) {
+			cand = append(cand, heap.Pop(&t.waiting).(*entry))
+		}
+		if len(t.ready) > 0 || (len(cand) == max && len(t.waiting) > 0 && !t.waiting[0].at.After(now)) {
+			// A backlog: more is due than this Pop takes. Everything due
+			// goes to the ready heap, and the lowest ranks leave first.
+			for _, e := range cand {
+				t.makeReady(e)
+			}
+			for len(t.waiting) > 0 && !t.waiting[0].at.After(now) {
+				t.makeReady(heap.Pop(&t.waiting).(*entry))
+			}
+			cand = cand[:0]
+			for len(cand) < max && len(t.ready) > 0 {
+				e := heap.Pop(&t.ready).(*entry)
+				e.ready = false
+				cand = append(cand, e)
+			}
+		}
 		var out []hot.Entry
-		for len(out) < max && len(t.waiting) > 0 && !t.waiting[0].at.After(now) {
-			e := heap.Pop(&t.waiting).(*entry)
+		for _, e := range cand {
 			delete(t.byID, e.ID)
 			e.at = now.Add(t.vis)
 			heap.Push(&t.flight, e)
@@ -170,6 +209,13 @@ func (t *Tier) Pop(ctx context.Context, max int) ([]hot.Entry, error) {
 		case <-fire:
 		}
 	}
+}
+
+// makeReady puts a due entry, out of the waiting heap, in the ready heap.
+func (t *Tier) makeReady(e *entry) {
+	e.ready = true
+	e.rank = e.at.UnixMicro() - int64(e.Priority)*task.DefaultPriorityStep.Microseconds()
+	heap.Push(&t.ready, e)
 }
 
 // expire returns in-flight entries whose visibility deadline passed.
@@ -234,7 +280,7 @@ func (t *Tier) Remove(_ context.Context, entries ...hot.Entry) error {
 	defer t.mu.Unlock()
 	for _, en := range entries {
 		if e, ok := t.byID[en.ID]; ok {
-			heap.Remove(&t.waiting, e.index)
+			t.unwait(e)
 			delete(t.byID, en.ID)
 		}
 	}
@@ -245,7 +291,7 @@ func (t *Tier) Remove(_ context.Context, entries ...hot.Entry) error {
 func (t *Tier) Len(context.Context) (int, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	return len(t.waiting) + len(t.flight), nil
+	return len(t.waiting) + len(t.ready) + len(t.flight), nil
 }
 
 // Tokens returns the claim tokens of the entries the tier holds, waiting
@@ -256,7 +302,7 @@ func (t *Tier) Tokens(context.Context) ([]int64, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	seen := map[int64]struct{}{}
-	for _, h := range [2]entryHeap{t.waiting, t.flight} {
+	for _, h := range [3]entryHeap{t.waiting, entryHeap(t.ready), t.flight} {
 		for _, e := range h {
 			seen[e.Token] = struct{}{}
 		}
@@ -273,14 +319,17 @@ func (t *Tier) Tokens(context.Context) ([]int64, error) {
 func (t *Tier) Drain() []hot.Entry {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	out := make([]hot.Entry, 0, len(t.waiting)+len(t.flight))
+	out := make([]hot.Entry, 0, len(t.waiting)+len(t.ready)+len(t.flight))
 	for _, e := range t.waiting {
+		out = append(out, e.Entry)
+	}
+	for _, e := range t.ready {
 		out = append(out, e.Entry)
 	}
 	for _, e := range t.flight {
 		out = append(out, e.Entry)
 	}
-	t.waiting, t.flight = nil, nil
+	t.waiting, t.ready, t.flight = nil, nil, nil
 	t.byID, t.inflight = map[string]*entry{}, map[string]*entry{}
 	return out
 }
@@ -325,3 +374,20 @@ func (h *entryHeap) Pop() any {
 	e.index = -1
 	return e
 }
+
+// readyHeap orders due entries by rank, then due time, then ID.
+type readyHeap []*entry
+
+func (h readyHeap) Len() int { return len(h) }
+func (h readyHeap) Less(i, j int) bool {
+	switch {
+	case h[i].rank != h[j].rank:
+		return h[i].rank < h[j].rank
+	case !h[i].at.Equal(h[j].at):
+		return h[i].at.Before(h[j].at)
+	}
+	return h[i].ID < h[j].ID
+}
+func (h readyHeap) Swap(i, j int) { entryHeap(h).Swap(i, j) }
+func (h *readyHeap) Push(x any)   { (*entryHeap)(h).Push(x) }
+func (h *readyHeap) Pop() any     { return (*entryHeap)(h).Pop() }

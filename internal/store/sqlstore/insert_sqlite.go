@@ -50,7 +50,7 @@ func newLiteStmts() *liteStmts { return newStmtCache[liteKey](0) }
 // last_error (constants) bound per row; created_at and updated_at take the
 // time of the insert, first_due_at the due time.
 func liteInsertQuery(t string, n int) string {
-	const row = "(?, ?, ?, ?, ?, ?, ?, ?, ?, 0, ?, '', ?, ?, ?, ?, ?, ?, ?)"
+	const row = "(?, ?, ?, ?, ?, ?, ?, ?, ?, 0, ?, '', ?, ?, ?, ?, ?, ?, ?, ?)"
 	var b strings.Builder
 	b.Grow(len(t) + len(insertCols) + 64 + n*(len(row)+2))
 	b.WriteString("INSERT INTO " + t + " (" + insertCols + ") VALUES ")
@@ -160,7 +160,7 @@ func (s *Store) insertRoundLite(ctx context.Context, lt *liteTx, g group, idx []
 	nowUs := now.UnixMicro()
 	nowArg := any(nowUs)
 	var unsure []int // keyed tasks of statements that skipped a row
-	args := make([]any, 0, min(len(idx), liteMaxRows)*17)
+	args := make([]any, 0, min(len(idx), liteMaxRows)*18)
 	off := 0
 	for _, n := range liteChunks(len(idx)) {
 		part := idx[off : off+n]
@@ -175,7 +175,7 @@ func (s *Store) insertRoundLite(ctx context.Context, lt *liteTx, g group, idx []
 			}
 			due := any(r.dueUs)
 			args = append(args, nt.ID, nt.Topic, r.key, int64(nt.ShardHash), int64(nt.Seg), due, payload, nt.Target,
-				int64(nt.MaxAttempts), int64(r.status), nowArg, nowArg, r.owner, r.lease, r.token, due, nt.Traceparent)
+				int64(nt.MaxAttempts), int64(r.status), nowArg, nowArg, r.owner, r.lease, r.token, due, nt.Traceparent, int64(nt.Priority))
 			out[i] = store.Inserted{Task: storedTask(nt, r, nowUs)}
 		}
 		st := lt.stmt(ctx, liteKey{g.db, g.table, n})

@@ -200,7 +200,9 @@ func (s *Store) connect(dsn string) (w, r *sql.DB, err error) {
 //	   which its claim tokens carry (store.Incarnation)
 //	13 traceparent on the task tables: the W3C trace context of the
 //	   submit, continued by the task's deliveries ('' when not traced)
-const SchemaVersion = 13
+//	14 (topics29's step; the lead merges it)
+//	15 priority on the task tables: 0 to task.MaxPriority (task.Rank)
+const SchemaVersion = 15
 
 // migrateTo runs the step that brings a database from version v-1 to v.
 // Every statement is idempotent (IF NOT EXISTS, insert-if-absent), so a
@@ -259,6 +261,16 @@ func (s *Store) migrateTo(ctx context.Context, c *sql.Conn, v int) error {
 		// 00 is 55 characters; 64 leaves room for a later version's.
 		for _, t := range s.names {
 			if err := s.addColumn(ctx, c, t, "traceparent", "VARCHAR(64) NOT NULL DEFAULT ''"); err != nil {
+				return err
+			}
+		}
+	case 14:
+		// Reserved: topics29's step, merged by the lead.
+	case 15:
+		// Rows from before are of priority 0, the default. No index: the
+		// claim keeps its due order (task.Rank orders what is claimed).
+		for _, t := range s.names {
+			if err := s.addColumn(ctx, c, t, "priority", "SMALLINT NOT NULL DEFAULT 0"); err != nil {
 				return err
 			}
 		}
@@ -462,10 +474,10 @@ const cols = insertCols + `, moved_by`
 
 // insertCols are the columns an insert writes; a new row keeps moved_by's
 // default.
-const insertCols = `id, topic, task_key, shard_hash, seg, due_at, payload, target, max_attempts, attempts, status, last_error, created_at, updated_at, owner, lease_until, token, first_due_at, traceparent`
+const insertCols = `id, topic, task_key, shard_hash, seg, due_at, payload, target, max_attempts, attempts, status, last_error, created_at, updated_at, owner, lease_until, token, first_due_at, traceparent, priority`
 
 // nInsertCols is the number of columns in insertCols.
-const nInsertCols = 19
+const nInsertCols = 20
 
 // The SET terms that record what moved due_at (task.Move), beside it.
 const (
@@ -496,7 +508,7 @@ func scanTask(sc scanner) (*task.Task, error) {
 	var hash, due, created, updated, lease, firstDue int64
 	var status, moved int64
 	if err := sc.Scan(&t.ID, &t.Topic, &key, &hash, &t.Seg, &due, &t.Payload, &t.Target, &t.MaxAttempts, &t.Attempts,
-		&status, &t.LastError, &created, &updated, &owner, &lease, &t.Token, &firstDue, &t.Traceparent, &moved); err != nil {
+		&status, &t.LastError, &created, &updated, &owner, &lease, &t.Token, &firstDue, &t.Traceparent, &t.Priority, &moved); err != nil {
 		return nil, err
 	}
 	t.MovedBy = task.Move(moved)
