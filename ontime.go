@@ -127,6 +127,9 @@ type TaskSpec struct {
 	Payload     json.RawMessage // any JSON value; nil means null
 	Target      string          // webhook URL, mq://BROKER/ADDRESS, or "" for the topic's default target, else its Go handler
 	MaxAttempts int             // 0: the configured default
+	// Priority, 0 (lowest) to 9, orders the task among those due at once
+	// (README "Priorities"); nil: the topic's default, else 0.
+	Priority *int
 	// Replace (if_exists: replace): when the key names a live task, update
 	// it with this spec's fields (like Update) instead of returning it.
 	Replace bool
@@ -143,6 +146,7 @@ type Task struct {
 	Payload     json.RawMessage
 	Target      string
 	MaxAttempts int
+	Priority    int
 	Status      string // pending, claimed, running, done, dead, cancelled
 	Attempts    int
 	CreatedAt   time.Time
@@ -152,7 +156,7 @@ type Task struct {
 
 func viewOf(t *task.Task) *Task {
 	return &Task{ID: t.ID, Topic: t.Topic, Key: t.Key, DueAt: t.DueAt, FirstDueAt: t.FirstDueAt, MovedBy: t.MovedBy.String(), Payload: t.Payload, Target: t.Target,
-		MaxAttempts: t.MaxAttempts, Status: t.Status.String(), Attempts: t.Attempts, CreatedAt: t.CreatedAt, UpdatedAt: t.UpdatedAt, LastError: t.LastError}
+		MaxAttempts: t.MaxAttempts, Priority: t.Priority, Status: t.Status.String(), Attempts: t.Attempts, CreatedAt: t.CreatedAt, UpdatedAt: t.UpdatedAt, LastError: t.LastError}
 }
 
 // Node is one ontime node and the composition root of its pipeline:
@@ -729,7 +733,7 @@ type BatchResult struct {
 }
 
 func specOf(s TaskSpec) task.Spec {
-	sp := task.Spec{Topic: s.Topic, Key: s.Key, Payload: s.Payload, Target: s.Target, MaxAttempts: s.MaxAttempts, Replace: s.Replace}
+	sp := task.Spec{Topic: s.Topic, Key: s.Key, Payload: s.Payload, Target: s.Target, MaxAttempts: s.MaxAttempts, Priority: s.Priority, Replace: s.Replace}
 	sp.DueAt, sp.Delay = dueSpec(s.DueAt, s.Delay)
 	return sp
 }
