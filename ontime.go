@@ -43,6 +43,7 @@ import (
 	"github.com/ontimehq/ontime/internal/hot"
 	"github.com/ontimehq/ontime/internal/hot/memory"
 	hotredis "github.com/ontimehq/ontime/internal/hot/redis"
+	"github.com/ontimehq/ontime/internal/limit"
 	"github.com/ontimehq/ontime/internal/metrics"
 	"github.com/ontimehq/ontime/internal/outboxrelay"
 	"github.com/ontimehq/ontime/internal/retain"
@@ -199,6 +200,10 @@ type Node struct {
 	tracer  trace.Tracer
 	// services in start order; stopped in reverse.
 	services []startstop.Service
+	// topicDefaults gives topics' priorities and limits (nil: none);
+	// limits holds the cluster-wide limits (limits.go).
+	topicDefaults TopicDefaults
+	limits        *limits
 	// inc is this process's incarnation: published by the coordinator,
 	// carried by every claim token this process makes (store.Incarnation).
 	inc *store.Incarnation
@@ -228,6 +233,7 @@ type Node struct {
 type NodeOption func(*nodeOptions)
 
 type nodeOptions struct {
+	topics   TopicDefaults
 	logger   *slog.Logger
 	resolver Resolver
 	tracer   trace.TracerProvider
@@ -235,6 +241,12 @@ type nodeOptions struct {
 
 // WithLogger sets the node's logger (default: discard).
 func WithLogger(l *slog.Logger) NodeOption { return func(o *nodeOptions) { o.logger = l } }
+
+// WithTopicDefaults gives the node the topics' default priorities and
+// cluster-wide limits (TopicDefaults); without it no topic sets any.
+func WithTopicDefaults(t TopicDefaults) NodeOption {
+	return func(o *nodeOptions) { o.topics = t }
+}
 
 // NewNode validates cfg, opens (and migrates) the store and the hot tier,
 // and builds the node. Nothing is scanned or delivered until Start.
@@ -274,7 +286,7 @@ func NewNode(ctx context.Context, cfg Config, opts ...NodeOption) (_ *Node, err 
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	n := &Node{cfg: cfg, log: o.logger, store: st, reg: reg, sec: sec, inc: store.NewIncarnation(),
+	n := &Node{cfg: cfg, log: o.logger, store: st, reg: reg, sec: sec, inc: store.NewIncarnation(), topicDefaults: o.topics,
 		created: time.Now(), version: metrics.BuildVersion()}
 	if err := n.openAudit(); err != nil {
 		n.closeResources()
@@ -360,9 +372,13 @@ func (n *Node) build(ctx context.Context, resolver Resolver) error {
 	}
 	n.deliveryLease = deliveryLease
 	dests := cfg.destinations()
+	if n.limits, err = n.newLimits(limit.NewMetrics(n.reg)); err != nil {
+		return err
+	}
 	disp, err := deliver.NewDispatcher(deliver.DispatcherConfig{
 		PerDestConcurrency: cfg.Delivery.Concurrency,
-		Lanes:              laneConfig(cfg.Delivery.BrokerConcurrency, dests),
+		Lanes:              n.limits.laneGates(laneConfig(cfg.Delivery.BrokerConcurrency, dests), dests),
+		TopicGate:          n.limits.topicGate,
 		Breaker:            deliver.BreakerConfig{FailureThreshold: cfg.Delivery.BreakerFailures, OpenFor: time.Duration(cfg.Delivery.BreakerOpenFor)},
 		ShutdownGrace:      time.Duration(cfg.Delivery.ShutdownGrace),
 		Logger:             n.log,
@@ -389,6 +405,9 @@ func (n *Node) build(ctx context.Context, resolver Resolver) error {
 	brokers.Trace(n.tracer)
 	limits := task.Limits{MaxPayloadBytes: cfg.Delivery.MaxPayloadBytes, DefaultMaxAttempts: cfg.Delivery.MaxAttempts,
 		CheckTarget: targets.CheckTarget, TopicTarget: n.cfg.topicTarget, Handled: n.handled}
+	if n.topicDefaults != nil {
+		limits.TopicPriority = n.topicDefaults.Priority
+	}
 	if brokers.Len() > 0 {
 		rc.Brokers, limits.Brokers = brokers, brokers
 	}
@@ -498,6 +517,9 @@ func (n *Node) build(ctx context.Context, resolver Resolver) error {
 		// stopped after the dispatcher's drain, which waits for their
 		// confirms.
 		brokers.Services(),
+		// The cluster-wide limits' shares follow the live nodes before the
+		// lanes that enter them run.
+		n.limitServices(),
 		// The dispatcher's lanes deliver what fire releases.
 		services{disp},
 		// Redis only: the tier's wake-up listener runs before the fire
@@ -804,6 +826,7 @@ func (n *Node) apiHandler() http.Handler {
 		Outboxes:  n,
 		Metrics:   promhttp.HandlerFor(n.reg, promhttp.HandlerOpts{Registry: n.reg}),
 	}, api.Options{
+		TopicLimits:          n.limits.topicView,
 		MaxPayloadBytes:      n.cfg.Delivery.MaxPayloadBytes,
 		MaxBatchBytes:        int64(n.cfg.HTTP.MaxBatchBytes),
 		MaxInflightBodyBytes: n.cfg.HTTP.MaxInflightBodyBytes,

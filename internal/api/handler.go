@@ -30,6 +30,9 @@ const MaxBatch = apiv1.MaxBatch
 
 // Options configures the handler.
 type Options struct {
+	// TopicLimits gives a topic's cluster-wide limits for its view in
+	// GET /v1/topics; nil, or a nil answer: none shown.
+	TopicLimits     func(topic string) *apiv1.TopicLimits
 	MaxPayloadBytes int   // default task.DefaultMaxPayloadBytes
 	MaxBatchBytes   int64 // body limit of POST /v1/tasks:batch; default DefaultMaxBatchBytes
 	Logger          *slog.Logger

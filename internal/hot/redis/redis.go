@@ -430,6 +430,10 @@ func (t *Tier) isClosed() bool {
 	return t.closed
 }
 
+// Client is the tier's Redis client: the cluster-wide limits keep their
+// state beside the tier's (internal/limit).
+func (t *Tier) Client() goredis.UniversalClient { return t.rdb }
+
 // Add puts entries in their slots: one script call per slot, the registry
 // entry, and a wake-up message when a slot's head moved earlier.
 func (t *Tier) Add(ctx context.Context, entries ...hot.Entry) error {
