@@ -190,7 +190,7 @@ func TestClusterWideRate(t *testing.T) {
 				}
 			}
 			got := float64(n) / window.Seconds()
-			t.Logf("%d calls in %s: %.2f/s for a limit of %.0f/s", n, window, got, limit)
+			t.Logf("%s: %d calls in %s: %.2f/s for a limit of %.0f/s", t.Name(), n, window, got, limit)
 			if got > limit*1.05 || got < limit*0.95 {
 				t.Fatalf("total rate %.2f/s; want %.0f/s ± 5 %%", got, limit)
 			}
