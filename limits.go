@@ -84,6 +84,15 @@ func (n *Node) newLimits(m *limit.Metrics) (*limits, error) {
 	return l, nil
 }
 
+// topicGateFunc is the dispatcher's TopicGate: nil when no topic can set
+// limits, so a delivery asks nothing.
+func (l *limits) topicGateFunc() func(topic string) deliver.Gate {
+	if l.topics == nil {
+		return nil
+	}
+	return l.topicGate
+}
+
 // limitServices is the limits' backend service, when it has one.
 func (n *Node) limitServices() []startstop.Service {
 	if n.limits == nil || n.limits.service == nil {

@@ -378,7 +378,7 @@ func (n *Node) build(ctx context.Context, resolver Resolver) error {
 	disp, err := deliver.NewDispatcher(deliver.DispatcherConfig{
 		PerDestConcurrency: cfg.Delivery.Concurrency,
 		Lanes:              n.limits.laneGates(laneConfig(cfg.Delivery.BrokerConcurrency, dests), dests),
-		TopicGate:          n.limits.topicGate,
+		TopicGate:          n.limits.topicGateFunc(),
 		Breaker:            deliver.BreakerConfig{FailureThreshold: cfg.Delivery.BreakerFailures, OpenFor: time.Duration(cfg.Delivery.BreakerOpenFor)},
 		ShutdownGrace:      time.Duration(cfg.Delivery.ShutdownGrace),
 		Logger:             n.log,

@@ -345,7 +345,7 @@ func (l *lane) pace(ctx context.Context) error {
 // and the jobs are retried without counting an attempt.
 func (p *Dispatcher) enter(ctx context.Context, l *lane, jobs []job) (func(), error) {
 	if l.gate == nil && p.cfg.TopicGate == nil {
-		return func() {}, nil
+		return noLeave, nil
 	}
 	var leaves []func()
 	leave := func() {
@@ -375,8 +375,16 @@ func (p *Dispatcher) enter(ctx context.Context, l *lane, jobs []job) (func(), er
 			}
 		}
 	}
+	switch len(leaves) {
+	case 0:
+		return noLeave, nil
+	case 1:
+		return leaves[0], nil
+	}
 	return leave, nil
 }
+
+func noLeave() {}
 
 // work runs jobs of one lane until its queue is empty, then exits: an idle
 // destination costs no goroutine. One lock per job: the outcome of the
