@@ -41,14 +41,18 @@ func TestMigrateKeyedFromVersion7(t *testing.T) {
 					t.Fatal(err)
 				}
 				// The rows below are written by today's Insert, which
-				// writes traceparent (step 12): its column goes in ahead
-				// of its step, which then finds it and skips.
+				// writes traceparent (step 13) and priority (step 15):
+				// their columns go in ahead of their steps, which then
+				// find them and skip.
 				c, err := db.Conn(ctx)
 				if err != nil {
 					t.Fatal(err)
 				}
 				for _, tn := range s.names {
 					if err := s.addColumn(ctx, c, tn, "traceparent", "VARCHAR(64) NOT NULL DEFAULT ''"); err != nil {
+						t.Fatal(err)
+					}
+					if err := s.addColumn(ctx, c, tn, "priority", "SMALLINT NOT NULL DEFAULT 0"); err != nil {
 						t.Fatal(err)
 					}
 				}
