@@ -80,7 +80,10 @@ func (n *Node) newLimits(m *limit.Metrics) (*limits, error) {
 		}
 	}
 	sh := limit.NewShares(sc)
-	l.backend, l.service = sh, sh
+	l.backend = sh
+	if l.cluster {
+		l.service = sh // alone, the node's share is the whole: nothing to follow
+	}
 	return l, nil
 }
 
