@@ -6,11 +6,12 @@
 // the window bounding its size (tasks due within hot.window), O(log n) per
 // operation is cheap (see BenchmarkAddPop).
 //
-// Priorities (task.Rank) order only a backlog: when more entries are due
-// than a Pop takes (the fire stage held back by its bound on outstanding
-// tasks), the due ones move to a second heap ordered by rank, and Pops
-// take the lowest ranks first. Without a backlog every due entry goes at
-// once and the second heap stays empty.
+// Priorities (task.Rank) order what is due: while the tier holds an entry
+// of priority above 0, a Pop moves every due entry to a second heap
+// ordered by rank and takes the lowest ranks first, so a backlog (more due
+// than a Pop takes: the fire stage held back by its bound on outstanding
+// tasks) leaves by rank. With every entry of priority 0, rank is due time
+// and Pop takes the first heap's order as it always did, at no extra cost.
 package memory
 
 import (
@@ -37,7 +38,8 @@ type Tier struct {
 
 	mu       sync.Mutex
 	waiting  entryHeap         // by due time
-	ready    readyHeap         // due, in a backlog: by rank (task.Rank)
+	ready    readyHeap         // due, while prio > 0: by rank (task.Rank)
+	prio     int               // waiting and ready entries of priority above 0
 	byID     map[string]*entry // waiting and ready entries
 	inflight map[string]*entry // popped, not yet acked
 	flight   entryHeap         // in-flight entries by visibility deadline
@@ -50,18 +52,39 @@ type entry struct {
 	hot.Entry
 	at    time.Time // due time while waiting; visibility deadline while in flight
 	index int
-	ready bool  // in the ready heap, not the waiting one
-	rank  int64 // task.Rank of at, in µs, while ready
+	ready bool // in the ready heap, not the waiting one
+}
+
+// wait puts an entry in the waiting heap.
+func (t *Tier) wait(e *entry) {
+	heap.Push(&t.waiting, e)
+	if e.Priority > 0 {
+		t.prio++
+	}
 }
 
 // unwait removes a waiting or ready entry from its heap.
 func (t *Tier) unwait(e *entry) {
+	if e.Priority > 0 {
+		t.prio--
+	}
 	if e.ready {
 		heap.Remove(&t.ready, e.index)
 		e.ready = false
 		return
 	}
 	heap.Remove(&t.waiting, e.index)
+}
+
+// fly moves an entry taken out of its heap in flight until now + vis.
+func (t *Tier) fly(e *entry, now time.Time) {
+	if e.Priority > 0 {
+		t.prio--
+	}
+	delete(t.byID, e.ID)
+	e.at = now.Add(t.vis)
+	heap.Push(&t.flight, e)
+	t.inflight[e.ID] = e
 }
 
 var (
@@ -116,7 +139,7 @@ func (t *Tier) Add(_ context.Context, entries ...hot.Entry) error {
 		}
 		en.Topic = t.intern(en.Topic)
 		e := &entry{Entry: en, at: en.DueAt}
-		heap.Push(&t.waiting, e)
+		t.wait(e)
 		t.byID[en.ID] = e
 		if e.index == 0 {
 			wake = true
@@ -147,33 +170,25 @@ func (t *Tier) Pop(ctx context.Context, max int) ([]hot.Entry, error) {
 		}
 		now := time.Now()
 		t.expire(now)
-		var cand []*entry
-		for len(cand) < max && len(t.waiting) > 0 && !t.waiting[0].at.After(now) {
-			cand = append(cand, heap.Pop(&t.waiting).(*entry))
-		}
-		if len(t.ready) > 0 || (len(cand) == max && len(t.waiting) > 0 && !t.waiting[0].at.After(now)) {
-			// A backlog: more is due than this Pop takes. Everything due
-			// goes to the ready heap, and the lowest ranks leave first.
-			for _, e := range cand {
-				t.makeReady(e)
+		var out []hot.Entry
+		if t.prio == 0 && len(t.ready) == 0 {
+			for len(out) < max && len(t.waiting) > 0 && !t.waiting[0].at.After(now) {
+				e := heap.Pop(&t.waiting).(*entry)
+				t.fly(e, now)
+				out = append(out, e.Entry)
 			}
+		} else {
 			for len(t.waiting) > 0 && !t.waiting[0].at.After(now) {
-				t.makeReady(heap.Pop(&t.waiting).(*entry))
+				e := heap.Pop(&t.waiting).(*entry)
+				e.ready = true
+				heap.Push(&t.ready, e)
 			}
-			cand = cand[:0]
-			for len(cand) < max && len(t.ready) > 0 {
+			for len(out) < max && len(t.ready) > 0 {
 				e := heap.Pop(&t.ready).(*entry)
 				e.ready = false
-				cand = append(cand, e)
+				t.fly(e, now)
+				out = append(out, e.Entry)
 			}
-		}
-		var out []hot.Entry
-		for _, e := range cand {
-			delete(t.byID, e.ID)
-			e.at = now.Add(t.vis)
-			heap.Push(&t.flight, e)
-			t.inflight[e.ID] = e
-			out = append(out, e.Entry)
 		}
 		if len(out) > 0 {
 			t.mu.Unlock()
@@ -211,13 +226,6 @@ func (t *Tier) Pop(ctx context.Context, max int) ([]hot.Entry, error) {
 	}
 }
 
-// makeReady puts a due entry, out of the waiting heap, in the ready heap.
-func (t *Tier) makeReady(e *entry) {
-	e.ready = true
-	e.rank = e.at.UnixMicro() - int64(e.Priority)*task.DefaultPriorityStep.Microseconds()
-	heap.Push(&t.ready, e)
-}
-
 // expire returns in-flight entries whose visibility deadline passed.
 func (t *Tier) expire(now time.Time) {
 	for len(t.flight) > 0 && !t.flight[0].at.After(now) {
@@ -227,7 +235,7 @@ func (t *Tier) expire(now time.Time) {
 			continue // a newer claim of the task is waiting
 		}
 		e.at = e.DueAt
-		heap.Push(&t.waiting, e)
+		t.wait(e)
 		t.byID[e.ID] = e
 	}
 }
@@ -264,7 +272,7 @@ func (t *Tier) Nack(_ context.Context, retryAt time.Time, entries ...hot.Entry) 
 			continue
 		}
 		e.DueAt, e.at = retryAt, retryAt
-		heap.Push(&t.waiting, e)
+		t.wait(e)
 		t.byID[e.ID] = e
 		wake = wake || e.index == 0
 	}
@@ -329,7 +337,7 @@ func (t *Tier) Drain() []hot.Entry {
 	for _, e := range t.flight {
 		out = append(out, e.Entry)
 	}
-	t.waiting, t.ready, t.flight = nil, nil, nil
+	t.waiting, t.ready, t.flight, t.prio = nil, nil, nil, 0
 	t.byID, t.inflight = map[string]*entry{}, map[string]*entry{}
 	return out
 }
@@ -375,14 +383,18 @@ func (h *entryHeap) Pop() any {
 	return e
 }
 
-// readyHeap orders due entries by rank, then due time, then ID.
+// readyHeap orders due entries by rank (task.Rank), then due time, then ID.
 type readyHeap []*entry
+
+func rank(e *entry) int64 {
+	return e.at.UnixMicro() - int64(e.Priority)*task.DefaultPriorityStep.Microseconds()
+}
 
 func (h readyHeap) Len() int { return len(h) }
 func (h readyHeap) Less(i, j int) bool {
-	switch {
-	case h[i].rank != h[j].rank:
-		return h[i].rank < h[j].rank
+	switch ri, rj := rank(h[i]), rank(h[j]); {
+	case ri != rj:
+		return ri < rj
 	case !h[i].at.Equal(h[j].at):
 		return h[i].at.Before(h[j].at)
 	}
