@@ -51,8 +51,8 @@ type Tier struct {
 type entry struct {
 	hot.Entry
 	at    time.Time // due time while waiting; visibility deadline while in flight
-	index int
-	ready bool // in the ready heap, not the waiting one
+	index int32     // beside ready: one word for both (50,000 entries: 0.4 MB)
+	ready bool      // in the ready heap, not the waiting one
 }
 
 // wait puts an entry in the waiting heap.
@@ -69,11 +69,11 @@ func (t *Tier) unwait(e *entry) {
 		t.prio--
 	}
 	if e.ready {
-		heap.Remove(&t.ready, e.index)
+		heap.Remove(&t.ready, int(e.index))
 		e.ready = false
 		return
 	}
-	heap.Remove(&t.waiting, e.index)
+	heap.Remove(&t.waiting, int(e.index))
 }
 
 // fly moves an entry taken out of its heap in flight until now + vis.
@@ -246,7 +246,7 @@ func (t *Tier) Ack(_ context.Context, entries ...hot.Entry) error {
 	defer t.mu.Unlock()
 	for _, en := range entries {
 		if e, ok := t.inflight[en.ID]; ok && e.Token == en.Token {
-			heap.Remove(&t.flight, e.index)
+			heap.Remove(&t.flight, int(e.index))
 			delete(t.inflight, en.ID)
 		}
 	}
@@ -266,7 +266,7 @@ func (t *Tier) Nack(_ context.Context, retryAt time.Time, entries ...hot.Entry) 
 		if !ok || e.Token != en.Token {
 			continue
 		}
-		heap.Remove(&t.flight, e.index)
+		heap.Remove(&t.flight, int(e.index))
 		delete(t.inflight, en.ID)
 		if _, waiting := t.byID[en.ID]; waiting {
 			continue
@@ -365,12 +365,12 @@ func (h entryHeap) Less(i, j int) bool {
 }
 func (h entryHeap) Swap(i, j int) {
 	h[i], h[j] = h[j], h[i]
-	h[i].index = i
-	h[j].index = j
+	h[i].index = int32(i)
+	h[j].index = int32(j)
 }
 func (h *entryHeap) Push(x any) {
 	e := x.(*entry)
-	e.index = len(*h)
+	e.index = int32(len(*h))
 	*h = append(*h, e)
 }
 func (h *entryHeap) Pop() any {
