@@ -50,9 +50,9 @@ type Tier struct {
 
 type entry struct {
 	hot.Entry
-	at    time.Time // due time while waiting; visibility deadline while in flight
-	index int32     // beside ready: one word for both (50,000 entries: 0.4 MB)
-	ready bool      // in the ready heap, not the waiting one
+	at    int64 // µs, rounded up: due time while waiting; visibility deadline while in flight
+	index int32 // beside ready: one word for both (50,000 entries: 0.4 MB)
+	ready bool  // in the ready heap, not the waiting one
 }
 
 // wait puts an entry in the waiting heap.
@@ -82,7 +82,7 @@ func (t *Tier) fly(e *entry, now time.Time) {
 		t.prio--
 	}
 	delete(t.byID, e.ID)
-	e.at = now.Add(t.vis)
+	e.at = micros(now.Add(t.vis))
 	heap.Push(&t.flight, e)
 	t.inflight[e.ID] = e
 }
@@ -138,7 +138,7 @@ func (t *Tier) Add(_ context.Context, entries ...hot.Entry) error {
 			continue // the same claim is being delivered
 		}
 		en.Topic = t.intern(en.Topic)
-		e := &entry{Entry: en, at: en.DueAt}
+		e := &entry{Entry: en, at: micros(en.DueAt)}
 		t.wait(e)
 		t.byID[en.ID] = e
 		if e.index == 0 {
@@ -169,16 +169,17 @@ func (t *Tier) Pop(ctx context.Context, max int) ([]hot.Entry, error) {
 			return nil, hot.ErrClosed
 		}
 		now := time.Now()
+		nowUs := now.UnixMicro()
 		t.expire(now)
 		var out []hot.Entry
 		if t.prio == 0 && len(t.ready) == 0 {
-			for len(out) < max && len(t.waiting) > 0 && !t.waiting[0].at.After(now) {
+			for len(out) < max && len(t.waiting) > 0 && t.waiting[0].at <= nowUs {
 				e := heap.Pop(&t.waiting).(*entry)
 				t.fly(e, now)
 				out = append(out, e.Entry)
 			}
 		} else {
-			for len(t.waiting) > 0 && !t.waiting[0].at.After(now) {
+			for len(t.waiting) > 0 && t.waiting[0].at <= nowUs {
 				e := heap.Pop(&t.waiting).(*entry)
 				e.ready = true
 				heap.Push(&t.ready, e)
@@ -196,10 +197,10 @@ func (t *Tier) Pop(ctx context.Context, max int) ([]hot.Entry, error) {
 		}
 		var next time.Time
 		if len(t.waiting) > 0 {
-			next = t.waiting[0].at
+			next = time.UnixMicro(t.waiting[0].at)
 		}
-		if len(t.flight) > 0 && (next.IsZero() || t.flight[0].at.Before(next)) {
-			next = t.flight[0].at
+		if len(t.flight) > 0 && (next.IsZero() || time.UnixMicro(t.flight[0].at).Before(next)) {
+			next = time.UnixMicro(t.flight[0].at)
 		}
 		changed := t.changed
 		t.mu.Unlock()
@@ -228,13 +229,14 @@ func (t *Tier) Pop(ctx context.Context, max int) ([]hot.Entry, error) {
 
 // expire returns in-flight entries whose visibility deadline passed.
 func (t *Tier) expire(now time.Time) {
-	for len(t.flight) > 0 && !t.flight[0].at.After(now) {
+	nowUs := now.UnixMicro()
+	for len(t.flight) > 0 && t.flight[0].at <= nowUs {
 		e := heap.Pop(&t.flight).(*entry)
 		delete(t.inflight, e.ID)
 		if _, ok := t.byID[e.ID]; ok {
 			continue // a newer claim of the task is waiting
 		}
-		e.at = e.DueAt
+		e.at = micros(e.DueAt)
 		t.wait(e)
 		t.byID[e.ID] = e
 	}
@@ -271,7 +273,7 @@ func (t *Tier) Nack(_ context.Context, retryAt time.Time, entries ...hot.Entry) 
 		if _, waiting := t.byID[en.ID]; waiting {
 			continue
 		}
-		e.DueAt, e.at = retryAt, retryAt
+		e.DueAt, e.at = retryAt, micros(retryAt)
 		t.wait(e)
 		t.byID[e.ID] = e
 		wake = wake || e.index == 0
@@ -358,10 +360,10 @@ type entryHeap []*entry
 
 func (h entryHeap) Len() int { return len(h) }
 func (h entryHeap) Less(i, j int) bool {
-	if h[i].at.Equal(h[j].at) {
+	if h[i].at == h[j].at {
 		return h[i].ID < h[j].ID
 	}
-	return h[i].at.Before(h[j].at)
+	return h[i].at < h[j].at
 }
 func (h entryHeap) Swap(i, j int) {
 	h[i], h[j] = h[j], h[i]
@@ -387,7 +389,7 @@ func (h *entryHeap) Pop() any {
 type readyHeap []*entry
 
 func rank(e *entry) int64 {
-	return e.at.UnixMicro() - int64(e.Priority)*task.DefaultPriorityStep.Microseconds()
+	return e.at - int64(e.Priority)*task.DefaultPriorityStep.Microseconds()
 }
 
 func (h readyHeap) Len() int { return len(h) }
@@ -395,11 +397,22 @@ func (h readyHeap) Less(i, j int) bool {
 	switch ri, rj := rank(h[i]), rank(h[j]); {
 	case ri != rj:
 		return ri < rj
-	case !h[i].at.Equal(h[j].at):
-		return h[i].at.Before(h[j].at)
+	case h[i].at != h[j].at:
+		return h[i].at < h[j].at
 	}
 	return h[i].ID < h[j].ID
 }
 func (h readyHeap) Swap(i, j int) { entryHeap(h).Swap(i, j) }
 func (h *readyHeap) Push(x any)   { (*entryHeap)(h).Push(x) }
 func (h *readyHeap) Pop() any     { return (*entryHeap)(h).Pop() }
+
+// micros is t in µs, rounded up: an entry is never due before its time,
+// and a word holds it where a time.Time took three (with the priority,
+// an entry stays within the allocator's 96-byte class).
+func micros(t time.Time) int64 {
+	u := t.UnixMicro()
+	if t.Nanosecond()%1000 != 0 {
+		u++
+	}
+	return u
+}
