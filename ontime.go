@@ -46,6 +46,7 @@ import (
 	"github.com/ontimehq/ontime/internal/hot"
 	"github.com/ontimehq/ontime/internal/hot/memory"
 	hotredis "github.com/ontimehq/ontime/internal/hot/redis"
+	"github.com/ontimehq/ontime/internal/limit"
 	"github.com/ontimehq/ontime/internal/metrics"
 	"github.com/ontimehq/ontime/internal/operation"
 	"github.com/ontimehq/ontime/internal/outboxrelay"
@@ -177,6 +178,9 @@ type TaskSpec struct {
 	// Retry is the task's own retry policy; nil: its topic's, else the
 	// node's (see Retry).
 	Retry *Retry
+	// Priority, 0 (lowest) to 9, orders the task among those due at once
+	// (README "Priorities"); nil: the topic's default, else 0.
+	Priority *int
 	// Replace (if_exists: replace): when the key names a live task, update
 	// it with this spec's fields (like Update) instead of returning it.
 	Replace bool
@@ -193,6 +197,7 @@ type Task struct {
 	Payload     json.RawMessage
 	Target      string
 	MaxAttempts int
+	Priority    int
 	Status      string // pending, claimed, running, done, dead, cancelled
 	Attempts    int
 	CreatedAt   time.Time
@@ -220,7 +225,7 @@ type TopicSettings = apiv1.TopicSettings
 
 func viewOf(t *task.Task) *Task {
 	v := &Task{ID: t.ID, Topic: t.Topic, Key: t.Key, DueAt: t.DueAt, FirstDueAt: t.FirstDueAt, MovedBy: t.MovedBy.String(), Payload: t.Payload, Target: t.Target,
-		MaxAttempts: t.MaxAttempts, Status: t.Status.String(), Attempts: t.Attempts, CreatedAt: t.CreatedAt, UpdatedAt: t.UpdatedAt, LastError: t.LastError,
+		MaxAttempts: t.MaxAttempts, Priority: t.Priority, Status: t.Status.String(), Attempts: t.Attempts, CreatedAt: t.CreatedAt, UpdatedAt: t.UpdatedAt, LastError: t.LastError,
 		NextAttemptReason: t.NextAttemptReason(), Result: json.RawMessage(t.Result)}
 	if r, ok, err := task.DecodeRetry(t.Retry); ok && err == nil {
 		w := Retry(r.Spec())
@@ -273,6 +278,10 @@ type Node struct {
 	tracer  trace.Tracer
 	// services in start order; stopped in reverse.
 	services []startstop.Service
+	// topicDefaults gives topics' priorities and limits (nil: none);
+	// limits holds the cluster-wide limits (limits.go).
+	topicDefaults TopicDefaults
+	limits        *limits
 	// inc is this process's incarnation: published by the coordinator,
 	// carried by every claim token this process makes (store.Incarnation).
 	inc *store.Incarnation
@@ -302,6 +311,7 @@ type Node struct {
 type NodeOption func(*nodeOptions)
 
 type nodeOptions struct {
+	topics   TopicDefaults
 	logger   *slog.Logger
 	resolver Resolver
 	tracer   trace.TracerProvider
@@ -309,6 +319,12 @@ type nodeOptions struct {
 
 // WithLogger sets the node's logger (default: discard).
 func WithLogger(l *slog.Logger) NodeOption { return func(o *nodeOptions) { o.logger = l } }
+
+// WithTopicDefaults gives the node the topics' default priorities and
+// cluster-wide limits (TopicDefaults); without it no topic sets any.
+func WithTopicDefaults(t TopicDefaults) NodeOption {
+	return func(o *nodeOptions) { o.topics = t }
+}
 
 // NewNode validates cfg, opens (and migrates) the store and the hot tier,
 // and builds the node. Nothing is scanned or delivered until Start.
@@ -348,8 +364,13 @@ func NewNode(ctx context.Context, cfg Config, opts ...NodeOption) (_ *Node, err 
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), newStoreCollector(st))
-	n := &Node{cfg: cfg, log: o.logger, store: st, reg: reg, sec: sec, inc: store.NewIncarnation(),
+	n := &Node{cfg: cfg, log: o.logger, store: st, reg: reg, sec: sec, inc: store.NewIncarnation(), topicDefaults: o.topics,
 		created: time.Now(), version: metrics.BuildVersion()}
+	if n.topicDefaults == nil {
+		// The topics' settings (config, then PUT /v1/topics/{topic}), built
+		// in build before anything runs.
+		n.topicDefaults = settingsDefaults{n}
+	}
 	if err := n.openAudit(); err != nil {
 		n.closeResources()
 		return nil, err
@@ -437,9 +458,13 @@ func (n *Node) build(ctx context.Context, resolver Resolver) error {
 	}
 	n.deliveryLease = deliveryLease
 	dests := cfg.destinations()
+	if n.limits, err = n.newLimits(limit.NewMetrics(n.reg)); err != nil {
+		return err
+	}
 	disp, err := deliver.NewDispatcher(deliver.DispatcherConfig{
 		PerDestConcurrency: cfg.Delivery.Concurrency,
-		Lanes:              laneConfig(cfg.Delivery.BrokerConcurrency, dests),
+		Lanes:              n.limits.laneGates(laneConfig(cfg.Delivery.BrokerConcurrency, dests), dests),
+		TopicGate:          n.limits.topicGateFunc(),
 		Breaker:            deliver.BreakerConfig{FailureThreshold: cfg.Delivery.BreakerFailures, OpenFor: time.Duration(cfg.Delivery.BreakerOpenFor)},
 		ShutdownGrace:      time.Duration(cfg.Delivery.ShutdownGrace),
 		// A Retry-After holds a lane as long as it holds its task: at
@@ -469,6 +494,9 @@ func (n *Node) build(ctx context.Context, resolver Resolver) error {
 	brokers.Trace(n.tracer)
 	limits := task.Limits{MaxPayloadBytes: cfg.Delivery.MaxPayloadBytes, DefaultMaxAttempts: cfg.Delivery.MaxAttempts,
 		CheckTarget: targets.CheckTarget, Handled: n.handled}
+	if n.topicDefaults != nil {
+		limits.TopicPriority = n.topicDefaults.Priority
+	}
 	if brokers.Len() > 0 {
 		rc.Brokers, limits.Brokers = brokers, brokers
 	}
@@ -607,6 +635,9 @@ func (n *Node) build(ctx context.Context, resolver Resolver) error {
 		// stopped after the dispatcher's drain, which waits for their
 		// confirms.
 		brokers.Services(),
+		// The cluster-wide limits' shares follow the live nodes before the
+		// lanes that enter them run.
+		n.limitServices(),
 		// The dispatcher's lanes deliver what fire releases.
 		services{disp},
 		// Redis only: the tier's wake-up listener runs before the fire
@@ -872,7 +903,7 @@ type BatchResult struct {
 }
 
 func specOf(s TaskSpec) task.Spec {
-	sp := task.Spec{Topic: s.Topic, Key: s.Key, Payload: s.Payload, Target: s.Target, MaxAttempts: s.MaxAttempts, Replace: s.Replace}
+	sp := task.Spec{Topic: s.Topic, Key: s.Key, Payload: s.Payload, Target: s.Target, MaxAttempts: s.MaxAttempts, Priority: s.Priority, Replace: s.Replace}
 	if s.Retry != nil {
 		r := task.RetrySpec(*s.Retry)
 		sp.Retry = &r
@@ -949,6 +980,7 @@ func (n *Node) apiHandler() http.Handler {
 		Store:     n,
 		Metrics:   promhttp.HandlerFor(n.reg, promhttp.HandlerOpts{Registry: n.reg}),
 	}, api.Options{
+		TopicLimits:          n.limits.topicView,
 		MaxPayloadBytes:      n.cfg.Delivery.MaxPayloadBytes,
 		MaxBatchBytes:        int64(n.cfg.HTTP.MaxBatchBytes),
 		MaxInflightBodyBytes: n.cfg.HTTP.MaxInflightBodyBytes,

@@ -30,6 +30,9 @@ type TaskRequest struct {
 	// Retry is the task's own retry policy; absent: its topic's, else the
 	// node's.
 	Retry *Retry `json:"retry,omitempty"`
+	// Priority, 0 (lowest) to 9, orders the task among those due at once
+	// (README "Priorities"); absent: its topic's, else 0.
+	Priority *int `json:"priority,omitempty"`
 }
 
 // Task is a stored task's view, the answer of every task route.
@@ -43,6 +46,7 @@ type Task struct {
 	Payload     json.RawMessage `json:"payload"`
 	Target      string          `json:"target,omitempty"`
 	MaxAttempts int             `json:"max_attempts"`
+	Priority    int             `json:"priority"`
 	Status      string          `json:"status"`
 	Attempts    int             `json:"attempts"`
 	CreatedAt   time.Time       `json:"created_at"`

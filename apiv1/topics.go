@@ -26,6 +26,19 @@ type Topic struct {
 	Sources *TopicSources `json:"sources,omitempty"`
 	// Dynamic is what PUT /v1/topics/{topic} set; absent when nothing.
 	Dynamic *TopicSettings `json:"dynamic,omitempty"`
+	// Limits: the topic's cluster-wide rate and concurrency (README
+	// "Cluster-wide limits") and this node's share of them; absent when
+	// the topic sets none.
+	Limits *TopicLimits `json:"limits,omitempty"`
+}
+
+// TopicLimits is a topic's cluster-wide limits as one node sees them.
+type TopicLimits struct {
+	Rate             float64 `json:"rate"`              // calls per second, all nodes together; 0: none
+	Concurrency      int     `json:"concurrency"`       // calls in flight, all nodes together; 0: none
+	RateShare        float64 `json:"rate_share"`        // what this node may use now (with Redis: the whole, shared call by call)
+	ConcurrencyShare int     `json:"concurrency_share"` // likewise
+	Throttled        int64   `json:"throttled"`         // calls of this node that waited for a limit
 }
 
 // TopicList answers GET /v1/topics: every topic that has tasks or is

@@ -105,6 +105,8 @@ func (p *scan) taskField(name []byte, t *apiv1.Task) bool {
 		return p.strInto(&t.Target)
 	case "max_attempts":
 		return p.intInto(&t.MaxAttempts)
+	case "priority":
+		return p.intInto(&t.Priority)
 	case "status":
 		return p.strInto(&t.Status)
 	case "attempts":

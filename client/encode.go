@@ -57,5 +57,9 @@ func appendTaskRequest(b []byte, t *apiv1.TaskRequest) ([]byte, error) {
 		b = append(b, `,"retry":`...)
 		b = append(b, r...)
 	}
+	if t.Priority != nil {
+		b = append(b, `,"priority":`...)
+		b = strconv.AppendInt(b, int64(*t.Priority), 10)
+	}
 	return append(b, '}'), nil
 }

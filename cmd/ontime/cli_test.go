@@ -48,7 +48,7 @@ func oneLine(t *testing.T, stderr string) {
 // cliTask is a task printed with --json.
 type cliTask struct {
 	ID, Status, Topic, Key string
-	Attempts               int
+	Attempts, Priority     int
 	DueAt                  time.Time `json:"due_at"`
 	FirstDueAt             time.Time `json:"first_due_at"`
 }
@@ -565,5 +565,26 @@ func TestCLISubmitOverAFinalTask(t *testing.T) {
 	code, out, errs = c.run(append(args, "--replace")...)
 	if code != 0 || !strings.Contains(out, made.ID+" replaced") {
 		t.Fatalf("retried submit --replace: exit %d %q %s, want %s replaced", code, out, errs, made.ID)
+	}
+}
+
+// --priority: 0 to 9, shown by get; out of range, a usage error naming it.
+func TestCLISubmitPriority(t *testing.T) {
+	t.Parallel()
+	c := newCLI(t)
+	code, out, errs := c.run("submit", "--topic", "cli.prio", "--in", "1h", "--target", "http://127.0.0.1:9/hook", "--priority", "7", "--json")
+	if code != 0 {
+		t.Fatalf("submit: %d %s", code, errs)
+	}
+	tk := taskJSON(t, out)
+	if tk.Priority != 7 {
+		t.Fatalf("submit --priority 7: priority %d", tk.Priority)
+	}
+	if code, out, _ = c.run("get", tk.ID); code != 0 || !strings.Contains(out, "priority     7") {
+		t.Fatalf("get: %d %q", code, out)
+	}
+	code, _, errs = c.run("submit", "--topic", "cli.prio", "--target", "http://127.0.0.1:9/hook", "--priority", "10")
+	if code != exitUsage || !strings.Contains(errs, "--priority: 10; want 0 to 9") {
+		t.Fatalf("submit --priority 10: %d %q", code, errs)
 	}
 }

@@ -128,6 +128,9 @@ func printTask(w io.Writer, t *client.Task) {
 		fmt.Fprintf(w, "first due    %s (%s); %s\n", t.FirstDueAt.Local().Format(time.RFC3339Nano), relative(t.FirstDueAt), movedBy(t))
 	}
 	fmt.Fprintf(w, "attempts     %d of %d\n", t.Attempts, t.MaxAttempts)
+	if t.Priority != 0 {
+		fmt.Fprintf(w, "priority     %d\n", t.Priority)
+	}
 	if t.Target != "" {
 		fmt.Fprintf(w, "target       %s\n", t.Target)
 	}

@@ -17,6 +17,7 @@ func newSubmitCmd(g *globals) *cobra.Command {
 		data  string
 		repl  bool
 		retry retryFlags
+		prio  int
 	)
 	cmd := &cobra.Command{
 		Use:   "submit --topic TOPIC [flags]",
@@ -60,6 +61,12 @@ retry policy of its own (else its topic's, else the node's).`,
 			}
 			if req.MaxAttempts < 0 {
 				return usagef("--max-attempts: %d; at least 1", req.MaxAttempts)
+			}
+			if cmd.Flags().Changed("priority") {
+				if prio < 0 || prio > 9 {
+					return usagef("--priority: %d; want 0 to 9", prio)
+				}
+				req.Priority = &prio
 			}
 			if data != "" {
 				raw, err := readData(data)
@@ -114,6 +121,7 @@ retry policy of its own (else its topic's, else the node's).`,
 	f.StringVar(&data, "data", "", "payload JSON, or @file to read it from a file")
 	f.IntVar(&req.MaxAttempts, "max-attempts", 0, "attempts before the task is dead (default: the server's)")
 	retry.add(cmd)
+	f.IntVar(&prio, "priority", 0, "0 (lowest) to 9: orders the task among those due at once (default: the topic's, else 0)")
 	f.BoolVar(&repl, "replace", false, "when the key names a live task, update it with these fields; when a final task holds it, make a new task (if_exists: replace)")
 	_ = cmd.RegisterFlagCompletionFunc("in", cobra.FixedCompletions([]cobra.Completion{"30s", "5m", "1h", "24h"}, cobra.ShellCompDirectiveNoFileComp))
 	return cmd

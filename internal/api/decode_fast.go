@@ -37,6 +37,11 @@ func fastDecodeTask(raw []byte, v *apiv1.TaskRequest, valid bool) bool {
 			out.IfExists, ok = p.Text()
 		case "max_attempts":
 			out.MaxAttempts, ok = p.Int()
+		case "priority":
+			var n int
+			if n, ok = p.Int(); ok {
+				out.Priority = &n
+			}
 		case "payload":
 			out.Payload, ok = p.Value()
 			ok = ok && (valid || json.Valid(out.Payload))

@@ -181,6 +181,8 @@ func appendTask(b []byte, t *apiv1.Task) ([]byte, bool) {
 	}
 	b = append(b, `,"max_attempts":`...)
 	b = strconv.AppendInt(b, int64(t.MaxAttempts), 10)
+	b = append(b, `,"priority":`...)
+	b = strconv.AppendInt(b, int64(t.Priority), 10)
 	b = append(b, `,"status":`...)
 	b = jsonw.AppendString(b, t.Status)
 	b = append(b, `,"attempts":`...)

@@ -30,6 +30,9 @@ const MaxBatch = apiv1.MaxBatch
 
 // Options configures the handler.
 type Options struct {
+	// TopicLimits gives a topic's cluster-wide limits for its view in
+	// GET /v1/topics; nil, or a nil answer: none shown.
+	TopicLimits     func(topic string) *apiv1.TopicLimits
 	MaxPayloadBytes int   // default task.DefaultMaxPayloadBytes
 	MaxBatchBytes   int64 // body limit of POST /v1/tasks:batch; default DefaultMaxBatchBytes
 	Logger          *slog.Logger
@@ -55,7 +58,7 @@ type Options struct {
 // View converts a stored task to its JSON view.
 func View(t *task.Task) apiv1.Task {
 	v := apiv1.Task{ID: t.ID, Topic: t.Topic, Key: t.Key, DueAt: t.DueAt.UTC(), FirstDueAt: t.FirstDueAt.UTC(), MovedBy: t.MovedBy.String(), Payload: json.RawMessage(t.Payload),
-		Target: t.Target, MaxAttempts: t.MaxAttempts, Status: t.Status.String(), Attempts: t.Attempts,
+		Target: t.Target, MaxAttempts: t.MaxAttempts, Priority: t.Priority, Status: t.Status.String(), Attempts: t.Attempts,
 		CreatedAt: t.CreatedAt.UTC(), UpdatedAt: t.UpdatedAt.UTC(), LastError: t.LastError, Result: json.RawMessage(t.Result)}
 	if t.Retry != "" {
 		if r, ok, err := task.DecodeRetry(t.Retry); ok && err == nil {
@@ -344,7 +347,7 @@ func readTaskArray(dec *json.Decoder, fail func(error) error) ([]json.RawMessage
 
 // spec converts a submitted task; the engine validates the values.
 func spec(in apiv1.TaskRequest) (task.Spec, error) {
-	s := task.Spec{Topic: in.Topic, Key: in.Key, Payload: in.Payload, Target: in.Target, MaxAttempts: in.MaxAttempts}
+	s := task.Spec{Topic: in.Topic, Key: in.Key, Payload: in.Payload, Target: in.Target, MaxAttempts: in.MaxAttempts, Priority: in.Priority}
 	if in.Retry != nil {
 		r := task.RetrySpec(*in.Retry)
 		s.Retry = &r

@@ -28,7 +28,10 @@ func TestMessagesInUsersTerms(t *testing.T) {
 		{"fraction", "POST", "/v1/tasks", `{"topic":"t","max_attempts":2.5}`, 400, "max_attempts", "must be a whole number, got the number 2.5"},
 		{"number for a string", "POST", "/v1/tasks", `{"topic":7}`, 400, "topic", "must be a string, got a number"},
 		{"array for a task", "POST", "/v1/tasks", `[1]`, 400, "", "a task is a JSON object, got an array"},
-		{"unknown field", "POST", "/v1/tasks", `{"topic":"t","colour":1}`, 400, "colour", "unknown field; a task has delay, due_at, if_exists, key, max_attempts, payload, retry, target, topic"},
+		{"unknown field", "POST", "/v1/tasks", `{"topic":"t","colour":1}`, 400, "colour", "unknown field; a task has delay, due_at, if_exists, key, max_attempts, payload, priority, retry, target, topic"},
+		{"priority above 9", "POST", "/v1/tasks", `{"topic":"t","target":"http://127.0.0.1:1/h","priority":10}`, 400, "priority", "is 10; want 0 to 9"},
+		{"negative priority", "POST", "/v1/tasks", `{"topic":"t","target":"http://127.0.0.1:1/h","priority":-1}`, 400, "priority", "is -1; want 0 to 9"},
+		{"priority as a string", "POST", "/v1/tasks", `{"topic":"t","priority":"high"}`, 400, "priority", "must be a whole number, got a string"},
 		{"batch of an object", "POST", "/v1/tasks:batch", `{"tasks":{}}`, 400, "tasks", "array of tasks"},
 	} {
 		code, m := call(t, tc.method, base+tc.path, tc.body)

@@ -129,6 +129,9 @@ func (h *topicsHandler) list(w http.ResponseWriter, r *http.Request) {
 	out := apiv1.TopicList{Topics: make([]apiv1.Topic, len(l.Topics)), CountedAt: l.CountedAt.UTC()}
 	for i, t := range l.Topics {
 		out.Topics[i] = h.view(t)
+		if h.opts.TopicLimits != nil {
+			out.Topics[i].Limits = h.opts.TopicLimits(t.Topic)
+		}
 	}
 	writeJSON(w, http.StatusOK, out)
 }

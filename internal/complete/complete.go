@@ -338,7 +338,7 @@ func (c *Completer) HeldBytes() int64 { return c.heldBytes.Load() }
 //	Permanent(err), attempts spent   dead (logged at WARN)
 //	any other error                  again after the retry policy's backoff
 func (c *Completer) outcome(t *task.Task, err error) store.Outcome {
-	o := store.Outcome{Ref: store.Ref{ID: t.ID, Token: t.Token, DueAt: t.DueAt, Topic: t.Topic}}
+	o := store.Outcome{Ref: store.Ref{ID: t.ID, Token: t.Token, DueAt: t.DueAt, Topic: t.Topic, Priority: t.Priority}}
 	now := time.Now()
 	var open *deliver.CircuitOpenError
 	var throttled *deliver.ThrottledError
@@ -693,7 +693,9 @@ func (c *Completer) claimRetries(batch []store.Outcome) []hot.Entry {
 			}
 		}
 		o.Claim = &store.Lease{Owner: c.hot.NodeID, Until: o.RetryAt.Add(c.hot.LeaseTTL), Token: token}
-		entries = append(entries, c.hot.Planner.Entry(now, o.ID, o.Topic, o.RetryAt, token))
+		en := c.hot.Planner.Entry(now, o.ID, o.Topic, o.RetryAt, token)
+		en.Priority = o.Priority
+		entries = append(entries, en)
 	}
 	return entries
 }

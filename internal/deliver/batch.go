@@ -129,11 +129,20 @@ func (p *Dispatcher) workBatch(l *lane, bs BatchSink) {
 			}
 			continue
 		}
+		leave, err := p.enter(next[0].ctx, l, next)
+		if err != nil {
+			last, lastErrs = next, make([]error, len(next))
+			for i := range lastErrs {
+				lastErrs[i] = err
+			}
+			continue
+		}
 		ds := make([]Delivery, len(next))
 		for i, j := range next {
 			ds[i] = j.d
 		}
 		errs := bs.DeliverBatch(next[0].ctx, ds)
+		leave()
 		if len(errs) != len(ds) {
 			bad := Permanent(fmt.Errorf("sink answered %d outcomes for %d deliveries", len(errs), len(ds)))
 			errs = make([]error, len(ds))

@@ -27,6 +27,9 @@ type Delivery struct {
 	// Timeout, when positive, bounds this attempt (the topic's timeout
 	// setting) instead of the sink's own (the destination's, the node's).
 	Timeout time.Duration
+	// Priority orders the delivery in its lane among those queued
+	// (task.Rank); 0 to task.MaxPriority.
+	Priority int
 	// Traceparent is the W3C trace context the sink sends on (header
 	// traceparent) when tracing is on; "" otherwise.
 	Traceparent string

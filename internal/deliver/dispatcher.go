@@ -44,8 +44,12 @@ type DispatcherConfig struct {
 	// destination of the config's destinations section has its own
 	// concurrency and rate (its batch is the sink's: BatchSink.BatchSize).
 	// Asked once per lane, when it is made.
-	Lanes   func(dest string) LaneConfig
-	Breaker BreakerConfig
+	Lanes func(dest string) LaneConfig
+	// TopicGate, when set, gives a topic's cluster-wide limits (nil: none)
+	// that every call of a delivery of the topic enters as well as its
+	// lane's. Asked per delivery: it must be cheap.
+	TopicGate func(topic string) Gate
+	Breaker   BreakerConfig
 	// ShutdownGrace is how long Stop waits for queued and in-flight
 	// deliveries before failing the queued ones with ErrStopped; default 15s.
 	ShutdownGrace time.Duration
@@ -64,6 +68,18 @@ type LaneConfig struct {
 	// of Burst; a batch is one call); 0: no limit.
 	Rate  float64
 	Burst int // default: a tenth of a second of Rate, at least 1
+	// Gate, when set, holds the destination's cluster-wide limits
+	// (internal/limit): every call enters it after the lane's own rate.
+	Gate Gate
+}
+
+// Gate admits calls against limits shared with the other nodes of a
+// cluster (internal/limit): a destination's or a topic's rate and
+// concurrency as cluster-wide totals.
+type Gate interface {
+	// Enter waits until one call may start and returns the function that
+	// ends it; an error means the call must not be made.
+	Enter(ctx context.Context) (leave func(), err error)
 }
 
 // BreakerConfig configures each destination's circuit breaker.
@@ -147,7 +163,8 @@ type lane struct {
 	batch   int           // deliveries per BatchSink call at most; ≤ 1: Deliver, one at a time
 	calls   int           // BatchSink calls under way
 	rate    *rate.Limiter // nil: no limit on calls per second
-	queue   fifo          // bounded by PerDestQueue
+	gate    Gate          // nil: no cluster-wide limit of the destination
+	queue   queue         // bounded by PerDestQueue; by priority (queue.go)
 	workers int           // goroutines running
 	br      breaker
 	stats   LaneStats
@@ -303,6 +320,7 @@ func (p *Dispatcher) newLane(dest string, sink Sink) *lane {
 		return l
 	}
 	c := p.cfg.Lanes(dest)
+	l.gate = c.Gate
 	if c.Limit > 0 {
 		l.limit = c.Limit
 	}
@@ -333,6 +351,54 @@ func (l *lane) pace(ctx context.Context) error {
 	}
 	return nil
 }
+
+// enter passes a call of jobs (one, or a batch) through the cluster-wide
+// limits: the destination's gate once per call, each job's topic gate
+// once per job. The returned function ends the call; an error (the
+// limit's backend failed, the node is stopping) means it must not be made,
+// and the jobs are retried without counting an attempt.
+func (p *Dispatcher) enter(ctx context.Context, l *lane, jobs []job) (func(), error) {
+	if l.gate == nil && p.cfg.TopicGate == nil {
+		return noLeave, nil
+	}
+	var leaves []func()
+	leave := func() {
+		for _, f := range leaves {
+			f()
+		}
+	}
+	fail := func(err error) (func(), error) {
+		leave()
+		return nil, fmt.Errorf("%s: waiting for a cluster-wide limit: %w (%w)", l.dest, ErrStopped, err)
+	}
+	if l.gate != nil {
+		f, err := l.gate.Enter(ctx)
+		if err != nil {
+			return fail(err)
+		}
+		leaves = append(leaves, f)
+	}
+	if p.cfg.TopicGate != nil {
+		for _, j := range jobs {
+			if g := p.cfg.TopicGate(j.d.Topic); g != nil {
+				f, err := g.Enter(ctx)
+				if err != nil {
+					return fail(err)
+				}
+				leaves = append(leaves, f)
+			}
+		}
+	}
+	switch len(leaves) {
+	case 0:
+		return noLeave, nil
+	case 1:
+		return leaves[0], nil
+	}
+	return leave, nil
+}
+
+func noLeave() {}
 
 // work runs jobs of one lane until its queue is empty, then exits: an idle
 // destination costs no goroutine. One lock per job: the outcome of the
@@ -393,7 +459,13 @@ func (p *Dispatcher) work(l *lane) {
 			last, lastErr, has = next, err, true
 			continue
 		}
+		leave, err := p.enter(next.ctx, l, []job{next})
+		if err != nil {
+			last, lastErr, has = next, err, true
+			continue
+		}
 		last, lastErr, has = next, next.sink.Deliver(next.ctx, next.d), true
+		leave()
 	}
 }
 
@@ -420,8 +492,9 @@ func (p *Dispatcher) Stats() map[string]LaneStats {
 	return out
 }
 
-// fifo is a lane's queue: the chunks DispatchAll queued, in order, so a
-// burst is queued without copying and taken without shifting.
+// fifo is one priority level of a lane's queue: the chunks DispatchAll
+// queued, in order, so a burst is queued without copying and taken
+// without shifting.
 type fifo struct {
 	chunks [][]job
 	n      int // jobs queued

@@ -177,7 +177,7 @@ func (r *Router) Send(tasks []*task.Task) {
 			order = append(order, dest)
 		}
 		job := Job{
-			Delivery: Delivery{Dest: dest, ID: t.ID, Topic: t.Topic, Key: t.Key, Target: t.Target, Payload: t.Payload, DueAt: t.DueAt, Attempt: t.Attempts,
+			Delivery: Delivery{Dest: dest, ID: t.ID, Topic: t.Topic, Key: t.Key, Target: t.Target, Payload: t.Payload, DueAt: t.DueAt, Attempt: t.Attempts, Priority: t.Priority,
 				Result: &fl[i].result},
 			Done: fl[i].set(r, t, ts, sent),
 		}

@@ -350,7 +350,7 @@ func (f *Firer) drain(ctx context.Context) {
 func Refs(entries []hot.Entry) []store.Ref {
 	refs := make([]store.Ref, len(entries))
 	for i, en := range entries {
-		refs[i] = store.Ref{ID: en.ID, Token: en.Token, DueAt: en.DueAt, Topic: en.Topic}
+		refs[i] = store.Ref{ID: en.ID, Token: en.Token, DueAt: en.DueAt, Topic: en.Topic, Priority: en.Priority}
 	}
 	return refs
 }

@@ -34,6 +34,9 @@ type Entry struct {
 	Topic string
 	DueAt time.Time
 	Token int64
+	// Priority orders entries that are due together (task.Rank): a tier
+	// hands out the lowest ranks first when more are due than a Pop takes.
+	Priority int
 }
 
 // Tier is the hot tier contract.

@@ -540,6 +540,7 @@ func (s *Scanner) claim(ctx context.Context, it store.Item, limit int) ([]store.
 	now = time.Now()
 	for i, r := range refs {
 		entries[i] = s.cfg.Planner.Entry(now, r.ID, r.Topic, r.DueAt, r.Token)
+		entries[i].Priority = r.Priority
 	}
 	if err := s.cfg.Tier.Add(ctx, entries...); err != nil {
 		// The tier is away (Redis restarting): hand the claims back rather

@@ -69,6 +69,9 @@ type Ref struct {
 	Token int64
 	DueAt time.Time
 	Topic string
+	// Priority is the task's (task.Rank), where the ref's maker read it
+	// (a claim does); 0 otherwise.
+	Priority int
 }
 
 // NewTask is a validated task ready to insert, with its ID, shard hash and

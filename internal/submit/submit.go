@@ -317,14 +317,18 @@ func (s *Service) committed(ctx context.Context, news []store.NewTask, ins []sto
 				// claim to wait out its lease. The entry again, under the
 				// row's token: a tier that holds it already keeps one, and a
 				// stale one is dropped at its start.
-				again = append(again, s.cfg.Planner.Entry(now, t.ID, t.Topic, t.DueAt, t.Token))
+				en := s.cfg.Planner.Entry(now, t.ID, t.Topic, t.DueAt, t.Token)
+				en.Priority = t.Priority
+				again = append(again, en)
 			}
 			continue
 		}
 		s.m.Submitted.WithLabelValues("created").Inc()
 		s.m.Topics.For(news[j].Topic).Submitted.Inc()
 		if nt := news[j]; nt.Claim != nil {
-			entries = append(entries, s.cfg.Planner.Entry(now, nt.ID, nt.Topic, nt.DueAt, nt.Claim.Token))
+			en := s.cfg.Planner.Entry(now, nt.ID, nt.Topic, nt.DueAt, nt.Claim.Token)
+			en.Priority = nt.Priority
+			entries = append(entries, en)
 			claimed = append(claimed, nt)
 		} else {
 			s.cfg.Notifier.Notify(s.item(nt.ShardHash, nt.Seg), nt.DueAt.Add(-s.cfg.Window))

@@ -97,6 +97,9 @@ type Task struct {
 	// (Retry.Encode; DecodeRetry reads it), "" when it has none: its
 	// topic's applies, else the node's.
 	Retry string
+	// Priority orders the task among those ready at once (see Rank):
+	// 0 (the default) to MaxPriority.
+	Priority int
 }
 
 // Move is what last moved a task's due time away from the one it was

@@ -22,6 +22,10 @@ type Limits struct {
 	// Brokers judges mq:// targets against the configured brokers; nil:
 	// none is configured, so every mq:// target is refused.
 	Brokers BrokerTargets
+	// TopicPriority, when set, gives a topic's default priority (ok false:
+	// the topic sets none): a task submitted without a priority takes it,
+	// else 0.
+	TopicPriority func(topic string) (int, bool)
 	// TopicTarget, when set, gives a topic's default target ("" none): a
 	// task submitted without a target takes it, stored on the task. The
 	// caller has judged it already (the config's topics section).
@@ -115,6 +119,9 @@ type Spec struct {
 	// Retry is the task's own retry policy; nil: its topic's, else the
 	// node's, when it fails.
 	Retry *RetrySpec
+	// Priority, 0 to MaxPriority; nil: the topic's (Limits.TopicPriority),
+	// else 0.
+	Priority *int
 	// Replace (if_exists: replace): a live task of the same topic and key
 	// is updated with this spec's fields instead of returned unchanged.
 	Replace bool
@@ -135,6 +142,7 @@ type Validated struct {
 	Target      string
 	MaxAttempts int
 	Retry       string // the stored form of the task's own policy (Retry.Encode); "" none
+	Priority    int
 }
 
 // Validate checks every field of s against l and resolves the due time
@@ -219,6 +227,17 @@ func Validate(s Spec, l Limits, now time.Time) (Validated, error) {
 		var err error
 		if v.Retry, err = EncodeSpec("retry", *s.Retry); err != nil {
 			return Validated{}, err
+		}
+	}
+	switch {
+	case s.Priority != nil:
+		if p := *s.Priority; p < 0 || p > MaxPriority {
+			return Validated{}, fieldErr("priority", "is %d; want 0 to %d", p, MaxPriority)
+		}
+		v.Priority = *s.Priority
+	case l.TopicPriority != nil:
+		if p, ok := l.TopicPriority(s.Topic); ok && p >= 0 && p <= MaxPriority {
+			v.Priority = p
 		}
 	}
 	// Last: every other field is judged before whether the task could be

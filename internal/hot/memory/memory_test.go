@@ -121,3 +121,14 @@ func BenchmarkLateness(b *testing.B) {
 		b.ReportMetric(float64(late[0].Microseconds()), "min_µs")
 	}
 }
+
+func TestPriorityBacklog(t *testing.T) {
+	hottest.RunPriority(t, func(t *testing.T) hot.Tier {
+		tr, err := New(Config{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { tr.Close() })
+		return tr
+	})
+}

@@ -5,7 +5,8 @@
 //
 //	P:{T:i}:store    sorted set: task id, scored by due time (unix µs)
 //	P:{T:i}:prepare  sorted set: popped task id, scored by visibility deadline
-//	P:{T:i}:tok      hash: task id → "token|due µs" (the claim it belongs to)
+//	P:{T:i}:tok      hash: task id → "token|priority|due µs" (the claim it belongs to)
+//	P:{T:i}:ready    sorted set: due task id in a backlog, scored by rank (task.Rank, µs)
 //	P:slots          set of "T|i": every slot that ever held an entry
 //	P:wake           pub/sub channel: "T|i|due" when a slot gets an earlier head
 //
@@ -32,6 +33,7 @@ func (k slotKey) tag(prefix string) string {
 func (k slotKey) store(prefix string) string   { return k.tag(prefix) + ":store" }
 func (k slotKey) prepare(prefix string) string { return k.tag(prefix) + ":prepare" }
 func (k slotKey) tokens(prefix string) string  { return k.tag(prefix) + ":tok" }
+func (k slotKey) ready(prefix string) string   { return k.tag(prefix) + ":ready" }
 
 // registryMember is how a slot is listed in P:slots.
 func (k slotKey) registryMember() string { return k.topic + "|" + strconv.Itoa(k.slot) }

@@ -19,6 +19,7 @@ import (
 	"github.com/ontimehq/ontime/internal/hot"
 	"github.com/ontimehq/ontime/internal/logbridge"
 	"github.com/ontimehq/ontime/internal/startstop"
+	"github.com/ontimehq/ontime/internal/task"
 )
 
 // Config configures the tier.
@@ -377,7 +378,7 @@ func (t *Tier) group(entries []hot.Entry) map[slotKey][]hot.Entry {
 }
 
 func (t *Tier) keys(k slotKey) []string {
-	return []string{k.store(t.cfg.Prefix), k.prepare(t.cfg.Prefix), k.tokens(t.cfg.Prefix)}
+	return []string{k.store(t.cfg.Prefix), k.prepare(t.cfg.Prefix), k.tokens(t.cfg.Prefix), k.ready(t.cfg.Prefix)}
 }
 
 func (t *Tier) isClosed() bool {
@@ -386,6 +387,10 @@ func (t *Tier) isClosed() bool {
 	return t.closed
 }
 
+// Client is the tier's Redis client: the cluster-wide limits keep their
+// state beside the tier's (internal/limit).
+func (t *Tier) Client() goredis.UniversalClient { return t.rdb }
+
 // Add puts entries in their slots: one script call per slot, the registry
 // entry, and a wake-up message when a slot's head moved earlier.
 func (t *Tier) Add(ctx context.Context, entries ...hot.Entry) error {
@@ -393,9 +398,10 @@ func (t *Tier) Add(ctx context.Context, entries ...hot.Entry) error {
 		return hot.ErrClosed
 	}
 	for k, es := range t.group(entries) {
-		args := make([]any, 0, 3*len(es))
+		args := make([]any, 0, 4*len(es))
 		for _, e := range es {
-			args = append(args, e.ID, strconv.FormatInt(e.Token, 10), strconv.FormatInt(micros(e.DueAt), 10))
+			args = append(args, e.ID, strconv.FormatInt(e.Token, 10), strconv.FormatInt(micros(e.DueAt), 10),
+				strconv.Itoa(min(max(e.Priority, 0), task.MaxPriority)))
 		}
 		res, err := addScript.Run(ctx, t.rdb, t.keys(k), args...).StringSlice()
 		if err != nil {
@@ -502,7 +508,8 @@ func (t *Tier) Pop(ctx context.Context, max int) ([]hot.Entry, error) {
 // prepare and when the slot next has work.
 func (t *Tier) popSlot(ctx context.Context, k slotKey, now time.Time, max int) ([]hot.Entry, int64, error) {
 	res, err := popScript.Run(ctx, t.rdb, t.keys(k),
-		strconv.FormatInt(micros(now), 10), strconv.FormatInt(micros(now.Add(t.cfg.Visibility)), 10), max).StringSlice()
+		strconv.FormatInt(micros(now), 10), strconv.FormatInt(micros(now.Add(t.cfg.Visibility)), 10), max,
+		task.DefaultPriorityStep.Microseconds()).StringSlice()
 	if err != nil {
 		return nil, 0, fmt.Errorf("hot: redis pop: %w", err)
 	}
@@ -515,12 +522,17 @@ func (t *Tier) popSlot(ctx context.Context, k slotKey, now time.Time, max int) (
 		if !ok {
 			continue // token record lost (FLUSHALL between calls): the lease covers it
 		}
+		prio := 0
+		if p, d, ok := strings.Cut(due, "|"); ok {
+			prio, _ = strconv.Atoi(p)
+			due = d
+		}
 		tk, err1 := strconv.ParseInt(tok, 10, 64)
 		d, err2 := strconv.ParseInt(due, 10, 64)
 		if err1 != nil || err2 != nil {
 			continue
 		}
-		out = append(out, hot.Entry{ID: res[i], Topic: k.topic, DueAt: time.UnixMicro(d), Token: tk})
+		out = append(out, hot.Entry{ID: res[i], Topic: k.topic, DueAt: time.UnixMicro(d), Token: tk, Priority: prio})
 	}
 	next := int64(never)
 	for _, s := range res[len(res)-2:] {
@@ -600,7 +612,11 @@ func (t *Tier) Len(ctx context.Context) (int, error) {
 		if err != nil {
 			return 0, err
 		}
-		n += int(a + b)
+		c, err := t.rdb.ZCard(ctx, k.ready(t.cfg.Prefix)).Result()
+		if err != nil {
+			return 0, err
+		}
+		n += int(a + b + c)
 	}
 	return n, nil
 }

@@ -219,3 +219,22 @@ func TestConfigValidation(t *testing.T) {
 		t.Error("unreachable Redis accepted")
 	}
 }
+
+// One slot: a tier orders each slot's backlog by rank.
+func TestPriorityBacklog(t *testing.T) {
+	hottest.RunPriority(t, func(t *testing.T) hot.Tier {
+		p := prefix()
+		tr, err := New(context.Background(), Config{Addrs: []string{localRedis}, Prefix: p, Slots: 1, Resync: 500 * time.Millisecond})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := tr.Start(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			tr.Close()
+			cleanKeys(t, localRedis, p)
+		})
+		return tr
+	})
+}

@@ -57,14 +57,14 @@ func (s *Store) claimWhere(ctx context.Context, db int, t, where string, args []
 			// MATERIALIZED: without it the planner may re-run the subquery
 			// per row and claim more than limit rows.
 			q := `WITH c AS MATERIALIZED (` + sel + ` FOR UPDATE SKIP LOCKED) UPDATE ` + t + ` SET ` + set +
-				` FROM c WHERE ` + t + `.id = c.id RETURNING ` + t + `.id, ` + t + `.topic, ` + t + `.due_at`
+				` FROM c WHERE ` + t + `.id = c.id RETURNING ` + t + `.id, ` + t + `.topic, ` + t + `.due_at, ` + t + `.priority`
 			return s.collectRefs(ctx, s.w[db], q, append(append(append([]any{}, args...), limit), setArgs...), lease.Token, &refs, true)
 		case "sqlite":
-			q := `UPDATE ` + t + ` SET ` + set + ` WHERE id IN (` + sel + `) RETURNING id, topic, due_at`
+			q := `UPDATE ` + t + ` SET ` + set + ` WHERE id IN (` + sel + `) RETURNING id, topic, due_at, priority`
 			return s.collectRefsLite(ctx, db, q, append(append(append([]any{}, setArgs...), args...), limit), lease.Token, &refs)
 		default:
 			return s.writeTx(ctx, db, nil, func(tx *sql.Tx) error {
-				rows, err := tx.QueryContext(ctx, `SELECT id, topic, due_at FROM `+t+` WHERE `+where+` ORDER BY `+order+` LIMIT ? FOR UPDATE SKIP LOCKED`, append(append([]any{}, args...), limit)...)
+				rows, err := tx.QueryContext(ctx, `SELECT id, topic, due_at, priority FROM `+t+` WHERE `+where+` ORDER BY `+order+` LIMIT ? FOR UPDATE SKIP LOCKED`, append(append([]any{}, args...), limit)...)
 				if err != nil {
 					return err
 				}
@@ -92,8 +92,8 @@ func (s *Store) claimWhere(ctx context.Context, db int, t, where string, args []
 	return refs, nil
 }
 
-// collectRefs runs q, a claim that answers the claimed rows' id, topic
-// and due_at, and appends their refs under token to refs.
+// collectRefs runs q, a claim that answers the claimed rows' id, topic,
+// due_at and priority, and appends their refs under token to refs.
 func (s *Store) collectRefs(ctx context.Context, db *sql.DB, q string, args []any, token int64, refs *[]store.Ref, numbered bool) error {
 	if numbered {
 		q = s.d.rebind(q)
@@ -105,14 +105,14 @@ func (s *Store) collectRefs(ctx context.Context, db *sql.DB, q string, args []an
 	return scanRefs(rows, token, refs)
 }
 
-// scanRefs appends the refs of rows (id, topic, due_at), claimed under
+// scanRefs appends the refs of rows (id, topic, due_at, priority), claimed under
 // token, to refs, and closes rows.
 func scanRefs(rows *sql.Rows, token int64, refs *[]store.Ref) error {
 	defer rows.Close()
 	for rows.Next() {
 		var r store.Ref
 		var due int64
-		if err := rows.Scan(&r.ID, &r.Topic, &due); err != nil {
+		if err := rows.Scan(&r.ID, &r.Topic, &due, &r.Priority); err != nil {
 			return err
 		}
 		r.DueAt, r.Token = fromMicros(due), token

@@ -100,7 +100,7 @@ func storedTask(nt store.NewTask, r insertRow, nowUs int64) *task.Task {
 	st := &task.Task{ID: nt.ID, Topic: nt.Topic, Key: nt.Key, ShardHash: nt.ShardHash, Seg: nt.Seg, DueAt: fromMicros(r.dueUs),
 		Payload: nt.Payload, Target: nt.Target, MaxAttempts: nt.MaxAttempts, Status: r.status,
 		CreatedAt: fromMicros(nowUs), UpdatedAt: fromMicros(nowUs), LeaseUntil: fromMicros(r.lease), Token: r.token, FirstDueAt: fromMicros(r.dueUs),
-		Traceparent: nt.Traceparent, Retry: nt.Retry}
+		Traceparent: nt.Traceparent, Retry: nt.Retry, Priority: nt.Priority}
 	if r.owner != nil {
 		st.Owner = r.owner.(string)
 	}
@@ -135,7 +135,7 @@ func (s *Store) insertStatement(t string, idx []int, tasks []store.NewTask, out 
 		b.WriteString(row)
 		r := newInsertRow(nt)
 		args = append(args, nt.ID, nt.Topic, r.key, int64(nt.ShardHash), nt.Seg, r.dueUs, nt.Payload, nt.Target,
-			nt.MaxAttempts, 0, int(r.status), "", nowUs, nowUs, r.owner, r.lease, r.token, r.dueUs, nt.Traceparent, nt.Retry)
+			nt.MaxAttempts, 0, int(r.status), "", nowUs, nowUs, r.owner, r.lease, r.token, r.dueUs, nt.Traceparent, nt.Retry, nt.Priority)
 		out[i] = store.Inserted{Task: storedTask(nt, r, nowUs)}
 	}
 	b.WriteString(s.d.onConflict)
@@ -152,7 +152,7 @@ func (s *Store) insertStatement(t string, idx []int, tasks []store.NewTask, out 
 func arrayInsertQuery(t string, first int) string {
 	var b strings.Builder
 	b.WriteString(`INSERT INTO ` + t + ` (` + insertCols + `)
-		SELECT id, topic, task_key, shard_hash, seg, due_at, payload, target, max_attempts, 0, status, '', $1, $1, owner, lease_until, token, due_at, traceparent, retry
+		SELECT id, topic, task_key, shard_hash, seg, due_at, payload, target, max_attempts, 0, status, '', $1, $1, owner, lease_until, token, due_at, traceparent, retry, priority
 		FROM unnest(`)
 	for j, typ := range arrayTypes {
 		if j > 0 {
@@ -160,13 +160,13 @@ func arrayInsertQuery(t string, first int) string {
 		}
 		b.WriteString("$" + strconv.Itoa(first+j) + "::" + typ + "[]")
 	}
-	b.WriteString(`) AS r(id, topic, task_key, shard_hash, seg, due_at, payload, target, max_attempts, status, owner, lease_until, token, traceparent, retry)
+	b.WriteString(`) AS r(id, topic, task_key, shard_hash, seg, due_at, payload, target, max_attempts, status, owner, lease_until, token, traceparent, retry, priority)
 		ON CONFLICT DO NOTHING RETURNING id`)
 	return b.String()
 }
 
 // arrayTypes are the element types of arrayColumns' arrays, in order.
-var arrayTypes = []string{"text", "text", "text", "int8", "int8", "int8", "bytea", "text", "int8", "int8", "text", "int8", "int8", "text", "text"}
+var arrayTypes = []string{"text", "text", "text", "int8", "int8", "int8", "bytea", "text", "int8", "int8", "text", "int8", "int8", "text", "text", "int2"}
 
 func (s *Store) insertArrays(t string, idx []int, tasks []store.NewTask, out []store.Inserted, now time.Time) (string, []any) {
 	nowUs := now.UnixMicro()
@@ -183,6 +183,7 @@ func arrayColumns(idx []int, tasks []store.NewTask, out []store.Inserted, nowUs 
 		hashes, segs, dues, maxA, statuses, leases, tok = make([]int64, n), make([]int64, n), make([]int64, n), make([]int64, n), make([]int64, n), make([]int64, n), make([]int64, n)
 		payloads                                        = make([][]byte, n)
 		traces, retries                                 = make([]string, n), make([]string, n)
+		prios                                           = make([]int16, n)
 	)
 	for j, i := range idx {
 		nt := tasks[i]
@@ -197,6 +198,7 @@ func arrayColumns(idx []int, tasks []store.NewTask, out []store.Inserted, nowUs 
 		hashes[j], segs[j], dues[j], maxA[j] = int64(nt.ShardHash), int64(nt.Seg), r.dueUs, int64(nt.MaxAttempts)
 		statuses[j], leases[j], tok[j], traces[j] = int64(r.status), r.lease, r.token, nt.Traceparent
 		retries[j] = nt.Retry
+		prios[j] = int16(nt.Priority)
 		// A nil slice would be a NULL element; the column is NOT NULL.
 		payloads[j] = nt.Payload
 		if payloads[j] == nil {
@@ -204,5 +206,5 @@ func arrayColumns(idx []int, tasks []store.NewTask, out []store.Inserted, nowUs 
 		}
 		out[i] = store.Inserted{Task: storedTask(nt, r, nowUs)}
 	}
-	return []any{ids, topics, keys, hashes, segs, dues, payloads, targets, maxA, statuses, owners, leases, tok, traces, retries}
+	return []any{ids, topics, keys, hashes, segs, dues, payloads, targets, maxA, statuses, owners, leases, tok, traces, retries, prios}
 }

@@ -69,7 +69,7 @@ func keyedInsertQuery(tables []string) string {
 		}
 		first := 3 + n*len(keyedArrayTypes)
 		b.WriteString("i" + strconv.Itoa(n) + ` AS (INSERT INTO ` + t + ` (` + insertCols + `)
-		SELECT id, topic, task_key, shard_hash, seg, due_at, payload, target, max_attempts, 0, status, '', $1, $1, owner, lease_until, token, due_at, traceparent, retry
+		SELECT id, topic, task_key, shard_hash, seg, due_at, payload, target, max_attempts, 0, status, '', $1, $1, owner, lease_until, token, due_at, traceparent, retry, priority
 		FROM unnest(`)
 		for j, typ := range keyedArrayTypes {
 			if j > 0 {
@@ -77,7 +77,7 @@ func keyedInsertQuery(tables []string) string {
 			}
 			b.WriteString("$" + strconv.Itoa(first+j) + "::" + typ + "[]")
 		}
-		b.WriteString(`) AS r(id, topic, task_key, shard_hash, seg, due_at, payload, target, max_attempts, status, owner, lease_until, token, traceparent, retry, replace_final)
+		b.WriteString(`) AS r(id, topic, task_key, shard_hash, seg, due_at, payload, target, max_attempts, status, owner, lease_until, token, traceparent, retry, priority, replace_final)
 		WHERE r.task_key IS NULL OR NOT EXISTS (SELECT 1 FROM ` + t + ` x WHERE x.topic = r.topic AND x.task_key = r.task_key
 			AND (x.status < 3 OR (NOT r.replace_final AND x.updated_at > $2)))
 		ON CONFLICT DO NOTHING RETURNING id)`)

@@ -36,7 +36,7 @@ import (
 
 // copyColumns are the columns COPY writes, in the order copyRow encodes
 // them: every column of insertCols but the two whose default a new row keeps.
-const copyColumns = `id, topic, task_key, shard_hash, seg, due_at, payload, target, max_attempts, status, created_at, updated_at, owner, lease_until, token, first_due_at, traceparent, retry`
+const copyColumns = `id, topic, task_key, shard_hash, seg, due_at, payload, target, max_attempts, status, created_at, updated_at, owner, lease_until, token, first_due_at, traceparent, retry, priority`
 
 // copyChunk is the most COPY data sent in one CopyData message; the
 // messages of one query are written to the socket every copyFlush bytes,
@@ -176,7 +176,7 @@ func copyRow(b []byte, nt store.NewTask, r insertRow, nowUs int64) []byte {
 		return binary.BigEndian.AppendUint16(binary.BigEndian.AppendUint32(b, 2), uint16(int16(v)))
 	}
 	null := func(b []byte) []byte { return binary.BigEndian.AppendUint32(b, 0xffffffff) }
-	b = binary.BigEndian.AppendUint16(b, 18) // columns
+	b = binary.BigEndian.AppendUint16(b, 19) // columns
 	b = text(b, nt.ID)
 	b = text(b, nt.Topic)
 	b = null(b) // task_key: no key goes by COPY
@@ -198,5 +198,6 @@ func copyRow(b []byte, nt store.NewTask, r insertRow, nowUs int64) []byte {
 	b = i8(b, r.token)
 	b = i8(b, r.dueUs)
 	b = text(b, nt.Traceparent)
-	return text(b, nt.Retry)
+	b = text(b, nt.Retry)
+	return i2(b, nt.Priority)
 }

@@ -50,7 +50,7 @@ func newLiteStmts() *liteStmts { return newStmtCache[liteKey](0) }
 // last_error (constants) bound per row; created_at and updated_at take the
 // time of the insert, first_due_at the due time.
 func liteInsertQuery(t string, n int) string {
-	const row = "(?, ?, ?, ?, ?, ?, ?, ?, ?, 0, ?, '', ?, ?, ?, ?, ?, ?, ?, ?)"
+	const row = "(?, ?, ?, ?, ?, ?, ?, ?, ?, 0, ?, '', ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 	var b strings.Builder
 	b.Grow(len(t) + len(insertCols) + 64 + n*(len(row)+2))
 	b.WriteString("INSERT INTO " + t + " (" + insertCols + ") VALUES ")
@@ -175,7 +175,7 @@ func (s *Store) insertRoundLite(ctx context.Context, lt *liteTx, g group, idx []
 			}
 			due := any(r.dueUs)
 			args = append(args, nt.ID, nt.Topic, r.key, int64(nt.ShardHash), int64(nt.Seg), due, payload, nt.Target,
-				int64(nt.MaxAttempts), int64(r.status), nowArg, nowArg, r.owner, r.lease, r.token, due, nt.Traceparent, nt.Retry)
+				int64(nt.MaxAttempts), int64(r.status), nowArg, nowArg, r.owner, r.lease, r.token, due, nt.Traceparent, nt.Retry, int64(nt.Priority))
 			out[i] = store.Inserted{Task: storedTask(nt, r, nowUs)}
 		}
 		st := lt.stmt(ctx, liteKey{g.db, g.table, n})

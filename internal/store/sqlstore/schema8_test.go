@@ -41,9 +41,9 @@ func TestMigrateKeyedFromVersion7(t *testing.T) {
 					t.Fatal(err)
 				}
 				// The rows below are written by today's Insert, which
-				// writes traceparent (step 13) and retry (step 14): their
-				// columns go in ahead of their steps, which then find them
-				// and skip.
+				// writes traceparent (step 13), retry (step 14) and priority
+				// (step 15): their columns go in ahead of their steps, which
+				// then find them and skip.
 				c, err := db.Conn(ctx)
 				if err != nil {
 					t.Fatal(err)
@@ -53,6 +53,9 @@ func TestMigrateKeyedFromVersion7(t *testing.T) {
 						t.Fatal(err)
 					}
 					if err := s.addColumn(ctx, c, tn, "retry", "VARCHAR(512) NOT NULL DEFAULT ''"); err != nil {
+						t.Fatal(err)
+					}
+					if err := s.addColumn(ctx, c, tn, "priority", "SMALLINT NOT NULL DEFAULT 0"); err != nil {
 						t.Fatal(err)
 					}
 				}

@@ -228,7 +228,7 @@ func (s *Store) connect(dsn string) (w, r *sql.DB, err error) {
 //	   submit, continued by the task's deliveries ('' when not traced)
 //	14 retry on the task tables: the task's own retry policy ('' none);
 //	   the topics' settings (topic_settings.go)
-//	15 (priorities: another branch's step)
+//	15 priority on the task tables: 0 to task.MaxPriority (task.Rank)
 //	16 bulk operations (operations.go) and result on the task tables:
 //	   what the delivery that made a task done answered (NULL: nothing)
 //	17 the recorded topology (topology.go: each database's identity and
@@ -307,7 +307,13 @@ func (s *Store) migrateTo(ctx context.Context, c *sql.Conn, v int) error {
 		// In every database like the topics table; the first one's is used.
 		stmts = createTopicSettings[s.d.name]
 	case 15:
-		// Another branch's step; nothing here until it merges.
+		// Rows from before are of priority 0, the default. No index: the
+		// claim keeps its due order (task.Rank orders what is claimed).
+		for _, t := range s.names {
+			if err := s.addColumn(ctx, c, t, "priority", "SMALLINT NOT NULL DEFAULT 0"); err != nil {
+				return err
+			}
+		}
 	case 16:
 		return s.migrateOperations(ctx, c)
 	case 17:
@@ -492,10 +498,10 @@ const cols = insertCols + `, moved_by, result`
 
 // insertCols are the columns an insert writes; a new row keeps moved_by's
 // default.
-const insertCols = `id, topic, task_key, shard_hash, seg, due_at, payload, target, max_attempts, attempts, status, last_error, created_at, updated_at, owner, lease_until, token, first_due_at, traceparent, retry`
+const insertCols = `id, topic, task_key, shard_hash, seg, due_at, payload, target, max_attempts, attempts, status, last_error, created_at, updated_at, owner, lease_until, token, first_due_at, traceparent, retry, priority`
 
 // nInsertCols is the number of columns in insertCols.
-const nInsertCols = 20
+const nInsertCols = 21
 
 // The SET terms that record what moved due_at (task.Move), beside it.
 const (
@@ -526,7 +532,7 @@ func scanTask(sc scanner) (*task.Task, error) {
 	var hash, due, created, updated, lease, firstDue int64
 	var status, moved int64
 	if err := sc.Scan(&t.ID, &t.Topic, &key, &hash, &t.Seg, &due, &t.Payload, &t.Target, &t.MaxAttempts, &t.Attempts,
-		&status, &t.LastError, &created, &updated, &owner, &lease, &t.Token, &firstDue, &t.Traceparent, &t.Retry, &moved, &t.Result); err != nil {
+		&status, &t.LastError, &created, &updated, &owner, &lease, &t.Token, &firstDue, &t.Traceparent, &t.Retry, &t.Priority, &moved, &t.Result); err != nil {
 		return nil, err
 	}
 	t.MovedBy = task.Move(moved)
