@@ -23,7 +23,7 @@ type Body<P extends keyof paths, M extends MethodsOf<P>> =
 type Params<P extends keyof paths, M extends MethodsOf<P>> = Op<P, M> extends { parameters: infer X } ? X : never;
 // What a success answers: the union of the 2xx bodies.
 type Ok<P extends keyof paths, M extends MethodsOf<P>> = Op<P, M> extends { responses: infer R }
-  ? { [C in keyof R]: C extends 200 | 201 ? JSONBody<R[C]> : never }[keyof R]
+  ? { [C in keyof R]: C extends 200 | 201 | 202 ? JSONBody<R[C]> : never }[keyof R]
   : never;
 type ErrorBody = components["schemas"]["ErrorBody"];
 
@@ -50,6 +50,8 @@ const taskRequest: components["schemas"]["TaskRequest"] = {
   target: "https://shop.example/hooks/cancel",
   payload: { order: 42, items: [1, 2], note: null },
   max_attempts: 5,
+  priority: 7,
+  retry: { schedule: ["10s", "1m", "10m"], jitter: 0.1 },
   if_exists: "replace",
 };
 
@@ -177,5 +179,28 @@ export const routes: Routes = {
   },
   "/v1/outboxes": {
     get: async () => void (await ok(call("/v1/outboxes", "get", {}))).outboxes,
+  },
+  "/v1/topics/{topic}": {
+    get: async () => void (await ok(call("/v1/topics/{topic}", "get", { params: { path: { topic: "t" } } }))).topic,
+    put: async () => {
+      const t = await ok(call("/v1/topics/{topic}", "put", { params: { path: { topic: "t" } }, body: { max_attempts: 5, retry: { backoff: "exponential", initial: "1s", max: "1h" }, priority: 3, rate: 100, concurrency: 8, timeout: "10s" } }));
+      void [t.topic, t.settings, t.limits];
+    },
+  },
+  "/v1/operations": {
+    post: async () => {
+      const op = await ok(call("/v1/operations", "post", { body: { action: "requeue", filter: { topic: "t", status: ["dead"], error_contains: "HTTP 503" }, dry_run: true } }));
+      void [op.id, op.status, op.matched, op.changed];
+    },
+    get: async () => void (await ok(call("/v1/operations", "get", { params: { query: { limit: 10 } } }))).operations,
+  },
+  "/v1/operations/{id}": {
+    get: async () => void (await ok(call("/v1/operations/{id}", "get", { params: { path: { id: "01jd" } } }))).status,
+  },
+  "/v1/store": {
+    get: async () => {
+      const st = await ok(call("/v1/store", "get", {}));
+      void [st.databases, st.tables, st.epoch, st.expansion];
+    },
   },
 };

@@ -76,10 +76,18 @@ class Gen:
         req = set(s.get("required", []))
         props = s.get("properties", {})
         fields = [(k, self.type_of(v, name + self.pyname(k)), v.get("description", "")) for k, v in props.items()]
-        if any(not k.isidentifier() or keyword.iskeyword(k) for k, _, _ in fields):
-            raise SystemExit(f"{name}: a property is not a Python identifier")
         doc = s.get("description", "")
         lines: list[str] = []
+        if any(not k.isidentifier() or keyword.iskeyword(k) for k, _, _ in fields):
+            # A key such as "from" cannot be a class attribute: the
+            # functional form of TypedDict takes any string.
+            def entries(fs: list) -> str:
+                return ", ".join(f"{k!r}: {t}" for k, t, _ in fs)
+
+            # Every key required, or (some optional) none marked required.
+            total = "" if all(f[0] in req for f in fields) else ", total=False"
+            self.blocks.append(f"{name} = TypedDict({name!r}, {{{entries(fields)}}}{total})")
+            return
 
         def body(fs: list) -> list[str]:
             b: list[str] = []

@@ -566,6 +566,94 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/operations": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Bulk operations, newest first */
+        get: operations["listOperations"];
+        put?: never;
+        /**
+         * Start a bulk operation: cancel, requeue, reschedule or delete every task a filter matches
+         * @description Answers 202 at once with the stored operation (`status` pending); a node runs it in the background (one node at a time: a lease on the operation), walking every task table in pages of `operations.page_size` rows (500), each page one short transaction committed with its cursor, so millions of rows never lock a table and an operation cut short by a crash resumes where it was, every matching task changed exactly once. Only tasks created before the operation are touched; a matching task in a status the action does not apply to is counted in `matched`, not `changed`. `dry_run` counts and changes nothing. Needs an admin token.
+         */
+        post: operations["createOperation"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/operations/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The operation's ID. */
+                id: string;
+            };
+            cookie?: never;
+        };
+        /** A bulk operation and its progress */
+        get: operations["getOperation"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/store": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Show the store and any expansion under way
+         * @description The store's recorded databases, its topology epoch, and the stored progress of an expansion (`ontime store expand`): its phase (copy, cleanup), the tables copied and cleaned up, the rows copied and deleted. Read from the first database.
+         */
+        get: operations["storeStatus"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/topics/{topic}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The topic: 1–64 of A-Z a-z 0-9 _ . - */
+                topic: string;
+            };
+            cookie?: never;
+        };
+        /**
+         * Get a topic
+         * @description The topic's view, counted now (its task tables are read): tasks per status, oldest pending due time, paused, and its settings — effective (settings, with sources) and the dynamic layer (dynamic).
+         */
+        get: operations["getTopic"];
+        /**
+         * Set a topic's settings
+         * @description Replaces the topic's dynamic settings (what an earlier PUT set) with the body, for every node of the cluster: this node applies them before the answer, the others within a second. {} removes them: the topic is back to its config's settings. Bad values are answered 400 naming the field (retry.max, priority …).
+         */
+        put: operations["putTopic"];
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
 }
 export type webhooks = Record<string, never>;
 export interface components {
@@ -590,13 +678,17 @@ export interface components {
             payload?: unknown;
             /** @description http(s)://… a webhook; mq://BROKER/ADDRESS a broker. Empty: the topic's default target (the config's topics.NAME.target), stored on the task; else the Go handler for the topic on a live node. A task no node could deliver (neither) is refused: 400 on field target. */
             target?: string;
-            /** @description Attempts before the task is dead; 0 or absent: delivery.max_attempts. */
+            /** @description Attempts before the task is dead; 0 or absent: its topic's max_attempts, else delivery.max_attempts. */
             max_attempts?: number;
             /**
              * @description When the key names a live task: keep (default) returns it unchanged (200); replace updates it with this request's fields like a PATCH (200; 409 once it is running). A final task (done, dead, cancelled) keeps its key retention.key_hold (10m) after it ended: meanwhile a resubmit with keep returns it (200) with key_held_until, and nothing is written; a resubmit with replace makes a new task (201), which the same replace sent again finds live (200); after the hold any submit makes a new task (201).
              * @enum {string}
              */
             if_exists?: "keep" | "replace";
+            /** @description The task's own retry policy; absent: its topic's, else the node's. */
+            retry?: components["schemas"]["Retry"];
+            /** @description 0 (lowest) to 9: orders the task among those due at once, in a backlog (README "Priorities"). Never makes a task early; a task is overtaken only by tasks of higher priority due less than (the difference of priorities) × 1 minute after it. Absent: the topic's default priority, else 0. */
+            priority?: number;
         };
         /** @description A stored task: the answer of every task route. */
         Task: {
@@ -636,6 +728,8 @@ export interface components {
             created_at: string;
             /** @description Why the latest attempt failed, or why the task waits without one (no live node handles its topic, a breaker is open …); absent when none did. */
             last_error?: string;
+            /** @description What the delivery that made the task done answered: a webhook's 2xx answer with a JSON body (Content-Type application/json or …+json, at most delivery.max_result_bytes, 4 KiB by default), or the value a Go handler gave Delivery.SetResult. Kept with the task until retention.done; absent when none. */
+            result?: unknown;
             /**
              * Format: date-time
              * @description When the task last changed; of a final task (done, dead, cancelled), when it ended.
@@ -646,6 +740,17 @@ export interface components {
              * @description Only in the answer of a submit (alone or in a batch) whose key is held by this task although it is final (done, dead, cancelled): it ended less than retention.key_hold ago, so nothing was written and nothing will be delivered for this submit. The key takes a new task from this time on; a submit with if_exists: replace makes one at once.
              */
             key_held_until?: string;
+            /** @description The task's own retry policy, when it was given one. */
+            retry?: components["schemas"]["Retry"];
+            /**
+             * Format: date-time
+             * @description When the next attempt is due (due_at), for a pending or claimed task that was attempted or moved; absent for a new task as submitted, and for one running or final.
+             */
+            next_attempt_at?: string;
+            /** @description Why the next attempt is due then, e.g. "retry: attempt 3 of 5 after: webhook answered HTTP 503, Retry-After 30s", "requeued: attempt 1 of 25"; set with next_attempt_at. */
+            next_attempt_reason?: string;
+            /** @description 0 (lowest) to 9 (README "Priorities"). */
+            priority: number;
         };
         BatchRequest: {
             /** @description The tasks, each as the body of POST /v1/tasks. The node is lenient here: an entry that is not a valid TaskRequest fails alone, its item in the answer carrying the error, and the others are written. */
@@ -695,6 +800,8 @@ export interface components {
             created_at: string;
             /** @description Why the latest attempt failed, or why the task waits without one (no live node handles its topic, a breaker is open …); absent when none did. */
             last_error?: string;
+            /** @description What the delivery that made the task done answered: a webhook's 2xx answer with a JSON body (Content-Type application/json or …+json, at most delivery.max_result_bytes, 4 KiB by default), or the value a Go handler gave Delivery.SetResult. Kept with the task until retention.done; absent when none. */
+            result?: unknown;
             /**
              * Format: date-time
              * @description When the task last changed; of a final task (done, dead, cancelled), when it ended.
@@ -707,6 +814,17 @@ export interface components {
              * @description Only in the answer of a submit (alone or in a batch) whose key is held by this task although it is final (done, dead, cancelled): it ended less than retention.key_hold ago, so nothing was written and nothing will be delivered for this submit. The key takes a new task from this time on; a submit with if_exists: replace makes one at once.
              */
             key_held_until?: string;
+            /** @description The task's own retry policy, when it was given one. */
+            retry?: components["schemas"]["Retry"];
+            /**
+             * Format: date-time
+             * @description When the next attempt is due (due_at), for a pending or claimed task that was attempted or moved; absent for a new task as submitted, and for one running or final.
+             */
+            next_attempt_at?: string;
+            /** @description Why the next attempt is due then, e.g. "retry: attempt 3 of 5 after: webhook answered HTTP 503, Retry-After 30s", "requeued: attempt 1 of 25"; set with next_attempt_at. */
+            next_attempt_reason?: string;
+            /** @description 0 (lowest) to 9 (README "Priorities"). */
+            priority: number;
         };
         BatchResponse: {
             tasks: components["schemas"]["BatchItem"][];
@@ -735,7 +853,7 @@ export interface components {
             /** @description The node that answered. */
             node: string;
             /** @enum {string} */
-            coordinator: "none" | "database" | "etcd";
+            coordinator: "none" | "database" | "etcd" | "redis" | "zookeeper";
             leader: string;
             term: number;
             nodes: components["schemas"]["ClusterNode"][] | null;
@@ -948,6 +1066,8 @@ export interface components {
             target?: string;
             /** @description Attempts before the task is dead. */
             max_attempts?: number;
+            /** @description Replaces the task's own retry policy; {} removes it (its topic's applies again). */
+            retry?: components["schemas"]["Retry"];
         };
         Topic: {
             topic: string;
@@ -969,6 +1089,12 @@ export interface components {
             paused: boolean;
             /** @description The topic has tasks (of any status). False in the answer of a pause: no task of this name exists yet; the pause holds back the topic's first tasks when they come (check the name). False in the answer of a resume: the pause, if any, is removed and the topic is no longer listed. */
             known: boolean;
+            /** @description The topic's effective settings: what its tasks without values of their own get. */
+            settings?: components["schemas"]["TopicSettings"];
+            sources?: components["schemas"]["TopicSources"];
+            /** @description What PUT /v1/topics/{topic} set; absent when nothing. */
+            dynamic?: components["schemas"]["TopicSettings"];
+            limits?: components["schemas"]["TopicLimits"];
         };
         TopicList: {
             topics: components["schemas"]["Topic"][];
@@ -1026,6 +1152,173 @@ export interface components {
             /** @description The relay's tries, or the attempts of the message's task. */
             retries: number;
             error: string;
+        };
+        /** @description Every field set must hold; at least one must be set. */
+        OperationFilter: {
+            topic?: string;
+            /** @description Any of these statuses. */
+            status?: ("pending" | "claimed" | "running" | "done" | "dead" | "cancelled")[];
+            /** @description Keys that start with it, byte for byte (% and _ are plain characters). */
+            key_prefix?: string;
+            /**
+             * Format: date-time
+             * @description Due at or after.
+             */
+            due_after?: string;
+            /**
+             * Format: date-time
+             * @description Due before; after due_after.
+             */
+            due_before?: string;
+            /** @description last_error contains it, case-sensitive. */
+            error_contains?: string;
+        };
+        OperationRequest: {
+            /**
+             * @description cancel: pending and claimed tasks, as DELETE /v1/tasks/{id} (the key hold counts from the cancel). requeue: dead tasks back to pending, attempts reset (a dead task whose key a live task holds now is passed over). reschedule: pending tasks to due_at, delay from now, or shifted by shift. delete: pending, done, dead and cancelled tasks (claimed and running ones are being delivered: cancel those).
+             * @enum {string}
+             */
+            action: "cancel" | "requeue" | "reschedule" | "delete";
+            filter: components["schemas"]["OperationFilter"];
+            /**
+             * Format: date-time
+             * @description reschedule (one of due_at, delay, shift) and requeue (optional; default now).
+             */
+            due_at?: string;
+            /** @description A Go duration from now (30s, 1h30m): as due_at. */
+            delay?: string;
+            /** @description A Go duration, may be negative: reschedule moves each task's due time by it. */
+            shift?: string;
+            /** @description Count what would change; change nothing. */
+            dry_run?: boolean;
+        };
+        Operation: {
+            id: string;
+            /** @enum {string} */
+            action: "cancel" | "requeue" | "reschedule" | "delete";
+            filter: components["schemas"]["OperationFilter"];
+            /**
+             * Format: date-time
+             * @description The due time reschedule or requeue sets (delay made absolute at the submit).
+             */
+            due_at?: string;
+            shift?: string;
+            dry_run: boolean;
+            /**
+             * @description failed: error says why; what it changed stays changed.
+             * @enum {string}
+             */
+            status: "pending" | "running" | "done" | "failed";
+            /** @description Tasks the filter selected so far. */
+            matched: number;
+            /** @description Tasks the action changed so far (a dry run: would change). */
+            changed: number;
+            tables_done: number;
+            /** @description Task tables to walk: databases × tables. */
+            tables: number;
+            /** @description Where the walk was when last recorded: DB/TABLE/last task ID. */
+            cursor?: string;
+            error?: string;
+            /** @description The node that runs (or ran) it. */
+            owner?: string;
+            /** Format: date-time */
+            created_at: string;
+            /** Format: date-time */
+            started_at?: string;
+            /** Format: date-time */
+            finished_at?: string;
+        };
+        OperationList: {
+            operations: components["schemas"]["Operation"][];
+        };
+        StoreStatus: {
+            /** @description The databases the store records (M). */
+            databases: number;
+            /** @description Task tables per database (N). */
+            tables: number;
+            /** @description Topology epoch: moves on with every change of the recorded list of databases. */
+            epoch: number;
+            /** @description The expansion under way; null when there is none. */
+            expansion: components["schemas"]["StoreExpansion"] | null;
+        };
+        StoreExpansion: {
+            /**
+             * @description copy: rows copied to the new databases while the nodes serve; cleanup: cut over, the copies left behind being deleted.
+             * @enum {string}
+             */
+            phase: "copy" | "cleanup";
+            from: number;
+            to: number;
+            /** Format: date-time */
+            since: string;
+            /** @description The old databases' tables (from × N). */
+            tables: number;
+            tables_copied: number;
+            tables_cleaned: number;
+            rows_copied: number;
+            rows_deleted: number;
+        };
+        /** @description A retry policy: a backoff — exponential (initial·2^(n−1), at most max) or fixed (initial every time) — or an explicit schedule of waits, the last one repeated; jitter spreads each wait by ±that fraction. Fields left out take the node's (delivery.retry_base, delivery.retry_max, jitter 0.2). A receiver's Retry-After on 429 or 503 overrides the policy for that retry (at most delivery.retry_max). */
+        Retry: {
+            /**
+             * @description Default exponential; not with schedule.
+             * @enum {string}
+             */
+            backoff?: "exponential" | "fixed";
+            /** @description The first wait (fixed: every wait), 1ms..24h; default delivery.retry_base. */
+            initial?: string;
+            /** @description Exponential's cap, 1ms..720h, at least initial; default delivery.retry_max. */
+            max?: string;
+            /** @description Each wait is spread by ±jitter of itself; default 0.2. */
+            jitter?: number;
+            /** @description The waits before the 1st, 2nd … retry (1ms..720h each); the last repeats. Not with backoff, initial or max. */
+            schedule?: string[];
+        };
+        /** @description A topic's settings. As the body of PUT /v1/topics/{topic}: what the dynamic layer sets, replacing what an earlier PUT set ({} removes it). In a topic's view: its effective settings (settings) or its dynamic layer (dynamic). A task's own value wins over its topic's; the topic's PUT over its config (topics.NAME); the config over the node's (delivery.*). */
+        TopicSettings: {
+            /** @description Default target of the topic's tasks submitted without one; judged as a task's target. */
+            target?: string;
+            /** @description max_attempts of the topic's tasks submitted without one. */
+            max_attempts?: number;
+            retry?: components["schemas"]["Retry"];
+            /** @description Priority of the topic's tasks submitted without one (higher first). */
+            priority?: number;
+            /** @description Most deliveries per second of the topic, cluster wide; 0 or absent: no limit. */
+            rate?: number;
+            /** @description Most deliveries of the topic in flight, cluster wide; 0 or absent: no limit. */
+            concurrency?: number;
+            /** @description Bound of each delivery attempt (a webhook call, a Go handler's call), 10ms..1h; default delivery.timeout. */
+            timeout?: string;
+        };
+        /** @description Where each effective setting comes from: api (PUT /v1/topics/{topic}), config (topics.NAME) or node (the delivery section, or none). */
+        TopicSources: {
+            /** @enum {string} */
+            target: "api" | "config" | "node";
+            /** @enum {string} */
+            max_attempts: "api" | "config" | "node";
+            /** @enum {string} */
+            retry: "api" | "config" | "node";
+            /** @enum {string} */
+            priority: "api" | "config" | "node";
+            /** @enum {string} */
+            rate: "api" | "config" | "node";
+            /** @enum {string} */
+            concurrency: "api" | "config" | "node";
+            /** @enum {string} */
+            timeout: "api" | "config" | "node";
+        };
+        /** @description A topic's cluster-wide limits (README "Cluster-wide limits") as the answering node sees them; absent when the topic sets none. */
+        TopicLimits: {
+            /** @description Calls per second, all nodes together; 0: no limit. */
+            rate: number;
+            /** @description Calls in flight, all nodes together; 0: no limit. */
+            concurrency: number;
+            /** @description What this node may use now: rate / live nodes without Redis; the whole rate with the Redis tier, shared call by call. */
+            rate_share: number;
+            /** @description Likewise for concurrency (without Redis each node has at least 1). */
+            concurrency_share: number;
+            /** @description Calls of this node that waited for a limit since it started. */
+            throttled: number;
         };
     };
     responses: {
@@ -2330,6 +2623,210 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["OutboxList"];
+                };
+            };
+            400: components["responses"]["Invalid"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    listOperations: {
+        parameters: {
+            query?: {
+                /** @description At most this many (1–500; default 50). */
+                limit?: number;
+            };
+            header?: {
+                /** @description The request's ID, for the node's request log and audit lines: kept when it is 1–128 bytes of A-Z a-z 0-9 and - _ . : / + = @, replaced by one the node makes otherwise. Every answer returns the ID used. */
+                "X-Request-Id"?: components["parameters"]["RequestId"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The operations. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["OperationList"];
+                };
+            };
+            400: components["responses"]["Invalid"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    createOperation: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description The request's ID, for the node's request log and audit lines: kept when it is 1–128 bytes of A-Z a-z 0-9 and - _ . : / + = @, replaced by one the node makes otherwise. Every answer returns the ID used. */
+                "X-Request-Id"?: components["parameters"]["RequestId"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "action": "requeue",
+                 *       "filter": {
+                 *         "topic": "order.cancel",
+                 *         "status": [
+                 *           "dead"
+                 *         ],
+                 *         "error_contains": "HTTP 503"
+                 *       },
+                 *       "dry_run": true
+                 *     }
+                 */
+                "application/json": components["schemas"]["OperationRequest"];
+            };
+        };
+        responses: {
+            /** @description Stored; it runs in the background: poll GET /v1/operations/{id}. */
+            202: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Operation"];
+                };
+            };
+            400: components["responses"]["Invalid"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            413: components["responses"]["TooLarge"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    getOperation: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description The request's ID, for the node's request log and audit lines: kept when it is 1–128 bytes of A-Z a-z 0-9 and - _ . : / + = @, replaced by one the node makes otherwise. Every answer returns the ID used. */
+                "X-Request-Id"?: components["parameters"]["RequestId"];
+            };
+            path: {
+                /** @description The operation's ID. */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The operation. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Operation"];
+                };
+            };
+            400: components["responses"]["Invalid"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    storeStatus: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The store. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["StoreStatus"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    getTopic: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description The request's ID, for the node's request log and audit lines: kept when it is 1–128 bytes of A-Z a-z 0-9 and - _ . : / + = @, replaced by one the node makes otherwise. Every answer returns the ID used. */
+                "X-Request-Id"?: components["parameters"]["RequestId"];
+            };
+            path: {
+                /** @description The topic: 1–64 of A-Z a-z 0-9 _ . - */
+                topic: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The topic. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Topic"];
+                };
+            };
+            400: components["responses"]["Invalid"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    putTopic: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description The request's ID, for the node's request log and audit lines: kept when it is 1–128 bytes of A-Z a-z 0-9 and - _ . : / + = @, replaced by one the node makes otherwise. Every answer returns the ID used. */
+                "X-Request-Id"?: components["parameters"]["RequestId"];
+            };
+            path: {
+                /** @description The topic: 1–64 of A-Z a-z 0-9 _ . - */
+                topic: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["TopicSettings"];
+            };
+        };
+        responses: {
+            /** @description The topic, with its settings. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Topic"];
                 };
             };
             400: components["responses"]["Invalid"];

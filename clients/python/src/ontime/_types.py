@@ -24,9 +24,13 @@ class TaskRequest(_TaskRequestRequired, total=False):
     target: str
     """http(s)://… a webhook; mq://BROKER/ADDRESS a broker. Empty: the topic's default target (the config's topics.NAME.target), stored on the task; else the Go handler for the topic on a live node. A task no node could deliver (neither) is refused: 400 on field target."""
     max_attempts: int
-    """Attempts before the task is dead; 0 or absent: delivery.max_attempts."""
+    """Attempts before the task is dead; 0 or absent: its topic's max_attempts, else delivery.max_attempts."""
     if_exists: Literal["keep", "replace"]
     """When the key names a live task: keep (default) returns it unchanged (200); replace updates it with this request's fields like a PATCH (200; 409 once it is running). A final task (done, dead, cancelled) keeps its key retention.key_hold (10m) after it ended: meanwhile a resubmit with keep returns it (200) with key_held_until, and nothing is written; a resubmit with replace makes a new task (201), which the same replace sent again finds live (200); after the hold any submit makes a new task (201)."""
+    retry: 'Retry'
+    """The task's own retry policy; absent: its topic's, else the node's."""
+    priority: int
+    """0 (lowest) to 9: orders the task among those due at once, in a backlog (README "Priorities"). Never makes a task early; a task is overtaken only by tasks of higher priority due less than (the difference of priorities) × 1 minute after it. Absent: the topic's default priority, else 0."""
 
 
 class _TaskRequired(TypedDict):
@@ -44,6 +48,8 @@ class _TaskRequired(TypedDict):
     attempts: int
     """Deliveries started so far."""
     created_at: str
+    priority: int
+    """0 (lowest) to 9 (README "Priorities")."""
 
 
 class Task(_TaskRequired, total=False):
@@ -56,10 +62,18 @@ class Task(_TaskRequired, total=False):
     """Absent for a Go handler registered for the topic (a task submitted without one, of a topic with a default target, shows that)."""
     last_error: str
     """Why the latest attempt failed, or why the task waits without one (no live node handles its topic, a breaker is open …); absent when none did."""
+    result: Any
+    """What the delivery that made the task done answered: a webhook's 2xx answer with a JSON body (Content-Type application/json or …+json, at most delivery.max_result_bytes, 4 KiB by default), or the value a Go handler gave Delivery.SetResult. Kept with the task until retention.done; absent when none."""
     updated_at: str
     """When the task last changed; of a final task (done, dead, cancelled), when it ended."""
     key_held_until: str
     """Only in the answer of a submit (alone or in a batch) whose key is held by this task although it is final (done, dead, cancelled): it ended less than retention.key_hold ago, so nothing was written and nothing will be delivered for this submit. The key takes a new task from this time on; a submit with if_exists: replace makes one at once."""
+    retry: 'Retry'
+    """The task's own retry policy, when it was given one."""
+    next_attempt_at: str
+    """When the next attempt is due (due_at), for a pending or claimed task that was attempted or moved; absent for a new task as submitted, and for one running or final."""
+    next_attempt_reason: str
+    """Why the next attempt is due then, e.g. "retry: attempt 3 of 5 after: webhook answered HTTP 503, Retry-After 30s", "requeued: attempt 1 of 25"; set with next_attempt_at."""
 
 
 class BatchRequest(TypedDict):
@@ -92,6 +106,8 @@ class _BatchTaskRequired(TypedDict):
     created_at: str
     created: bool
     """true: this submit wrote the task (a single submit's 201); false: its topic and key named a live or recently ended task already (200: nothing written, or with if_exists: replace the live task updated)."""
+    priority: int
+    """0 (lowest) to 9 (README "Priorities")."""
 
 
 class BatchTask(_BatchTaskRequired, total=False):
@@ -104,10 +120,18 @@ class BatchTask(_BatchTaskRequired, total=False):
     """Absent for a Go handler registered for the topic (a task submitted without one, of a topic with a default target, shows that)."""
     last_error: str
     """Why the latest attempt failed, or why the task waits without one (no live node handles its topic, a breaker is open …); absent when none did."""
+    result: Any
+    """What the delivery that made the task done answered: a webhook's 2xx answer with a JSON body (Content-Type application/json or …+json, at most delivery.max_result_bytes, 4 KiB by default), or the value a Go handler gave Delivery.SetResult. Kept with the task until retention.done; absent when none."""
     updated_at: str
     """When the task last changed; of a final task (done, dead, cancelled), when it ended."""
     key_held_until: str
     """Only in the answer of a submit (alone or in a batch) whose key is held by this task although it is final (done, dead, cancelled): it ended less than retention.key_hold ago, so nothing was written and nothing will be delivered for this submit. The key takes a new task from this time on; a submit with if_exists: replace makes one at once."""
+    retry: 'Retry'
+    """The task's own retry policy, when it was given one."""
+    next_attempt_at: str
+    """When the next attempt is due (due_at), for a pending or claimed task that was attempted or moved; absent for a new task as submitted, and for one running or final."""
+    next_attempt_reason: str
+    """Why the next attempt is due then, e.g. "retry: attempt 3 of 5 after: webhook answered HTTP 503, Retry-After 30s", "requeued: attempt 1 of 25"; set with next_attempt_at."""
 
 
 class BatchResponse(TypedDict):
@@ -143,7 +167,7 @@ class ErrorBody(TypedDict):
 class ClusterView(TypedDict):
     node: str
     """The node that answered."""
-    coordinator: Literal["none", "database", "etcd"]
+    coordinator: Literal["none", "database", "etcd", "redis", "zookeeper"]
     leader: str
     term: int
     nodes: Optional[List['ClusterNode']]
@@ -344,6 +368,8 @@ class TaskPatch(TypedDict, total=False):
     """http(s)://… a webhook; mq://BROKER/ADDRESS a broker. Empty: the topic's default target, else its Go handler on a live node; 400 on field target when neither."""
     max_attempts: int
     """Attempts before the task is dead."""
+    retry: 'Retry'
+    """Replaces the task's own retry policy; {} removes it (its topic's applies again)."""
 
 
 class TopicCounts(TypedDict):
@@ -356,7 +382,7 @@ class TopicCounts(TypedDict):
     cancelled: int
 
 
-class Topic(TypedDict):
+class _TopicRequired(TypedDict):
     topic: str
     counts: 'TopicCounts'
     """Tasks per status, zeros included."""
@@ -366,6 +392,15 @@ class Topic(TypedDict):
     """The topic delivers nothing, cluster wide; its tasks wait."""
     known: bool
     """The topic has tasks (of any status). False in the answer of a pause: no task of this name exists yet; the pause holds back the topic's first tasks when they come (check the name). False in the answer of a resume: the pause, if any, is removed and the topic is no longer listed."""
+
+
+class Topic(_TopicRequired, total=False):
+    settings: 'TopicSettings'
+    """The topic's effective settings: what its tasks without values of their own get."""
+    sources: 'TopicSources'
+    dynamic: 'TopicSettings'
+    """What PUT /v1/topics/{topic} set; absent when nothing."""
+    limits: 'TopicLimits'
 
 
 class TopicList(TypedDict):
@@ -427,3 +462,139 @@ class OutboxRowError(TypedDict):
     retries: int
     """The relay's tries, or the attempts of the message's task."""
     error: str
+
+
+class OperationFilter(TypedDict, total=False):
+    """Every field set must hold; at least one must be set."""
+    topic: str
+    status: List[Literal["pending", "claimed", "running", "done", "dead", "cancelled"]]
+    """Any of these statuses."""
+    key_prefix: str
+    """Keys that start with it, byte for byte (% and _ are plain characters)."""
+    due_after: str
+    """Due at or after."""
+    due_before: str
+    """Due before; after due_after."""
+    error_contains: str
+    """last_error contains it, case-sensitive."""
+
+
+class _OperationRequestRequired(TypedDict):
+    action: Literal["cancel", "requeue", "reschedule", "delete"]
+    """cancel: pending and claimed tasks, as DELETE /v1/tasks/{id} (the key hold counts from the cancel). requeue: dead tasks back to pending, attempts reset (a dead task whose key a live task holds now is passed over). reschedule: pending tasks to due_at, delay from now, or shifted by shift. delete: pending, done, dead and cancelled tasks (claimed and running ones are being delivered: cancel those)."""
+    filter: 'OperationFilter'
+
+
+class OperationRequest(_OperationRequestRequired, total=False):
+    due_at: str
+    """reschedule (one of due_at, delay, shift) and requeue (optional; default now)."""
+    delay: str
+    """A Go duration from now (30s, 1h30m): as due_at."""
+    shift: str
+    """A Go duration, may be negative: reschedule moves each task's due time by it."""
+    dry_run: bool
+    """Count what would change; change nothing."""
+
+
+class _OperationRequired(TypedDict):
+    id: str
+    action: Literal["cancel", "requeue", "reschedule", "delete"]
+    filter: 'OperationFilter'
+    dry_run: bool
+    status: Literal["pending", "running", "done", "failed"]
+    """failed: error says why; what it changed stays changed."""
+    matched: int
+    """Tasks the filter selected so far."""
+    changed: int
+    """Tasks the action changed so far (a dry run: would change)."""
+    tables_done: int
+    tables: int
+    """Task tables to walk: databases × tables."""
+    created_at: str
+
+
+class Operation(_OperationRequired, total=False):
+    due_at: str
+    """The due time reschedule or requeue sets (delay made absolute at the submit)."""
+    shift: str
+    cursor: str
+    """Where the walk was when last recorded: DB/TABLE/last task ID."""
+    error: str
+    owner: str
+    """The node that runs (or ran) it."""
+    started_at: str
+    finished_at: str
+
+
+class OperationList(TypedDict):
+    operations: List['Operation']
+
+
+class StoreStatus(TypedDict):
+    databases: int
+    """The databases the store records (M)."""
+    tables: int
+    """Task tables per database (N)."""
+    epoch: int
+    """Topology epoch: moves on with every change of the recorded list of databases."""
+    expansion: Optional['StoreExpansion']
+    """The expansion under way; null when there is none."""
+
+
+StoreExpansion = TypedDict('StoreExpansion', {'phase': Literal["copy", "cleanup"], 'from': int, 'to': int, 'since': str, 'tables': int, 'tables_copied': int, 'tables_cleaned': int, 'rows_copied': int, 'rows_deleted': int})
+
+
+class Retry(TypedDict, total=False):
+    """A retry policy: a backoff — exponential (initial·2^(n−1), at most max) or fixed (initial every time) — or an explicit schedule of waits, the last one repeated; jitter spreads each wait by ±that fraction. Fields left out take the node's (delivery.retry_base, delivery.retry_max, jitter 0.2). A receiver's Retry-After on 429 or 503 overrides the policy for that retry (at most delivery.retry_max)."""
+    backoff: Literal["exponential", "fixed"]
+    """Default exponential; not with schedule."""
+    initial: str
+    """The first wait (fixed: every wait), 1ms..24h; default delivery.retry_base."""
+    max: str
+    """Exponential's cap, 1ms..720h, at least initial; default delivery.retry_max."""
+    jitter: float
+    """Each wait is spread by ±jitter of itself; default 0.2."""
+    schedule: List[str]
+    """The waits before the 1st, 2nd … retry (1ms..720h each); the last repeats. Not with backoff, initial or max."""
+
+
+class TopicSettings(TypedDict, total=False):
+    """A topic's settings. As the body of PUT /v1/topics/{topic}: what the dynamic layer sets, replacing what an earlier PUT set ({} removes it). In a topic's view: its effective settings (settings) or its dynamic layer (dynamic). A task's own value wins over its topic's; the topic's PUT over its config (topics.NAME); the config over the node's (delivery.*)."""
+    target: str
+    """Default target of the topic's tasks submitted without one; judged as a task's target."""
+    max_attempts: int
+    """max_attempts of the topic's tasks submitted without one."""
+    retry: 'Retry'
+    priority: int
+    """Priority of the topic's tasks submitted without one (higher first)."""
+    rate: float
+    """Most deliveries per second of the topic, cluster wide; 0 or absent: no limit."""
+    concurrency: int
+    """Most deliveries of the topic in flight, cluster wide; 0 or absent: no limit."""
+    timeout: str
+    """Bound of each delivery attempt (a webhook call, a Go handler's call), 10ms..1h; default delivery.timeout."""
+
+
+class TopicSources(TypedDict):
+    """Where each effective setting comes from: api (PUT /v1/topics/{topic}), config (topics.NAME) or node (the delivery section, or none)."""
+    target: Literal["api", "config", "node"]
+    max_attempts: Literal["api", "config", "node"]
+    retry: Literal["api", "config", "node"]
+    priority: Literal["api", "config", "node"]
+    rate: Literal["api", "config", "node"]
+    concurrency: Literal["api", "config", "node"]
+    timeout: Literal["api", "config", "node"]
+
+
+class TopicLimits(TypedDict):
+    """A topic's cluster-wide limits (README "Cluster-wide limits") as the answering node sees them; absent when the topic sets none."""
+    rate: float
+    """Calls per second, all nodes together; 0: no limit."""
+    concurrency: int
+    """Calls in flight, all nodes together; 0: no limit."""
+    rate_share: float
+    """What this node may use now: rate / live nodes without Redis; the whole rate with the Redis tier, shared call by call."""
+    concurrency_share: int
+    """Likewise for concurrency (without Redis each node has at least 1)."""
+    throttled: int
+    """Calls of this node that waited for a limit since it started."""
