@@ -60,7 +60,10 @@ type identity struct {
 	list          []string // the store's database IDs, in order
 }
 
-func (id identity) known() bool { return id.storeID != "" && id.dbID != "" }
+// known: the database has its whole identity. Keys are written in one
+// transaction (insertMeta), so a node reading while another records sees
+// all or none of them; index is checked too for stores recorded before.
+func (id identity) known() bool { return id.storeID != "" && id.dbID != "" && id.index >= 0 }
 
 // readMeta reads the whole ontime_meta table of db.
 func readMeta(ctx context.Context, db querier) (map[string]string, error) {
@@ -135,6 +138,25 @@ func (s *Store) insertMetaIfAbsent() string {
 		return `INSERT INTO ontime_meta (k, v) VALUES (?, ?) ON DUPLICATE KEY UPDATE k = k`
 	}
 	return s.d.rebind(`INSERT INTO ontime_meta (k, v) VALUES (?, ?) ON CONFLICT (k) DO NOTHING`)
+}
+
+// insertMeta writes the meta keys of db that are absent, in one
+// transaction: nodes recording a new store at once see each other's keys
+// whole or not at all, and agree on the first writer's values.
+func (s *Store) insertMeta(ctx context.Context, db *sql.DB, kv ...string) error {
+	return withRetry(ctx, func() error {
+		tx, err := db.BeginTx(ctx, nil)
+		if err != nil {
+			return err
+		}
+		defer tx.Rollback()
+		for i := 0; i+1 < len(kv); i += 2 {
+			if _, err := tx.ExecContext(ctx, s.insertMetaIfAbsent(), kv[i], kv[i+1]); err != nil {
+				return err
+			}
+		}
+		return tx.Commit()
+	})
 }
 
 // setMeta writes meta keys of one database in one transaction.
@@ -235,10 +257,8 @@ func (s *Store) recordTopology(ctx context.Context, ids []identity) error {
 	storeID = first.storeID
 	list := make([]string, len(s.w))
 	for i, db := range s.w {
-		for _, kv := range [][2]string{{metaStoreID, storeID}, {metaDatabaseID, newRandomID()}, {metaDatabaseIndex, strconv.Itoa(i)}} {
-			if _, err := db.ExecContext(ctx, s.insertMetaIfAbsent(), kv[0], kv[1]); err != nil {
-				return fmt.Errorf("store.databases[%d]: record topology: %w", i, err)
-			}
+		if err := s.insertMeta(ctx, db, metaStoreID, storeID, metaDatabaseID, newRandomID(), metaDatabaseIndex, strconv.Itoa(i)); err != nil {
+			return fmt.Errorf("store.databases[%d]: record topology: %w", i, err)
 		}
 		id, err := readIdentity(ctx, db)
 		if err != nil {
@@ -255,10 +275,8 @@ func (s *Store) recordTopology(ctx context.Context, ids []identity) error {
 		list[i] = id.dbID
 	}
 	for i, db := range s.w {
-		for _, kv := range pairs(listMeta(list, 1)) {
-			if _, err := db.ExecContext(ctx, s.insertMetaIfAbsent(), kv[0], kv[1]); err != nil {
-				return fmt.Errorf("store.databases[%d]: record topology: %w", i, err)
-			}
+		if err := s.insertMeta(ctx, db, listMeta(list, 1)...); err != nil {
+			return fmt.Errorf("store.databases[%d]: record topology: %w", i, err)
 		}
 	}
 	// Another node may have recorded first: check against what is there.
@@ -274,14 +292,6 @@ func (s *Store) recordTopology(ctx context.Context, ids []identity) error {
 	}
 	s.log.Info("store topology recorded", "store_id", storeID, "databases", len(list))
 	return nil
-}
-
-func pairs(kv []string) [][2]string {
-	out := make([][2]string, 0, len(kv)/2)
-	for i := 0; i+1 < len(kv); i += 2 {
-		out = append(out, [2]string{kv[i], kv[i+1]})
-	}
-	return out
 }
 
 // topologyMismatch compares the configured databases' identities with the
