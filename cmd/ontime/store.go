@@ -232,6 +232,8 @@ func newStoreAbortCmd(g *globals) *cobra.Command {
 		Long: `Undo an expansion before its cutover: the rows copied to the new databases
 and their identities are deleted, and the store is as it was. After the
 cutover an expansion can only finish.`,
+		Example: `  ontime store status --config ontime.yaml     # phase copy: it can still be undone
+  ontime store abort --config ontime.yaml`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			st, _, err := f.open(cmd.Context(), nil)
