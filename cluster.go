@@ -60,7 +60,7 @@ func (n *Node) newCoordinator(ctx context.Context, st *sqlstore.Store) error {
 		}
 		ec, err := etcdcoord.New(ctx, etcdcoord.Config{Endpoints: n.cfg.Cluster.EtcdEndpoints, NodeID: n.cfg.NodeID, Addr: addr,
 			Username: n.cfg.Cluster.EtcdUsername, Password: n.sec.etcdPassword, TLS: etcdTLS,
-			TTL: ttl, Items: keys, Topics: n.router.Topics, Incarnation: n.inc.ID(), Logger: n.log, OnAssign: onAssign, HandOverAtOnce: atOnce})
+			TTL: ttl, Items: keys, Topics: n.router.Topics, Incarnation: n.inc.ID(), Version: n.version, Logger: n.log, OnAssign: onAssign, HandOverAtOnce: atOnce})
 		if err != nil {
 			return err
 		}
@@ -68,7 +68,7 @@ func (n *Node) newCoordinator(ctx context.Context, st *sqlstore.Store) error {
 	default:
 		// The store made the coordinator's tables when it migrated.
 		dc, err := dbcoord.New(dbcoord.Config{Store: st, NodeID: n.cfg.NodeID, Addr: addr,
-			TTL: ttl, Items: keys, Topics: n.router.Topics, Incarnation: n.inc.ID(), Logger: n.log, OnAssign: onAssign, HandOverAtOnce: atOnce})
+			TTL: ttl, Items: keys, Topics: n.router.Topics, Incarnation: n.inc.ID(), Version: n.version, Logger: n.log, OnAssign: onAssign, HandOverAtOnce: atOnce})
 		if err != nil {
 			return err
 		}
@@ -146,7 +146,7 @@ func (n *Node) Cluster(ctx context.Context) (*apiv1.ClusterView, error) {
 		v.Leader, v.Term, owner = st.Leader, st.Term, st.Assignment
 		for _, ns := range st.Nodes {
 			v.Nodes = append(v.Nodes, ClusterNodeView{ID: ns.ID, Addr: ns.Addr, Heartbeat: ns.Heartbeat, Live: ns.Live, Items: ns.Items, Topics: ns.Topics,
-				Started: timePtr(ns.Started)})
+				Started: timePtr(ns.Started), Version: ns.Version})
 		}
 	}
 	lags, err := n.itemLags(ctx)
@@ -158,6 +158,8 @@ func (n *Node) Cluster(ctx context.Context) (*apiv1.ClusterView, error) {
 		v.Items[i] = ClusterItemView{Item: cluster.ItemKey(it), Owner: owner[cluster.ItemKey(it)], LagSecs: lags[i]}
 	}
 	for i := range v.Nodes {
+		// This node's own from the binary: a registration written by
+		// this node's previous process may still carry its old one.
 		if v.Nodes[i].ID == n.cfg.NodeID {
 			v.Nodes[i].Version = n.version
 		}

@@ -93,7 +93,10 @@ type Config struct {
 	// node restarted and end the leases held under its previous process's
 	// tokens at once, however short the restart.
 	Incarnation int64
-	Logger      *slog.Logger
+	// Version is this node's build version, published with every
+	// heartbeat so the cluster view shows every node's.
+	Version string
+	Logger  *slog.Logger
 	// OnAssign is called from the coordinator's goroutine whenever the set
 	// of items this node owns changes (nil: none owned).
 	OnAssign func(term int64, items []string)
@@ -174,7 +177,7 @@ func (c *Coordinator) Start(ctx context.Context) error {
 func (c *Coordinator) run(ctx context.Context) {
 	tick := time.NewTicker(c.cfg.TTL / 3)
 	defer tick.Stop()
-	proc := store.Process{Started: c.started, Incarnation: c.cfg.Incarnation}
+	proc := store.Process{Started: c.started, Incarnation: c.cfg.Incarnation, Version: c.cfg.Version}
 	for {
 		c.round(ctx, proc)
 		select {

@@ -5,7 +5,7 @@
 // one key per item, written by the leader in a transaction that fails if
 // its leader key is gone.
 //
-//	<prefix>/nodes/<id>     {"addr", "topics", "started", "incarnation"} (cluster.Member), under the node's session lease
+//	<prefix>/nodes/<id>     {"addr", "topics", "started", "incarnation", "version"} (cluster.Member), under the node's session lease
 //	<prefix>/leader/…       election keys
 //	<prefix>/assign/<item>  "node|since µs|term"
 //
@@ -59,8 +59,11 @@ type Config struct {
 	// lease ends, so the key never disappears; the changed incarnation is
 	// how the others know to end the leases its previous process held.
 	Incarnation int64
-	Logger      *slog.Logger
-	OnAssign    func(term int64, items []string)
+	// Version is this node's build version, published with its
+	// membership key so the cluster view shows every node's.
+	Version  string
+	Logger   *slog.Logger
+	OnAssign func(term int64, items []string)
 	// HandOverAtOnce says which items this node, once it has read that
 	// they moved away and stopped on them, hands over at once instead of
 	// letting the new owner wait a TTL (nil: none). Only items that two
@@ -189,7 +192,7 @@ func (c *Coordinator) session(ctx context.Context) error {
 		_, _ = c.cli.Revoke(rctx, s.Lease())
 		s.Orphan()
 	}()
-	me := cluster.Member{Addr: c.cfg.Addr, Started: c.started, Incarnation: c.cfg.Incarnation}
+	me := cluster.Member{Addr: c.cfg.Addr, Started: c.started, Incarnation: c.cfg.Incarnation, Version: c.cfg.Version}
 	if c.cfg.Topics != nil {
 		me.Topics = c.cfg.Topics()
 	}
@@ -390,7 +393,7 @@ func (c *Coordinator) Status(ctx context.Context) (cluster.Status, error) {
 	}
 	for id, m := range live {
 		st.Nodes = append(st.Nodes, store.NodeStatus{ID: id, Addr: m.Addr, Topics: m.Topics, Heartbeat: time.Now(), Live: true, Items: counts[id],
-			Started: m.Started, Incarnation: m.Incarnation})
+			Started: m.Started, Incarnation: m.Incarnation, Version: m.Version})
 	}
 	slices.SortFunc(st.Nodes, func(a, b store.NodeStatus) int { return strings.Compare(a.ID, b.ID) })
 	return st, nil

@@ -2,6 +2,7 @@ package etcdcoord
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -16,11 +17,14 @@ import (
 // says of the process: its incarnation and start. Before, the key held
 // neither and the others' scanners never ended what the previous process
 // had claimed in their items: those tasks waited out their leases.
+//
+// The key carries the node's build version too (the cluster view shows
+// every node's): the restarted b runs another.
 func TestRestartShowsNewIncarnation(t *testing.T) {
 	endpoint := testetcd.Start(t)
 	start := func(id string, inc int64) *Coordinator {
 		c, err := New(context.Background(), Config{Endpoints: []string{endpoint}, Prefix: "/inc", NodeID: id, Addr: id + ":7070",
-			TTL: 5 * time.Second, Items: []string{"0.0.0"}, Incarnation: inc})
+			TTL: 5 * time.Second, Items: []string{"0.0.0"}, Incarnation: inc, Version: fmt.Sprintf("v1.%d", inc%1000)})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -53,6 +57,9 @@ func TestRestartShowsNewIncarnation(t *testing.T) {
 	start("b", second)
 	waitUntil(t, "b's new incarnation shown", func() bool { n, ok := process(a, "b"); return ok && n.Incarnation == second })
 	now, _ := process(a, "b")
+	if was.Version != fmt.Sprintf("v1.%d", first%1000) || now.Version != fmt.Sprintf("v1.%d", second%1000) {
+		t.Fatalf("b's version %q before the restart, %q after", was.Version, now.Version)
+	}
 	if !now.Started.After(was.Started) {
 		t.Fatalf("started %s after the restart, %s before", now.Started, was.Started)
 	}

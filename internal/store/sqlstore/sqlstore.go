@@ -200,7 +200,9 @@ func (s *Store) connect(dsn string) (w, r *sql.DB, err error) {
 //	   which its claim tokens carry (store.Incarnation)
 //	13 traceparent on the task tables: the W3C trace context of the
 //	   submit, continued by the task's deliveries ('' when not traced)
-const SchemaVersion = 13
+//	19 version on ontime_nodes: each node's build version, shown in the
+//	   cluster view ('' from nodes of earlier versions)
+const SchemaVersion = 19
 
 // migrateTo runs the step that brings a database from version v-1 to v.
 // Every statement is idempotent (IF NOT EXISTS, insert-if-absent), so a
@@ -262,6 +264,11 @@ func (s *Store) migrateTo(ctx context.Context, c *sql.Conn, v int) error {
 				return err
 			}
 		}
+	case 14, 15, 16, 17, 18:
+		// Other branches' steps (assigned by number); none here.
+	case 19:
+		// Registrations from before keep '': version unknown.
+		return s.addColumn(ctx, c, "ontime_nodes", "version", "VARCHAR(128) NOT NULL DEFAULT ''")
 	default:
 		return fmt.Errorf("no migration to schema version %d", v)
 	}
