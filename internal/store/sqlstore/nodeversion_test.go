@@ -13,7 +13,7 @@ import (
 
 // TestMigrateNodeVersionFromVersion18: ontime_nodes without the version
 // column (schema 18), with a registered node, migrates to 19: the node
-// keeps its registration with version ” (unknown), and a heartbeat then
+// keeps its registration with an empty version (unknown), and a heartbeat then
 // stores and reads back its build version; a version longer than the
 // column is cut, not refused (a heartbeat must not fail on it). The step
 // run again changes nothing.
