@@ -46,10 +46,10 @@ func (c *Console) routes() []route {
 
 		{"GET /ui/tasks", on(c.tasks)},
 		{"GET /ui/tasks/{id}", on(c.taskDetail)},
-		{"POST /ui/tasks/{id}/{op}", on(c.taskAction)}, // cancel, reschedule, payload, requeue
+		{"POST /ui/tasks/{id}/{op}", on(c.taskAction)}, // cancel, reschedule, payload, requeue, purge
 
 		{"GET /ui/dead", on(c.dead)},
-		{"POST /ui/dead/requeue", on(c.deadRequeue)},
+		{"POST /ui/dead/{op}", on(c.deadAction)}, // requeue, purge
 
 		{"GET /ui/topics", on(c.topics)},
 		{"POST /ui/topics/{topic}/{op}", on(c.topicAction)}, // pause, resume, requeue
@@ -422,6 +422,17 @@ func (c *Console) taskAction(w http.ResponseWriter, r *http.Request, v *viewer) 
 	case "requeue":
 		_, err = v.client.Requeue(ctx, id)
 		msg = "Task requeued: pending, due now."
+	case "purge":
+		// The task is gone afterwards: back to its topic's list (its dead
+		// letters for a dead one) unless the form says where.
+		var t *apiv1.Task
+		if t, err = v.client.Purge(ctx, id); err == nil {
+			back = "/ui/tasks?topic=" + url.QueryEscape(t.Topic)
+			if t.Status == "dead" {
+				back = "/ui/dead?topic=" + url.QueryEscape(t.Topic)
+			}
+		}
+		msg = "Task " + id + " purged."
 	case "reschedule":
 		var patch client.TaskPatch
 		due, delay := strings.TrimSpace(r.PostFormValue("due_at")), strings.TrimSpace(r.PostFormValue("delay"))
@@ -455,7 +466,7 @@ func (c *Console) taskAction(w http.ResponseWriter, r *http.Request, v *viewer) 
 		}
 		msg = "Payload saved."
 	default:
-		c.renderError(w, r, v, http.StatusNotFound, "op", fmt.Sprintf("%q is not an action on a task (cancel, reschedule, payload, requeue)", op))
+		c.renderError(w, r, v, http.StatusNotFound, "op", fmt.Sprintf("%q is not an action on a task (cancel, reschedule, payload, requeue, purge)", op))
 		return
 	}
 	if err != nil {
@@ -579,16 +590,37 @@ func (c *Console) renderDead(w http.ResponseWriter, r *http.Request, p *page, ac
 	c.render(w, r, "dead", p, http.StatusOK)
 }
 
-// bulkBound is the most dead tasks one "requeue all matching" looks at:
-// past it the page says more remain, and another click goes on. It keeps
-// one click from holding a request for minutes on a huge dead set.
+// bulkBound is the most dead tasks one "… all matching" looks at: past
+// it the page says more remain, and another click goes on. It keeps one
+// click from holding a request for minutes on a huge dead set.
 const bulkBound = 10000
 
-// deadRequeue requeues the dead tasks selected (ids), or all matching the
-// filter (all=1): a whole topic's by its one API call, or, with an error
-// filter, page by page through the API's cursor, up to bulkBound.
-func (c *Console) deadRequeue(w http.ResponseWriter, r *http.Request, v *viewer) {
+// deadOps are the dead letters' actions: what each does to one task
+// through the API, and its words.
+var deadOps = map[string]struct {
+	call func(ctx context.Context, c *client.Client, id string) (*apiv1.Task, error)
+	done string // past participle for the flash
+}{
+	"requeue": {func(ctx context.Context, c *client.Client, id string) (*apiv1.Task, error) { return c.Requeue(ctx, id) }, "requeued"},
+	// Dead tasks are final: the API refuses to cancel them (409). What
+	// an operator means by "cancel" here is to be rid of them: purge.
+	"purge": {func(ctx context.Context, c *client.Client, id string) (*apiv1.Task, error) { return c.Purge(ctx, id) }, "purged"},
+}
+
+// deadAction requeues or purges the dead tasks selected (ids), or all
+// matching the filter (all=1). A whole topic's requeue is one API call
+// (POST /v1/topics/{topic}:requeue); everything else goes task by task
+// through the per-task routes, page by page through the API's cursor, up
+// to bulkBound tasks looked at per click. (The bulk operations resource,
+// POST /v1/operations, is the place for "all matching" at scale.)
+func (c *Console) deadAction(w http.ResponseWriter, r *http.Request, v *viewer) {
 	ctx := r.Context()
+	opName := r.PathValue("op")
+	op, ok := deadOps[opName]
+	if !ok {
+		c.renderError(w, r, v, http.StatusNotFound, "op", fmt.Sprintf("%q is not an action on dead letters (requeue, purge)", opName))
+		return
+	}
 	topic, match := strings.TrimSpace(r.PostFormValue("topic")), r.PostFormValue("error")
 	back := safeBack(r.PostFormValue("back"), "/ui/dead")
 	fail := func(err *pageError) {
@@ -606,22 +638,22 @@ func (c *Console) deadRequeue(w http.ResponseWriter, r *http.Request, v *viewer)
 		}
 		n := 0
 		for _, id := range ids {
-			if _, err := v.client.Requeue(ctx, id); err != nil {
+			if _, err := op.call(ctx, v.client, id); err != nil {
 				pe := asPageError(err)
-				pe.Message = fmt.Sprintf("task %s: %s (%d requeued before it)", id, pe.Message, n)
+				pe.Message = fmt.Sprintf("task %s: %s (%d %s before it)", id, pe.Message, n, op.done)
 				fail(pe)
 				return
 			}
 			n++
 		}
-		done(w, r, back, fmt.Sprintf("%d dead tasks requeued.", n))
+		done(w, r, back, fmt.Sprintf("%d dead tasks %s.", n, op.done))
 		return
 	}
-	if match == "" {
-		if topic == "" {
-			fail(&pageError{Status: http.StatusBadRequest, Field: "topic", Message: "requeue all needs a topic (or an error filter)"})
-			return
-		}
+	if topic == "" && match == "" {
+		fail(&pageError{Status: http.StatusBadRequest, Field: "topic", Message: opName + " all needs a topic (or an error filter)"})
+		return
+	}
+	if match == "" && opName == "requeue" {
 		n, err := v.client.RequeueTopic(ctx, topic)
 		if err != nil {
 			fail(asPageError(err))
@@ -630,9 +662,16 @@ func (c *Console) deadRequeue(w http.ResponseWriter, r *http.Request, v *viewer)
 		done(w, r, back, fmt.Sprintf("%d dead tasks of %s requeued.", n, topic))
 		return
 	}
+	what := "dead tasks"
+	if topic != "" {
+		what += " of " + topic
+	}
+	if match != "" {
+		what += fmt.Sprintf(" whose error contains %q", match)
+	}
 	n, seen, cursor := 0, 0, ""
 	for seen < bulkBound {
-		pg, err := v.client.List(ctx, client.ListOptions{Topic: topic, Status: "dead", Limit: 1000, Cursor: cursor})
+		pg, err := v.client.List(ctx, client.ListOptions{Topic: topic, Status: "dead", Limit: min(1000, bulkBound-seen), Cursor: cursor})
 		if err != nil {
 			fail(asPageError(err))
 			return
@@ -642,21 +681,23 @@ func (c *Console) deadRequeue(w http.ResponseWriter, r *http.Request, v *viewer)
 			if !strings.Contains(t.LastError, match) {
 				continue
 			}
-			if _, err := v.client.Requeue(ctx, t.ID); err != nil && !client.HasCode(err, apiv1.CodeConflict) {
+			// A task requeued or purged meanwhile by another hand is
+			// skipped, not an error.
+			if _, err := op.call(ctx, v.client, t.ID); err != nil && !client.HasCode(err, apiv1.CodeConflict) && !client.HasCode(err, apiv1.CodeNotFound) {
 				pe := asPageError(err)
-				pe.Message = fmt.Sprintf("task %s: %s (%d requeued before it)", t.ID, pe.Message, n)
+				pe.Message = fmt.Sprintf("task %s: %s (%d %s before it)", t.ID, pe.Message, n, op.done)
 				fail(pe)
 				return
 			}
 			n++
 		}
 		if pg.NextCursor == "" {
-			done(w, r, back, fmt.Sprintf("%d dead tasks whose error contains %q requeued.", n, match))
+			done(w, r, back, fmt.Sprintf("%d %s %s.", n, what, op.done))
 			return
 		}
 		cursor = pg.NextCursor
 	}
-	done(w, r, back, fmt.Sprintf("%d dead tasks whose error contains %q requeued; %d looked at, more remain: requeue again to go on.", n, match, seen))
+	done(w, r, back, fmt.Sprintf("%d %s %s; %d looked at, more remain: %s again to go on.", n, what, op.done, seen, opName))
 }
 
 // ---- Topics ----
