@@ -201,7 +201,8 @@ func (s *Store) connect(dsn string) (w, r *sql.DB, err error) {
 //	13 traceparent on the task tables: the W3C trace context of the
 //	   submit, continued by the task's deliveries ('' when not traced)
 //	19 version on ontime_nodes: each node's build version, shown in the
-//	   cluster view ('' from nodes of earlier versions)
+//	   cluster view ('' from nodes of earlier versions); SQLite and
+//	   PostgreSQL: the console's indexes on the task tables (console.go)
 const SchemaVersion = 19
 
 // migrateTo runs the step that brings a database from version v-1 to v.
@@ -268,7 +269,10 @@ func (s *Store) migrateTo(ctx context.Context, c *sql.Conn, v int) error {
 		// Other branches' steps (assigned by number); none here.
 	case 19:
 		// Registrations from before keep '': version unknown.
-		return s.addColumn(ctx, c, "ontime_nodes", "version", "VARCHAR(128) NOT NULL DEFAULT ''")
+		if err := s.addColumn(ctx, c, "ontime_nodes", "version", "VARCHAR(128) NOT NULL DEFAULT ''"); err != nil {
+			return err
+		}
+		stmts = s.consoleIndexes()
 	default:
 		return fmt.Errorf("no migration to schema version %d", v)
 	}
