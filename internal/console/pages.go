@@ -220,6 +220,9 @@ type upcomingData struct {
 	Rows   []upcomingRow
 	Total  int64
 	Step   time.Duration
+	// CountedAt is when the histogram was counted (console.dueCache):
+	// counting is not per view.
+	CountedAt time.Time
 }
 
 type upcomingTopic struct {
@@ -268,9 +271,9 @@ func (c *Console) upcoming(w http.ResponseWriter, r *http.Request, v *viewer) {
 		c.render(w, r, "upcoming", p, http.StatusOK)
 		return
 	}
-	from := p.Now.Truncate(rg.Step)
 	n := int((rg.Span + rg.Step - 1) / rg.Step)
-	counts, err := c.opts.Upcoming(r.Context(), from, rg.Step, n+1)
+	from, counts, at, err := c.due.get(r.Context(), p.Now.Truncate(rg.Step), rg.Step, n+1)
+	d.CountedAt = at
 	if err != nil {
 		c.log.Warn("console: upcoming", "err", err)
 		p.Err = &pageError{Status: http.StatusServiceUnavailable, Code: "unavailable", Message: "the task store did not answer; retry later"}
