@@ -425,7 +425,7 @@ func TestCLICluster(t *testing.T) {
 	t.Parallel()
 	c := newCLI(t)
 	code, out, _ := c.run("cluster")
-	if code != 0 || !strings.Contains(out, "coordinator none") || !strings.Contains(out, "MAX SCAN LAG") || strings.Contains(out, "0.0.0") {
+	if code != 0 || !strings.Contains(out, "coordinator none") || !strings.Contains(out, "MAX SCAN LAG") || !strings.Contains(out, "VERSION") || strings.Contains(out, "0.0.0") {
 		t.Fatalf("cluster: %d %q", code, out)
 	}
 	lines := strings.Split(strings.TrimSpace(out), "\n")
