@@ -231,6 +231,9 @@ type upcomingTopic struct {
 	Color int // the palette class of its bars
 }
 
+// barsTopics is how many topics the Coming up bars colour one by one.
+const barsTopics = 8
+
 type upcomingRow struct {
 	At    time.Time
 	Label string
@@ -285,21 +288,44 @@ func (c *Console) upcoming(w http.ResponseWriter, r *http.Request, v *viewer) {
 		at := from.Add(time.Duration(i) * rg.Step)
 		d.Rows[i] = upcomingRow{At: at, Label: at.Format(rg.Label)}
 	}
-	for i, tc := range counts {
+	// The barsTopics topics with most tasks get a colour each; the others
+	// share one part per bar ("other topics"), so 200 topics make 61 bars
+	// of at most barsTopics+1 parts, not 12,000 (the page stayed 1 MB).
+	var shown []DueCounts
+	totals := map[string]int64{}
+	for _, tc := range counts {
 		if d.Topic != "" && tc.Topic != d.Topic {
 			continue
 		}
-		ut := upcomingTopic{Topic: tc.Topic, Color: i % 8}
+		for _, n := range tc.Counts {
+			totals[tc.Topic] += n
+		}
+		if totals[tc.Topic] > 0 {
+			shown = append(shown, tc)
+		}
+	}
+	sort.SliceStable(shown, func(i, j int) bool { return totals[shown[i].Topic] > totals[shown[j].Topic] })
+	others := make([]int64, n+1)
+	for i, tc := range shown {
+		ut := upcomingTopic{Topic: tc.Topic, Total: totals[tc.Topic], Color: min(i, barsTopics)}
 		for b, n := range tc.Counts {
 			if n == 0 {
 				continue
 			}
-			ut.Total += n
 			d.Rows[b].Total += n
-			d.Rows[b].Parts = append(d.Rows[b].Parts, upcomingPart{Topic: tc.Topic, Count: n, Color: ut.Color})
+			if i < barsTopics {
+				d.Rows[b].Parts = append(d.Rows[b].Parts, upcomingPart{Topic: tc.Topic, Count: n, Color: ut.Color})
+			} else {
+				others[b] += n
+			}
 		}
 		d.Total += ut.Total
 		d.Topics = append(d.Topics, ut)
+	}
+	for b, n := range others {
+		if n > 0 {
+			d.Rows[b].Parts = append(d.Rows[b].Parts, upcomingPart{Topic: "other topics", Count: n, Color: barsTopics})
+		}
 	}
 	var most int64
 	for _, row := range d.Rows {
