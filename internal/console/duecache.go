@@ -12,8 +12,9 @@ import (
 // as many row reads for their topics, about a second on SQLite — so a
 // page view cannot count: it shows the last count (the page says how old)
 // and, when that is older than dueFresh, one refresh runs beside it for
-// the next view. Only a histogram older than dueStale, or none, is waited
-// for.
+// the next view. A view without a histogram (none yet, or one older than
+// dueStale) waits for the count at most dueWait: past it the page says it
+// is counting and its next poll shows the histogram.
 type dueCache struct {
 	count func(ctx context.Context, from time.Time, step time.Duration, n int) ([]DueCounts, error)
 
@@ -40,13 +41,17 @@ const (
 	dueFresh = 5 * time.Second
 	// dueStale: past this a view waits for a fresh count.
 	dueStale = 5 * time.Minute
-	// dueTimeout bounds one count.
-	dueTimeout = 30 * time.Second
+	// dueTimeout bounds one count: a week of 10 M rows on a loaded
+	// 2-core machine took over 30 s.
+	dueTimeout = 5 * time.Minute
+	// dueWait is how long a view without a histogram waits for one.
+	dueWait = 2 * time.Second
 )
 
 // get returns the histogram of n buckets of step from from, or the last
 // one counted for this step (its own first bucket's start, at most
-// dueStale old), and when it was counted.
+// dueStale old), and when it was counted; a zero time and no error when
+// the count runs on past dueWait (the page says it is counting).
 func (d *dueCache) get(ctx context.Context, from time.Time, step time.Duration, n int) (time.Time, []DueCounts, time.Time, error) {
 	d.mu.Lock()
 	if d.by == nil {
@@ -75,8 +80,12 @@ func (d *dueCache) get(ctx context.Context, from time.Time, step time.Duration, 
 	if usable {
 		return e.fromLocked(d)
 	}
+	wait := time.NewTimer(dueWait)
+	defer wait.Stop()
 	select {
 	case <-running:
+	case <-wait.C:
+		return time.Time{}, nil, time.Time{}, nil
 	case <-ctx.Done():
 		return time.Time{}, nil, time.Time{}, ctx.Err()
 	}

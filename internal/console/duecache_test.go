@@ -55,7 +55,30 @@ func TestDueCache(t *testing.T) {
 	d.by[step].at = time.Now().Add(-dueStale - time.Second)
 	d.mu.Unlock()
 	release <- struct{}{}
-	if _, _, at, err := d.get(ctx, next, step, 3); err != nil || time.Since(at) > time.Second || calls.Load() != 3 {
+	if _, _, at, err := d.get(ctx, next, step, 3); err != nil || at.IsZero() || time.Since(at) > time.Second || calls.Load() != 3 {
 		t.Fatalf("a stale histogram was not recounted before the view: %v %v %d", at, err, calls.Load())
+	}
+}
+
+// TestDueCacheSlowCount: a view does not wait past dueWait for a count;
+// it gets no histogram (the page says it is counting) and the count goes
+// on for the next view.
+func TestDueCacheSlowCount(t *testing.T) {
+	t.Parallel()
+	release := make(chan struct{})
+	d := &dueCache{count: func(ctx context.Context, from time.Time, step time.Duration, n int) ([]DueCounts, error) {
+		<-release
+		return []DueCounts{{Topic: "t", Counts: make([]int64, n)}}, nil
+	}}
+	from := time.Now().Truncate(time.Hour)
+	t0 := time.Now()
+	_, counts, at, err := d.get(context.Background(), from, time.Hour, 2)
+	if err != nil || counts != nil || !at.IsZero() || time.Since(t0) > dueWait+time.Second {
+		t.Fatalf("a slow first count: %v %v %v after %s", counts, at, err, time.Since(t0))
+	}
+	close(release)
+	d.wg.Wait()
+	if _, counts, at, err := d.get(context.Background(), from, time.Hour, 2); err != nil || len(counts) != 1 || at.IsZero() {
+		t.Fatalf("the next view: %v %v %v", counts, at, err)
 	}
 }

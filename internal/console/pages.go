@@ -223,6 +223,8 @@ type upcomingData struct {
 	// CountedAt is when the histogram was counted (console.dueCache):
 	// counting is not per view.
 	CountedAt time.Time
+	// Counting: no histogram yet, its count runs (the next poll shows it).
+	Counting bool
 }
 
 type upcomingTopic struct {
@@ -277,6 +279,11 @@ func (c *Console) upcoming(w http.ResponseWriter, r *http.Request, v *viewer) {
 	n := int((rg.Span + rg.Step - 1) / rg.Step)
 	from, counts, at, err := c.due.get(r.Context(), p.Now.Truncate(rg.Step), rg.Step, n+1)
 	d.CountedAt = at
+	if err == nil && at.IsZero() {
+		d.Counting = true
+		c.render(w, r, "upcoming", p, http.StatusOK)
+		return
+	}
 	if err != nil {
 		c.log.Warn("console: upcoming", "err", err)
 		p.Err = &pageError{Status: http.StatusServiceUnavailable, Code: "unavailable", Message: "the task store did not answer; retry later"}
