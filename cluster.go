@@ -52,7 +52,7 @@ func (n *Node) newCoordinator(ctx context.Context, st *sqlstore.Store) error {
 	// of old and new owner costs nothing, and a TTL of nobody scanning
 	// them would make tasks late after every join.
 	atOnce := func(k string) bool { _, ok := cluster.ParseItemKey(k); return ok }
-	node := cluster.NodeConfig{NodeID: n.cfg.NodeID, Addr: addr, TTL: time.Duration(n.cfg.Cluster.LeaseTTL), Items: keys,
+	node := cluster.NodeConfig{NodeID: n.cfg.NodeID, Version: n.version, Addr: addr, TTL: time.Duration(n.cfg.Cluster.LeaseTTL), Items: keys,
 		Topics: n.router.Topics, Incarnation: n.inc.ID(), Logger: n.log, OnAssign: onAssign, HandOverAtOnce: atOnce}
 	var c cluster.Coordinator
 	switch n.cfg.Cluster.Coordinator {
@@ -164,7 +164,7 @@ func (n *Node) Cluster(ctx context.Context) (*apiv1.ClusterView, error) {
 		v.Leader, v.Term, owner = st.Leader, st.Term, st.Assignment
 		for _, ns := range st.Nodes {
 			v.Nodes = append(v.Nodes, ClusterNodeView{ID: ns.ID, Addr: ns.Addr, Heartbeat: ns.Heartbeat, Live: ns.Live, Items: ns.Items, Topics: ns.Topics,
-				Started: timePtr(ns.Started)})
+				Started: timePtr(ns.Started), Version: ns.Version})
 		}
 	}
 	lags, err := n.itemLags(ctx)
@@ -176,6 +176,8 @@ func (n *Node) Cluster(ctx context.Context) (*apiv1.ClusterView, error) {
 		v.Items[i] = ClusterItemView{Item: cluster.ItemKey(it), Owner: owner[cluster.ItemKey(it)], LagSecs: lags[i]}
 	}
 	for i := range v.Nodes {
+		// This node's own from the binary: a registration written by
+		// this node's previous process may still carry its old one.
 		if v.Nodes[i].ID == n.cfg.NodeID {
 			v.Nodes[i].Version = n.version
 		}

@@ -310,8 +310,8 @@ func editDistance(a, b string) int {
 // envNotConfig are ONTIME_* variables that are not config keys: the CLI's
 // server address, token and CA file, the brokers set one by one
 // (applyBrokerEnv), and the knobs of the benchmarks, tests and the chaos
-// suite.
-var envNotConfig = []string{"ONTIME_SERVER", "ONTIME_TOKEN", "ONTIME_CA_FILE", "ONTIME_BENCH_", "ONTIME_TEST_", "ONTIME_BROKERS_", "ONTIME_CHAOS", "ONTIME_CHAOS_"}
+// suite, and where the browser tests put their screenshots.
+var envNotConfig = []string{"ONTIME_SERVER", "ONTIME_TOKEN", "ONTIME_CA_FILE", "ONTIME_BENCH_", "ONTIME_TEST_", "ONTIME_BROKERS_", "ONTIME_CHAOS", "ONTIME_CHAOS_", "ONTIME_SCREENSHOTS"}
 
 // applyEnv sets fields from ONTIME_<PATH> variables: ONTIME_STORE_DRIVER,
 // ONTIME_HOT_REDIS_ADDRS (lists are comma-separated), ONTIME_DELIVERY_TIMEOUT.

@@ -79,7 +79,7 @@ func TestConfigEnvAndYAMLValues(t *testing.T) {
 		t.Fatal(err)
 	}
 	c, err := ontime.LoadConfig(path, []string{"ONTIME_DATA_DIR=" + dir, "ONTIME_DELIVERY_TIMEOUT=3s", "ONTIME_STORE_SEGMENTS=2",
-		"ONTIME_SERVER=h:1", "ONTIME_BENCH_ROWS=9", "ONTIME_TEST_PG=x", "OTHER=1"})
+		"ONTIME_SERVER=h:1", "ONTIME_BENCH_ROWS=9", "ONTIME_TEST_PG=x", "ONTIME_SCREENSHOTS=/tmp/shots", "OTHER=1"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -185,9 +185,9 @@ type ClusterNodeView struct {
 	// Started is when the node's process started, from its registration
 	// (ontime_nodes.started_at, etcd's member value); nil when unknown.
 	Started *time.Time `json:"started,omitempty"`
-	// Version is the binary's build version (as ontime_build_info labels
-	// it), known for the answering node only: registrations do not carry
-	// it, so it is empty for the others.
+	// Version is the node's build version (as ontime_build_info labels
+	// it), from its registration (ontime_nodes.version, etcd's member
+	// value); empty for a node of an earlier version.
 	Version string `json:"version,omitempty"`
 }
 

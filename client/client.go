@@ -283,6 +283,13 @@ func (c *Client) Requeue(ctx context.Context, id string) (*Task, error) {
 	return call[Task](ctx, c, http.MethodPost, "/v1/tasks/"+url.PathEscape(id)+":requeue", nil)
 }
 
+// Purge deletes a final task (done, dead or cancelled) now instead of when
+// its retention ends, and returns it as it was; a live task is refused
+// (409 conflict).
+func (c *Client) Purge(ctx context.Context, id string) (*Task, error) {
+	return call[Task](ctx, c, http.MethodPost, "/v1/tasks/"+url.PathEscape(id)+":purge", nil)
+}
+
 // ListOptions filter List. Zero fields do not filter.
 type ListOptions struct {
 	Topic  string

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -16,17 +15,18 @@ import (
 	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/chromedp"
 
-	"github.com/ontimehq/ontime"
 	"github.com/ontimehq/ontime/apiv1"
 	"github.com/ontimehq/ontime/client"
+	"github.com/ontimehq/ontime/internal/testdb"
 )
 
 // The console in a real browser: Debian's chromium, driven by chromedp.
-// A node with tokens serves its HTTP handler (API and console); tasks are
-// submitted through the API; the test clicks through the console as an
-// operator would and checks each outcome through the API. Each page it
-// visits is saved as a PNG under $ONTIME_SCREENSHOTS (default
-// e2e/screenshots, ignored by git), to be looked at.
+// Two `ontime serve` processes with tokens form a cluster on MariaDB;
+// tasks are submitted through the API; the test clicks through the
+// console of one of them as an operator would and checks each outcome
+// through the API. Each page it visits is saved as a PNG under
+// $ONTIME_SCREENSHOTS (default e2e/screenshots, ignored by git), to be
+// looked at.
 //
 // chromium missing is a failure, not a skip: scripts/services.sh (run by
 // `make test`) installs it.
@@ -36,42 +36,61 @@ const (
 	uiReadToken  = "ui-read-token-0123456789a"
 )
 
-// uiNode starts a node with an admin and a read token and returns its base
-// URL and an admin API client.
-func uiNode(t *testing.T, mod func(*ontime.Config)) (string, *client.Client) {
+// uiCluster starts two `ontime serve` processes (n1, n2) sharing one
+// MariaDB database, with an admin and a read token and the given extra
+// YAML (jobs), and returns n1's base URL, an admin API client of it and
+// the processes.
+func uiCluster(t *testing.T, extra string) (string, *client.Client, map[string]*serveProc) {
 	t.Helper()
 	dir := t.TempDir()
-	cfg := ontime.DefaultConfig()
-	if mod != nil {
-		mod(&cfg)
-	}
-	cfg.DataDir = dir
-	cfg.Store.Tables = 2
-	for name, tok := range map[string]string{"admin": uiAdminToken, "read": uiReadToken} {
-		f := filepath.Join(dir, name+".token")
-		if err := os.WriteFile(f, []byte(tok), 0o600); err != nil {
+	dsn := testdb.MySQL(t)
+	var toks strings.Builder
+	for _, tk := range []struct{ name, secret string }{{"admin", uiAdminToken}, {"read", uiReadToken}} {
+		f := filepath.Join(dir, tk.name+".token")
+		if err := os.WriteFile(f, []byte(tk.secret), 0o600); err != nil {
 			t.Fatal(err)
 		}
-		cfg.Auth.Tokens = append(cfg.Auth.Tokens, ontime.TokenConfig{Name: name, TokenFile: f, Role: name})
+		fmt.Fprintf(&toks, "    - {name: %s, token_file: %q, role: %s}\n", tk.name, f, tk.name)
 	}
-	ctx := context.Background()
-	n, err := ontime.NewNode(ctx, cfg)
+	cfgPath := filepath.Join(dir, "ontime.yaml")
+	cfg := fmt.Sprintf(`data_dir: %s
+store:
+  driver: mysql
+  databases: [%q]
+  tables: 2
+  segments: 2
+cluster:
+  coordinator: database
+  lease_ttl: 2s
+delivery:
+  retry_base: 50ms
+  retry_max: 100ms
+auth:
+  tokens:
+%s%s`, filepath.Join(dir, "data"), dsn, toks.String(), extra)
+	if err := os.WriteFile(cfgPath, []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	addrs, procs := startServeCluster(t, cfgPath, []string{"n1", "n2"})
+	base := "http://" + addrs["n1"]
+	c, err := client.New(base, client.WithToken(uiAdminToken))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := n.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(n.HTTPHandler())
-	t.Cleanup(func() {
-		srv.Close()
-		_ = n.Stop(context.Background())
+	waitFor(t, 30*time.Second, "both nodes live in n1's view", func() bool {
+		v, err := c.Cluster(t.Context())
+		if err != nil {
+			return false
+		}
+		live := 0
+		for _, n := range v.Nodes {
+			if n.Live {
+				live++
+			}
+		}
+		return live == 2
 	})
-	c, err := client.New(srv.URL, client.WithToken(uiAdminToken))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return srv.URL, c
+	return base, c, procs
 }
 
 // uiBrowser starts headless chromium; every JavaScript dialog (the
@@ -187,11 +206,15 @@ func TestConsoleInBrowser(t *testing.T) {
 	const billTables, billRows = 2, 300
 	bills := newBillDB(t, "sqlite", billTables, billRows)
 	rcv := newJobReceiver(t)
-	base, c := uiNode(t, func(cfg *ontime.Config) {
-		j := billJob("bill-settle", "sqlite", []string{bills.dsn}, billTables, rcv.srv.URL)
-		j.Cron = "0 0 * * * *"
-		cfg.Jobs = []ontime.JobConfig{j}
-	})
+	base, c, _ := uiCluster(t, fmt.Sprintf(`jobs:
+  - name: bill-settle
+    cron: "0 0 * * * *"
+    misfire: fire_once
+    overlap: skip
+    source: {driver: sqlite, databases: [%q], table: "bill_{table}", tables: %d, segments: 1, key: id, columns: [id, x, y, z], where: {status: 1}, page: 100}
+    process: {target: %q, batch: 25, concurrency: 4}
+    on_success: {set: {status: 2}}
+`, bills.dsn, billTables, rcv.srv.URL))
 	ctx := uiBrowser(t)
 	dir := screenshotDir(t)
 	tc := t.Context()
@@ -294,6 +317,27 @@ func TestConsoleInBrowser(t *testing.T) {
 		}
 	}
 
+	// Dead tasks are final: "cancel" in the dead letters is a purge. One
+	// selected, then all of the topic.
+	junk := []*apiv1.Task{uiDead(t, c, "junk", "j-1", 21), uiDead(t, c, "junk", "j-2", 22), uiDead(t, c, "junk", "j-3", 23)}
+	run(t, ctx, "purge",
+		chromedp.Navigate(base+"/ui/dead?topic=junk"),
+		chromedp.WaitVisible(`//button[text()="Purge all matching"]`),
+		chromedp.Click(`input[name="id"][value="`+junk[0].ID+`"]`, chromedp.ByQuery),
+		shot(t, dir, "06b-dead-purge-selected"),
+		chromedp.Click(`//button[text()="Purge selected"]`),
+		flash("1 dead tasks purged"),
+		chromedp.WaitVisible(`//button[text()="Purge all matching"]`),
+		chromedp.Click(`//button[text()="Purge all matching"]`),
+		flash("2 dead tasks of junk purged"),
+		shot(t, dir, "06c-dead-purged"),
+	)
+	for _, tk := range junk {
+		if _, err := c.Get(tc, tk.ID); !client.HasCode(err, apiv1.CodeNotFound) {
+			t.Errorf("purged task %s: %v", tk.ID, err)
+		}
+	}
+
 	// Pause and resume a topic.
 	pauseBtn := `//tr[td/a[text()="orders.cancel"]]//button[text()="Pause"]`
 	resumeBtn := `//tr[td/a[text()="orders.cancel"]]//button[text()="Resume"]`
@@ -360,10 +404,12 @@ func TestConsoleInBrowser(t *testing.T) {
 		t.Fatalf("the job settled %d bills of %d", n, billTables*billRows)
 	}
 
-	// The cluster.
+	// The cluster: both processes, each with its version (from its
+	// registration, schema 19).
 	run(t, ctx, "cluster",
 		follow(`//nav//a[text()="Cluster"]`, "/ui/cluster"),
 		chromedp.WaitVisible(`//h2[text()="Items map"]`),
+		waitJS(`(() => { const v = [...document.querySelectorAll("td.node-version")]; return v.length === 2 && v.every(x => x.textContent.trim() !== "" && x.textContent.trim() !== "—"); })()`),
 		shot(t, dir, "11-cluster"),
 	)
 

@@ -25,7 +25,7 @@ var (
 
 // ontimeBinary builds cmd/ontime once per test run, with -race when the
 // tests run with it.
-func ontimeBinary(t *testing.T) string {
+func ontimeBinary(t testing.TB) string {
 	t.Helper()
 	buildOnce.Do(func() {
 		dir, err := os.MkdirTemp("", "ontime-e2e-bin")
@@ -85,7 +85,7 @@ func startServe(t *testing.T, cfgPath, addr string, env ...string) *serveProc {
 
 // spawnServe starts `ontime serve` listening on addr, collecting its log,
 // and kills it at the test's end if it still runs.
-func spawnServe(t *testing.T, cfgPath, addr string, env ...string) *serveProc {
+func spawnServe(t testing.TB, cfgPath, addr string, env ...string) *serveProc {
 	t.Helper()
 	cmd := exec.Command(ontimeBinary(t), "serve", "--config", cfgPath)
 	cmd.Env = append(append(os.Environ(), "ONTIME_LISTEN="+addr), env...)

@@ -250,6 +250,14 @@ func TestCLIRequeueDead(t *testing.T) {
 	if code != exitConflict || !strings.Contains(errs, "409") {
 		t.Fatalf("requeue of a done task: %d %q", code, errs)
 	}
+	// Purge deletes the final task; then it is not found.
+	code, out, errs = c.run("purge", id, "--json")
+	if tk := taskJSON(t, out); code != 0 || tk.ID != id || tk.Status != "done" {
+		t.Fatalf("purge: %d %q %q", code, out, errs)
+	}
+	if code, _, errs = c.run("get", id); code != exitNotFound {
+		t.Fatalf("get of a purged task: %d %q", code, errs)
+	}
 }
 
 func TestCLIErrors(t *testing.T) {
@@ -417,7 +425,7 @@ func TestCLICluster(t *testing.T) {
 	t.Parallel()
 	c := newCLI(t)
 	code, out, _ := c.run("cluster")
-	if code != 0 || !strings.Contains(out, "coordinator none") || !strings.Contains(out, "MAX SCAN LAG") || strings.Contains(out, "0.0.0") {
+	if code != 0 || !strings.Contains(out, "coordinator none") || !strings.Contains(out, "MAX SCAN LAG") || !strings.Contains(out, "VERSION") || strings.Contains(out, "0.0.0") {
 		t.Fatalf("cluster: %d %q", code, out)
 	}
 	lines := strings.Split(strings.TrimSpace(out), "\n")

@@ -50,9 +50,13 @@ func printCluster(out io.Writer, v *client.ClusterView, items bool) error {
 	fmt.Fprintf(out, "coordinator %s, leader %s (term %d), asked %s; %d items, %d unassigned\n\n",
 		v.Coordinator, v.Leader, v.Term, v.Node, len(v.Items), unassigned)
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "NODE\tADDRESS\tLIVE\tLAST HEARTBEAT\tITEMS\tMAX SCAN LAG")
+	fmt.Fprintln(tw, "NODE\tADDRESS\tLIVE\tLAST HEARTBEAT\tITEMS\tMAX SCAN LAG\tVERSION")
 	for _, nd := range v.Nodes {
-		fmt.Fprintf(tw, "%s\t%s\t%v\t%s ago\t%d\t%.3fs\n", nd.ID, nd.Addr, nd.Live, time.Since(nd.Heartbeat).Round(time.Millisecond), nd.Items, lag[nd.ID])
+		ver := nd.Version
+		if ver == "" {
+			ver = "-" // a node of an earlier version registers none
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%v\t%s ago\t%d\t%.3fs\t%s\n", nd.ID, nd.Addr, nd.Live, time.Since(nd.Heartbeat).Round(time.Millisecond), nd.Items, lag[nd.ID], ver)
 	}
 	tw.Flush()
 	if !items {

@@ -40,6 +40,7 @@ func verbs() []func(*globals) *cobra.Command {
 		newGetCmd,
 		newCancelCmd,
 		newRequeueCmd,
+		newPurgeCmd,
 		newUpdateCmd, // keys.go
 		newKeyCmd,    // keys.go
 		newListCmd,

@@ -46,6 +46,21 @@ a fresh set of attempts. Any other status is a conflict (exit code 4).`,
 	})
 }
 
+func newPurgeCmd(g *globals) *cobra.Command {
+	return taskVerb(g, taskVerbSpec{
+		use:   "purge TASK_ID",
+		short: "Delete a done, dead or cancelled task now",
+		long: `Delete a final task (done, dead or cancelled) now rather than when its
+retention ends, and print it as it was. Its key is free at once. A live task
+is a conflict (exit code 4): cancel it first. Needs an admin token.`,
+		example: `  ontime list --status dead
+  ontime purge 01JD5Q5H0C8Y2X4ZV7M3N9P6RT`,
+		call: func(ctx context.Context, c *client.Client, id string) (*client.Task, error) {
+			return c.Purge(ctx, id)
+		},
+	})
+}
+
 type taskVerbSpec struct {
 	use, short, long, example string
 	call                      func(ctx context.Context, c *client.Client, id string) (*client.Task, error)

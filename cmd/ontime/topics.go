@@ -23,8 +23,11 @@ func newTopicsCmd(g *globals) *cobra.Command {
 		Long: `Without a subcommand, list every topic that has tasks or is paused: its tasks
 per status, the due time of its oldest pending task (how far behind it is)
 whether it is paused, and the settings its config (topics.NAME) or
-'ontime topics set' gave it (the rest are the node's). Counting reads every task table: an operator's
-command, not one to run in a loop.
+'ontime topics set' gave it (the rest are the node's). The node counts in
+the background (every task table, every few seconds while asked), so the
+counts may be a few seconds old: the last line says when they were taken
+(counted_at with --json, which prints the API's answer:
+{"topics": [...], "counted_at": ...}).
 
 A paused topic delivers nothing on any node of the cluster (every node
 learns of a pause within a second); its tasks wait and are delivered once it
@@ -35,11 +38,11 @@ is resumed, the overdue ones at once.`,
   ontime topics requeue order.cancel
   ontime topics get order.cancel
   ontime topics set order.cancel --max-attempts 5 --retry-schedule 10s,1m,10m,1h
-  ontime topics --json | jq '.[] | select(.paused)'`,
+  ontime topics --json | jq '.topics[] | select(.paused)'`,
 		Args: noArgs,
-		RunE: runCall(g, func(cmd *cobra.Command, c *client.Client, _ []string) ([]apiv1.Topic, error) {
-			return c.Topics(cmd.Context())
-		}, noErr(printTopics)),
+		RunE: runCall(g, func(cmd *cobra.Command, c *client.Client, _ []string) (*apiv1.TopicList, error) {
+			return c.TopicList(cmd.Context())
+		}, noErr(printTopicList)),
 	}
 	cmd.AddCommand(
 		topicChange(g, "pause", "Pause a topic cluster wide",
@@ -117,6 +120,14 @@ func unknownTopicNote(verb, topic string) string {
 type requeued struct {
 	apiv1.TopicRequeue
 	topic string
+}
+
+// printTopicList is the topics' table and when their counts were taken.
+func printTopicList(w io.Writer, tl *apiv1.TopicList) {
+	printTopics(w, tl.Topics)
+	if !tl.CountedAt.IsZero() {
+		fmt.Fprintf(w, "counted at %s (%s)\n", tl.CountedAt.Local().Format(time.RFC3339), relative(tl.CountedAt))
+	}
 }
 
 func printTopics(w io.Writer, ts []apiv1.Topic) {

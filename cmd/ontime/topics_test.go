@@ -4,9 +4,11 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"regexp"
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 )
 
 // ontime topics: a paused topic's task waits (pending, no attempt) until
@@ -36,12 +38,16 @@ func TestCLITopics(t *testing.T) {
 	}
 	id := taskJSON(t, out).ID
 	code, out, _ = c.run("topics", "--json")
-	var ts []struct {
-		Topic  string
-		Paused bool
-		Counts map[string]int64
+	var tl struct {
+		Topics []struct {
+			Topic  string
+			Paused bool
+			Counts map[string]int64
+		}
+		CountedAt time.Time `json:"counted_at"`
 	}
-	if err := json.Unmarshal([]byte(out), &ts); code != 0 || err != nil || len(ts) != 1 || !ts[0].Paused || ts[0].Counts["pending"]+ts[0].Counts["claimed"] != 1 {
+	if err := json.Unmarshal([]byte(out), &tl); code != 0 || err != nil || len(tl.Topics) != 1 || !tl.Topics[0].Paused ||
+		tl.Topics[0].Counts["pending"]+tl.Topics[0].Counts["claimed"] != 1 || time.Since(tl.CountedAt) > time.Minute {
 		t.Fatalf("topics --json while paused: %d %v %q", code, err, out)
 	}
 	code, out, errs = c.run("topics", "resume", "cli.topic", "--json")
@@ -64,7 +70,7 @@ func TestCLITopics(t *testing.T) {
 	}
 	c.waitStatus(dead, "done")
 	code, out, _ = c.run("topics")
-	if code != 0 || !strings.Contains(out, "cli.topic") || !strings.Contains(out, "OLDEST PENDING DUE") {
+	if code != 0 || !strings.Contains(out, "cli.topic") || !strings.Contains(out, "OLDEST PENDING DUE") || !regexp.MustCompile(`(?m)^counted at \S+ \((\S+ ago|now)\)$`).MatchString(out) {
 		t.Fatalf("topics: %d %q", code, out)
 	}
 

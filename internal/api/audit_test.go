@@ -106,6 +106,7 @@ func TestAuditRouteClasses(t *testing.T) {
 		{"PATCH", "/v1/tasks/" + id, w, `{"delay":"2h"}`, 200, "write", "task", id, "", "ok"},
 		{"DELETE", "/v1/tasks/" + id, w, "", 200, "write", "task", id, "", "ok"},
 		{"POST", "/v1/tasks/" + id + ":requeue", a, "", 409, "admin", "task", id, "requeue", "refused"},
+		{"POST", "/v1/tasks/" + id + ":purge", a, "", 200, "admin", "task", id, "purge", "ok"},
 		{"PATCH", "/v1/topics/orders/keys/k2", w, `{"delay":"3h"}`, 200, "write", "key", "orders/k2", "", "ok"},
 		{"DELETE", "/v1/topics/orders/keys/k2", w, "", 200, "write", "key", "orders/k2", "", "ok"},
 		{"POST", "/v1/topics/orders:pause", a, "", 200, "admin", "topic", "orders", "pause", "ok"},
@@ -116,6 +117,7 @@ func TestAuditRouteClasses(t *testing.T) {
 		{"POST", "/v1/jobs/nope:pause", a, "", 404, "admin", "job", "nope", "pause", "refused"},
 		// Refused by auth: a read token may not cancel; no token at all.
 		{"DELETE", "/v1/tasks/" + id2, rd, "", 403, "read", "", "", "", "refused"},
+		{"POST", "/v1/tasks/" + id2 + ":purge", w, "", 403, "write", "", "", "", "refused"}, // admin only
 		{"DELETE", "/v1/tasks/" + id2, "Bearer not-a-token-" + testTokens["admin"][:6], "", 401, "unauthenticated", "", "", "", "refused"},
 		// Refused for its query, before the handler.
 		{"DELETE", "/v1/tasks/" + id2 + "?a=%zz", w, "", 400, "write", "", "", "", "refused"},

@@ -139,7 +139,8 @@ func (a *Auth) Identify(secret string) *Token {
 // RouteRole is the role a route needs: health probes and the OpenAPI
 // document none; /metrics
 // metrics (or admin); the operations that act across tasks or on the
-// cluster (a requeue, :pause, :resume, anything under /v1/cluster) admin;
+// cluster (a requeue, :pause, :resume, anything under /v1/cluster) admin,
+// and so is :purge, which deletes what an operator may still need;
 // so is defining, changing or deleting a schedule, which makes tasks for
 // ever on the cluster's clock (its :trigger makes one task: write);
 // other reads read; other changes write. It works on the path, not on a
@@ -158,7 +159,7 @@ func RouteRole(method, p string) Role {
 	_, op, isOp := strings.Cut(last, ":")
 	if isOp {
 		switch op {
-		case "requeue", "pause", "resume":
+		case "requeue", "pause", "resume", "purge":
 			return RoleAdmin
 		}
 	}
@@ -318,6 +319,13 @@ func (s scoped) Requeue(ctx context.Context, id string) (*task.Task, error) {
 		return nil, err
 	}
 	return s.Service.Requeue(ctx, id)
+}
+
+func (s scoped) Purge(ctx context.Context, id string) (*task.Task, error) {
+	if err := s.visible(ctx, id); err != nil {
+		return nil, err
+	}
+	return s.Service.Purge(ctx, id)
 }
 
 func (s scoped) List(ctx context.Context, f store.ListFilter) ([]*task.Task, error) {

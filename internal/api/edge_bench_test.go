@@ -36,6 +36,9 @@ func (echoService) Cancel(context.Context, string) (*task.Task, error) { return 
 func (echoService) Requeue(context.Context, string) (*task.Task, error) {
 	return nil, store.ErrNotFound
 }
+func (echoService) Purge(context.Context, string) (*task.Task, error) {
+	return nil, store.ErrNotFound
+}
 func (echoService) List(context.Context, store.ListFilter) ([]*task.Task, error) {
 	return nil, nil
 }

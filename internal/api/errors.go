@@ -256,6 +256,8 @@ func conflictMessage(err error) string {
 		return fmt.Sprintf("the task is %s; only a pending or claimed task can be cancelled", ce.Status)
 	case "requeue":
 		return fmt.Sprintf("the task is %s; only a dead task can be requeued", ce.Status)
+	case "purge":
+		return fmt.Sprintf("the task is %s; only a done, dead or cancelled task can be purged (cancel it first)", ce.Status)
 	}
 	return fmt.Sprintf("the task is %s, which does not allow %s", ce.Status, ce.Op)
 }

@@ -26,6 +26,7 @@ func (f failing) Submit(context.Context, []task.Spec) ([]submit.Result, error) {
 func (f failing) Get(context.Context, string) (*task.Task, error)              { return nil, f.err }
 func (f failing) Cancel(context.Context, string) (*task.Task, error)           { return nil, f.err }
 func (f failing) Requeue(context.Context, string) (*task.Task, error)          { return nil, f.err }
+func (f failing) Purge(context.Context, string) (*task.Task, error)            { return nil, f.err }
 func (f failing) List(context.Context, store.ListFilter) ([]*task.Task, error) { return nil, f.err }
 func (f failing) Ready(context.Context) error                                  { return f.err }
 

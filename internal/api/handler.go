@@ -470,11 +470,17 @@ func (h *handler) batch(w http.ResponseWriter, r *http.Request) {
 
 func (h *handler) postTaskOp(w http.ResponseWriter, r *http.Request) {
 	id, op, ok := strings.Cut(r.PathValue("idop"), ":")
-	if !ok || op != "requeue" {
-		h.fail(w, r, notFound("no such endpoint; POST /v1/tasks/{id}:requeue"))
+	var t *task.Task
+	var err error
+	switch {
+	case ok && op == "requeue":
+		t, err = h.svc.Requeue(r.Context(), id)
+	case ok && op == "purge":
+		t, err = h.svc.Purge(r.Context(), id)
+	default:
+		h.fail(w, r, notFound("no such endpoint; POST /v1/tasks/{id}:requeue or :purge"))
 		return
 	}
-	t, err := h.svc.Requeue(r.Context(), id)
 	h.answerTask(w, r, t, err)
 }
 

@@ -82,7 +82,7 @@ func (h *handler) routes(s Services) []route {
 		// Tasks (handler.go).
 		{"POST /v1/tasks", true, h.submit, changeSubmit},
 		{"POST /v1/tasks:batch", true, h.batch, changeSubmit},
-		{"POST /v1/tasks/{idop}", true, h.postTaskOp, changeState}, // :requeue
+		{"POST /v1/tasks/{idop}", true, h.postTaskOp, changeState}, // :requeue, :purge
 		{"GET /v1/tasks/{id}", true, h.get, readOnly},
 		{"DELETE /v1/tasks/{id}", true, h.cancel, changeState},
 		{"GET /v1/tasks", true, h.list, readOnly}, // ?key= needs Keys

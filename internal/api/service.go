@@ -22,6 +22,8 @@ type Service interface {
 	Get(ctx context.Context, id string) (*task.Task, error)
 	Cancel(ctx context.Context, id string) (*task.Task, error)
 	Requeue(ctx context.Context, id string) (*task.Task, error)
+	// Purge deletes a final task and returns it as it was.
+	Purge(ctx context.Context, id string) (*task.Task, error)
 	List(ctx context.Context, f store.ListFilter) ([]*task.Task, error)
 	// Ready reports whether the node can serve (store reachable, started).
 	Ready(ctx context.Context) error

@@ -54,12 +54,14 @@ func (h *Handlers) Loaded() <-chan struct{} { return h.loaded }
 
 // Member is a node's membership value in etcd: its API address, the
 // topics it handles, and its process (when it started, its incarnation:
-// see store.Incarnation; zero from nodes of earlier versions).
+// see store.Incarnation; its build version; zero from nodes of earlier
+// versions).
 type Member struct {
 	Addr        string    `json:"addr"`
 	Topics      []string  `json:"topics,omitempty"`
 	Started     time.Time `json:"started,omitzero"`
 	Incarnation int64     `json:"incarnation,omitempty"`
+	Version     string    `json:"version,omitempty"`
 }
 
 // EncodeMember is m as etcdcoord keeps it under the node's key.

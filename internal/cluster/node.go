@@ -29,7 +29,10 @@ type NodeConfig struct {
 	// node restarted and end the leases held under its previous process's
 	// tokens at once, however short the restart.
 	Incarnation int64
-	Logger      *slog.Logger
+	// Version is this node's build version, published with its
+	// membership so the cluster view shows every node's.
+	Version string
+	Logger  *slog.Logger
 	// OnAssign is called from the coordinator's goroutine whenever the set
 	// of items this node owns changes (nil: none owned).
 	OnAssign func(term int64, items []string)
@@ -120,7 +123,7 @@ func (c *Core) Topics() []string {
 
 // Member is this node's membership record.
 func (c *Core) Member(started time.Time) Member {
-	return Member{Addr: c.Cfg.Addr, Topics: c.Topics(), Started: started, Incarnation: c.Cfg.Incarnation}
+	return Member{Addr: c.Cfg.Addr, Topics: c.Topics(), Started: started, Incarnation: c.Cfg.Incarnation, Version: c.Cfg.Version}
 }
 
 // Drop fences the node: it owns nothing until it reads the assignment
@@ -208,7 +211,7 @@ func StatusOf(leader string, term int64, live map[string]Member, assign map[stri
 	}
 	for id, m := range live {
 		st.Nodes = append(st.Nodes, store.NodeStatus{ID: id, Addr: m.Addr, Topics: m.Topics, Heartbeat: now, Live: true, Items: counts[id],
-			Started: m.Started, Incarnation: m.Incarnation})
+			Started: m.Started, Incarnation: m.Incarnation, Version: m.Version})
 	}
 	slices.SortFunc(st.Nodes, func(a, b store.NodeStatus) int { return strings.Compare(a.ID, b.ID) })
 	return st

@@ -80,6 +80,9 @@ type Console struct {
 	clusterMu sync.Mutex
 	clusterV  *apiv1.ClusterView
 	clusterAt time.Time
+
+	// due keeps the Coming up histograms (duecache.go).
+	due *dueCache
 }
 
 // clusterTTL is how stale the overview's node count and leader may be.
@@ -93,7 +96,7 @@ func New(o Options) (*Console, error) {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
-	c := &Console{opts: o, log: o.Logger, pages: map[string]*template.Template{}}
+	c := &Console{opts: o, log: o.Logger, pages: map[string]*template.Template{}, due: &dueCache{count: o.Upcoming}}
 	var err error
 	if c.csrf, err = newCSRFKey(); err != nil {
 		return nil, err

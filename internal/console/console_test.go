@@ -464,7 +464,7 @@ func TestReadToken(t *testing.T) {
 		if code != 200 {
 			t.Fatalf("%s: %d", p, code)
 		}
-		for _, action := range []string{"/cancel\"", "/reschedule\"", "/payload\"", "/requeue\"", "/pause\"", "/trigger\"", "Requeue selected", "New schedule"} {
+		for _, action := range []string{"/cancel\"", "/reschedule\"", "/payload\"", "/requeue\"", "/purge\"", "/pause\"", "/trigger\"", "Requeue selected", "Purge selected", "New schedule"} {
 			if strings.Contains(body, action) {
 				t.Errorf("%s shows %s to a read token", p, action)
 			}
@@ -477,6 +477,8 @@ func TestReadToken(t *testing.T) {
 		{"/ui/topics/ro/requeue", ""},
 		{"/ui/schedules/nightly/trigger", ""},
 		{"/ui/dead/requeue", ""},
+		{"/ui/dead/purge", ""},
+		{"/ui/tasks/" + dead.ID + "/purge", ""},
 	} {
 		form := url.Values{"id": {dead.ID}}
 		code, body, _ := b.post(tc.path, form)
@@ -530,6 +532,10 @@ func TestBadInput(t *testing.T) {
 		{name: "bad zone", post: "/ui/schedules", form: url.Values{"name": {"z"}, "cron": {"@hourly"}, "time_zone": {"Mars/Base"}, "topic": {"t"}, "target": {"http://127.0.0.1:1/x"}}, code: 400, field: "time_zone"},
 		{name: "requeue nothing selected", post: "/ui/dead/requeue", code: 400, field: "id"},
 		{name: "requeue all without topic", post: "/ui/dead/requeue", form: url.Values{"all": {"1"}}, code: 400, field: "topic"},
+		{name: "purge nothing selected", post: "/ui/dead/purge", code: 400, field: "id"},
+		{name: "purge all without topic", post: "/ui/dead/purge", form: url.Values{"all": {"1"}}, code: 400, field: "topic"},
+		{name: "unknown dead op", post: "/ui/dead/cancel", form: url.Values{"id": {task.ID}}, code: 404, field: "op"},
+		{name: "purge of a pending task", post: "/ui/tasks/" + task.ID + "/purge", code: 409},
 		{name: "unknown job", post: "/ui/jobs/nojob/trigger", code: 404},
 		{name: "unknown schedule", post: "/ui/schedules/nosched/trigger", code: 404},
 	} {
@@ -635,6 +641,39 @@ func TestActions(t *testing.T) {
 	ok("requeue matching", code, h, "/ui/dead")
 	if got := getTask(t, base, adm, d4.ID); got.MovedBy != apiv1.MovedByRequeue {
 		t.Errorf("requeue matching: %+v", got)
+	}
+
+	// Purge ("cancel" of dead letters: they are final, so they go): one
+	// from its page, a selection, all of a topic, all matching an error.
+	p1 := deadTask(t, base, adm, "pu", "p-1")
+	if _, body, _ := b.get("/ui/tasks/" + p1.ID); !strings.Contains(body, "/ui/tasks/"+p1.ID+"/purge") {
+		t.Errorf("a dead task's page has no purge")
+	}
+	code, _, h = b.post("/ui/tasks/"+p1.ID+"/purge", nil)
+	ok("purge one", code, h, "/ui/dead?topic=pu")
+	p2, p3, p4 := deadTask(t, base, adm, "pu", "p-2"), deadTask(t, base, adm, "pu", "p-3"), deadTask(t, base, adm, "pu", "p-4")
+	if _, body, _ := b.get("/ui/dead?topic=pu"); !strings.Contains(body, "Purge all matching") || !strings.Contains(body, `formaction="/ui/dead/purge"`) {
+		t.Errorf("the dead letters of a topic offer no purge")
+	}
+	code, _, h = b.post("/ui/dead/purge", url.Values{"id": {p2.ID}, "topic": {"pu"}, "back": {"/ui/dead?topic=pu"}})
+	ok("purge selected", code, h, "/ui/dead?topic=pu")
+	if got := getTask(t, base, adm, p3.ID); got.Status != "dead" {
+		t.Errorf("an unselected task was purged: %s", got.Status)
+	}
+	code, _, h = b.post("/ui/dead/purge", url.Values{"all": {"1"}, "topic": {"pu"}, "back": {"/ui/dead?topic=pu"}})
+	ok("purge all of a topic", code, h, "/ui/dead?topic=pu")
+	p5 := deadTask(t, base, adm, "pv", "p-5")
+	code, _, h = b.post("/ui/dead/purge", url.Values{"all": {"1"}, "error": {"no such text"}, "back": {"/ui/dead"}})
+	ok("purge matching nothing", code, h, "/ui/dead")
+	if got := getTask(t, base, adm, p5.ID); got.Status != "dead" {
+		t.Errorf("a task whose error does not match was purged: %s", got.Status)
+	}
+	code, _, h = b.post("/ui/dead/purge", url.Values{"all": {"1"}, "error": {"connection refused"}, "back": {"/ui/dead"}})
+	ok("purge matching", code, h, "/ui/dead")
+	for _, id := range []string{p1.ID, p2.ID, p3.ID, p4.ID, p5.ID} {
+		if code, raw := api(t, base, adm, http.MethodGet, "/v1/tasks/"+id, nil); code != 404 {
+			t.Errorf("purged task %s: %d %s", id, code, raw)
+		}
 	}
 
 	// Topics.

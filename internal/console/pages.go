@@ -46,10 +46,10 @@ func (c *Console) routes() []route {
 
 		{"GET /ui/tasks", on(c.tasks)},
 		{"GET /ui/tasks/{id}", on(c.taskDetail)},
-		{"POST /ui/tasks/{id}/{op}", on(c.taskAction)}, // cancel, reschedule, payload, requeue
+		{"POST /ui/tasks/{id}/{op}", on(c.taskAction)}, // cancel, reschedule, payload, requeue, purge
 
 		{"GET /ui/dead", on(c.dead)},
-		{"POST /ui/dead/requeue", on(c.deadRequeue)},
+		{"POST /ui/dead/{op}", on(c.deadAction)}, // requeue, purge
 
 		{"GET /ui/topics", on(c.topics)},
 		{"POST /ui/topics/{topic}/{op}", on(c.topicAction)}, // pause, resume, requeue
@@ -220,6 +220,11 @@ type upcomingData struct {
 	Rows   []upcomingRow
 	Total  int64
 	Step   time.Duration
+	// CountedAt is when the histogram was counted (console.dueCache):
+	// counting is not per view.
+	CountedAt time.Time
+	// Counting: no histogram yet, its count runs (the next poll shows it).
+	Counting bool
 }
 
 type upcomingTopic struct {
@@ -227,6 +232,9 @@ type upcomingTopic struct {
 	Total int64
 	Color int // the palette class of its bars
 }
+
+// barsTopics is how many topics the Coming up bars colour one by one.
+const barsTopics = 8
 
 type upcomingRow struct {
 	At    time.Time
@@ -268,9 +276,14 @@ func (c *Console) upcoming(w http.ResponseWriter, r *http.Request, v *viewer) {
 		c.render(w, r, "upcoming", p, http.StatusOK)
 		return
 	}
-	from := p.Now.Truncate(rg.Step)
 	n := int((rg.Span + rg.Step - 1) / rg.Step)
-	counts, err := c.opts.Upcoming(r.Context(), from, rg.Step, n+1)
+	from, counts, at, err := c.due.get(r.Context(), p.Now.Truncate(rg.Step), rg.Step, n+1)
+	d.CountedAt = at
+	if err == nil && at.IsZero() {
+		d.Counting = true
+		c.render(w, r, "upcoming", p, http.StatusOK)
+		return
+	}
 	if err != nil {
 		c.log.Warn("console: upcoming", "err", err)
 		p.Err = &pageError{Status: http.StatusServiceUnavailable, Code: "unavailable", Message: "the task store did not answer; retry later"}
@@ -282,21 +295,44 @@ func (c *Console) upcoming(w http.ResponseWriter, r *http.Request, v *viewer) {
 		at := from.Add(time.Duration(i) * rg.Step)
 		d.Rows[i] = upcomingRow{At: at, Label: at.Format(rg.Label)}
 	}
-	for i, tc := range counts {
+	// The barsTopics topics with most tasks get a colour each; the others
+	// share one part per bar ("other topics"), so 200 topics make 61 bars
+	// of at most barsTopics+1 parts, not 12,000 (the page stayed 1 MB).
+	var shown []DueCounts
+	totals := map[string]int64{}
+	for _, tc := range counts {
 		if d.Topic != "" && tc.Topic != d.Topic {
 			continue
 		}
-		ut := upcomingTopic{Topic: tc.Topic, Color: i % 8}
+		for _, n := range tc.Counts {
+			totals[tc.Topic] += n
+		}
+		if totals[tc.Topic] > 0 {
+			shown = append(shown, tc)
+		}
+	}
+	sort.SliceStable(shown, func(i, j int) bool { return totals[shown[i].Topic] > totals[shown[j].Topic] })
+	others := make([]int64, n+1)
+	for i, tc := range shown {
+		ut := upcomingTopic{Topic: tc.Topic, Total: totals[tc.Topic], Color: min(i, barsTopics)}
 		for b, n := range tc.Counts {
 			if n == 0 {
 				continue
 			}
-			ut.Total += n
 			d.Rows[b].Total += n
-			d.Rows[b].Parts = append(d.Rows[b].Parts, upcomingPart{Topic: tc.Topic, Count: n, Color: ut.Color})
+			if i < barsTopics {
+				d.Rows[b].Parts = append(d.Rows[b].Parts, upcomingPart{Topic: tc.Topic, Count: n, Color: ut.Color})
+			} else {
+				others[b] += n
+			}
 		}
 		d.Total += ut.Total
 		d.Topics = append(d.Topics, ut)
+	}
+	for b, n := range others {
+		if n > 0 {
+			d.Rows[b].Parts = append(d.Rows[b].Parts, upcomingPart{Topic: "other topics", Count: n, Color: barsTopics})
+		}
 	}
 	var most int64
 	for _, row := range d.Rows {
@@ -422,6 +458,17 @@ func (c *Console) taskAction(w http.ResponseWriter, r *http.Request, v *viewer) 
 	case "requeue":
 		_, err = v.client.Requeue(ctx, id)
 		msg = "Task requeued: pending, due now."
+	case "purge":
+		// The task is gone afterwards: back to its topic's list (its dead
+		// letters for a dead one) unless the form says where.
+		var t *apiv1.Task
+		if t, err = v.client.Purge(ctx, id); err == nil {
+			back = "/ui/tasks?topic=" + url.QueryEscape(t.Topic)
+			if t.Status == "dead" {
+				back = "/ui/dead?topic=" + url.QueryEscape(t.Topic)
+			}
+		}
+		msg = "Task " + id + " purged."
 	case "reschedule":
 		var patch client.TaskPatch
 		due, delay := strings.TrimSpace(r.PostFormValue("due_at")), strings.TrimSpace(r.PostFormValue("delay"))
@@ -455,7 +502,7 @@ func (c *Console) taskAction(w http.ResponseWriter, r *http.Request, v *viewer) 
 		}
 		msg = "Payload saved."
 	default:
-		c.renderError(w, r, v, http.StatusNotFound, "op", fmt.Sprintf("%q is not an action on a task (cancel, reschedule, payload, requeue)", op))
+		c.renderError(w, r, v, http.StatusNotFound, "op", fmt.Sprintf("%q is not an action on a task (cancel, reschedule, payload, requeue, purge)", op))
 		return
 	}
 	if err != nil {
@@ -579,10 +626,32 @@ func (c *Console) renderDead(w http.ResponseWriter, r *http.Request, p *page, ac
 	c.render(w, r, "dead", p, http.StatusOK)
 }
 
-// deadRequeue requeues the dead tasks selected (ids), or all matching the
-// filter (all=1) by one bulk operation.
-func (c *Console) deadRequeue(w http.ResponseWriter, r *http.Request, v *viewer) {
+// deadOps are the dead letters' actions: what each does to one task
+// through the API, the bulk operation that does it to all matching, and
+// its words.
+var deadOps = map[string]struct {
+	call   func(ctx context.Context, c *client.Client, id string) (*apiv1.Task, error)
+	action string // the bulk operation's action (POST /v1/operations)
+	done   string // past participle for the flash
+}{
+	"requeue": {func(ctx context.Context, c *client.Client, id string) (*apiv1.Task, error) { return c.Requeue(ctx, id) }, "requeue", "requeued"},
+	// Dead tasks are final: the API refuses to cancel them (409). What
+	// an operator means by "cancel" here is to be rid of them: purge.
+	"purge": {func(ctx context.Context, c *client.Client, id string) (*apiv1.Task, error) { return c.Purge(ctx, id) }, "delete", "purged"},
+}
+
+// deadAction requeues or purges the dead tasks selected (ids) through the
+// per-task routes, or all matching the filter (all=1) by one bulk
+// operation, which the node runs in small transactions whatever the
+// number of tasks.
+func (c *Console) deadAction(w http.ResponseWriter, r *http.Request, v *viewer) {
 	ctx := r.Context()
+	opName := r.PathValue("op")
+	op, ok := deadOps[opName]
+	if !ok {
+		c.renderError(w, r, v, http.StatusNotFound, "op", fmt.Sprintf("%q is not an action on dead letters (requeue, purge)", opName))
+		return
+	}
 	topic, match := strings.TrimSpace(r.PostFormValue("topic")), r.PostFormValue("error")
 	back := safeBack(r.PostFormValue("back"), "/ui/dead")
 	fail := func(err *pageError) {
@@ -600,19 +669,19 @@ func (c *Console) deadRequeue(w http.ResponseWriter, r *http.Request, v *viewer)
 		}
 		n := 0
 		for _, id := range ids {
-			if _, err := v.client.Requeue(ctx, id); err != nil {
+			if _, err := op.call(ctx, v.client, id); err != nil {
 				pe := asPageError(err)
-				pe.Message = fmt.Sprintf("task %s: %s (%d requeued before it)", id, pe.Message, n)
+				pe.Message = fmt.Sprintf("task %s: %s (%d %s before it)", id, pe.Message, n, op.done)
 				fail(pe)
 				return
 			}
 			n++
 		}
-		done(w, r, back, fmt.Sprintf("%d dead tasks requeued.", n))
+		done(w, r, back, fmt.Sprintf("%d dead tasks %s.", n, op.done))
 		return
 	}
 	if topic == "" && match == "" {
-		fail(&pageError{Status: http.StatusBadRequest, Field: "topic", Message: "requeue all needs a topic (or an error filter)"})
+		fail(&pageError{Status: http.StatusBadRequest, Field: "topic", Message: opName + " all needs a topic (or an error filter)"})
 		return
 	}
 	// All matching: one bulk operation (POST /v1/operations), which the
@@ -624,8 +693,8 @@ func (c *Console) deadRequeue(w http.ResponseWriter, r *http.Request, v *viewer)
 	if match != "" {
 		what += fmt.Sprintf(" whose error contains %q", match)
 	}
-	msg, err := c.runOperation(ctx, v, apiv1.OperationRequest{Action: "requeue",
-		Filter: apiv1.OperationFilter{Topic: topic, Status: []string{"dead"}, ErrorContains: match}}, what, "requeued")
+	msg, err := c.runOperation(ctx, v, apiv1.OperationRequest{Action: op.action,
+		Filter: apiv1.OperationFilter{Topic: topic, Status: []string{"dead"}, ErrorContains: match}}, what, op.done)
 	if err != nil {
 		fail(asPageError(err))
 		return

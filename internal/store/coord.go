@@ -35,6 +35,9 @@ type NodeStatus struct {
 	// Incarnation is the ID of the node's current process (Incarnation;
 	// 0: unknown): a change means it was restarted under the same ID.
 	Incarnation int64
+	// Version is the node's build version (metrics.BuildVersion; '':
+	// unknown, a node of an earlier version).
+	Version string
 	// Topics are those the node has Go handlers for.
 	Topics []string
 	Live   bool
@@ -42,8 +45,9 @@ type NodeStatus struct {
 }
 
 // Process is what a node registers of its current process: when it
-// started and its incarnation's ID.
+// started, its incarnation's ID and its build version.
 type Process struct {
 	Started     time.Time
 	Incarnation int64
+	Version     string
 }

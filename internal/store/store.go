@@ -234,6 +234,12 @@ type Store interface {
 	// attempt count reset. Other states give a *ConflictError.
 	Requeue(ctx context.Context, id string, dueAt time.Time) (*task.Task, error)
 
+	// Purge deletes a final task (done, dead or cancelled) now instead of
+	// when its retention ends, and returns it as it was. Its key hold
+	// goes with it. Live tasks give a *ConflictError, unknown IDs (and
+	// one purged meanwhile) ErrNotFound.
+	Purge(ctx context.Context, id string) (*task.Task, error)
+
 	// List returns tasks matching f in ID order (creation order), after
 	// f.After, across all shards.
 	List(ctx context.Context, f ListFilter) ([]*task.Task, error)

@@ -31,6 +31,7 @@ type Store interface {
 	Get(ctx context.Context, id string) (*task.Task, error)
 	Cancel(ctx context.Context, id string) (*task.Task, error)
 	Requeue(ctx context.Context, id string, dueAt time.Time) (*task.Task, error)
+	Purge(ctx context.Context, id string) (*task.Task, error)
 	List(ctx context.Context, f store.ListFilter) ([]*task.Task, error)
 	Ping(ctx context.Context) error
 	// Release hands claimed tasks back (pending).
@@ -392,6 +393,12 @@ func (s *Service) Requeue(ctx context.Context, id string) (*task.Task, error) {
 	}
 	s.cfg.Notifier.Notify(s.item(t.ShardHash, t.Seg), t.DueAt.Add(-s.cfg.Window))
 	return t, nil
+}
+
+// Purge deletes a final task (done, dead or cancelled) and returns it as
+// it was. A final task is in no hot tier: only its row goes.
+func (s *Service) Purge(ctx context.Context, id string) (*task.Task, error) {
+	return s.cfg.Store.Purge(ctx, id)
 }
 
 // List lists tasks.

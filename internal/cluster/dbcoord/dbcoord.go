@@ -128,7 +128,7 @@ func (c *Coordinator) Start(ctx context.Context) error {
 // run runs rounds until ctx ends, then gives up leadership and membership
 // so others take over at once rather than after the TTL.
 func (c *Coordinator) run(ctx context.Context) {
-	proc := store.Process{Started: c.started, Incarnation: c.Cfg.Incarnation}
+	proc := store.Process{Started: c.started, Incarnation: c.Cfg.Incarnation, Version: c.Cfg.Version}
 	c.RunRounds(ctx, func(rctx context.Context) { c.round(rctx, proc) }, c.fence)
 	c.leave()
 }

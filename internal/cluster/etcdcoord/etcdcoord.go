@@ -5,7 +5,7 @@
 // one key per item, written by the leader in a transaction that fails if
 // its leader key is gone.
 //
-//	<prefix>/nodes/<id>     {"addr", "topics", "started", "incarnation"} (cluster.Member), under the node's session lease
+//	<prefix>/nodes/<id>     {"addr", "topics", "started", "incarnation", "version"} (cluster.Member), under the node's session lease
 //	<prefix>/leader/…       election keys
 //	<prefix>/assign/<item>  "node|since µs|term"
 //

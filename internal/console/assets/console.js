@@ -32,8 +32,14 @@
   if (!rate || !late || !window.uPlot) return;
   var dark = window.matchMedia && window.matchMedia("(prefers-color-scheme: dark)").matches;
   var axis = { stroke: dark ? "#9aa4b0" : "#5d6672", grid: { stroke: dark ? "#2d333b" : "#e5e7eb" }, ticks: { stroke: dark ? "#2d333b" : "#e5e7eb" } };
+  // At least a minute wide: a node a few seconds old would otherwise
+  // label its axis in fractions of a second.
+  function xRange(u, min, max) {
+    if (min == null || max == null) return [min, max];
+    return [Math.min(min, max - 60), max];
+  }
   function opts(el, series) {
-    return { width: el.clientWidth || 400, height: 200, series: [{}].concat(series), axes: [axis, axis], scales: { x: { time: true } }, legend: { live: true } };
+    return { width: el.clientWidth || 400, height: 200, series: [{}].concat(series), axes: [axis, axis], scales: { x: { time: true, range: xRange } }, legend: { live: true } };
   }
   var empty = [[], [], []];
   var pr = new uPlot(opts(rate, [{ label: "deliveries/s", stroke: "#2e7d32", width: 1.5, points: { show: false } }, { label: "failures/s", stroke: "#c62828", width: 1.5, points: { show: false } }]), empty, rate);

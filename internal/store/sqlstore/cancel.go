@@ -32,6 +32,38 @@ func (s *Store) Cancel(ctx context.Context, id string) (_ *task.Task, err error)
 	return nil, &store.ConflictError{ID: id, Status: cur.Status, Op: "cancel"}
 }
 
+// Purge deletes a final task's row. Final rows are never written again
+// except by a requeue, which the status condition excludes: the task
+// read before the DELETE is the one deleted.
+func (s *Store) Purge(ctx context.Context, id string) (_ *task.Task, err error) {
+	defer classify(&err)
+	db, t, err := s.locate(id)
+	if err != nil {
+		return nil, err
+	}
+	cur, err := s.getW(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	if store.Live(cur.Status) {
+		return nil, &store.ConflictError{ID: id, Status: cur.Status, Op: "purge"}
+	}
+	res, err := s.w[db].ExecContext(ctx, s.d.rebind(`DELETE FROM `+s.names[t]+` WHERE id = ? AND status IN (?, ?, ?)`),
+		id, int(task.StatusDone), int(task.StatusDead), int(task.StatusCancelled))
+	if err != nil {
+		return nil, fmt.Errorf("purge %s: %w", id, err)
+	}
+	if n, _ := res.RowsAffected(); n == 1 {
+		return cur, nil
+	}
+	// Requeued (live again) or purged by another caller meanwhile.
+	now, err := s.getW(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	return nil, &store.ConflictError{ID: id, Status: now.Status, Op: "purge"}
+}
+
 // Requeue moves a dead task back to pending.
 func (s *Store) Requeue(ctx context.Context, id string, dueAt time.Time) (_ *task.Task, err error) {
 	defer classify(&err)

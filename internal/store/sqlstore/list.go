@@ -15,14 +15,15 @@ import (
 // listIDs runs the ID query q (a %s for the table, then a page's filter,
 // ending with `id > ?`-style conditions) on every table and keeps the limit
 // smallest IDs. Once limit IDs are known, later tables are asked only for
-// IDs below the largest of them, so most tables return few rows.
-func (s *Store) listIDs(ctx context.Context, q string, args []any, limit int) ([]string, error) {
+// IDs below the largest of them (the condition bound, with one ?), so most
+// tables return few rows.
+func (s *Store) listIDs(ctx context.Context, q, bound string, args []any, limit int) ([]string, error) {
 	var best []string // sorted, at most limit
 	for db := range s.r {
 		for _, t := range s.names {
 			tq, targs := q, args
 			if len(best) == limit {
-				tq += ` AND id < ?`
+				tq += bound
 				targs = append(slices.Clip(args), best[len(best)-1])
 			}
 			tq += ` ORDER BY id LIMIT ?`
@@ -112,7 +113,15 @@ func (s *Store) List(ctx context.Context, f store.ListFilter) (_ []*task.Task, e
 		q += ` AND due_at < ?`
 		args = append(args, micros(f.DueBefore))
 	}
-	ids, err := s.listIDs(ctx, q, args, limit)
+	// The bound on later tables' IDs must not steer SQLite's plan: with a
+	// due range, "id > ? AND id < ?" made it walk the primary key between
+	// the two (most of a table of millions of rows) instead of the due
+	// index's range; a unary + keeps the term out of index choice.
+	bound := ` AND id < ?`
+	if s.d.name == "sqlite" && (!f.DueAfter.IsZero() || !f.DueBefore.IsZero()) {
+		bound = ` AND +id < ?`
+	}
+	ids, err := s.listIDs(ctx, q, bound, args, limit)
 	if err != nil {
 		return nil, fmt.Errorf("list: %w", err)
 	}

@@ -234,7 +234,10 @@ func (s *Store) connect(dsn string) (w, r *sql.DB, err error) {
 //	17 the recorded topology (topology.go: each database's identity and
 //	   the store's list, in ontime_meta) and the expansion's state
 //	   (expand.go)
-const SchemaVersion = 17
+//	18 (reserved: zones)
+//	19 version on ontime_nodes: each node's build version, shown in the
+//	   cluster view ('' from nodes of earlier versions)
+const SchemaVersion = 19
 
 // migrateTo runs the step that brings a database from version v-1 to v.
 // Every statement is idempotent (IF NOT EXISTS, insert-if-absent), so a
@@ -318,6 +321,11 @@ func (s *Store) migrateTo(ctx context.Context, c *sql.Conn, v int) error {
 		return s.migrateOperations(ctx, c)
 	case 17:
 		stmts = append(append([]string{}, createExpansion[s.d.name]...), createUsers[s.d.name]...)
+	case 18:
+		// Reserved (zones); nothing.
+	case 19:
+		// Registrations from before keep '': version unknown.
+		return s.addColumn(ctx, c, "ontime_nodes", "version", "VARCHAR(128) NOT NULL DEFAULT ''")
 	default:
 		return fmt.Errorf("no migration to schema version %d", v)
 	}

@@ -11,11 +11,14 @@ import (
 	"github.com/ontimehq/ontime/internal/task"
 )
 
-// DueHistogram counts pending tasks per topic and bucket of due time. One
-// statement per table and segment, each a range of the scan index (seg,
-// status, due_at, id): the bucket is computed from due_at by integer
-// division (MariaDB's / is decimal, so DIV there), grouped by position
-// (PostgreSQL does not see two bound copies of one expression as equal).
+// DueHistogram counts pending tasks per topic and bucket of due time. On
+// SQLite and PostgreSQL one statement per table, a range of the due index
+// (due_at, id, status, topic: console.go), which holds every column the
+// count reads; on MariaDB, which has no such index, one per table and
+// segment, a range of the scan index (seg, status, due_at, id). The bucket
+// is computed from due_at by integer division (MariaDB's / is decimal, so
+// DIV there), grouped by position (PostgreSQL does not see two bound
+// copies of one expression as equal).
 func (s *Store) DueHistogram(ctx context.Context, from time.Time, step time.Duration, n int) (_ []store.DueCounts, err error) {
 	defer classify(&err)
 	switch {
@@ -34,6 +37,14 @@ func (s *Store) DueHistogram(ctx context.Context, from time.Time, step time.Dura
 	byTopic := map[string][]int64{}
 	for db := range s.r {
 		for _, t := range s.names {
+			if s.d.name != "mysql" {
+				q := s.d.rebind(`SELECT topic, (due_at - ?) / ?, COUNT(*) FROM ` + t + `
+					WHERE status = ? AND due_at >= ? AND due_at < ? GROUP BY 1, 2`)
+				if err := s.dueCounts(ctx, db, q, []any{lo, w, int(task.StatusPending), lo, hi}, n, byTopic); err != nil {
+					return nil, fmt.Errorf("due histogram: %w", err)
+				}
+				continue
+			}
 			q := s.d.rebind(fmt.Sprintf(`SELECT topic, (due_at - ?) %s ?, COUNT(*) FROM %s
 				WHERE seg = ? AND status = ? AND due_at >= ? AND due_at < ? GROUP BY 1, 2`, div, s.from(db, t)))
 			for seg := range s.cfg.Segments {

@@ -114,6 +114,7 @@ func Run(t *testing.T, open Opener) {
 	t.Run("ListDue", func(t *testing.T) { testListDue(t, open) })
 	t.Run("FinishClaimCancel", func(t *testing.T) { testFinishClaimCancel(t, open) })
 	t.Run("Priority", func(t *testing.T) { testPriority(t, open) })
+	t.Run("Purge", func(t *testing.T) { testPurge(t, open) })
 }
 
 func testRoundTrip(t *testing.T, open Opener) {
