@@ -97,6 +97,9 @@ export const routes: Routes = {
   "/v1/tasks/{id}:requeue": {
     post: async () => void useTask(await ok(call("/v1/tasks/{id}:requeue", "post", { params: { path: { id: "01jd" } } }))),
   },
+  "/v1/tasks/{id}:purge": {
+    post: async () => void useTask(await ok(call("/v1/tasks/{id}:purge", "post", { params: { path: { id: "01jd" } } }))),
+  },
   "/v1/topics/{topic}/keys/{key}": {
     get: async () => void useTask(await ok(call("/v1/topics/{topic}/keys/{key}", "get", { params: { path: { topic: "t", key: "k/1" } } }))),
     patch: async () => void useTask(await ok(call("/v1/topics/{topic}/keys/{key}", "patch", { params: { path: { topic: "t", key: "k" } }, body: { due_at: later, payload: [1] } }))),

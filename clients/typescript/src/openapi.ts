@@ -90,6 +90,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/tasks/{id}:purge": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The task's ID: 26 characters of lower-case Crockford base32. */
+                id: string;
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Delete a final task (done, dead or cancelled) now rather than when its retention ends */
+        post: operations["purgeTask"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/topics/{topic}/keys/{key}": {
         parameters: {
             query?: never;
@@ -874,7 +894,7 @@ export interface components {
              * @description When the node's process started, from its registration. Absent when unknown.
              */
             started?: string;
-            /** @description The binary's build version (module version and VCS revision, as ontime_build_info labels it). Given for the answering node only; absent for the others. */
+            /** @description The node's build version (module version and VCS revision, as ontime_build_info labels it), from its registration (ontime_nodes.version, etcd's member value). Absent for a node of an earlier version. */
             version?: string;
         };
         ClusterItem: {
@@ -1690,6 +1710,40 @@ export interface operations {
         requestBody?: never;
         responses: {
             /** @description The requeued task. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Task"];
+                };
+            };
+            400: components["responses"]["Invalid"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    purgeTask: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description The request's ID, for the node's request log and audit lines: kept when it is 1–128 bytes of A-Z a-z 0-9 and - _ . : / + = @, replaced by one the node makes otherwise. Every answer returns the ID used. */
+                "X-Request-Id"?: components["parameters"]["RequestId"];
+            };
+            path: {
+                /** @description The task's ID: 26 characters of lower-case Crockford base32. */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The task as it was before it was deleted. A later GET answers 404, and its key is free at once (the key hold goes with the row). A live task is refused with 409: cancel it first. Needs an admin token. */
             200: {
                 headers: {
                     "X-Request-Id": components["headers"]["RequestId"];

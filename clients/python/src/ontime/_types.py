@@ -189,7 +189,7 @@ class ClusterNode(_ClusterNodeRequired, total=False):
     started: str
     """When the node's process started, from its registration. Absent when unknown."""
     version: str
-    """The binary's build version (module version and VCS revision, as ontime_build_info labels it). Given for the answering node only; absent for the others."""
+    """The node's build version (module version and VCS revision, as ontime_build_info labels it), from its registration (ontime_nodes.version, etcd's member value). Absent for a node of an earlier version."""
 
 
 class ClusterItem(TypedDict):
