@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"context"
-	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"sync"
@@ -127,7 +126,7 @@ func TestPriorityBurstBehindSlowReceiver(t *testing.T) {
 			if firstNine > lastFirst {
 				t.Errorf("the first priority-9 task went at %d, after the whole first wave (last at %d)", firstNine, lastFirst)
 			}
-			t.Log(fmt.Sprintf("%d deliveries; the first wave's last at %d, the first priority 9 at %d", len(order), lastFirst, firstNine))
+			t.Logf("%d deliveries; the first wave's last at %d, the first priority 9 at %d", len(order), lastFirst, firstNine)
 		})
 	}
 }

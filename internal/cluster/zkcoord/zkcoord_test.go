@@ -4,7 +4,6 @@ import (
 	"context"
 	"net"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -26,7 +25,6 @@ type zkCluster struct {
 
 type zkNode struct {
 	*Coordinator
-	mu    sync.Mutex
 	proxy *testdb.Proxy
 }
 

@@ -21,7 +21,6 @@ import (
 type expandFixture struct {
 	engine string
 	old    []string
-	s      *Store
 	tasks  map[string]store.NewTask
 	status map[string]task.Status
 }
