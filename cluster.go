@@ -14,6 +14,7 @@ import (
 	"github.com/ontimehq/ontime/internal/cluster/zkcoord"
 	"github.com/ontimehq/ontime/internal/metrics"
 	"github.com/ontimehq/ontime/internal/scan"
+	"github.com/ontimehq/ontime/internal/scanjob"
 	"github.com/ontimehq/ontime/internal/store"
 	"github.com/ontimehq/ontime/internal/store/sqlstore"
 )
@@ -97,11 +98,21 @@ func (n *Node) newCoordinator(ctx context.Context, st *sqlstore.Store) error {
 	return nil
 }
 
-// itemZone is a sharding item's zone: its database's (store.zones), ""
-// for scan jobs' items and when no zones are configured.
+// itemZone is a sharding item's zone: its database's — store.zones for
+// the task tables' items, jobs[i].source.zones for a configured scan
+// job's — and "" for any other item or without zones.
 func (n *Node) itemZone(key string) string {
-	if it, ok := cluster.ParseItemKey(key); ok && it.DB >= 0 && it.DB < len(n.cfg.Store.Zones) {
-		return n.cfg.Store.Zones[it.DB]
+	zones := n.cfg.Store.Zones
+	if job, item, ok := scanjob.ParseItemKey(key); ok {
+		zones, key = nil, item
+		for _, j := range n.cfg.Jobs {
+			if j.Name == job {
+				zones = j.Source.Zones
+			}
+		}
+	}
+	if it, ok := cluster.ParseItemKey(key); ok && it.DB >= 0 && it.DB < len(zones) {
+		return zones[it.DB]
 	}
 	return ""
 }
