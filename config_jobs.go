@@ -28,20 +28,20 @@ type JobConfig struct {
 
 // JobSourceConfig is where a job's rows are.
 type JobSourceConfig struct {
-	Driver    string         `yaml:"driver"`    // mysql | postgres | sqlite
-	Databases []string       `yaml:"databases"` // one DSN per database
+	Driver    string   `yaml:"driver"`    // mysql | postgres | sqlite
+	Databases []string `yaml:"databases"` // one DSN per database
 	// Zones names each database's zone, one per entry of databases
 	// (empty: none): the cluster runs a database's items on nodes of its
 	// zone (cluster.zone) while any is alive, as with store.zones.
-	Zones []string `yaml:"zones"`
-	Table     string         `yaml:"table"`     // "bill_{table}": {table} = 0 … tables-1
-	Tables    int            `yaml:"tables"`    // per database; default 1
-	Segments  int            `yaml:"segments"`  // per table (integer keys: key mod segments); default 1
-	Key       string         `yaml:"key"`       // keyset column; index (where columns…, key)
-	Columns   []string       `yaml:"columns"`
-	Where     map[string]any `yaml:"where"`    // equality filters, values bound as parameters
-	Page      int            `yaml:"page"`     // rows per fetch; default 200
-	MaxRows   int            `yaml:"max_rows"` // per item per run; 0: until nothing is left
+	Zones    []string       `yaml:"zones"`
+	Table    string         `yaml:"table"`    // "bill_{table}": {table} = 0 … tables-1
+	Tables   int            `yaml:"tables"`   // per database; default 1
+	Segments int            `yaml:"segments"` // per table (integer keys: key mod segments); default 1
+	Key      string         `yaml:"key"`      // keyset column; index (where columns…, key)
+	Columns  []string       `yaml:"columns"`
+	Where    map[string]any `yaml:"where"`    // equality filters, values bound as parameters
+	Page     int            `yaml:"page"`     // rows per fetch; default 200
+	MaxRows  int            `yaml:"max_rows"` // per item per run; 0: until nothing is left
 	// RetryColumn and NextColumn (seed 003): a failed row's retry count is
 	// incremented and its next selection time pushed back (backoff·2^retry),
 	// so the next fetches take other rows; after max_attempts it is left.
