@@ -17,6 +17,7 @@ type zoneNode struct {
 	rec  *clustertest.Recorder
 	zone string
 	c    *Coordinator
+	st   *cutStore
 }
 
 // TestZones: nodes in two zones through the database coordinator. Each
@@ -47,7 +48,8 @@ func TestZones(t *testing.T) {
 			const ttl = 900 * time.Millisecond
 			start := func(id, zone string) *zoneNode {
 				rec := &clustertest.Recorder{ID: id}
-				c, err := New(Config{Store: openStore(t, engine, dsn), NodeConfig: cluster.NodeConfig{NodeID: id, Addr: id + ":7070", TTL: ttl,
+				st := &cutStore{Store: openStore(t, engine, dsn)}
+				c, err := New(Config{Store: st, NodeConfig: cluster.NodeConfig{NodeID: id, Addr: id + ":7070", TTL: ttl,
 					Items: items, Zone: zone, ItemZone: zoneOf, OnAssign: rec.OnAssign, HandOverAtOnce: func(string) bool { return true },
 					Logger: slog.New(slog.NewTextHandler(testWriter{t}, nil))}})
 				if err != nil {
@@ -57,7 +59,7 @@ func TestZones(t *testing.T) {
 					t.Fatal(err)
 				}
 				t.Cleanup(c.Stop)
-				return &zoneNode{rec: rec, zone: zone, c: c}
+				return &zoneNode{rec: rec, zone: zone, c: c, st: st}
 			}
 			a1, a2, b1 := start("a1", "a"), start("a2", "a"), start("b1", "b")
 
@@ -74,8 +76,11 @@ func TestZones(t *testing.T) {
 				t.Fatalf("Status shows zones %v", got)
 			}
 
-			// Zone a goes dark: b1 takes its items.
+			// Zone a goes dark — a1 leaves, a2 is cut off (no goodbye: its
+			// registration stays until its heartbeat is a TTL old): b1
+			// takes zone a's items within the lease.
 			a1.c.Stop()
+			a2.st.down.Store(true)
 			a2.c.Stop()
 			waitZones(t, []*zoneNode{b1}, items, zoneOf, 20*ttl)
 
