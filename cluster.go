@@ -14,6 +14,7 @@ import (
 	"github.com/ontimehq/ontime/internal/cluster/zkcoord"
 	"github.com/ontimehq/ontime/internal/metrics"
 	"github.com/ontimehq/ontime/internal/scan"
+	"github.com/ontimehq/ontime/internal/scanjob"
 	"github.com/ontimehq/ontime/internal/store"
 	"github.com/ontimehq/ontime/internal/store/sqlstore"
 )
@@ -53,7 +54,8 @@ func (n *Node) newCoordinator(ctx context.Context, st *sqlstore.Store) error {
 	// them would make tasks late after every join.
 	atOnce := func(k string) bool { _, ok := cluster.ParseItemKey(k); return ok }
 	node := cluster.NodeConfig{NodeID: n.cfg.NodeID, Version: n.version, Addr: addr, TTL: time.Duration(n.cfg.Cluster.LeaseTTL), Items: keys,
-		Topics: n.router.Topics, Incarnation: n.inc.ID(), Logger: n.log, OnAssign: onAssign, HandOverAtOnce: atOnce}
+		Topics: n.router.Topics, Incarnation: n.inc.ID(), Logger: n.log, OnAssign: onAssign, HandOverAtOnce: atOnce,
+		Zone: n.cfg.Cluster.Zone, ItemZone: n.itemZone}
 	var c cluster.Coordinator
 	switch n.cfg.Cluster.Coordinator {
 	case "etcd":
@@ -94,6 +96,25 @@ func (n *Node) newCoordinator(ctx context.Context, st *sqlstore.Store) error {
 	}
 	n.cluster = &clusterRun{coord: c}
 	return nil
+}
+
+// itemZone is a sharding item's zone: its database's — store.zones for
+// the task tables' items, jobs[i].source.zones for a configured scan
+// job's — and "" for any other item or without zones.
+func (n *Node) itemZone(key string) string {
+	zones := n.cfg.Store.Zones
+	if job, item, ok := scanjob.ParseItemKey(key); ok {
+		zones, key = nil, item
+		for _, j := range n.cfg.Jobs {
+			if j.Name == job {
+				zones = j.Source.Zones
+			}
+		}
+	}
+	if it, ok := cluster.ParseItemKey(key); ok && it.DB >= 0 && it.DB < len(zones) {
+		return zones[it.DB]
+	}
+	return ""
 }
 
 // liveNodes lists the nodes the coordinator sees alive, with when each
@@ -152,7 +173,7 @@ func (n *Node) Cluster(ctx context.Context) (*apiv1.ClusterView, error) {
 	if n.cluster == nil {
 		v.Leader = n.cfg.NodeID
 		v.Nodes = []ClusterNodeView{{ID: n.cfg.NodeID, Addr: n.cfg.Listen, Heartbeat: time.Now(), Live: true, Items: len(items), Topics: n.router.Topics(),
-			Started: timePtr(n.created)}}
+			Started: timePtr(n.created), Zone: n.cfg.Cluster.Zone}}
 		for _, it := range items {
 			owner[cluster.ItemKey(it)] = n.cfg.NodeID
 		}
@@ -164,7 +185,7 @@ func (n *Node) Cluster(ctx context.Context) (*apiv1.ClusterView, error) {
 		v.Leader, v.Term, owner = st.Leader, st.Term, st.Assignment
 		for _, ns := range st.Nodes {
 			v.Nodes = append(v.Nodes, ClusterNodeView{ID: ns.ID, Addr: ns.Addr, Heartbeat: ns.Heartbeat, Live: ns.Live, Items: ns.Items, Topics: ns.Topics,
-				Started: timePtr(ns.Started), Version: ns.Version})
+				Started: timePtr(ns.Started), Version: ns.Version, Zone: ns.Zone})
 		}
 	}
 	lags, err := n.itemLags(ctx)
@@ -173,7 +194,8 @@ func (n *Node) Cluster(ctx context.Context) (*apiv1.ClusterView, error) {
 	}
 	v.Items = make([]ClusterItemView, len(items))
 	for i, it := range items {
-		v.Items[i] = ClusterItemView{Item: cluster.ItemKey(it), Owner: owner[cluster.ItemKey(it)], LagSecs: lags[i]}
+		k := cluster.ItemKey(it)
+		v.Items[i] = ClusterItemView{Item: k, Owner: owner[k], LagSecs: lags[i], Zone: n.itemZone(k)}
 	}
 	for i := range v.Nodes {
 		// This node's own from the binary: a registration written by
@@ -236,17 +258,36 @@ func (n *Node) itemLags(ctx context.Context) ([]float64, error) {
 // node without a coordinator is alone and its own leader.
 func (n *Node) clusterState(ctx context.Context) (metrics.ClusterState, error) {
 	if n.cluster == nil {
-		return metrics.ClusterState{Leader: true, Live: 1}, nil
+		cs := metrics.ClusterState{Leader: true, Live: 1}
+		if z := n.cfg.Cluster.Zone; z != "" {
+			cs.ZoneLive = map[string]int{z: 1}
+		}
+		return cs, nil
 	}
 	st, err := n.cluster.coord.Status(ctx)
 	if err != nil {
 		return metrics.ClusterState{}, err
 	}
 	cs := metrics.ClusterState{Leader: st.Leader == n.cfg.NodeID, Term: st.Term}
+	// Every zone named, by the databases or by a node, has its series: a
+	// dark zone reads 0.
+	zones := map[string]int{}
+	for _, z := range n.cfg.Store.Zones {
+		zones[z] += 0
+	}
 	for _, ns := range st.Nodes {
+		if ns.Zone != "" {
+			zones[ns.Zone] += 0
+		}
 		if ns.Live {
 			cs.Live++
+			if ns.Zone != "" {
+				zones[ns.Zone]++
+			}
 		}
+	}
+	if len(zones) > 0 {
+		cs.ZoneLive = zones
 	}
 	return cs, nil
 }

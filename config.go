@@ -103,6 +103,10 @@ type StoreConfig struct {
 	// DatabasesFile, when set, replaces databases with the DSNs in this
 	// file, one a line, so passwords stay out of the config.
 	DatabasesFile string `yaml:"databases_file"`
+	// Zones names the zone (data centre) of each database, one per entry
+	// of databases (empty: no zones): the cluster gives a database's
+	// items to nodes of its zone (cluster.zone) while any is alive.
+	Zones []string `yaml:"zones"`
 }
 
 // HotConfig configures the hot tier.
@@ -145,6 +149,10 @@ type ClusterConfig struct {
 	// Advertise is the API address other nodes and operators reach this node
 	// at, shown in GET /v1/cluster. Default: listen.
 	Advertise string `yaml:"advertise"`
+	// Zone is the zone (data centre) this node runs in, [a-z0-9-]{1,32}
+	// (empty: none): it takes the items of its zone's databases
+	// (store.zones) first.
+	Zone string `yaml:"zone"`
 	// etcd credentials and TLS (endpoints https://host:port).
 	EtcdUsername     string `yaml:"etcd_username"`
 	EtcdPassword     string `yaml:"etcd_password"`
@@ -416,6 +424,20 @@ func (c *Config) Validate() error {
 		if strings.TrimSpace(d) == "" {
 			return fmt.Errorf("store.databases[%d]: empty DSN", i)
 		}
+	}
+	if len(c.Store.Zones) > 0 && len(c.Store.Zones) != len(c.Store.Databases) {
+		return fmt.Errorf("store.zones: %d zones for %d databases: give one per database", len(c.Store.Zones), len(c.Store.Databases))
+	}
+	for i, z := range c.Store.Zones {
+		if z == "" {
+			return fmt.Errorf("store.zones[%d]: empty zone", i)
+		}
+		if err := cluster.CheckZone(fmt.Sprintf("store.zones[%d]", i), z); err != nil {
+			return err
+		}
+	}
+	if err := cluster.CheckZone("cluster.zone", c.Cluster.Zone); err != nil {
+		return err
 	}
 	if err := (router.Topology{Databases: len(c.Store.Databases), Tables: c.Store.Tables}).Validate(); err != nil {
 		return err

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ontimehq/ontime/internal/cluster"
 	"github.com/ontimehq/ontime/internal/scanjob"
 )
 
@@ -27,16 +28,20 @@ type JobConfig struct {
 
 // JobSourceConfig is where a job's rows are.
 type JobSourceConfig struct {
-	Driver    string         `yaml:"driver"`    // mysql | postgres | sqlite
-	Databases []string       `yaml:"databases"` // one DSN per database
-	Table     string         `yaml:"table"`     // "bill_{table}": {table} = 0 … tables-1
-	Tables    int            `yaml:"tables"`    // per database; default 1
-	Segments  int            `yaml:"segments"`  // per table (integer keys: key mod segments); default 1
-	Key       string         `yaml:"key"`       // keyset column; index (where columns…, key)
-	Columns   []string       `yaml:"columns"`
-	Where     map[string]any `yaml:"where"`    // equality filters, values bound as parameters
-	Page      int            `yaml:"page"`     // rows per fetch; default 200
-	MaxRows   int            `yaml:"max_rows"` // per item per run; 0: until nothing is left
+	Driver    string   `yaml:"driver"`    // mysql | postgres | sqlite
+	Databases []string `yaml:"databases"` // one DSN per database
+	// Zones names each database's zone, one per entry of databases
+	// (empty: none): the cluster runs a database's items on nodes of its
+	// zone (cluster.zone) while any is alive, as with store.zones.
+	Zones    []string       `yaml:"zones"`
+	Table    string         `yaml:"table"`    // "bill_{table}": {table} = 0 … tables-1
+	Tables   int            `yaml:"tables"`   // per database; default 1
+	Segments int            `yaml:"segments"` // per table (integer keys: key mod segments); default 1
+	Key      string         `yaml:"key"`      // keyset column; index (where columns…, key)
+	Columns  []string       `yaml:"columns"`
+	Where    map[string]any `yaml:"where"`    // equality filters, values bound as parameters
+	Page     int            `yaml:"page"`     // rows per fetch; default 200
+	MaxRows  int            `yaml:"max_rows"` // per item per run; 0: until nothing is left
 	// RetryColumn and NextColumn (seed 003): a failed row's retry count is
 	// incremented and its next selection time pushed back (backoff·2^retry),
 	// so the next fetches take other rows; after max_attempts it is left.
@@ -78,6 +83,18 @@ func validateJobs(jobs []JobConfig) error {
 		sp := j.spec()
 		if _, err := sp.Normalize(); err != nil {
 			return fmt.Errorf("jobs[%d]: %s", i, strings.TrimPrefix(err.Error(), scanjob.ErrInvalid.Error()+": "))
+		}
+		if len(j.Source.Zones) > 0 && len(j.Source.Zones) != len(j.Source.Databases) {
+			return fmt.Errorf("jobs[%d].source.zones: %d zones for %d databases: give one per database", i, len(j.Source.Zones), len(j.Source.Databases))
+		}
+		for k, z := range j.Source.Zones {
+			key := fmt.Sprintf("jobs[%d].source.zones[%d]", i, k)
+			if z == "" {
+				return fmt.Errorf("%s: empty zone", key)
+			}
+			if err := cluster.CheckZone(key, z); err != nil {
+				return err
+			}
 		}
 		if seen[j.Name] {
 			return fmt.Errorf("jobs[%d].name: %q is declared twice", i, j.Name)

@@ -33,6 +33,8 @@ func TestJobConfigErrorsNameTheKey(t *testing.T) {
 		"jobs[0]: cron":                     strings.Replace(jobYAML, `"*/10 * * * * *"`, `"often"`, 1),
 		"jobs[1].name":                      jobYAML + strings.TrimPrefix(jobYAML, "jobs:\n"),
 		"jobs[0]: on_success.set":           strings.Replace(jobYAML, "      set: {status: 2}\n", "", 1),
+		"jobs[0].source.zones: ":            strings.Replace(jobYAML, "      tables: 2\n", "      tables: 2\n      zones: [a, b]\n", 1),
+		"jobs[0].source.zones[0]: ":         strings.Replace(jobYAML, "      tables: 2\n", "      tables: 2\n      zones: [A]\n", 1),
 	} {
 		path := filepath.Join(dir, "c.yaml")
 		y := "data_dir: " + dir + "\n" + strings.ReplaceAll(yaml, "%DB%", filepath.Join(dir, "app.db"))

@@ -189,6 +189,8 @@ type ClusterNodeView struct {
 	// it), from its registration (ontime_nodes.version, etcd's member
 	// value); empty for a node of an earlier version.
 	Version string `json:"version,omitempty"`
+	// Zone is the node's cluster.zone (empty: none).
+	Zone string `json:"zone,omitempty"`
 }
 
 // ClusterItemView is one sharding item: its owner and scan lag (how far
@@ -197,6 +199,9 @@ type ClusterItemView struct {
 	Item    string  `json:"item"`
 	Owner   string  `json:"owner"`
 	LagSecs float64 `json:"lag_seconds"`
+	// Zone is the item's database's zone (store.zones; empty: none): the
+	// item goes to a live node of that zone while there is one.
+	Zone string `json:"zone,omitempty"`
 }
 
 // OperationRequest is the body of POST /v1/operations: one change applied

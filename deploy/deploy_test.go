@@ -38,6 +38,7 @@ func exported(t *testing.T) map[string]bool {
 	cfg := ontime.DefaultConfig()
 	cfg.DataDir = t.TempDir()
 	cfg.Destinations = map[string]ontime.DestinationConfig{ok.URL: {}}
+	cfg.Cluster.Zone = "deploy-test" // the per-zone series
 	ctx := t.Context()
 	node, err := ontime.NewNode(ctx, cfg)
 	if err != nil {

@@ -53,15 +53,16 @@ func (h *Handlers) Nodes(topic string) []string {
 func (h *Handlers) Loaded() <-chan struct{} { return h.loaded }
 
 // Member is a node's membership value in etcd: its API address, the
-// topics it handles, and its process (when it started, its incarnation:
+// topics it handles, its process (when it started, its incarnation:
 // see store.Incarnation; its build version; zero from nodes of earlier
-// versions).
+// versions) and its zone.
 type Member struct {
 	Addr        string    `json:"addr"`
 	Topics      []string  `json:"topics,omitempty"`
 	Started     time.Time `json:"started,omitzero"`
 	Incarnation int64     `json:"incarnation,omitempty"`
 	Version     string    `json:"version,omitempty"`
+	Zone        string    `json:"zone,omitempty"` // cluster.zone
 }
 
 // EncodeMember is m as etcdcoord keeps it under the node's key.

@@ -32,7 +32,13 @@ type NodeConfig struct {
 	// Version is this node's build version, published with its
 	// membership so the cluster view shows every node's.
 	Version string
-	Logger  *slog.Logger
+	// Zone is the node's cluster.zone ("": none), published with its
+	// membership: the leader gives the items of a zone to its nodes.
+	Zone string
+	// ItemZone is the zone of an item (nil, or "": none), the zone of its
+	// database (store.zones); identical on all nodes.
+	ItemZone func(item string) string
+	Logger   *slog.Logger
 	// OnAssign is called from the coordinator's goroutine whenever the set
 	// of items this node owns changes (nil: none owned).
 	OnAssign func(term int64, items []string)
@@ -68,6 +74,9 @@ func (c *NodeConfig) Check(minTTL time.Duration, forbidden string) error {
 			return fmt.Errorf("node_id: %q must be 1 to 128 characters without any of %q for a cluster", c.NodeID, forbidden)
 		}
 		return fmt.Errorf("node_id: %q must be 1 to 128 characters for a cluster", c.NodeID)
+	}
+	if err := CheckZone("cluster.zone", c.Zone); err != nil {
+		return err
 	}
 	if c.TTL == 0 {
 		c.TTL = DefaultLeaseTTL
@@ -123,7 +132,7 @@ func (c *Core) Topics() []string {
 
 // Member is this node's membership record.
 func (c *Core) Member(started time.Time) Member {
-	return Member{Addr: c.Cfg.Addr, Topics: c.Topics(), Started: started, Incarnation: c.Cfg.Incarnation, Version: c.Cfg.Version}
+	return Member{Addr: c.Cfg.Addr, Topics: c.Topics(), Started: started, Incarnation: c.Cfg.Incarnation, Version: c.Cfg.Version, Zone: c.Cfg.Zone}
 }
 
 // Drop fences the node: it owns nothing until it reads the assignment
@@ -154,29 +163,26 @@ func (c *Core) Follow(all map[string]store.Grant) []string {
 	return LetGo(before, all, c.Cfg.NodeID, now, c.Cfg.HandOverAtOnce)
 }
 
-// Plan is the leader's rebalance for the live nodes from the current
+// Plan is the leader's rebalance for the live nodes (ID → zone) from the current
 // grants, at now under term: the grants to write (an item taken from a
 // live node starts a TTL later, after that node has surely read the
 // change or fenced itself, so no item has two live owners), the items to
 // delete (no longer configured), and how many moved. Nothing to write
-// when grants and drop are both empty.
-func (c *Core) Plan(live []string, cur map[string]store.Grant, now time.Time, term int64) (grants map[string]store.Grant, drop []string, moved int) {
+// when grants and drop are both empty. Items prefer nodes of their zone
+// (AssignZones).
+func (c *Core) Plan(live map[string]string, cur map[string]store.Grant, now time.Time, term int64) (grants map[string]store.Grant, drop []string, moved int) {
 	prev := make(map[string]string, len(cur))
 	for it, g := range cur {
 		prev[it] = g.Node
 	}
-	next := AssignGroups(c.Cfg.Items, live, prev)
-	isLive := make(map[string]bool, len(live))
-	for _, n := range live {
-		isLive[n] = true
-	}
+	next := AssignZones(c.Cfg.Items, live, c.Cfg.ItemZone, prev)
 	grants = map[string]store.Grant{}
 	for _, it := range c.Cfg.Items {
 		if prev[it] == next[it] {
 			continue
 		}
 		since := now
-		if isLive[prev[it]] {
+		if _, ok := live[prev[it]]; ok {
 			since = now.Add(c.Cfg.TTL)
 		}
 		grants[it] = store.Grant{Node: next[it], Since: since, Term: term}
@@ -211,7 +217,7 @@ func StatusOf(leader string, term int64, live map[string]Member, assign map[stri
 	}
 	for id, m := range live {
 		st.Nodes = append(st.Nodes, store.NodeStatus{ID: id, Addr: m.Addr, Topics: m.Topics, Heartbeat: now, Live: true, Items: counts[id],
-			Started: m.Started, Incarnation: m.Incarnation, Version: m.Version})
+			Started: m.Started, Incarnation: m.Incarnation, Version: m.Version, Zone: m.Zone})
 	}
 	slices.SortFunc(st.Nodes, func(a, b store.NodeStatus) int { return strings.Compare(a.ID, b.ID) })
 	return st
@@ -314,10 +320,10 @@ func (c *Core) RunRounds(ctx context.Context, round func(ctx context.Context), f
 }
 
 // Rebalance is the leader's turn under term: it plans the assignment for
-// the live nodes from cur (Plan) and, when anything changes, writes it
+// the live nodes (ID → zone) from cur (Plan) and, when anything changes, writes it
 // with write, which the backend fences by term (held false: another node
 // leads now, nothing was written).
-func (c *Core) Rebalance(term int64, live []string, cur map[string]store.Grant, write func(grants map[string]store.Grant, drop []string) (held bool, err error)) error {
+func (c *Core) Rebalance(term int64, live map[string]string, cur map[string]store.Grant, write func(grants map[string]store.Grant, drop []string) (held bool, err error)) error {
 	grants, drop, moved := c.Plan(live, cur, c.Now(), term)
 	if len(grants) == 0 && len(drop) == 0 {
 		return nil

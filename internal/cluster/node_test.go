@@ -52,7 +52,7 @@ func TestPlanWaitsForLiveOwners(t *testing.T) {
 	core := NewCore(c)
 	now := time.Now()
 	cur := map[string]store.Grant{"i1": {Node: "a"}, "i2": {Node: "a"}, "i3": {Node: "dead"}, "i4": {Node: "dead"}, "old": {Node: "a"}}
-	grants, drop, moved := core.Plan([]string{"a", "b"}, cur, now, 7)
+	grants, drop, moved := core.Plan(map[string]string{"a": "", "b": ""}, cur, now, 7)
 	if len(drop) != 1 || drop[0] != "old" || moved == 0 {
 		t.Fatalf("drop %v moved %d", drop, moved)
 	}

@@ -255,9 +255,10 @@ func TestEveryPageWithoutTokens(t *testing.T) {
 			t.Errorf("%s: the counts' age is not shown", p)
 		}
 	}
-	// The cluster page shows each node's start and version.
-	if _, body, _ := b.get("/ui/cluster"); !strings.Contains(body, `class="node-started"><span title=`) || strings.Contains(body, `class="mono node-version">—`) {
-		t.Errorf("cluster: the node's start or version is not shown:\n%s", body)
+	// The cluster page shows each node's start, version and zone (none).
+	if _, body, _ := b.get("/ui/cluster"); !strings.Contains(body, `class="node-started"><span title=`) || strings.Contains(body, `class="mono node-version">—`) ||
+		!strings.Contains(body, `class="mono node-zone">—`) {
+		t.Errorf("cluster: the node's start, version or zone is not shown:\n%s", body)
 	}
 	// The task's detail shows the payload pretty-printed, its key search finds it.
 	if _, body, _ := b.get("/ui/tasks/" + task.ID); !strings.Contains(body, "&#34;order&#34;: 1") {

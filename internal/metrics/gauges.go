@@ -61,6 +61,9 @@ type ClusterState struct {
 	Leader bool  // this node is the leader (a node alone always is)
 	Term   int64 // the leader's term (0 without a coordinator)
 	Live   int   // live nodes
+	// ZoneLive counts live nodes per zone: every zone of store.zones
+	// (0 when dark) and of the nodes (nil: no zones).
+	ZoneLive map[string]int
 }
 
 // GaugesConfig configures Gauges.
@@ -99,7 +102,7 @@ type Gauges struct {
 	log *slog.Logger
 
 	hotLen, held, window, queued, inflight, breakerOpen, build *prometheus.Desc
-	leader, term, live                                         *prometheus.Desc
+	leader, term, live, zoneLive                               *prometheus.Desc
 	tasks, topicTasks, overdue, lagMax, lag                    *prometheus.Desc
 	buildLabels                                                []string
 
@@ -147,6 +150,8 @@ func NewGauges(cfg GaugesConfig) *Gauges {
 		leader: d("ontime_cluster_leader", "Per node: 1 while this node is the cluster's leader, else 0; sum() over the nodes is 1 when the cluster has a leader.", nil, nil),
 		term:   d("ontime_cluster_term", "Per node: the leader's term as this node sees it (0 without a coordinator); it grows at each change of leader.", nil, nil),
 		live:   d("ontime_cluster_nodes_live", "Per node: live nodes as this node sees them (1 without a coordinator).", nil, nil),
+		zoneLive: d("ontime_cluster_zone_nodes_live", "Per node: live nodes per zone (cluster.zone) as this node sees them, every zone of store.zones present (0: the zone is dark and other zones run its items). Absent without zones.",
+			[]string{"zone"}, nil),
 		tasks: d("ontime_tasks", "Cluster-wide, reported by the leader only: tasks in the store by status, every status present (recounted at most every 15s).",
 			[]string{"status"}, nil),
 		topicTasks: d("ontime_topic_tasks", "Cluster-wide, reported by the leader only: tasks in the store by topic (past metrics.max_topics folded into _other) and status, every status present.",
@@ -180,7 +185,7 @@ func buildLabelValues() []string {
 // Describe implements prometheus.Collector.
 func (g *Gauges) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{g.hotLen, g.held, g.window, g.queued, g.inflight, g.breakerOpen, g.build,
-		g.leader, g.term, g.live, g.tasks, g.topicTasks, g.overdue, g.lagMax, g.lag} {
+		g.leader, g.term, g.live, g.zoneLive, g.tasks, g.topicTasks, g.overdue, g.lagMax, g.lag} {
 		ch <- d
 	}
 }
@@ -265,6 +270,9 @@ func (g *Gauges) collectRound(gauge func(*prometheus.Desc, float64, ...string), 
 	gauge(g.leader, leader)
 	gauge(g.term, float64(g.state.Term))
 	gauge(g.live, float64(g.state.Live))
+	for z, n := range g.state.ZoneLive {
+		gauge(g.zoneLive, float64(n), z)
+	}
 	if !g.state.Leader {
 		return // the cluster-wide series: the leader's alone
 	}

@@ -38,6 +38,8 @@ type NodeStatus struct {
 	// Version is the node's build version (metrics.BuildVersion; '':
 	// unknown, a node of an earlier version).
 	Version string
+	// Zone is the node's cluster.zone ("": none).
+	Zone string
 	// Topics are those the node has Go handlers for.
 	Topics []string
 	Live   bool
@@ -45,9 +47,11 @@ type NodeStatus struct {
 }
 
 // Process is what a node registers of its current process: when it
-// started, its incarnation's ID and its build version.
+// started, its incarnation's ID, its build version and the zone it runs
+// in (cluster.zone, "": none).
 type Process struct {
 	Started     time.Time
 	Incarnation int64
 	Version     string
+	Zone        string
 }

@@ -896,6 +896,8 @@ export interface components {
             started?: string;
             /** @description The node's build version (module version and VCS revision, as ontime_build_info labels it), from its registration (ontime_nodes.version, etcd's member value). Absent for a node of an earlier version. */
             version?: string;
+            /** @description The node's cluster.zone. Absent when none. */
+            zone?: string;
         };
         ClusterItem: {
             /** @description database.table.segment */
@@ -904,6 +906,8 @@ export interface components {
             owner: string;
             /** @description How far past due the item's oldest pending task is; 0 when none is. */
             lag_seconds: number;
+            /** @description The zone of the item's database (store.zones): the item goes to a live node of that zone while there is one. Absent when none. */
+            zone?: string;
         };
         Status: {
             status: string;

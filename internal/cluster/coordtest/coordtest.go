@@ -151,12 +151,25 @@ func newEnv(t *testing.T, b Backend, items int) *env {
 	return e
 }
 
+// zoneOf is the zone the suite puts node id in: every coordinator carries
+// it with the membership to Status. Items have no zone here, so the
+// assignment is as without zones.
+func zoneOf(id string) string {
+	z := []byte("zone-")
+	for _, r := range strings.ToLower(id) {
+		if r >= 'a' && r <= 'z' || r >= '0' && r <= '9' {
+			z = append(z, byte(r))
+		}
+	}
+	return string(z[:min(len(z), 32)])
+}
+
 // start builds and starts node id; skew moves its wall clock.
 func (e *env) start(id string, skew time.Duration, topics ...string) *node {
 	e.t.Helper()
 	rec := &clustertest.Recorder{ID: id}
 	cfg := cluster.NodeConfig{NodeID: id, Addr: id + ":7070", TTL: TTL, Items: e.items,
-		Topics: func() []string { return topics }, Incarnation: store.NewIncarnation().ID(),
+		Topics: func() []string { return topics }, Incarnation: store.NewIncarnation().ID(), Zone: zoneOf(id),
 		Logger:         slog.New(slog.NewTextHandler(testWriter{e.t}, nil)).With("node", id),
 		OnAssign:       e.ledger.OnAssign(id, rec),
 		HandOverAtOnce: func(string) bool { return true }}
@@ -250,8 +263,8 @@ func testMembership(t *testing.T, b Backend) {
 	}
 	var incB int64
 	for _, ns := range st.Nodes {
-		if !ns.Live || ns.Addr != ns.ID+":7070" || ns.Started.IsZero() || ns.Incarnation == 0 {
-			t.Errorf("member %+v: want live, its address, start and incarnation", ns)
+		if !ns.Live || ns.Addr != ns.ID+":7070" || ns.Started.IsZero() || ns.Incarnation == 0 || ns.Zone != zoneOf(ns.ID) {
+			t.Errorf("member %+v: want live, its address, start, incarnation and zone", ns)
 		}
 		if ns.ID == "b" {
 			incB = ns.Incarnation

@@ -128,7 +128,7 @@ func (c *Coordinator) Start(ctx context.Context) error {
 // run runs rounds until ctx ends, then gives up leadership and membership
 // so others take over at once rather than after the TTL.
 func (c *Coordinator) run(ctx context.Context) {
-	proc := store.Process{Started: c.started, Incarnation: c.Cfg.Incarnation, Version: c.Cfg.Version}
+	proc := store.Process{Started: c.started, Incarnation: c.Cfg.Incarnation, Version: c.Cfg.Version, Zone: c.Cfg.Zone}
 	c.RunRounds(ctx, func(rctx context.Context) { c.round(rctx, proc) }, c.fence)
 	c.leave()
 }
@@ -228,15 +228,23 @@ func (c *Coordinator) rebalance(ctx context.Context, now time.Time, term int64) 
 	if err := c.st.PruneNodes(ctx, now.Add(-10*c.Cfg.TTL)); err != nil {
 		return err
 	}
-	nodes, err := c.st.LiveNodes(ctx, c.liveCutoff(now))
+	// The registrations, not LiveNodes: the plan needs each node's zone.
+	nodes, err := c.st.Nodes(ctx)
 	if err != nil {
 		return err
+	}
+	cutoff := c.liveCutoff(now)
+	live := make(map[string]string, len(nodes))
+	for _, ns := range nodes {
+		if !ns.Heartbeat.Before(cutoff) {
+			live[ns.ID] = ns.Zone
+		}
 	}
 	cur, err := c.st.Assignment(ctx)
 	if err != nil {
 		return err
 	}
-	return c.Rebalance(term, nodes, cur, func(grants map[string]store.Grant, drop []string) (bool, error) {
+	return c.Rebalance(term, live, cur, func(grants map[string]store.Grant, drop []string) (bool, error) {
 		// Fence: still the leader under this term, inside the transaction.
 		return c.st.WriteAssignment(ctx, store.LeaderLease{Node: c.Cfg.NodeID, Term: term, Until: now.Add(c.Cfg.TTL)}, grants, drop)
 	})

@@ -325,7 +325,7 @@ func (c *Coordinator) rebalance(ctx context.Context, term int64) error {
 	if err != nil {
 		return err
 	}
-	return c.Rebalance(term, cluster.IDs(live), cur, func(grants map[string]store.Grant, drop []string) (bool, error) {
+	return c.Rebalance(term, cluster.Zones(live), cur, func(grants map[string]store.Grant, drop []string) (bool, error) {
 		return c.writeAssignment(ctx, term, grants, drop)
 	})
 }

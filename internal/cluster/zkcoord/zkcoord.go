@@ -393,7 +393,7 @@ func (c *Coordinator) rebalance(term int64) error {
 	if err != nil {
 		return err
 	}
-	return c.Rebalance(term, cluster.IDs(live), cur, func(grants map[string]store.Grant, drop []string) (bool, error) {
+	return c.Rebalance(term, cluster.Zones(live), cur, func(grants map[string]store.Grant, drop []string) (bool, error) {
 		return c.writeAssignment(term, cur, version, grants, drop)
 	})
 }

@@ -15,7 +15,7 @@ import (
 // beside the tasks; times are Unix microseconds, like the tasks'.
 //
 //	ontime_nodes       node_id → addr, heartbeat_at, started_at, topics (handoff.go),
-//	                   incarnation (schema 12), version (schema 19)
+//	                   incarnation (schema 12), zone (schema 18), version (schema 19)
 //	ontime_leader      one row (id 1): node_id, term, lease_until, version
 //	ontime_assignment  item → node_id, term, since
 //
@@ -33,7 +33,7 @@ func (s *Store) Heartbeat(ctx context.Context, node, addr string, topics []strin
 	// The column's width; a build version is ~50 bytes.
 	proc.Version = proc.Version[:min(len(proc.Version), 128)]
 	if _, err := s.coordDB().ExecContext(ctx, s.d.rebind(s.d.upsertNode), node, addr, now.UnixMicro(), proc.Started.UnixMicro(),
-		encodeTopics(topics), proc.Incarnation, proc.Version); err != nil {
+		encodeTopics(topics), proc.Incarnation, proc.Version, proc.Zone); err != nil {
 		return fmt.Errorf("heartbeat: %w", err)
 	}
 	return nil
@@ -81,10 +81,10 @@ func (s *Store) LiveNodes(ctx context.Context, since time.Time) (_ []string, err
 }
 
 // Nodes lists every registration by node ID, with its ID, address, last
-// heartbeat, process and topics.
+// heartbeat, process (zone included) and topics.
 func (s *Store) Nodes(ctx context.Context) (_ []store.NodeStatus, err error) {
 	defer classify(&err)
-	rows, err := s.coordDB().QueryContext(ctx, `SELECT node_id, addr, heartbeat_at, started_at, COALESCE(topics, ''), incarnation, version FROM ontime_nodes ORDER BY node_id`)
+	rows, err := s.coordDB().QueryContext(ctx, `SELECT node_id, addr, heartbeat_at, started_at, COALESCE(topics, ''), incarnation, version, zone FROM ontime_nodes ORDER BY node_id`)
 	if err != nil {
 		return nil, fmt.Errorf("nodes: %w", err)
 	}
@@ -94,7 +94,7 @@ func (s *Store) Nodes(ctx context.Context) (_ []store.NodeStatus, err error) {
 		var ns store.NodeStatus
 		var hb, started int64
 		var topics string
-		if err := rows.Scan(&ns.ID, &ns.Addr, &hb, &started, &topics, &ns.Incarnation, &ns.Version); err != nil {
+		if err := rows.Scan(&ns.ID, &ns.Addr, &hb, &started, &topics, &ns.Incarnation, &ns.Version, &ns.Zone); err != nil {
 			return nil, fmt.Errorf("nodes: %w", err)
 		}
 		ns.Heartbeat, ns.Started, ns.Topics = time.UnixMicro(hb), time.UnixMicro(started), decodeTopics(topics)

@@ -128,9 +128,9 @@ var dialects = map[string]*dialect{
 				ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin`,
 			`INSERT INTO ontime_leader (id, node_id, term, lease_until) VALUES (1, '', 0, 0) ON DUPLICATE KEY UPDATE id = id`,
 		},
-		upsertNode: `INSERT INTO ontime_nodes (node_id, addr, heartbeat_at, started_at, topics, incarnation, version) VALUES (?, ?, ?, ?, ?, ?, ?)
+		upsertNode: `INSERT INTO ontime_nodes (node_id, addr, heartbeat_at, started_at, topics, incarnation, version, zone) VALUES (?, ?, ?, ?, ?, ?, ?, ?)
 			ON DUPLICATE KEY UPDATE addr = VALUES(addr), heartbeat_at = VALUES(heartbeat_at), started_at = VALUES(started_at), topics = VALUES(topics),
-			incarnation = VALUES(incarnation), version = VALUES(version)`,
+			incarnation = VALUES(incarnation), version = VALUES(version), zone = VALUES(zone)`,
 		upsertGrant: `INSERT INTO ontime_assignment (item, node_id, term, since) VALUES (?, ?, ?, ?)
 			ON DUPLICATE KEY UPDATE node_id = VALUES(node_id), term = VALUES(term), since = VALUES(since)`,
 		lock: func(ctx context.Context, c *sql.Conn) (func(), error) {
@@ -196,9 +196,9 @@ var dialects = map[string]*dialect{
 const (
 	createMetaText     = `CREATE TABLE IF NOT EXISTS ontime_meta (k TEXT NOT NULL PRIMARY KEY, v TEXT NOT NULL)`
 	upsertMetaExcluded = `INSERT INTO ontime_meta (k, v) VALUES (?, ?) ON CONFLICT (k) DO UPDATE SET v = excluded.v`
-	upsertNodeExcluded = `INSERT INTO ontime_nodes (node_id, addr, heartbeat_at, started_at, topics, incarnation, version) VALUES (?, ?, ?, ?, ?, ?, ?)
+	upsertNodeExcluded = `INSERT INTO ontime_nodes (node_id, addr, heartbeat_at, started_at, topics, incarnation, version, zone) VALUES (?, ?, ?, ?, ?, ?, ?, ?)
 		ON CONFLICT (node_id) DO UPDATE SET addr = excluded.addr, heartbeat_at = excluded.heartbeat_at, started_at = excluded.started_at, topics = excluded.topics,
-		incarnation = excluded.incarnation, version = excluded.version`
+		incarnation = excluded.incarnation, version = excluded.version, zone = excluded.zone`
 	upsertGrantExcluded = `INSERT INTO ontime_assignment (item, node_id, term, since) VALUES (?, ?, ?, ?)
 		ON CONFLICT (item) DO UPDATE SET node_id = excluded.node_id, term = excluded.term, since = excluded.since`
 )

@@ -234,7 +234,8 @@ func (s *Store) connect(dsn string) (w, r *sql.DB, err error) {
 //	17 the recorded topology (topology.go: each database's identity and
 //	   the store's list, in ontime_meta) and the expansion's state
 //	   (expand.go)
-//	18 (reserved: zones)
+//	18 zone on ontime_nodes: the node's cluster.zone ('' for none), which
+//	   the leader's assignment prefers for items of that zone's databases
 //	19 version on ontime_nodes: each node's build version, shown in the
 //	   cluster view ('' from nodes of earlier versions)
 const SchemaVersion = 19
@@ -322,7 +323,8 @@ func (s *Store) migrateTo(ctx context.Context, c *sql.Conn, v int) error {
 	case 17:
 		stmts = append(append([]string{}, createExpansion[s.d.name]...), createUsers[s.d.name]...)
 	case 18:
-		// Reserved (zones); nothing.
+		// Registrations from before keep '': no zone, any item.
+		return s.addColumn(ctx, c, "ontime_nodes", "zone", "VARCHAR(32) NOT NULL DEFAULT ''")
 	case 19:
 		// Registrations from before keep '': version unknown.
 		return s.addColumn(ctx, c, "ontime_nodes", "version", "VARCHAR(128) NOT NULL DEFAULT ''")

@@ -190,15 +190,22 @@ class ClusterNode(_ClusterNodeRequired, total=False):
     """When the node's process started, from its registration. Absent when unknown."""
     version: str
     """The node's build version (module version and VCS revision, as ontime_build_info labels it), from its registration (ontime_nodes.version, etcd's member value). Absent for a node of an earlier version."""
+    zone: str
+    """The node's cluster.zone. Absent when none."""
 
 
-class ClusterItem(TypedDict):
+class _ClusterItemRequired(TypedDict):
     item: str
     """database.table.segment"""
     owner: str
     """Empty when unassigned."""
     lag_seconds: float
     """How far past due the item's oldest pending task is; 0 when none is."""
+
+
+class ClusterItem(_ClusterItemRequired, total=False):
+    zone: str
+    """The zone of the item's database (store.zones): the item goes to a live node of that zone while there is one. Absent when none."""
 
 
 class Status(TypedDict):
