@@ -24,12 +24,13 @@ func Example() {
 		fmt.Println(err)
 		return
 	}
-	done := make(chan struct{})
+	// The handler reports through a channel, so the output's order does
+	// not depend on whether Submit returns before the delivery.
+	done := make(chan string, 1)
 	node.Handle("order.cancel", func(ctx context.Context, d *ontime.Delivery) error {
 		var p struct{ Order int }
 		_ = json.Unmarshal(d.Payload, &p)
-		fmt.Printf("cancel order %d (attempt %d, on time: %v)\n", p.Order, d.Attempt, !time.Now().Before(d.DueAt))
-		close(done)
+		done <- fmt.Sprintf("cancel order %d (attempt %d, on time: %v)", p.Order, d.Attempt, !time.Now().Before(d.DueAt))
 		return nil
 	})
 	if err := node.Start(ctx); err != nil {
@@ -49,7 +50,7 @@ func Example() {
 		return
 	}
 	fmt.Println("submitted:", created, t.Status)
-	<-done
+	fmt.Println(<-done)
 	// Output:
 	// submitted: true claimed
 	// cancel order 42 (attempt 1, on time: true)

@@ -15,20 +15,20 @@ import (
 // Redis tier's listener and a broker connection in their places.
 func TestServiceStartOrder(t *testing.T) {
 	t.Parallel()
-	tail := []string{"*fire.Firer", "*scan.Scanner", "*scanjob.Service", "*retain.Cleaner", "*schedule.Service", "*topics.Watcher", "*topics.Counts"}
+	tail := []string{"*fire.Firer", "*scan.Scanner", "*scanjob.Service", "*retain.Cleaner", "*schedule.Service", "*operation.Service", "*topics.Watcher", "*topics.Settings", "*topics.Counts"}
 	for name, tc := range map[string]struct {
 		mod  func(*Config)
 		want []string
 	}{
 		"memory tier, no broker": {
-			want: slices.Concat([]string{"gauges", "*console.Sampler", "*complete.Completer", "*deliver.Dispatcher"}, tail),
+			want: slices.Concat([]string{"*ontime.storeMark", "gauges", "*console.Sampler", "*complete.Completer", "*deliver.Dispatcher"}, tail),
 		},
 		"redis tier and a broker": {
 			mod: func(c *Config) {
 				c.Hot.Tier, c.Hot.RedisAddrs = "redis", []string{testdb.StartRedis(t).Addr()}
 				c.Brokers = map[string]string{"mq": testdb.AMQPURL()} // not dialled before Start
 			},
-			want: slices.Concat([]string{"gauges", "*console.Sampler", "*complete.Completer", "*amqp.Publisher", "*deliver.Dispatcher", "*redis.Tier"}, tail),
+			want: slices.Concat([]string{"*ontime.storeMark", "gauges", "*console.Sampler", "*complete.Completer", "*amqp.Publisher", "*deliver.Dispatcher", "*redis.Tier"}, tail),
 		},
 	} {
 		t.Run(name, func(t *testing.T) {
