@@ -1,0 +1,147 @@
+package e2e
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// Markers of the fenced blocks the docs promise will run, as the info
+// string after the opening fence:
+//
+//	```sh run      bash -euo pipefail, against a live node: `ontime` on PATH,
+//	               $ONTIME_SERVER its address, $S its base URL
+//	```yaml check  written to a file and validated with
+//	               `ontime serve --config FILE --check` (store, hot tier and
+//	               coordinator reached)
+//
+// A plain ```sh or ```yaml block is an illustration (hosts that do not
+// exist here, a command that runs for ever) and is not run.
+const (
+	markShell = "sh run"
+	markYAML  = "yaml check"
+)
+
+// docBlock is one runnable block of a page.
+type docBlock struct {
+	line int // of the opening fence
+	kind string
+	body string
+}
+
+// docBlocks reads the runnable blocks of one Markdown file, in order.
+func docBlocks(t *testing.T, path string) []docBlock {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []docBlock
+	var cur *docBlock
+	var body strings.Builder
+	inFence := false
+	sc := bufio.NewScanner(bytes.NewReader(b))
+	for n := 1; sc.Scan(); n++ {
+		line := sc.Text()
+		trimmed := strings.TrimSpace(line)
+		if !strings.HasPrefix(trimmed, "```") {
+			if cur != nil {
+				body.WriteString(line + "\n")
+			}
+			continue
+		}
+		if inFence {
+			if cur != nil {
+				cur.body = body.String()
+				out = append(out, *cur)
+				cur = nil
+				body.Reset()
+			}
+			inFence = false
+			continue
+		}
+		inFence = true
+		switch info := strings.Join(strings.Fields(strings.TrimPrefix(trimmed, "```")), " "); info {
+		case markShell, markYAML:
+			cur = &docBlock{line: n, kind: info}
+		}
+	}
+	if inFence {
+		t.Fatalf("%s: a fenced block is not closed", path)
+	}
+	return out
+}
+
+// TestDocsRun runs every block of README.md and docs/*.md marked runnable,
+// so a page whose commands or config no longer work fails here. Each page
+// has a node of its own (SQLite in a temporary directory); the blocks run in
+// that directory, in page order, each a failure of its own. Blocks that
+// need MariaDB, PostgreSQL or Redis use the local servers, with databases
+// and users of their own that a later block of the page drops.
+func TestDocsRun(t *testing.T) {
+	pages, err := filepath.Glob("../docs/*.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pages = append([]string{"../README.md"}, pages...)
+	total := 0
+	for _, page := range pages {
+		blocks := docBlocks(t, page)
+		total += len(blocks)
+		if len(blocks) == 0 {
+			continue
+		}
+		t.Run(filepath.Base(page), func(t *testing.T) { runPage(t, page, blocks) })
+	}
+	if total < 5 {
+		t.Fatalf("only %d runnable blocks in the docs: the markers %q/%q were lost?", total, markShell, markYAML)
+	}
+}
+
+func runPage(t *testing.T, page string, blocks []docBlock) {
+	bin := ontimeBinary(t)
+	dir := t.TempDir()
+	env := append(os.Environ(), "PATH="+filepath.Dir(bin)+string(os.PathListSeparator)+os.Getenv("PATH"))
+	for _, b := range blocks {
+		if b.kind == markShell {
+			// One node per page, started only when the page has commands.
+			addr := freeAddr(t)
+			cfg := filepath.Join(dir, "node.yaml")
+			if err := os.WriteFile(cfg, []byte("data_dir: "+filepath.Join(dir, "node-data")+"\n"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			startServe(t, cfg, addr)
+			env = append(env, "ONTIME_SERVER="+addr, "S=http://"+addr)
+			break
+		}
+	}
+	for _, b := range blocks {
+		where := page + ":" + strconv.Itoa(b.line)
+		ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+		var cmd *exec.Cmd
+		switch b.kind {
+		case markShell:
+			cmd = exec.CommandContext(ctx, "bash", "-euo", "pipefail", "-c", b.body)
+		case markYAML:
+			f := filepath.Join(dir, "check-"+strconv.Itoa(b.line)+".yaml")
+			if err := os.WriteFile(f, []byte(b.body), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			cmd = exec.CommandContext(ctx, bin, "serve", "--config", f, "--check")
+		}
+		cmd.Dir = dir
+		cmd.Env = env
+		out, err := cmd.CombinedOutput()
+		cancel()
+		if err != nil {
+			t.Errorf("%s (%s block) failed: %v\n--- block:\n%s--- output:\n%s", where, b.kind, err, b.body, out)
+		}
+	}
+}
