@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	goredis "github.com/redis/go-redis/v9"
 )
 
 // Markers of the fenced blocks the docs promise will run, as the info
@@ -91,6 +93,7 @@ func TestDocsRun(t *testing.T) {
 		t.Fatal(err)
 	}
 	pages = append([]string{"../README.md"}, pages...)
+	t.Cleanup(func() { dropDocsRedisKeys(t) })
 	total := 0
 	for _, page := range pages {
 		blocks := docBlocks(t, page)
@@ -142,6 +145,27 @@ func runPage(t *testing.T, page string, blocks []docBlock) {
 		cancel()
 		if err != nil {
 			t.Errorf("%s (%s block) failed: %v\n--- block:\n%s--- output:\n%s", where, b.kind, err, b.body, out)
+		}
+	}
+}
+
+// docsRedisPrefix is what every Redis key prefix in a runnable block starts
+// with, so the keys the blocks leave on the shared Redis can be found.
+const docsRedisPrefix = "ontime-docs"
+
+// dropDocsRedisKeys deletes the keys the pages' Redis blocks made (the hot
+// tier's and the coordinator's, whose names may start with a hash tag).
+func dropDocsRedisKeys(t *testing.T) {
+	rdb := goredis.NewClient(&goredis.Options{Addr: "127.0.0.1:6379"})
+	defer rdb.Close()
+	ctx := context.Background()
+	for _, pattern := range []string{docsRedisPrefix + "*", "{" + docsRedisPrefix + "*"} {
+		iter := rdb.Scan(ctx, 0, pattern, 1000).Iterator()
+		for iter.Next(ctx) {
+			rdb.Del(ctx, iter.Val())
+		}
+		if err := iter.Err(); err != nil {
+			t.Errorf("dropping the docs' Redis keys: %v", err)
 		}
 	}
 }
