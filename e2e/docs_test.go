@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -166,6 +167,78 @@ func dropDocsRedisKeys(t *testing.T) {
 		}
 		if err := iter.Err(); err != nil {
 			t.Errorf("dropping the docs' Redis keys: %v", err)
+		}
+	}
+}
+
+var (
+	mdLink    = regexp.MustCompile(`\[[^\]]*\]\(([^)\s]+)\)`)
+	mdHeading = regexp.MustCompile("(?m)^#{1,6} +(.+)$")
+	slugDrop  = regexp.MustCompile(`[^\p{L}\p{N} _-]`)
+)
+
+// slug is GitHub's anchor for a heading.
+func slug(h string) string {
+	return strings.ReplaceAll(slugDrop.ReplaceAllString(strings.ToLower(strings.TrimSpace(h)), ""), " ", "-")
+}
+
+// anchors lists the headings' anchors of a Markdown file, fenced blocks
+// left out (a shell comment is not a heading).
+func anchors(t *testing.T, path string) map[string]bool {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var text strings.Builder
+	fence := false
+	for _, line := range strings.Split(string(b), "\n") {
+		if strings.HasPrefix(strings.TrimSpace(line), "```") {
+			fence = !fence
+			continue
+		}
+		if !fence {
+			text.WriteString(line + "\n")
+		}
+	}
+	out := map[string]bool{}
+	for _, m := range mdHeading.FindAllStringSubmatch(text.String(), -1) {
+		out[slug(m[1])] = true
+	}
+	return out
+}
+
+// TestDocsLinks: every relative link of README.md and docs/*.md names a
+// file of the repository, and a #section one of its headings, so moving
+// a page or renaming a section cannot leave a dead link behind.
+func TestDocsLinks(t *testing.T) {
+	pages, err := filepath.Glob("../docs/*.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pages = append(pages, "../README.md", "../CONTRIBUTING.md")
+	for _, page := range pages {
+		b, err := os.ReadFile(page)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range mdLink.FindAllStringSubmatch(string(b), -1) {
+			url := m[1]
+			if strings.Contains(url, "://") || strings.HasPrefix(url, "mailto:") {
+				continue
+			}
+			file, anchor, _ := strings.Cut(url, "#")
+			target := page
+			if file != "" {
+				target = filepath.Join(filepath.Dir(page), file)
+			}
+			if _, err := os.Stat(target); err != nil {
+				t.Errorf("%s: link %s: %v", page, url, err)
+				continue
+			}
+			if anchor != "" && strings.HasSuffix(target, ".md") && !anchors(t, target)[anchor] {
+				t.Errorf("%s: link %s: %s has no heading with anchor #%s", page, url, target, anchor)
+			}
 		}
 	}
 }
