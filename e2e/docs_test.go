@@ -242,3 +242,21 @@ func TestDocsLinks(t *testing.T) {
 		}
 	}
 }
+
+// TestArchitectureMap: the map in docs/architecture.md names every package
+// under internal/, so a new one cannot be left off it.
+func TestArchitectureMap(t *testing.T) {
+	b, err := os.ReadFile("../docs/architecture.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dirs, err := os.ReadDir("../internal")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range dirs {
+		if d.IsDir() && !bytes.Contains(b, []byte("`internal/"+d.Name())) {
+			t.Errorf("docs/architecture.md does not name internal/%s", d.Name())
+		}
+	}
+}
