@@ -178,6 +178,8 @@ func isStruct(t reflect.Type) bool {
 
 func typeName(t reflect.Type) string {
 	switch {
+	case t.Kind() == reflect.Pointer:
+		return typeName(t.Elem())
 	case t == durationType:
 		return "duration"
 	case t.Kind() == reflect.Slice:
@@ -262,6 +264,10 @@ func formatDuration(d time.Duration) string {
 // coordinator, whose lease is checked only then) and keeps what the error
 // naming the key says about the accepted values.
 func probe(k *key) {
+	if strings.Contains(k.path, "[]") || strings.Contains(k.path, ".NAME.") {
+		probeEntry(k)
+		return
+	}
 	if k.def == "" || k.typ == "map" {
 		return
 	}
@@ -291,6 +297,121 @@ func probe(k *key) {
 	}
 }
 
+// examples holds one valid entry of each list or map, so that a key inside
+// an entry can be probed like any other: the entry is parsed, one of its
+// keys set out of range, and the whole config validated.
+const examples = `
+topics:
+  x: {target: "https://example.com/hook"}
+destinations:
+  "https://example.com": {concurrency: 1}
+schedules:
+  - {name: s, cron: "@every 1s", task: {topic: t, target: "https://example.com/x"}}
+jobs:
+  - name: j
+    cron: "@every 1s"
+    source: {driver: sqlite, databases: [x.db], table: t, key: id, columns: [id], where: {s: 1}}
+    process: {target: "https://example.com/x"}
+    on_success: {set: {s: 2}}
+outboxes:
+  - {name: o, driver: sqlite, databases: [x.db], table: outbox}
+auth:
+  tokens:
+    - {name: a, token_env: CONFIGDOC_TOKEN, role: read}
+delivery:
+  signing:
+    - {topics: "x*", secret_env: CONFIGDOC_SECRET}
+`
+
+// concrete writes an entry key as the example names it: jobs[].source.page
+// → jobs[0].source.page, topics.NAME.rate → topics.x.rate.
+func concrete(path string) string {
+	path = strings.ReplaceAll(path, "[]", "[0]")
+	path = strings.Replace(path, "destinations.NAME.", `destinations."https://example.com".`, 1)
+	return strings.ReplaceAll(path, ".NAME.", ".x.")
+}
+
+func probeEntry(k *key) {
+	for _, bad := range []any{int64(-1 << 40), int64(1 << 40), "\x01"} {
+		c := ontime.DefaultConfig()
+		if err := ontime.ParseConfig([]byte(examples), &c); err != nil {
+			panic(fmt.Sprintf("configdoc: the example entries no longer parse: %v", err))
+		}
+		c.Store.Databases = []string{"x.db"}
+		if err := c.Validate(); err != nil {
+			panic(fmt.Sprintf("configdoc: the example entries are no longer valid: %v", err))
+		}
+		if !mutate(reflect.ValueOf(&c).Elem(), strings.Split(strings.ReplaceAll(strings.ReplaceAll(k.path, "[]", ".[]"), ".NAME.", ".NAME."), "."), bad) {
+			continue
+		}
+		err := c.Validate()
+		if err == nil {
+			continue
+		}
+		full := concrete(k.path)
+		// The entry's own errors may name the key from the entry down
+		// ("jobs[0]: source.page: …").
+		_, inner, _ := strings.Cut(strings.Replace(k.path, ".NAME.", "[].", 1), "[].")
+		for _, name := range []string{full, inner} {
+			if b := boundsIn(name, err.Error()); b != "" {
+				k.bounds = b
+				return
+			}
+		}
+	}
+}
+
+// mutate sets the field at the yaml path parts ("[]": the first element,
+// "NAME": the map's only entry) to bad.
+func mutate(v reflect.Value, parts []string, bad any) bool {
+	if len(parts) == 0 {
+		return set(v, bad)
+	}
+	switch part := parts[0]; {
+	case part == "[]":
+		if v.Kind() != reflect.Slice || v.Len() == 0 {
+			return false
+		}
+		return mutate(v.Index(0), parts[1:], bad)
+	case part == "NAME":
+		if v.Kind() != reflect.Map || v.Len() != 1 {
+			return false
+		}
+		iter := v.MapRange()
+		iter.Next()
+		elem := reflect.New(v.Type().Elem()).Elem()
+		elem.Set(iter.Value())
+		if !mutate(elem, parts[1:], bad) {
+			return false
+		}
+		v.SetMapIndex(iter.Key(), elem)
+		return true
+	default:
+		if v.Kind() != reflect.Struct {
+			return false
+		}
+		t := v.Type()
+		for i := 0; i < t.NumField(); i++ {
+			if strings.Split(t.Field(i).Tag.Get("yaml"), ",")[0] == part {
+				return mutate(v.Field(i), parts[1:], bad)
+			}
+		}
+		return false
+	}
+}
+
+// boundsIn is boundsFrom for a key named anywhere in the message, after
+// its start or a ": ".
+func boundsIn(name, msg string) string {
+	if b := boundsFrom(name, msg); b != "" {
+		return b
+	}
+	if i := strings.Index(msg, ": "+name+": "); i >= 0 {
+		return boundsFrom(name, msg[i+2:])
+	}
+	return ""
+}
+
 func fieldAt(c *ontime.Config, path string) (reflect.Value, bool) {
 	v := reflect.ValueOf(c).Elem()
 	for _, part := range strings.Split(path, ".") {
@@ -311,10 +432,21 @@ func fieldAt(c *ontime.Config, path string) (reflect.Value, bool) {
 }
 
 func set(f reflect.Value, bad any) bool {
+	if f.Kind() == reflect.Pointer {
+		p := reflect.New(f.Type().Elem())
+		if !set(p.Elem(), bad) {
+			return false
+		}
+		f.Set(p)
+		return true
+	}
 	switch b := bad.(type) {
 	case int64:
 		switch f.Kind() {
-		case reflect.Int, reflect.Int64, reflect.Int32:
+		case reflect.Int, reflect.Int64, reflect.Int32, reflect.Int16, reflect.Int8:
+			if f.OverflowInt(b) {
+				b = -1
+			}
 			f.SetInt(b)
 			return true
 		case reflect.Float64:
@@ -337,11 +469,13 @@ func boundsFrom(path, msg string) string {
 	if !ok {
 		return ""
 	}
-	for _, verb := range []string{" is out of range ", " is not one of ", " must be ", " is not "} {
+	for _, verb := range []string{"; want ", "; allowed are ", " is out of range ", " is not one of ", " must be ", " is not "} {
 		if _, after, ok := strings.Cut(rest, verb); ok {
 			switch verb {
-			case " is out of range ":
+			case " is out of range ", "; want ":
 				return after
+			case "; allowed are ":
+				return "characters " + after
 			case " is not one of ":
 				return "one of " + after
 			case " must be ":

@@ -34,6 +34,8 @@ func TestConfigDocIsCurrent(t *testing.T) {
 		"| `log_level` | string | `info` | one of debug, info, warn, error |",
 		"`topics.NAME.",
 		"`jobs[].",
+		"| `jobs[].source.page` | integer |  | 1..10000 |",
+		"| `destinations.NAME.batch` | integer |  | 1..1000",
 	} {
 		if !bytes.Contains(want, []byte(s)) {
 			t.Errorf("generated reference lacks %q", s)
