@@ -8,7 +8,7 @@
 #     -e ONTIME_LISTEN=0.0.0.0:7070 ontime serve --config /etc/ontime/ontime.yaml
 #
 # A listen address other than loopback needs API tokens (auth.tokens) in the
-# config; see README "Security".
+# config; see docs/security.md.
 
 FROM golang:1.26 AS build
 # What `ontime version` and ontime_build_info say: .git is not in the build

@@ -5,7 +5,7 @@ PKGS := ./...
 # staticcheck 2026.2.2, built with and for Go 1.26.
 STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
-.PHONY: build release image test test-clients services vet fmt bench bench-clients run chaos java-test java-bench
+.PHONY: build release image test test-clients services vet fmt docs bench bench-clients run chaos java-test java-bench
 
 # What a build says it is (ontime version, ontime_build_info, the
 # webhooks' User-Agent): git describe's version and the commit, stamped at
@@ -92,6 +92,11 @@ test-clients: build
 bench-clients: build
 	cd clients/typescript && npm ci --no-audit --no-fund
 	cd bench && $(GO) run ./clients -ontime $(CURDIR)/bin/ontime
+
+# docs/configuration.md from the code (TestConfigDocIsCurrent fails when
+# it is stale); the pages' runnable blocks: go test -run TestDocsRun ./e2e/
+docs:
+	$(GO) run ./internal/configdoc
 
 vet:
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || (gofmt -l $$(git ls-files '*.go'); echo "gofmt: files above need formatting"; exit 1)

@@ -195,7 +195,7 @@ type DeliveryConfig struct {
 	BreakerFailures int      `yaml:"breaker_failures"` // consecutive failures that open a destination's breaker; default 10
 	BreakerOpenFor  Duration `yaml:"breaker_open_for"` // default 10s
 	ShutdownGrace   Duration `yaml:"shutdown_grace"`   // how long SIGTERM waits for in-flight deliveries; default 15s
-	// Signing and the target policy (config_security.go, README "Security").
+	// Signing and the target policy (config_security.go; docs/security.md).
 	WebhookSecretFile         string          `yaml:"webhook_secret_file"`
 	WebhookPreviousSecretFile string          `yaml:"webhook_previous_secret_file"` // rotation: still signed with
 	Signing                   []SigningConfig `yaml:"signing"`                      // secrets per topic or destination

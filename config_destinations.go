@@ -22,7 +22,7 @@ type DestinationConfig struct {
 	// Timeout is the time one call may take; default delivery.timeout.
 	Timeout Duration `yaml:"timeout"`
 	// Batch is the most tasks one call carries: above 1 every call is
-	// {"tasks": [body, …]} (README "Batch delivery"); default 1, one task
+	// {"tasks": [body, …]} (docs/topics.md, "Batch delivery"); default 1, one task
 	// per call.
 	Batch int `yaml:"batch"`
 	// Rate is the calls per second made at most (a batch is one call),

@@ -42,7 +42,7 @@ type JobSourceConfig struct {
 	Where    map[string]any `yaml:"where"`    // equality filters, values bound as parameters
 	Page     int            `yaml:"page"`     // rows per fetch; default 200
 	MaxRows  int            `yaml:"max_rows"` // per item per run; 0: until nothing is left
-	// RetryColumn and NextColumn (seed 003): a failed row's retry count is
+	// RetryColumn and NextColumn isolate failing rows: a failed row's retry count is
 	// incremented and its next selection time pushed back (backoff·2^retry),
 	// so the next fetches take other rows; after max_attempts it is left.
 	RetryColumn string   `yaml:"retry_column"`

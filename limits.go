@@ -28,7 +28,7 @@ type TopicDefaults interface {
 	Limits(topic string) (rate float64, concurrency int)
 }
 
-// limits builds the cluster-wide limits (README "Cluster-wide limits"):
+// limits builds the cluster-wide limits (docs/topics.md, "Cluster-wide limits"):
 // with a cluster and the Redis hot tier, kept in Redis; with a cluster
 // and no Redis, split into shares among the live nodes; on a node alone,
 // its own (a destination's are its lane's: no gate). It returns the

@@ -160,7 +160,7 @@ func Cancel(err error) error { return deliver.Cancel(err) }
 // signatures) against the raw body and the target URL the task was
 // submitted with, accepting any of secrets (during a rotation, the new and
 // the old), and rejects timestamps further than tolerance from now:
-// receivers use it. README "Security" has the recipe for other languages.
+// receivers use it. docs/security.md has the recipe for other languages.
 func VerifySignature(header, target string, body []byte, now time.Time, tolerance time.Duration, secrets ...string) error {
 	return webhook.Verify(header, target, body, now, tolerance, secrets...)
 }
@@ -179,7 +179,7 @@ type TaskSpec struct {
 	// node's (see Retry).
 	Retry *Retry
 	// Priority, 0 (lowest) to 9, orders the task among those due at once
-	// (README "Priorities"); nil: the topic's default, else 0.
+	// (docs/topics.md, "Priorities"); nil: the topic's default, else 0.
 	Priority *int
 	// Replace (if_exists: replace): when the key names a live task, update
 	// it with this spec's fields (like Update) instead of returning it.

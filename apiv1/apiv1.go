@@ -31,7 +31,7 @@ type TaskRequest struct {
 	// node's.
 	Retry *Retry `json:"retry,omitempty"`
 	// Priority, 0 (lowest) to 9, orders the task among those due at once
-	// (README "Priorities"); absent: its topic's, else 0.
+	// (docs/topics.md, "Priorities"); absent: its topic's, else 0.
 	Priority *int `json:"priority,omitempty"`
 }
 

@@ -26,7 +26,7 @@ type Topic struct {
 	Sources *TopicSources `json:"sources,omitempty"`
 	// Dynamic is what PUT /v1/topics/{topic} set; absent when nothing.
 	Dynamic *TopicSettings `json:"dynamic,omitempty"`
-	// Limits: the topic's cluster-wide rate and concurrency (README
+	// Limits: the topic's cluster-wide rate and concurrency (docs/topics.md,
 	// "Cluster-wide limits") and this node's share of them; absent when
 	// the topic sets none.
 	Limits *TopicLimits `json:"limits,omitempty"`

@@ -62,7 +62,7 @@ func (ri reportInfo) floorSection() string {
 		a16 := ri.bestAsynq(func(r *result) float64 { return r.Enq.Single16 })
 		if a1 != nil && a16 != nil {
 			g16, g1 := goalSubmit16*a16.Enq.Single16, goalSubmit1*a1.Enq.Single
-			fmt.Fprintf(&b, "- issue 12's submit goals against the floor (above 1: more than net/http alone does here): "+
+			fmt.Fprintf(&b, "- submit goals against the floor (above 1: more than net/http alone does here): "+
 				"16 clients ≥ %.1f× %s's %s = %s is **%s** the floor's %s; 1 client ≥ %.1f× %s's %s = %s is **%s** the floor's %s\n",
 				goalSubmit16, a16.System, rate(a16.Enq.Single16), rate(g16), times(g16, f.Enq.Single16), rate(f.Enq.Single16),
 				goalSubmit1, a1.System, rate(a1.Enq.Single), rate(g1), times(g1, f.Enq.Single), rate(f.Enq.Single))
@@ -79,7 +79,7 @@ func (ri reportInfo) floorSection() string {
 				times(r.DrainPerSec, h.DrainPerSec), rate(r.DrainPerSec), times(float64(r.P99), float64(h.P99)), ms(r.P99))
 		}
 		need := goalBurstShare * float64(h.N) / goalBurstP99.Seconds()
-		fmt.Fprintf(&b, "- issue 12's burst goals against the floor: drain ≥ %s is **%s** the floor's %s; "+
+		fmt.Fprintf(&b, "- burst goals against the floor: drain ≥ %s is **%s** the floor's %s; "+
 			"p99 ≤ %s needs %.0f%% of %s calls within %s of the due instant, ≥ %s, **%s** the floor's drain; the floor's own p99 is %s\n",
 			rate(goalDrain), times(goalDrain, h.DrainPerSec), rate(h.DrainPerSec),
 			goalBurstP99, goalBurstShare*100, thousands(h.N), goalBurstP99, rate(need), times(need, h.DrainPerSec), ms(h.P99))

@@ -20,6 +20,11 @@ fi
 if ! command -v python3 >/dev/null 2>&1; then
   (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends python3 >/dev/null) || { echo "services: could not install python3" >&2; rc=1; }
 fi
+# The docs' runnable blocks (e2e TestDocsRun) use the sqlite3, mysql and
+# psql command-line clients (the servers' packages bring the last two).
+if ! command -v sqlite3 >/dev/null 2>&1; then
+  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends sqlite3 >/dev/null) || { echo "services: could not install sqlite3" >&2; rc=1; }
+fi
 if ! up 5432; then pg_ctlcluster --skip-systemctl-redirect "$(ls /etc/postgresql | head -1)" main start; wait_port 5432 postgresql || rc=1; fi
 if ! up 3306; then start-stop-daemon --start --oknodo --background --exec /usr/sbin/mariadbd; wait_port 3306 mariadb || rc=1; fi
 if ! up 6379; then redis-server --daemonize yes --bind 127.0.0.1 -::1 --port 6379 --save "" --appendonly no --dir /var/lib/redis --logfile /var/log/redis/ci.log; wait_port 6379 redis || rc=1; fi

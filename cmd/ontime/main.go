@@ -56,7 +56,7 @@ func verbs() []func(*globals) *cobra.Command {
 	}
 }
 
-// The exit codes (README "CLI exit codes").
+// The exit codes (docs/quickstart.md, "The CLI").
 const (
 	exitOK           = 0
 	exitError        = 1

@@ -41,7 +41,9 @@ func newShardCheckCmd(g *globals) *cobra.Command {
 		Use:   "check [--dbs M] [--tables N] [--sample K] [--keys KIND | --keys-file FILE|-] [--scheme NAME|all]",
 		Short: "Measure how evenly keys spread over M × N tables",
 		Long: `Hash generated keys with the router and count rows per table, then judge the
-skew rate (max − min) / min against --max-skew (5 %, seed 002).
+skew rate (max − min) / min against --max-skew (default 5 %: within it, the
+fullest table holds at most 5 % more rows than the emptiest, a spread that
+sharding layouts generally accept).
 
 Even a perfect hash shows some skew in a sample: each table's count is random.
 A verdict needs enough keys that this sampling noise is at most half of

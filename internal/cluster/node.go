@@ -51,12 +51,12 @@ type NodeConfig struct {
 	HandOverAtOnce func(item string) bool
 	// Clock is the node's wall clock (nil: time.Now). Grants' start times
 	// are wall times compared across nodes: the contract suite skews it
-	// to hold a coordinator to README's clock-skew bound (MaxClockSkew).
+	// to hold a coordinator to the documented clock-skew bound (docs/coordinators.md) (MaxClockSkew).
 	Clock func() time.Time
 }
 
 // MaxClockSkew is the largest difference between two nodes' clocks the
-// coordinators are built for at a lease TTL of ttl (README, Cluster): a
+// coordinators are built for at a lease TTL of ttl (docs/coordinators.md): a
 // tenth of it. The margins it eats are the handover wait (an item moved
 // from a live node starts a TTL after the leader's clock, and its old
 // owner lets go within TTL/3 of real time) and, for the database

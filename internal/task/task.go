@@ -8,7 +8,7 @@ import (
 	"time"
 )
 
-// Status is a task's place in the state machine (see README "Task states").
+// Status is a task's place in the state machine (see docs/tasks.md, "Task states").
 //
 //	pending ──claim──► claimed ──start──► running ──► done
 //	   ▲                  │                  │

@@ -707,7 +707,7 @@ export interface components {
             if_exists?: "keep" | "replace";
             /** @description The task's own retry policy; absent: its topic's, else the node's. */
             retry?: components["schemas"]["Retry"];
-            /** @description 0 (lowest) to 9: orders the task among those due at once, in a backlog (README "Priorities"). Never makes a task early; a task is overtaken only by tasks of higher priority due less than (the difference of priorities) × 1 minute after it. Absent: the topic's default priority, else 0. */
+            /** @description 0 (lowest) to 9: orders the task among those due at once, in a backlog (docs/topics.md, "Priorities"). Never makes a task early; a task is overtaken only by tasks of higher priority due less than (the difference of priorities) × 1 minute after it. Absent: the topic's default priority, else 0. */
             priority?: number;
         };
         /** @description A stored task: the answer of every task route. */
@@ -769,7 +769,7 @@ export interface components {
             next_attempt_at?: string;
             /** @description Why the next attempt is due then, e.g. "retry: attempt 3 of 5 after: webhook answered HTTP 503, Retry-After 30s", "requeued: attempt 1 of 25"; set with next_attempt_at. */
             next_attempt_reason?: string;
-            /** @description 0 (lowest) to 9 (README "Priorities"). */
+            /** @description 0 (lowest) to 9 (docs/topics.md, "Priorities"). */
             priority: number;
         };
         BatchRequest: {
@@ -843,7 +843,7 @@ export interface components {
             next_attempt_at?: string;
             /** @description Why the next attempt is due then, e.g. "retry: attempt 3 of 5 after: webhook answered HTTP 503, Retry-After 30s", "requeued: attempt 1 of 25"; set with next_attempt_at. */
             next_attempt_reason?: string;
-            /** @description 0 (lowest) to 9 (README "Priorities"). */
+            /** @description 0 (lowest) to 9 (docs/topics.md, "Priorities"). */
             priority: number;
         };
         BatchResponse: {
@@ -1331,7 +1331,7 @@ export interface components {
             /** @enum {string} */
             timeout: "api" | "config" | "node";
         };
-        /** @description A topic's cluster-wide limits (README "Cluster-wide limits") as the answering node sees them; absent when the topic sets none. */
+        /** @description A topic's cluster-wide limits (docs/topics.md, "Cluster-wide limits") as the answering node sees them; absent when the topic sets none. */
         TopicLimits: {
             /** @description Calls per second, all nodes together; 0: no limit. */
             rate: number;

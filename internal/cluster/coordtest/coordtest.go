@@ -2,7 +2,7 @@
 // (database, etcd, Redis, ZooKeeper), as storetest is the task store's:
 // membership, election, term fencing, assignment on join and leave, the
 // hand-over, a partitioned leader letting go before another node acts,
-// and all of it with the nodes' clocks apart by README's bound.
+// and all of it with the nodes' clocks apart by the clock-skew bound (docs/coordinators.md).
 //
 // A coordinator's tests call Run with a Backend that builds nodes of that
 // coordinator on a real server; every node's assignments go through one
@@ -229,7 +229,7 @@ func Run(t *testing.T, b Backend) {
 	t.Run("JoinLeave", func(t *testing.T) { testJoinLeave(t, b, 0) })
 	t.Run("HandOver", func(t *testing.T) { testHandOver(t, b) })
 	t.Run("PartitionedLeader", func(t *testing.T) { testPartition(t, b, 0) })
-	// README's bound: nodes' clocks up to MaxClockSkew apart, the first
+	// the clock-skew bound (docs/coordinators.md): nodes' clocks up to MaxClockSkew apart, the first
 	// behind and the last ahead of the middle one by half of it each.
 	skew := cluster.MaxClockSkew(TTL)
 	t.Run("ClockSkew/ElectionFailover", func(t *testing.T) { testElection(t, b, skew) })

@@ -15,7 +15,7 @@ import (
 	"github.com/ontimehq/ontime/internal/deliver"
 )
 
-// Batch calls (README "Batch delivery"). A destination configured with
+// Batch calls (docs/topics.md, "Batch delivery"). A destination configured with
 // batch N > 1 gets up to N tasks per call:
 //
 //	POST target

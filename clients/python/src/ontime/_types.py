@@ -30,7 +30,7 @@ class TaskRequest(_TaskRequestRequired, total=False):
     retry: 'Retry'
     """The task's own retry policy; absent: its topic's, else the node's."""
     priority: int
-    """0 (lowest) to 9: orders the task among those due at once, in a backlog (README "Priorities"). Never makes a task early; a task is overtaken only by tasks of higher priority due less than (the difference of priorities) × 1 minute after it. Absent: the topic's default priority, else 0."""
+    """0 (lowest) to 9: orders the task among those due at once, in a backlog (docs/topics.md, "Priorities"). Never makes a task early; a task is overtaken only by tasks of higher priority due less than (the difference of priorities) × 1 minute after it. Absent: the topic's default priority, else 0."""
 
 
 class _TaskRequired(TypedDict):
@@ -49,7 +49,7 @@ class _TaskRequired(TypedDict):
     """Deliveries started so far."""
     created_at: str
     priority: int
-    """0 (lowest) to 9 (README "Priorities")."""
+    """0 (lowest) to 9 (docs/topics.md, "Priorities")."""
 
 
 class Task(_TaskRequired, total=False):
@@ -107,7 +107,7 @@ class _BatchTaskRequired(TypedDict):
     created: bool
     """true: this submit wrote the task (a single submit's 201); false: its topic and key named a live or recently ended task already (200: nothing written, or with if_exists: replace the live task updated)."""
     priority: int
-    """0 (lowest) to 9 (README "Priorities")."""
+    """0 (lowest) to 9 (docs/topics.md, "Priorities")."""
 
 
 class BatchTask(_BatchTaskRequired, total=False):
@@ -594,7 +594,7 @@ class TopicSources(TypedDict):
 
 
 class TopicLimits(TypedDict):
-    """A topic's cluster-wide limits (README "Cluster-wide limits") as the answering node sees them; absent when the topic sets none."""
+    """A topic's cluster-wide limits (docs/topics.md, "Cluster-wide limits") as the answering node sees them; absent when the topic sets none."""
     rate: float
     """Calls per second, all nodes together; 0: no limit."""
     concurrency: int
