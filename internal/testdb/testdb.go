@@ -52,10 +52,24 @@ func createDB(t testing.TB, driver, admin, server, dropOptions string) string {
 	if err != nil {
 		t.Fatalf("testdb: %s admin dsn: %v", server, err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	// No idle admin connection is held for the test's life: the server's
+	// connections are shared by every test running at once.
+	db.SetMaxIdleConns(0)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	name := Name()
-	if _, err := db.ExecContext(ctx, "CREATE DATABASE "+name); err != nil {
+	for {
+		_, err = db.ExecContext(ctx, "CREATE DATABASE "+name)
+		if err == nil {
+			break
+		}
+		// A server at its connection limit (PostgreSQL 53300 "too many
+		// clients", MySQL 1040 "Too many connections") is busy with other
+		// tests, not missing: wait for a connection to free.
+		if msg := err.Error(); (strings.Contains(msg, "53300") || strings.Contains(msg, "Too many connections")) && ctx.Err() == nil {
+			time.Sleep(250 * time.Millisecond)
+			continue
+		}
 		db.Close()
 		t.Fatalf("testdb: %s at %s is required: %v", server, admin, err)
 	}
