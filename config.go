@@ -10,6 +10,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -22,6 +23,7 @@ import (
 	"github.com/ontimehq/ontime/internal/hot"
 	"github.com/ontimehq/ontime/internal/operation"
 	"github.com/ontimehq/ontime/internal/router"
+	"github.com/ontimehq/ontime/internal/store/sqlstore"
 	"github.com/ontimehq/ontime/internal/task"
 )
 
@@ -103,10 +105,22 @@ type StoreConfig struct {
 	// DatabasesFile, when set, replaces databases with the DSNs in this
 	// file, one a line, so passwords stay out of the config.
 	DatabasesFile string `yaml:"databases_file"`
+	// MaxConnections bounds each node's pool per database (mysql,
+	// postgres; SQLite has one writer and ignores it). Every node opens up
+	// to this many to each database, so nodes × max_connections must stay
+	// under the server's own limit (PostgreSQL's default max_connections
+	// is 100). Default 32 (also when 0), 2..1000.
+	MaxConnections int `yaml:"max_connections"`
 	// Zones names the zone (data centre) of each database, one per entry
 	// of databases (empty: no zones): the cluster gives a database's
 	// items to nodes of its zone (cluster.zone) while any is alive.
 	Zones []string `yaml:"zones"`
+	// ExpandDatabases are the new, empty databases of the next expansion
+	// (ontime store expand, POST /v1/store:expand), when the command or
+	// the call names none: as many as databases, the first becoming the
+	// twin of databases[0], and so on. After the cutover, move them to the
+	// end of databases and empty this.
+	ExpandDatabases []string `yaml:"expand_databases"`
 }
 
 // HotConfig configures the hot tier.
@@ -238,48 +252,51 @@ type HTTPConfig struct {
 // checks or defaults the same value, these are that part's constants, so
 // the config, the store, the router and the tiers cannot disagree.
 const (
-	DefaultListen            = "127.0.0.1:7070"
-	DefaultDataDir           = "./ontime-data"
-	DefaultTables            = 16
-	DefaultSegments          = 4
-	MaxTables                = router.MaxTables
-	MaxSegments              = router.MaxSegments
-	DefaultWindow            = 30 * time.Second
-	MinWindow, MaxWindow     = 100 * time.Millisecond, 24 * time.Hour
-	DefaultMaxFireLead       = 5 * time.Second
-	DefaultMaxEntries        = 1000000
-	DefaultHotMaxBytes       = 256 << 20
-	MinHotMaxBytes           = 1 << 20
-	MaxHotMaxBytes           = 1 << 40
-	MaxMaxEntries            = 100000000
-	MaxMaxFireLead           = time.Minute
-	DefaultSlots             = hot.DefaultSlots
-	MaxSlots                 = hot.MaxSlots
-	DefaultRedisPrefix       = "ontime"
-	DefaultClusterLeaseTTL   = cluster.DefaultLeaseTTL
-	MinClusterLeaseTTL       = 300 * time.Millisecond
-	MaxClusterLeaseTTL       = 10 * time.Minute
-	DefaultTimeout           = deliver.DefaultTimeout
-	DefaultConcurrency       = deliver.DefaultConcurrency
-	DefaultMaxAttempts       = task.DefaultMaxAttempts
-	DefaultMaxPayloadBytes   = task.DefaultMaxPayloadBytes
-	DefaultMaxResultBytes    = deliver.DefaultMaxResultBytes
-	MaxMaxResultBytes        = deliver.MaxMaxResultBytes
-	DefaultRetryBase         = time.Second
-	DefaultRetryMax          = time.Hour
-	DefaultLeaseTTL          = hot.DefaultVisibility // a claim outlives its due time by this much
-	DefaultBreakerFailures   = deliver.DefaultBreakerFailures
-	DefaultBreakerOpenFor    = deliver.DefaultBreakerOpenFor
-	DefaultShutdownGrace     = deliver.DefaultShutdownGrace
-	DefaultMaxBatchBytes     = api.DefaultMaxBatchBytes
-	MaxMaxBatchBytes         = 1 << 30
-	DefaultMaxInflightBody   = api.DefaultMaxInflightBodyBytes
-	MaxMaxInflightBody       = 1 << 40
-	DefaultReadHeaderTimeout = 10 * time.Second
-	DefaultReadTimeout       = 30 * time.Second
-	DefaultWriteTimeout      = time.Minute
-	DefaultIdleTimeout       = 2 * time.Minute
-	DefaultMaxConnections    = 1024
+	DefaultListen              = "127.0.0.1:7070"
+	DefaultDataDir             = "./ontime-data"
+	DefaultTables              = 16
+	DefaultSegments            = 4
+	MaxTables                  = router.MaxTables
+	MaxSegments                = router.MaxSegments
+	DefaultStoreMaxConnections = sqlstore.DefaultMaxConns
+	MinStoreMaxConnections     = 2
+	MaxStoreMaxConnections     = 1000
+	DefaultWindow              = 30 * time.Second
+	MinWindow, MaxWindow       = 100 * time.Millisecond, 24 * time.Hour
+	DefaultMaxFireLead         = 5 * time.Second
+	DefaultMaxEntries          = 1000000
+	DefaultHotMaxBytes         = 256 << 20
+	MinHotMaxBytes             = 1 << 20
+	MaxHotMaxBytes             = 1 << 40
+	MaxMaxEntries              = 100000000
+	MaxMaxFireLead             = time.Minute
+	DefaultSlots               = hot.DefaultSlots
+	MaxSlots                   = hot.MaxSlots
+	DefaultRedisPrefix         = "ontime"
+	DefaultClusterLeaseTTL     = cluster.DefaultLeaseTTL
+	MinClusterLeaseTTL         = 300 * time.Millisecond
+	MaxClusterLeaseTTL         = 10 * time.Minute
+	DefaultTimeout             = deliver.DefaultTimeout
+	DefaultConcurrency         = deliver.DefaultConcurrency
+	DefaultMaxAttempts         = task.DefaultMaxAttempts
+	DefaultMaxPayloadBytes     = task.DefaultMaxPayloadBytes
+	DefaultMaxResultBytes      = deliver.DefaultMaxResultBytes
+	MaxMaxResultBytes          = deliver.MaxMaxResultBytes
+	DefaultRetryBase           = time.Second
+	DefaultRetryMax            = time.Hour
+	DefaultLeaseTTL            = hot.DefaultVisibility // a claim outlives its due time by this much
+	DefaultBreakerFailures     = deliver.DefaultBreakerFailures
+	DefaultBreakerOpenFor      = deliver.DefaultBreakerOpenFor
+	DefaultShutdownGrace       = deliver.DefaultShutdownGrace
+	DefaultMaxBatchBytes       = api.DefaultMaxBatchBytes
+	MaxMaxBatchBytes           = 1 << 30
+	DefaultMaxInflightBody     = api.DefaultMaxInflightBodyBytes
+	MaxMaxInflightBody         = 1 << 40
+	DefaultReadHeaderTimeout   = 10 * time.Second
+	DefaultReadTimeout         = 30 * time.Second
+	DefaultWriteTimeout        = time.Minute
+	DefaultIdleTimeout         = 2 * time.Minute
+	DefaultMaxConnections      = 1024
 )
 
 // Default returns the configuration of `ontime serve` with no file.
@@ -289,7 +306,7 @@ func DefaultConfig() Config {
 		DataDir:   DefaultDataDir,
 		LogLevel:  "info",
 		LogFormat: "json",
-		Store:     StoreConfig{Driver: "sqlite", Tables: DefaultTables, Segments: DefaultSegments},
+		Store:     StoreConfig{Driver: "sqlite", Tables: DefaultTables, Segments: DefaultSegments, MaxConnections: DefaultStoreMaxConnections},
 		Hot: HotConfig{
 			Tier: "memory", Window: Duration(DefaultWindow), Slots: DefaultSlots, RedisPrefix: DefaultRedisPrefix,
 			MaxFireLead: Duration(DefaultMaxFireLead), MaxEntries: DefaultMaxEntries, MaxBytes: DefaultHotMaxBytes,
@@ -425,6 +442,14 @@ func (c *Config) Validate() error {
 			return fmt.Errorf("store.databases[%d]: empty DSN", i)
 		}
 	}
+	for i, d := range c.Store.ExpandDatabases {
+		if strings.TrimSpace(d) == "" {
+			return fmt.Errorf("store.expand_databases[%d]: empty DSN", i)
+		}
+		if j := slices.Index(c.Store.ExpandDatabases[:i], d); j >= 0 {
+			return fmt.Errorf("store.expand_databases[%d]: the same database as store.expand_databases[%d]", i, j)
+		}
+	}
 	if len(c.Store.Zones) > 0 && len(c.Store.Zones) != len(c.Store.Databases) {
 		return fmt.Errorf("store.zones: %d zones for %d databases: give one per database", len(c.Store.Zones), len(c.Store.Databases))
 	}
@@ -444,6 +469,9 @@ func (c *Config) Validate() error {
 	}
 	if c.Store.Segments < 1 || c.Store.Segments > MaxSegments {
 		return fmt.Errorf("store.segments: %d is out of range 1..%d", c.Store.Segments, MaxSegments)
+	}
+	if n := c.Store.MaxConnections; n != 0 && (n < MinStoreMaxConnections || n > MaxStoreMaxConnections) {
+		return fmt.Errorf("store.max_connections: %d is out of range %d..%d", n, MinStoreMaxConnections, MaxStoreMaxConnections)
 	}
 	switch c.Hot.Tier {
 	case "memory":

@@ -43,6 +43,24 @@ func TestConfigBoundsAreThePartsBounds(t *testing.T) {
 			}
 		}
 	}
+	// store.max_connections: a pool of one could not run a claim beside a
+	// write, so its floor is 2; 0 (a StoreConfig written in Go without it)
+	// is the default.
+	for v, ok := range map[int]bool{0: true, 1: false, ontime.MinStoreMaxConnections: true, ontime.MaxStoreMaxConnections: true, ontime.MaxStoreMaxConnections + 1: false} {
+		c := ontime.DefaultConfig()
+		c.Store.MaxConnections = v
+		c.Store.Databases = []string{"x.db"}
+		err := c.Validate()
+		if ok && err != nil {
+			t.Errorf("store.max_connections = %d: %v, want accepted", v, err)
+		}
+		if !ok && (err == nil || !strings.Contains(err.Error(), "store.max_connections")) {
+			t.Errorf("store.max_connections = %d: %v, want an error naming store.max_connections", v, err)
+		}
+	}
+	if d := ontime.DefaultConfig(); d.Store.MaxConnections != ontime.DefaultStoreMaxConnections {
+		t.Fatalf("store.max_connections defaults to %d, want %d", d.Store.MaxConnections, ontime.DefaultStoreMaxConnections)
+	}
 	if d := ontime.DefaultConfig(); d.Store.Tables != ontime.DefaultTables || int(d.Hot.Slots) != ontime.DefaultSlots ||
 		d.Delivery.MaxAttempts != ontime.DefaultMaxAttempts || d.Delivery.Concurrency != ontime.DefaultConcurrency ||
 		d.Metrics.MaxTopics != ontime.DefaultMetricsMaxTopics {

@@ -25,7 +25,7 @@ func TestConfigMessagesNameTheKey(t *testing.T) {
 		"bad duration":          {yaml: "delivery:\n  timeout: soon\n", want: `line 2: delivery.timeout: "soon" is not a duration such as 30s`},
 		"word for a number":     {yaml: "store: {tables: many}", want: `store.tables: "many" is not a whole number`},
 		"fraction for a number": {yaml: "delivery: {concurrency: 2.5}", want: `delivery.concurrency: "2.5" is not a whole number`},
-		"unknown key":           {yaml: "store:\n  driverr: sqlite\n", want: `line 2: store.driverr: unknown key (did you mean driver?) (known: databases, databases_file, driver, segments, tables, zones)`},
+		"unknown key":           {yaml: "store:\n  driverr: sqlite\n", want: `line 2: store.driverr: unknown key (did you mean driver?) (known: databases, databases_file, driver, expand_databases, max_connections, segments, tables, zones)`},
 		"unknown top key":       {yaml: "lsten: 127.0.0.1:1", want: `lsten: unknown key (did you mean listen?)`},
 		"key twice":             {yaml: "listen: a:1\nlisten: b:2\n", want: "listen: given twice"},
 		"section not a map":     {yaml: "store: sqlite", want: `store: a section is a map of keys to values, got "sqlite"`},

@@ -10,6 +10,7 @@ import (
 	"github.com/ontimehq/ontime/internal/metrics"
 	"github.com/ontimehq/ontime/internal/outboxrelay"
 	"github.com/ontimehq/ontime/internal/scanjob"
+	"github.com/ontimehq/ontime/internal/task"
 )
 
 // OutboxConfig is one outbox (`outboxes:` in ontime.yaml): tables written
@@ -114,4 +115,23 @@ func (n *Node) WakeOutbox(name string) error {
 		}
 	}
 	return fmt.Errorf("outbox %q: %w", name, ErrNotFound)
+}
+
+// outboxAPI serves the API's outbox needs: GET /v1/outboxes (Node.Outboxes)
+// and the outbox message of a task in GET /v1/tasks/{id}.
+type outboxAPI struct{ *Node }
+
+// TaskOutbox is the outbox message t was relayed from, when its key names
+// one of this node's outboxes and the message's row still names t.
+func (a outboxAPI) TaskOutbox(ctx context.Context, t *task.Task) (*apiv1.TaskOutbox, error) {
+	_, name, _, _, _, ok := outboxrelay.ParseTaskKey(t.Key)
+	if !ok {
+		return nil, nil
+	}
+	for _, r := range a.relays {
+		if r.Name() == name {
+			return r.TaskOutbox(ctx, t)
+		}
+	}
+	return nil, nil
 }

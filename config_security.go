@@ -251,7 +251,7 @@ func (c *Config) resolveSecrets(getenv func(string) (string, bool)) (*secrets, e
 	for _, a := range append(slices.Clone(c.Hot.RedisAddrs), c.Cluster.RedisAddrs...) {
 		s.all = append(s.all, redact.URLPassword(a))
 	}
-	for _, dsn := range c.Store.Databases {
+	for _, dsn := range append(slices.Clone(c.Store.Databases), c.Store.ExpandDatabases...) {
 		s.all = append(s.all, redact.DSNPasswords(dsn)...)
 	}
 	return s, nil

@@ -245,15 +245,23 @@ func viewOf(t *task.Task) *Task {
 // stage that has stopped. The node built the store and the hot tier, so it
 // closes them, last.
 type Node struct {
-	cfg    Config
-	log    *slog.Logger
-	store  *sqlstore.Store
-	tier   hot.Tier
-	reg    *prometheus.Registry
-	submit *submit.Service
-	scan   *scan.Scanner
-	topics *topics.Watcher
-	admin  *topics.Admin
+	// mark is the node's store mark, which hears of an expansion's
+	// cutover (store_mark.go, TopologyChanged).
+	mark *storeMark
+	// expander runs POST /v1/store:expand (store_expand.go); nil
+	// without WithExpander.
+	expander *Expander
+	// handlers are the Handle calls made, for SwitchTopology.
+	handlers []handlerReg
+	cfg      Config
+	log      *slog.Logger
+	store    *sqlstore.Store
+	tier     hot.Tier
+	reg      *prometheus.Registry
+	submit   *submit.Service
+	scan     *scan.Scanner
+	topics   *topics.Watcher
+	admin    *topics.Admin
 	// settings resolves each topic's settings (config_topics.go): the
 	// lookup the delivery path and the topic routes use.
 	settings *topics.Settings
@@ -311,6 +319,7 @@ type Node struct {
 type NodeOption func(*nodeOptions)
 
 type nodeOptions struct {
+	expander *Expander
 	topics   TopicDefaults
 	logger   *slog.Logger
 	resolver Resolver
@@ -358,14 +367,14 @@ func NewNode(ctx context.Context, cfg Config, opts ...NodeOption) (_ *Node, err 
 		}
 	}
 	st, err := sqlstore.Open(ctx, sqlstore.Config{Driver: cfg.Store.Driver, DSNs: cfg.Store.Databases,
-		Tables: cfg.Store.Tables, Segments: cfg.Store.Segments, KeyHold: time.Duration(cfg.Retention.KeyHold), Logger: o.logger})
+		Tables: cfg.Store.Tables, Segments: cfg.Store.Segments, MaxConns: cfg.Store.MaxConnections, KeyHold: time.Duration(cfg.Retention.KeyHold), Logger: o.logger})
 	if err != nil {
 		return nil, err
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), newStoreCollector(st))
 	n := &Node{cfg: cfg, log: o.logger, store: st, reg: reg, sec: sec, inc: store.NewIncarnation(), topicDefaults: o.topics,
-		created: time.Now(), version: metrics.BuildVersion()}
+		created: time.Now(), version: metrics.BuildVersion(), expander: o.expander}
 	if n.topicDefaults == nil {
 		// The topics' settings (config, then PUT /v1/topics/{topic}), built
 		// in build before anything runs.
@@ -448,6 +457,14 @@ func (n *Node) build(ctx context.Context, resolver Resolver) error {
 		// A failed attempt waits by the task's own retry policy, else its
 		// topic's (n.settings is built below, before anything runs).
 		Policy: func(t *task.Task) task.Retry { return n.settings.RetryOf(t) },
+		// An outbox relay of this node waiting on a task that just ended
+		// lets its key's next message go at once (n.relays is built
+		// before anything runs).
+		Written: func(batch []store.Outcome) {
+			for _, r := range n.relays {
+				r.TasksEnded(batch)
+			}
+		},
 		Hot: &complete.HotRetry{Tier: n.tier, Planner: planner, NodeID: cfg.NodeID, Incarnation: n.inc, Window: window, LeaseTTL: time.Duration(cfg.Delivery.LeaseTTL),
 			Open: n.firing.Load},
 		// A task without a target this node has no handler for goes to a
@@ -544,9 +561,16 @@ func (n *Node) build(ctx context.Context, resolver Resolver) error {
 	if err != nil {
 		return err
 	}
-	// The per-topic counts of GET /v1/topics and the console, recounted
-	// in the background on every node (any node serves the API).
+	// The per-topic counts of GET /v1/topics and the console, read in the
+	// background on every node (any node serves the API): from the counts
+	// the writes maintain on SQLite and PostgreSQL, by COUNT(*) on MariaDB.
 	if n.counts, err = topics.NewCounts(topics.CountsConfig{Store: n.store, Paused: n.topics, Logger: n.log}); err != nil {
+		return err
+	}
+	// The counts' deltas (PostgreSQL's statement triggers) folded into
+	// their totals every second, by one node at a time.
+	folder, err := topics.NewFolder(topics.FolderConfig{Store: n.store, Logger: n.log})
+	if err != nil {
 		return err
 	}
 	if n.admin, err = topics.NewAdmin(n.store, n.topics, n.counts, n.scan, n.settings); err != nil {
@@ -609,6 +633,7 @@ func (n *Node) build(ctx context.Context, resolver Resolver) error {
 	if err != nil {
 		return err
 	}
+	n.mark = newStoreMark(n.store, n.cfg.NodeID, n.log)
 	// The start order. Each service starts before those that hand it work,
 	// so nothing is handed to a service that is not running yet; Stop runs
 	// the list in reverse, so each stops after all that feed it (senders
@@ -619,7 +644,7 @@ func (n *Node) build(ctx context.Context, resolver Resolver) error {
 	n.services = slices.Concat(
 		// The store's mark of this node (store_mark.go): first to start,
 		// last to stop, so a cutover waits for every write to end.
-		services{&storeMark{st: n.store, node: n.cfg.NodeID, log: n.log}},
+		services{n.mark},
 		// The gauges' counting worker only reads: it needs nothing
 		// running, and serves scrapes until the rest has stopped.
 		services{g},
@@ -663,8 +688,9 @@ func (n *Node) build(ctx context.Context, resolver Resolver) error {
 		services{n.topics},
 		// The topic settings' poll: other nodes' PUTs.
 		services{n.settings},
-		// The count cache only reads, while the API asks for counts.
-		services{n.counts},
+		// The count cache only reads, while the API asks for counts; the
+		// folder moves PostgreSQL's count deltas into their totals.
+		services{n.counts, folder},
 	)
 	return nil
 }
@@ -721,7 +747,7 @@ func (n *Node) Handle(topic string, h Handler, opts ...HandleOption) error {
 		return fmt.Errorf("ontime: handler timeout of topic %q: %s; want more than 0 and less than the running lease %s (delivery.timeout + delivery.lease_ttl)",
 			topic, o.timeout, n.deliveryLease)
 	}
-	return n.router.Handle(topic, deliver.HandlerFunc(func(ctx context.Context, d deliver.Delivery) error {
+	err := n.router.Handle(topic, deliver.HandlerFunc(func(ctx context.Context, d deliver.Delivery) error {
 		timeout := o.timeout
 		if d.Timeout > 0 && !explicit {
 			timeout = d.Timeout // the topic's timeout setting
@@ -737,6 +763,12 @@ func (n *Node) Handle(topic string, h Handler, opts ...HandleOption) error {
 		}
 		return err
 	}))
+	if err == nil {
+		// Kept for the node that replaces this one at a cutover
+		// (SwitchTopology).
+		n.handlers = append(n.handlers, handlerReg{topic: topic, h: h, opts: opts})
+	}
+	return err
 }
 
 // HandleOption adjusts one topic's handler (Node.Handle).
@@ -976,7 +1008,7 @@ func (n *Node) apiHandler() http.Handler {
 		Ops:       n.ops,
 		Jobs:      jobsAPI{n},
 		Cluster:   n,
-		Outboxes:  n,
+		Outboxes:  outboxAPI{n},
 		Store:     n,
 		Metrics:   promhttp.HandlerFor(n.reg, promhttp.HandlerOpts{Registry: n.reg}),
 	}, api.Options{

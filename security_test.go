@@ -352,7 +352,16 @@ func TestRedisTLSAndPassword(t *testing.T) {
 	cfg.Hot.Tier = "redis"
 	cfg.Hot.RedisAddrs = []string{"rediss://:" + pw + "@" + addr}
 	ctx := context.Background()
-	if _, err := ontime.NewNode(ctx, cfg); err == nil || !strings.Contains(err.Error(), "certificate") || strings.Contains(err.Error(), pw) {
+	// The dial and handshake share a 2 s budget; a machine too busy to
+	// finish the handshake in it reports a deadline instead of the
+	// certificate, so that answer is asked again.
+	var err error
+	for range 5 {
+		if _, err = ontime.NewNode(ctx, cfg); err == nil || !strings.Contains(err.Error(), "deadline exceeded") {
+			break
+		}
+	}
+	if err == nil || !strings.Contains(err.Error(), "certificate") || strings.Contains(err.Error(), pw) {
 		t.Fatalf("without the CA: %v", err)
 	}
 	cfg.Hot.RedisCAFile = caFile

@@ -15,7 +15,7 @@ import (
 // Redis tier's listener and a broker connection in their places.
 func TestServiceStartOrder(t *testing.T) {
 	t.Parallel()
-	tail := []string{"*fire.Firer", "*scan.Scanner", "*scanjob.Service", "*retain.Cleaner", "*schedule.Service", "*operation.Service", "*topics.Watcher", "*topics.Settings", "*topics.Counts"}
+	tail := []string{"*fire.Firer", "*scan.Scanner", "*scanjob.Service", "*retain.Cleaner", "*schedule.Service", "*operation.Service", "*topics.Watcher", "*topics.Settings", "*topics.Counts", "*topics.Folder"}
 	for name, tc := range map[string]struct {
 		mod  func(*Config)
 		want []string

@@ -71,6 +71,22 @@ type Task struct {
 	// be delivered for that submit. The key takes a new task from then
 	// on; if_exists: replace makes one at once.
 	KeyHeldUntil *time.Time `json:"key_held_until,omitempty"`
+	// Outbox: only in GET /v1/tasks/{id}, for a task relayed from an
+	// outbox message (config outboxes:) whose row is still in its table.
+	Outbox *TaskOutbox `json:"outbox,omitempty"`
+}
+
+// TaskOutbox is the outbox message a task was relayed from. Messages of a
+// key go one at a time: the key's later messages stay in the table, not
+// tasks yet, until this task ends (done, dead, cancelled). HoldsBack
+// counts them; while the task fails and retries, they wait with it.
+type TaskOutbox struct {
+	Outbox    string `json:"outbox"`
+	Database  int    `json:"database"` // index in the outbox's databases
+	Table     string `json:"table"`
+	MessageID int64  `json:"message_id"`
+	Key       string `json:"key"` // the message's key ("": none)
+	HoldsBack int64  `json:"holds_back"`
 }
 
 // The values of Task.MovedBy: what last moved a task's due time.

@@ -66,4 +66,7 @@ type OutboxRowError struct {
 	CreatedAt time.Time `json:"created_at"`
 	Retries   int64     `json:"retries"`
 	Error     string    `json:"error"`
+	// TaskID: the task of an in-flight message (its task failed an
+	// attempt); absent when the message is not a task yet.
+	TaskID string `json:"task_id,omitempty"`
 }

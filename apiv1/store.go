@@ -33,3 +33,16 @@ type StoreExpansion struct {
 	RowsCopied    int64 `json:"rows_copied"`
 	RowsDeleted   int64 `json:"rows_deleted"`
 }
+
+// StoreExpandRequest is the body of POST /v1/store:expand: an expansion
+// run by the node (`ontime store expand` run from the console).
+type StoreExpandRequest struct {
+	// Databases are the new, empty databases, as many as the store has
+	// (the first becomes the twin of store.databases[0], and so on).
+	// Empty: resume the expansion under way.
+	Databases []string `json:"databases,omitempty"`
+	// Cutover: after the copy, switch the store to its 2M databases
+	// online (the nodes pause for it) and clean up; without it the copy
+	// runs and the expansion waits in phase copy.
+	Cutover bool `json:"cutover,omitempty"`
+}

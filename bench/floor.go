@@ -393,7 +393,7 @@ type floorFigures struct {
 }
 
 // floorSubmits runs the enqueue pass's single submits against the floor.
-func floorSubmits(ctx context.Context, n int) (enqRates, error) {
+func floorSubmits(ctx context.Context, n int, keyed bool) (enqRates, error) {
 	var out enqRates
 	f := &floorSys{}
 	rec := newRecorder()
@@ -406,7 +406,7 @@ func floorSubmits(ctx context.Context, n int) (enqRates, error) {
 	// a fraction of a second and a shared machine swings it 3×.
 	for range floorRounds {
 		var r enqRates
-		if err := singles(ctx, f, n, time.Now().Add(time.Hour), &r); err != nil {
+		if err := singles(ctx, f, n, time.Now().Add(time.Hour), keyed, &r); err != nil {
 			return out, err
 		}
 		out.Single, out.Single4, out.Single16 = max(out.Single, r.Single), max(out.Single4, r.Single4), max(out.Single16, r.Single16)

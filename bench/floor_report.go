@@ -25,14 +25,16 @@ func times(v, floor float64) string {
 
 // floorSection renders the floor's figures and every system's against
 // them; "" when the floor did not run.
-func (ri reportInfo) floorSection() string {
+// floorSection is the floor's figures and the ratios to it; brief keeps
+// only the goals' lines (the benchmarks page), not one line per system.
+func (ri reportInfo) floorSection(brief bool) string {
 	f := ri.floor
 	if f == nil {
 		return ""
 	}
 	var b strings.Builder
 	b.WriteString("\n### net/http floor (no store, no scheduler)\n\n")
-	b.WriteString("The ceiling Go's net/http over loopback puts on any HTTP service on this machine, measured in this run (the floor's row in the knobs table): " +
+	b.WriteString("The ceiling Go's net/http over loopback puts on any HTTP service on this machine, measured in this run (its settings: the floor's row in the whole report's knobs table): " +
 		"the same submit calls and webhook calls as the service path, answered and sent with no store and no scheduler behind them.\n\n")
 	if f.Enq.Single > 0 {
 		b.WriteString("| floor | 1-by-1, 1 client | 1-by-1, 4 clients | 1-by-1, 16 clients |\n|---|---|---|---|\n")
@@ -50,7 +52,7 @@ func (ri reportInfo) floorSection() string {
 	if f.Enq.Single > 0 {
 		seen := map[string]bool{}
 		for _, r := range ri.results {
-			if seen[r.System] || r.Skipped || r.Enq.Single <= 0 || (isOntime(&r) && !isService(&r)) {
+			if brief || seen[r.System] || r.Skipped || r.Enq.Single <= 0 || (isOntime(&r) && !isService(&r)) {
 				continue
 			}
 			seen[r.System] = true
@@ -72,7 +74,7 @@ func (ri reportInfo) floorSection() string {
 		for _, r := range ri.results {
 			// One task per call, as the floor: batch delivery is another
 			// measure.
-			if r.Workload != "burst" || r.Skipped || !isOntime(&r) || r.PerCall <= 0 || r.PerCall >= 1.5 {
+			if brief || r.Workload != "burst" || r.Skipped || !isOntime(&r) || r.PerCall <= 0 || r.PerCall >= 1.5 {
 				continue
 			}
 			fmt.Fprintf(&b, "- webhook burst, %s (%s) / floor: drain %s (%s), p99 %s (%s; above 1: slower than the floor)\n", r.System, r.Path,

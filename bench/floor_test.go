@@ -48,7 +48,7 @@ func TestPostHookIsRecorded(t *testing.T) {
 }
 
 func TestFloorSectionRenders(t *testing.T) {
-	if s := (reportInfo{}).floorSection(); s != "" {
+	if s := (reportInfo{}).floorSection(false); s != "" {
 		t.Fatalf("no floor, section %q", s)
 	}
 	hook := &result{N: 50000, DrainPerSec: 25000, P99: 2 * time.Second}
@@ -57,7 +57,11 @@ func TestFloorSectionRenders(t *testing.T) {
 			{System: "ontime service (SQLite)", Path: "service (HTTP + webhook)", Workload: "burst", Enq: enqRates{Single: 2500, Single4: 5000, Single16: 7500}, DrainPerSec: 12500, P99: 4 * time.Second, PerCall: 1},
 			{System: "asynq tuned", Path: "Go client + Go handler", Workload: "burst", Enq: enqRates{Single: 16000, Single4: 30000, Single16: 50000}},
 		}}
-	s := ri.floorSection()
+	s := ri.floorSection(false)
+	brief := ri.floorSection(true)
+	if strings.Contains(brief, "16 clients 0.30×") || !strings.Contains(brief, "≥ 49,500/s, **1.98×** the floor's drain") {
+		t.Errorf("brief section keeps per-system lines or drops the goals:\n%s", brief)
+	}
 	for _, want := range []string{"16 clients 0.30×", "1.5× asynq tuned's 50,000/s = 75,000/s is **3.00×** the floor's 25,000/s",
 		"drain 0.50× (12,500/s), p99 2.00×", "≥ 49,500/s, **1.98×** the floor's drain"} {
 		if !strings.Contains(s, want) {

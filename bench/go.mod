@@ -14,6 +14,7 @@ require (
 	github.com/riverqueue/river/riverdriver/riverpgxv5 v0.51.1
 	golang.org/x/net v0.61.0
 	gonum.org/v1/plot v0.17.0
+	modernc.org/sqlite v1.61.1
 )
 
 require (
@@ -92,5 +93,4 @@ require (
 	modernc.org/libc v1.79.0 // indirect
 	modernc.org/mathutil v1.7.1 // indirect
 	modernc.org/memory v1.12.1 // indirect
-	modernc.org/sqlite v1.61.1 // indirect
 )

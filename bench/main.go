@@ -73,6 +73,7 @@ type result struct {
 	AcceptedPerSec         float64       // submits answered OK per second, from the start to the last answer
 	Rejected, NotSubmitted int           // submits that failed; tasks the submitters had no time for
 	Behind                 time.Duration // how late the most delayed submit call started against its plan
+	CallP99, CallMax       time.Duration // steady: a submit call's time, from its start to its answer
 	DrainPerSec            float64       // burst only
 	PerCall                float64       // webhook: tasks per call received (batch delivery shows here)
 	P50, P99, P999, Mx     time.Duration
@@ -152,13 +153,23 @@ func runBurst(ctx context.Context, sys system, n int, batchRate float64) (result
 // steadyLead is how far ahead of its submit call each steady task is due.
 const steadyLead = time.Second
 
-// runSteady drives a steady run: submitters goroutines make single
-// enqueue calls on a schedule of rate tasks/s for dur, each task due
-// steadyLead after its call starts (as a user computing "in a second"
-// would). A submitter behind its schedule calls at once, without
-// sleeping, and stops when dur is over: what it had no time for is
-// counted, not hidden, and the accepted rate falls below the asked one.
-func runSteady(ctx context.Context, sys system, rate float64, submitters int, dur time.Duration) (result, error) {
+// runSteady drives a steady run: spec.submitters goroutines make single
+// enqueue calls on a schedule of spec.rate tasks/s for dur, each task due
+// spec.lead (steadyLead when 0) after its call starts (as a user
+// computing "in a second" would); keyed specs give each task a key and
+// submit one call per task where the system can. A submitter behind its
+// schedule calls at once, without sleeping, and stops when dur is over:
+// what it had no time for is counted, not hidden, and the accepted rate
+// falls below the asked one.
+func runSteady(ctx context.Context, sys system, spec steadySpec, dur time.Duration) (result, error) {
+	rate, submitters, lead := float64(spec.rate), spec.submitters, spec.lead
+	if lead <= 0 {
+		lead = steadyLead
+	}
+	one := sys.enqueueOne
+	if s, ok := sys.(singleSubmitter); ok && spec.keyed {
+		one = s.enqueueSingle
+	}
 	rec := newRecorder()
 	if err := sys.start(ctx, rec.rec); err != nil {
 		sys.stop()
@@ -177,6 +188,7 @@ func runSteady(ctx context.Context, sys system, rate float64, submitters int, du
 		firstDue, lastDue   time.Time
 		lastAnswer          time.Time
 		behind              time.Duration
+		calls               = make([]time.Duration, 0, min(n, recorderRoom))
 		firstErr            error
 		wg                  sync.WaitGroup
 	)
@@ -192,15 +204,18 @@ func runSteady(ctx context.Context, sys system, rate float64, submitters int, du
 				now := time.Now()
 				if !now.Before(end) {
 					mu.Lock()
-					skipped += len(seq(k, n, submitters))
+					skipped += (n - k + submitters - 1) / submitters
 					mu.Unlock()
 					return
 				}
-				due := now.Add(steadyLead)
-				err := sys.enqueueOne(ctx, job{ID: fmt.Sprintf("steady-%d", k), Due: due})
+				due := now.Add(lead)
+				err := one(ctx, job{ID: fmt.Sprintf("steady-%d", k), Due: due, Keyed: spec.keyed})
 				answered := time.Now()
 				mu.Lock()
 				behind = max(behind, now.Sub(planned))
+				// A task is due lead after its call starts: a call slower
+				// than that makes it late before ontime has it.
+				calls = append(calls, answered.Sub(now))
 				if err != nil {
 					failed++
 					if firstErr == nil {
@@ -219,8 +234,10 @@ func runSteady(ctx context.Context, sys system, rate float64, submitters int, du
 		}()
 	}
 	wg.Wait()
-	res := result{System: sys.name(), Path: sys.path(), Workload: fmt.Sprintf("steady %d/s", int(rate)), N: ok,
+	res := result{System: sys.name(), Path: sys.path(), Workload: spec.name(), N: ok,
 		Submitters: submitters, AskedPerSec: rate, Rejected: failed, NotSubmitted: skipped, Behind: behind}
+	slices.Sort(calls)
+	res.CallP99, res.CallMax = pct(calls, .99), pct(calls, 1)
 	if ok > 0 {
 		res.AcceptedPerSec = float64(ok) / lastAnswer.Sub(start).Seconds()
 	}
@@ -317,7 +334,7 @@ func enqueueRates(ctx context.Context, sys system, n, batches int) (enqRates, er
 	}
 	defer sys.stop()
 	due := time.Now().Add(time.Hour)
-	if err := singles(ctx, sys, n, due, &out); err != nil {
+	if err := singles(ctx, sys, n, due, false, &out); err != nil {
 		return out, err
 	}
 	names := ids("calib", batches*batch)
@@ -339,8 +356,9 @@ func enqueueRates(ctx context.Context, sys system, n, batches int) (enqRates, er
 }
 
 // singles makes n single enqueue calls by 1, then 4, then 16 concurrent
-// clients, each task due after due, and fills in their rates.
-func singles(ctx context.Context, sys system, n int, due time.Time, out *enqRates) error {
+// clients, each task due after due (keyed: with a key), and fills in
+// their rates.
+func singles(ctx context.Context, sys system, n int, due time.Time, keyed bool, out *enqRates) error {
 	for _, c := range []struct {
 		clients int
 		rate    *float64
@@ -354,7 +372,7 @@ func singles(ctx context.Context, sys system, n int, due time.Time, out *enqRate
 			go func() {
 				defer wg.Done()
 				for _, i := range seq(w, n, c.clients) {
-					if err := sys.enqueueOne(ctx, job{ID: names[i], Due: due.Add(time.Duration(i) * time.Millisecond)}); err != nil {
+					if err := sys.enqueueOne(ctx, job{ID: names[i], Due: due.Add(time.Duration(i) * time.Millisecond), Keyed: keyed}); err != nil {
 						errs[w] = err
 						return
 					}
@@ -401,6 +419,7 @@ func allSystems(bin *serverBinary) []system {
 		&ontimeSys{label: "ontime (Redis tier)", driver: "sqlite", redis: true},
 		&serviceSys{label: "ontime service (SQLite)", driver: "sqlite", bin: bin},
 		&serviceSys{label: "ontime service (SQLite, batch 100)", driver: "sqlite", batch: 100, bin: bin},
+		&serviceSys{label: "ontime service (SQLite, tracing)", driver: "sqlite", tracing: true, bin: bin},
 		&serviceSys{label: "ontime service (MariaDB)", driver: "mysql", bin: bin},
 		&serviceSys{label: "ontime service (PostgreSQL)", driver: "postgres", bin: bin},
 		&serviceSys{label: "ontime service (Redis tier)", driver: "sqlite", redis: true, bin: bin},
@@ -411,13 +430,27 @@ func allSystems(bin *serverBinary) []system {
 		&serviceSys{label: "ontime service (Redis tier, batch 100)", driver: "sqlite", redis: true, batch: 100, bin: bin, burstOnly: true},
 		&asynqSys{}, &asynqSys{tuned: true},
 		&riverSys{}, &riverSys{tuned: true},
+		// The engines alone, for the intake workloads only (intakeOnly):
+		// the floor of what each commits, beside ontime's service on it.
+		&bareSys{driver: "postgres"}, &bareSys{driver: "mysql"}, &bareSys{driver: "sqlite"},
 	}
 }
 
-// steadySpec is one steady workload: a rate and the submitters asking for it.
+// steadySpec is one steady workload: a rate and the submitters asking for
+// it; keyed ones (keyed16) give every task a key, due lead ahead.
 type steadySpec struct {
 	rate       int
 	submitters int
+	lead       time.Duration // 0: steadyLead
+	keyed      bool
+}
+
+// name is the workload's name in the report and in -workloads.
+func (s steadySpec) name() string {
+	if s.keyed {
+		return fmt.Sprintf("keyed%d %d/s", s.submitters, s.rate)
+	}
+	return fmt.Sprintf("steady %d/s", s.rate)
 }
 
 func main() {
@@ -428,18 +461,18 @@ func main() {
 	quick := flag.Bool("quick", false, "a short smoke run with small workloads (default -out out-quick)")
 	out := flag.String("out", "out", "directory for results.md and the plots")
 	page := flag.String("benchmarks", "../BENCHMARKS.md", "page whose <!-- bench:begin/end --> section is replaced with the results (empty: none)")
-	only := flag.String("only", "", "run only the systems whose name contains this, or one of these comma-separated (case-insensitive): \"service\" for ontime's service path, \"floor\" for the net/http floor")
-	only2 := flag.String("workloads", "", "run only these comma-separated workloads (case-insensitive, spaces and \"/s\" ignored): enqueue, burst, steady1000, steady5000 (-quick: steady500, steady2000); the enqueue pass runs when enqueue or burst is asked for (the burst is planned on its batch rate)")
+	only := flag.String("only", "", "run only the systems whose name contains this, or one of these comma-separated (case-insensitive; \"=NAME\" matches NAME whole): \"service\" for ontime's service path, \"floor\" for the net/http floor, \"bare\" for the database engines alone (sequential and batch only)")
+	only2 := flag.String("workloads", "", "run only these comma-separated workloads (case-insensitive, spaces, \"-\" and \"/s\" ignored): enqueue, burst, steady1000, steady5000 (-quick: steady500, steady2000), keyed16-5000, keyed16-40000, sequential, batch; \"steady\" and \"keyed16\" select each of their rates; the enqueue pass runs when enqueue or burst is asked for (the burst is planned on its batch rate)")
 	steadyDur := flag.Duration("steady-for", 0, "length of each steady run (default 30s, -quick 4s)")
 	serverSrc := flag.String("server-src", "", "build `ontime serve` for the service path from this checkout (default: the module go.mod replaces, ..)")
 	flag.Parse()
 	outSet := false
 	flag.Visit(func(f *flag.Flag) { outSet = outSet || f.Name == "out" })
-	singleN, calib, burstN, steadyFor := 2000, 3, 50000, 30*time.Second
-	steadies := []steadySpec{{1000, 4}, {5000, 16}}
+	singleN, calib, burstN, steadyFor, batches := 2000, 3, 50000, 30*time.Second, 20
+	steadies := []steadySpec{{rate: 1000, submitters: 4}, {rate: 5000, submitters: 16}}
 	if *quick {
-		singleN, calib, burstN, steadyFor = 200, 1, 5000, 4*time.Second
-		steadies = []steadySpec{{500, 4}, {2000, 16}}
+		singleN, calib, burstN, steadyFor, batches = 200, 1, 5000, 4*time.Second, 3
+		steadies = []steadySpec{{rate: 500, submitters: 4}, {rate: 2000, submitters: 16}}
 		if !outSet {
 			*out = "out-quick"
 		}
@@ -447,19 +480,20 @@ func main() {
 	if *steadyDur > 0 {
 		steadyFor = *steadyDur
 	}
-	// wanted says whether workload w is one -workloads asks for.
-	wanted := func(w string) bool {
-		if *only2 == "" {
-			return true
-		}
-		norm := strings.NewReplacer(" ", "", "/s", "").Replace
-		for _, x := range strings.Split(*only2, ",") {
-			if strings.EqualFold(norm(x), norm(w)) {
-				return true
-			}
-		}
-		return false
+	known := []string{"enqueue", "burst"}
+	for _, st := range steadies {
+		known = append(known, st.name())
 	}
+	for _, st := range keyedSpecs {
+		known = append(known, st.name())
+	}
+	known = append(known, "sequential", "batch")
+	// wanted says whether workload w is one -workloads asks for.
+	wanted, err := parseWorkloads(*only2, known)
+	if err != nil {
+		log.Fatal(err)
+	}
+	wantedKeyed := slices.ContainsFunc(keyedSpecs, func(s steadySpec) bool { return wanted(s.name()) })
 	if *only != "" || *only2 != "" || *steadyDur > 0 {
 		*page = "" // a partial run does not replace the page's section
 	}
@@ -467,6 +501,12 @@ func main() {
 	var bin *serverBinary
 	chosen := func(name string) bool {
 		for _, sub := range strings.Split(*only, ",") {
+			if exact, ok := strings.CutPrefix(sub, "="); ok {
+				if strings.EqualFold(name, exact) {
+					return true
+				}
+				continue
+			}
 			if strings.Contains(strings.ToLower(name), strings.ToLower(sub)) {
 				return true
 			}
@@ -517,6 +557,9 @@ func main() {
 		if !wanted("enqueue") && !wanted("burst") {
 			break
 		}
+		if intakeOnly(sys) {
+			continue
+		}
 		log.Printf("%s: %d single enqueues by 1, 4 and 16 clients", sys.name(), singleN)
 		e, err := enqueueRates(ctx, sys, singleN, calib)
 		if r, ok := skip(sys, "enqueue", err); ok {
@@ -530,9 +573,11 @@ func main() {
 		log.Printf("%s: 1-by-1 %s, 4 clients %s, 16 clients %s, batches %s", sys.name(), rate(e.Single), rate(e.Single4), rate(e.Single16), rate(e.Batch))
 	}
 	var floor *floorFigures
-	if floorOn && wanted("enqueue") {
-		log.Printf("%s: %d single submits by 1, 4 and 16 clients", floorName, singleN)
-		e, err := floorSubmits(ctx, singleN)
+	if floorOn && (wanted("enqueue") || wantedKeyed || wanted("sequential")) {
+		// Keyed when a keyed workload compares against it: the same bytes.
+		keyed := wantedKeyed || wanted("sequential")
+		log.Printf("%s: %d single submits by 1, 4 and 16 clients (keyed %t)", floorName, singleN, keyed)
+		e, err := floorSubmits(ctx, singleN, keyed)
 		if err != nil {
 			log.Fatal(err)
 		}
@@ -575,13 +620,16 @@ func main() {
 			if s, ok := sys.(*serviceSys); ok && s.burstOnly && i != 0 {
 				continue
 			}
+			if intakeOnly(sys) {
+				continue
+			}
 			log.Printf("%s: %s", sys.name(), w)
 			var r result
 			var err error
 			if i == 0 {
 				r, err = runBurst(ctx, sys, burstN, enq[sys.name()].Batch)
 			} else {
-				r, err = runSteady(ctx, sys, float64(steadies[i-1].rate), steadies[i-1].submitters, steadyFor)
+				r, err = runSteady(ctx, sys, steadies[i-1], steadyFor)
 			}
 			if sr, ok := skip(sys, w, err); ok {
 				results = append(results, sr)
@@ -592,22 +640,69 @@ func main() {
 			}
 			r.Enq = enq[sys.name()]
 			if r.AskedPerSec > 0 {
-				log.Printf("%s: %s: asked %s accepted %s (%d submitters, %d not submitted, %d failed)", r.System, r.Workload, rate(r.AskedPerSec), rate(r.AcceptedPerSec), r.Submitters, r.NotSubmitted, r.Rejected)
+				log.Printf("%s: %s: asked %s accepted %s (%d submitters, %d not submitted, %d failed; submit call p99 %s max %s)", r.System, r.Workload, rate(r.AskedPerSec), rate(r.AcceptedPerSec), r.Submitters, r.NotSubmitted, r.Rejected, ms(r.CallP99), ms(r.CallMax))
 			}
 			log.Printf("%s: %s: p50 %s p99 %s max %s lost %d dup %d early %d drain %s", r.System, r.Workload, ms(r.P50), ms(r.P99), ms(r.Mx), r.Lost, r.Dup, r.Early, rate(r.DrainPerSec))
 			results = append(results, r)
+		}
+	}
+	// Issue 24's workloads, on its systems only.
+	for _, spec := range keyedSpecs {
+		w := spec.name()
+		if !wanted(w) {
+			continue
+		}
+		workloads = append(workloads, w) // its lateness plot
+		for _, sys := range systems() {
+			if _, ok := skipped[sys.name()]; ok || !issueSystem(sys) {
+				continue
+			}
+			log.Printf("%s: %s", sys.name(), w)
+			r, err := runSteady(ctx, sys, spec, steadyFor)
+			if sr, ok := skip(sys, w, err); ok {
+				results = append(results, sr)
+				continue
+			}
+			if err != nil {
+				log.Fatal(err)
+			}
+			log.Printf("%s: %s: asked %s accepted %s (%d submitters, %d not submitted, %d failed; submit call p99 %s max %s)", r.System, r.Workload, rate(r.AskedPerSec), rate(r.AcceptedPerSec), r.Submitters, r.NotSubmitted, r.Rejected, ms(r.CallP99), ms(r.CallMax))
+			log.Printf("%s: %s: p50 %s p99 %s max %s lost %d dup %d early %d", r.System, r.Workload, ms(r.P50), ms(r.P99), ms(r.Mx), r.Lost, r.Dup, r.Early)
+			results = append(results, r)
+		}
+	}
+	var intake []intakeResult
+	if wanted("sequential") || wanted("batch") {
+		nb := 0
+		if wanted("batch") {
+			nb = batches
+		}
+		for _, sys := range systems() {
+			if _, ok := skipped[sys.name()]; ok || !issueSystem(sys) && !intakeOnly(sys) {
+				continue
+			}
+			log.Printf("%s: intake (sequential %t, batches %d)", sys.name(), wanted("sequential"), nb)
+			r, err := runIntake(ctx, sys, singleN, wanted("sequential"), nb)
+			if _, ok := skip(sys, "intake", err); ok {
+				continue
+			}
+			if err != nil {
+				log.Fatal(err)
+			}
+			log.Printf("%s: sequential %s, batch keyless %s, keyed %s; %s", r.System, rate(r.Sequential), rate(r.BatchKeyless), rate(r.BatchKeyed), r.Durability)
+			intake = append(intake, r)
 		}
 	}
 	if err := os.MkdirAll(*out, 0o755); err != nil {
 		log.Fatal(err)
 	}
 	var plots []string
-	if len(results) > 0 { // the floor alone has nothing to plot
+	if len(results) > 0 && slices.ContainsFunc(results, func(r result) bool { return len(r.Late) > 0 }) { // the floor alone has nothing to plot
 		for _, w := range workloads {
 			if !wanted(w) {
 				continue
 			}
-			name := "lateness_cdf_" + strings.NewReplacer(" ", "", "/s", "").Replace(w) + ".png"
+			name := "lateness_cdf_" + strings.NewReplacer("keyed16 ", "keyed16-", " ", "", "/s", "").Replace(w) + ".png"
 			if err := plotCDF(filepath.Join(*out, name), w, results); err != nil {
 				log.Fatal(err)
 			}
@@ -624,16 +719,16 @@ func main() {
 		}
 		plots = append(plots, "accepted.png")
 	}
-	rep := reportInfo{results: results, systems: systems(), floor: floor, skipped: skipped, quick: *quick, machine: m, wall: time.Since(began), plots: plots,
-		sizes: sizes{single: singleN, burst: burstN, steadies: steadies, steadyFor: steadyFor}}
-	md := rep.render("")
+	rep := reportInfo{results: results, intake: intake, systems: systems(), floor: floor, skipped: skipped, quick: *quick, machine: m, wall: time.Since(began), plots: plots,
+		sizes: sizes{single: singleN, burst: burstN, steadies: steadies, steadyFor: steadyFor, batches: batches}}
+	md := rep.render("", true, "")
 	if err := os.WriteFile(filepath.Join(*out, "results.md"), []byte(md), 0o644); err != nil {
 		log.Fatal(err)
 	}
 	fmt.Print(md)
 	if *page != "" {
 		rel := filepath.ToSlash(filepath.Join("bench", *out)) + "/"
-		if err := writeSection(*page, rep.render(rel)); err != nil {
+		if err := writeSection(*page, rep.render(rel, false, rel+"results.md")); err != nil {
 			log.Fatal(err)
 		}
 	}

@@ -73,7 +73,31 @@ func plotCDF(path, workload string, rs []result) error {
 		legend.Add(r.System, l)
 	}
 	p.Y.Max = 1.02
-	return saveWithLegend(p, legend, 10*vg.Inch, 5.5*vg.Inch, 2.5*vg.Inch, path)
+	legendW := legendWidth(legend, names(rs, workload))
+	return saveWithLegend(p, legend, 7.5*vg.Inch+legendW, 5.5*vg.Inch, legendW, path)
+}
+
+// names lists the systems that ran workload, in the order of rs.
+func names(rs []result, workload string) []string {
+	var out []string
+	for i := range rs {
+		if rs[i].Workload == workload && len(rs[i].Late) > 0 {
+			out = append(out, rs[i].System)
+		}
+	}
+	return out
+}
+
+// legendWidth is the width of a legend column that holds the longest of
+// labels whole (a fixed column cut "ontime service (PostgreSQL, batch
+// 100)" short), and at least 2.5 inches.
+func legendWidth(legend plot.Legend, labels []string) vg.Length {
+	w := 2.5 * vg.Inch
+	for _, l := range labels {
+		need := legend.ThumbnailWidth + legend.Padding + legend.TextStyle.Width(l) + vg.Points(16)
+		w = max(w, need)
+	}
+	return w
 }
 
 // saveWithLegend writes p as a PNG with legend in a column of its own on

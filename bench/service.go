@@ -68,11 +68,18 @@ type serviceSys struct {
 	batch  int    // destinations."http://127.0.0.1:PORT".batch; 0: one task per call
 	// burstOnly: runs the enqueue pass and the burst, not the steady runs.
 	burstOnly bool
-	bin       *serverBinary
+	// tracing turns the node's OpenTelemetry tracing on, every new trace
+	// sampled, exported over OTLP/HTTP to a sink in the bench process that
+	// answers and discards: the node pays for its spans and their export,
+	// the collector costs it nothing.
+	tracing bool
+	bin     *serverBinary
+	sink    *otlpSink
 
 	cmd     *exec.Cmd
 	exited  chan struct{}
 	api     *client.Client
+	single  *client.Client // coalescing off: one POST /v1/tasks per submit
 	hc      *http.Client
 	hook    *hookReceiver
 	logPath string // the server's stderr, read back at stop
@@ -112,6 +119,9 @@ func (s *serviceSys) knobs() string {
 	} else {
 		b.WriteString(", one task per call")
 	}
+	if s.tracing {
+		b.WriteString(", `tracing: {enabled: true, protocol: http/protobuf, sample_ratio: 1}` exporting to a sink in the bench process that answers 200 and discards")
+	}
 	return b.String()
 }
 
@@ -139,6 +149,15 @@ func (s *serviceSys) config(dir string) (string, error) {
 	}
 	if s.batch > 0 {
 		fmt.Fprintf(&b, "destinations:\n  %q: {batch: %d}\n", s.hook.origin(), s.batch)
+	}
+	if s.tracing {
+		sink, err := startOTLPSink()
+		if err != nil {
+			return "", err
+		}
+		s.sink = sink
+		s.cleanup = append(s.cleanup, sink.stop)
+		fmt.Fprintf(&b, "tracing:\n  enabled: true\n  endpoint: %q\n  protocol: http/protobuf\n  sample_ratio: 1\n", sink.url())
 	}
 	path := filepath.Join(dir, "ontime.yaml")
 	return path, os.WriteFile(path, []byte(b.String()), 0o600)
@@ -197,7 +216,10 @@ func (s *serviceSys) start(ctx context.Context, rec func(string, time.Time)) err
 	case <-ctx.Done():
 		return ctx.Err()
 	}
-	s.hc, s.api, err = submitClient(addr, true)
+	if s.hc, s.api, err = submitClient(addr, true); err != nil {
+		return err
+	}
+	s.single, err = client.New(addr, client.WithHTTPClient(s.hc), client.WithCoalesce(client.Coalesce{Off: true}))
 	return err
 }
 
@@ -245,7 +267,11 @@ func (s *serviceSys) request(j job) client.TaskRequest { return taskRequest(j, s
 // taskRequest is the submit body of j delivered to target.
 func taskRequest(j job, target string) client.TaskRequest {
 	p, _ := json.Marshal(j)
-	return client.TaskRequest{Topic: "bench", DueAt: j.Due.UTC().Format(time.RFC3339Nano), Payload: p, Target: target}
+	r := client.TaskRequest{Topic: "bench", DueAt: j.Due.UTC().Format(time.RFC3339Nano), Payload: p, Target: target}
+	if j.Keyed {
+		r.Key = j.ID
+	}
+	return r
 }
 
 func (s *serviceSys) enqueue(ctx context.Context, jobs []job) error {
@@ -267,6 +293,14 @@ func (s *serviceSys) enqueue(ctx context.Context, jobs []job) error {
 
 func (s *serviceSys) enqueueOne(ctx context.Context, j job) error {
 	_, _, err := s.api.Submit(ctx, s.request(j))
+	return err
+}
+
+// enqueueSingle is one submit as its own call (POST /v1/tasks), as a
+// client that does not coalesce (another language's, a shell) makes it,
+// and as the floor is called.
+func (s *serviceSys) enqueueSingle(ctx context.Context, j job) error {
+	_, _, err := s.single.Submit(ctx, s.request(j))
 	return err
 }
 
@@ -307,10 +341,16 @@ func (s *serviceSys) stop() {
 	if s.hook != nil {
 		s.hook.stop()
 	}
+	if s.sink != nil {
+		// Proof that spans left the node: a run whose sink got nothing
+		// measured an idle tracer.
+		log.Printf("%s: OTLP sink received %d export requests, %d bytes", s.label, s.sink.requests.Load(), s.sink.bytes.Load())
+		s.sink = nil
+	}
 	for i := len(s.cleanup) - 1; i >= 0; i-- {
 		s.cleanup[i]()
 	}
-	s.cmd, s.api, s.hc, s.hook, s.cleanup, s.logPath = nil, nil, nil, nil, nil, ""
+	s.cmd, s.api, s.single, s.hc, s.hook, s.cleanup, s.logPath = nil, nil, nil, nil, nil, nil, ""
 }
 
 // firstLine is the server's stdout: its first line (where it listens) goes

@@ -30,6 +30,10 @@ import (
 type job struct {
 	ID  string    `json:"id"`
 	Due time.Time `json:"due"`
+	// Keyed gives the task a business key, its ID (unique per task, as an
+	// order ID is): ontime's key, asynq's TaskID, River's unique args.
+	// Not in the payload, which stays {"id","due"} for the receiver.
+	Keyed bool `json:"-"`
 }
 
 // system is a scheduler under test. Handlers call rec(id, due) and do
@@ -127,7 +131,7 @@ func (s *ontimeSys) knobs() string {
 	} else {
 		b.WriteString("hot tier memory")
 	}
-	fmt.Fprintf(&b, ", window %s, start lead 20ms or twice the slowest recent start, a burst spread up to hot.max_fire_lead %s ahead (defaults); ",
+	fmt.Fprintf(&b, ", window %s, start lead 20ms or twice the slowest recent start and tier pop, a burst spread up to hot.max_fire_lead %s ahead (defaults); ",
 		time.Duration(c.Hot.Window), time.Duration(c.Hot.MaxFireLead))
 	if s.webhook {
 		fmt.Fprintf(&b, "webhook: HTTP POST, unsigned, keep-alive, to a net/http receiver in the bench process on 127.0.0.1, delivery.concurrency %d per destination, timeout %s",
@@ -216,7 +220,11 @@ func (s *ontimeSys) perCall() float64 {
 
 func (s *ontimeSys) spec(j job) ontime.TaskSpec {
 	p, _ := json.Marshal(j)
-	return ontime.TaskSpec{Topic: "bench", DueAt: j.Due, Payload: p, Target: s.target}
+	spec := ontime.TaskSpec{Topic: "bench", DueAt: j.Due, Payload: p, Target: s.target}
+	if j.Keyed {
+		spec.Key = j.ID
+	}
+	return spec
 }
 
 func (s *ontimeSys) enqueue(ctx context.Context, jobs []job) error {
@@ -315,8 +323,7 @@ func (s *asynqSys) enqueue(ctx context.Context, jobs []job) error {
 		go func() {
 			defer wg.Done()
 			for j := range ch {
-				p, _ := json.Marshal(j)
-				if _, err := s.client.EnqueueContext(ctx, asynq.NewTask("bench", p), asynq.ProcessAt(j.Due), asynq.MaxRetry(0)); err != nil {
+				if err := s.enqueueOne(ctx, j); err != nil {
 					select {
 					case errc <- err:
 					default:
@@ -340,7 +347,11 @@ func (s *asynqSys) enqueue(ctx context.Context, jobs []job) error {
 
 func (s *asynqSys) enqueueOne(ctx context.Context, j job) error {
 	p, _ := json.Marshal(j)
-	_, err := s.client.EnqueueContext(ctx, asynq.NewTask("bench", p), asynq.ProcessAt(j.Due), asynq.MaxRetry(0))
+	opts := []asynq.Option{asynq.ProcessAt(j.Due), asynq.MaxRetry(0)}
+	if j.Keyed {
+		opts = append(opts, asynq.TaskID(j.ID)) // a second enqueue of the ID fails: asynq's idempotency key
+	}
+	_, err := s.client.EnqueueContext(ctx, asynq.NewTask("bench", p), opts...)
 	return err
 }
 
@@ -356,7 +367,7 @@ func (s *asynqSys) stop() {
 // ---- River ----
 
 type benchArgs struct {
-	ID  string    `json:"id"`
+	ID  string    `json:"id" river:"unique"` // the key of keyed jobs (UniqueOpts ByArgs)
 	Due time.Time `json:"due"`
 }
 
@@ -430,17 +441,37 @@ func (s *riverSys) start(ctx context.Context, rec func(string, time.Time)) error
 	return c.Start(ctx)
 }
 
-func (s *riverSys) enqueue(ctx context.Context, jobs []job) error {
+// riverOpts are a job's insert options: keyed jobs are unique by their
+// ID (River's unique_key, a unique index), River's business key.
+func riverOpts(j job) *river.InsertOpts {
+	o := &river.InsertOpts{ScheduledAt: j.Due, MaxAttempts: 1}
+	if j.Keyed {
+		o.UniqueOpts = river.UniqueOpts{ByArgs: true}
+	}
+	return o
+}
+
+func riverParams(jobs []job) []river.InsertManyParams {
 	params := make([]river.InsertManyParams, len(jobs))
 	for i, j := range jobs {
-		params[i] = river.InsertManyParams{Args: benchArgs(j), InsertOpts: &river.InsertOpts{ScheduledAt: j.Due, MaxAttempts: 1}}
+		params[i] = river.InsertManyParams{Args: benchArgs{ID: j.ID, Due: j.Due}, InsertOpts: riverOpts(j)}
 	}
-	_, err := s.client.InsertMany(ctx, params)
+	return params
+}
+
+func (s *riverSys) enqueue(ctx context.Context, jobs []job) error {
+	_, err := s.client.InsertMany(ctx, riverParams(jobs))
+	return err
+}
+
+// enqueueCopy is River's fastest batch insert: InsertManyFast, COPY FROM.
+func (s *riverSys) enqueueCopy(ctx context.Context, jobs []job) error {
+	_, err := s.client.InsertManyFast(ctx, riverParams(jobs))
 	return err
 }
 
 func (s *riverSys) enqueueOne(ctx context.Context, j job) error {
-	_, err := s.client.Insert(ctx, benchArgs(j), &river.InsertOpts{ScheduledAt: j.Due, MaxAttempts: 1})
+	_, err := s.client.Insert(ctx, benchArgs{ID: j.ID, Due: j.Due}, riverOpts(j))
 	return err
 }
 

@@ -142,6 +142,13 @@ func (p *scan) taskField(name []byte, t *apiv1.Task) bool {
 		}
 		t.KeyHeldUntil = &at
 		return true
+	case "outbox":
+		v, ok := p.Value()
+		if !ok {
+			return false
+		}
+		t.Outbox = new(apiv1.TaskOutbox)
+		return json.Unmarshal(v, t.Outbox) == nil
 	}
 	return false
 }

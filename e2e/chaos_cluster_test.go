@@ -51,8 +51,11 @@ func startChaosCluster(t *testing.T, cfgPath string, n int) *chaosCluster {
 		var items int
 		waitFor(t, 60*time.Second, "nodes balanced", func() bool {
 			v, ok := clusterView(t, c.addrs[0])
+			if !ok {
+				return false
+			}
 			items = len(v.Items)
-			return ok && balanced(v, c.names)
+			return balanced(v, c.names)
 		})
 		// The view shows the new owners at once; an item taken from a live
 		// node is scanned by its new owner only cluster.lease_ttl later.
@@ -100,12 +103,15 @@ func chaosYAML(driver string, dsns []string, hot string) (yaml, leases string) {
 		clusterTTL, deliveryTTL = "10s", "30s" // the defaults
 	}
 	level := cmp.Or(os.Getenv("ONTIME_CHAOS_LOG_LEVEL"), "warn")
+	// max_connections 8: three nodes share the server's connection limit
+	// with every other test running, as a deployment's nodes share it.
 	yaml = fmt.Sprintf(`log_level: %s
 store:
   driver: %s
   databases: ["%s"]
   tables: 4
   segments: 3
+  max_connections: 8
 hot:
   window: 2s
 %scluster:

@@ -244,8 +244,10 @@ func failoverRounds(t *testing.T, c coordinatorUnderTest, rounds int, ttl string
 		if !late.IsZero() {
 			firstLate = late.Sub(killed).Round(time.Millisecond).String()
 		}
-		t.Logf("round %d: %s killed; reassigned after %s, first late delivery %s, all delivered %s", r+1, cl.names[victim],
-			moved.Round(time.Millisecond), firstLate, times[len(times)-1].Sub(killed).Round(time.Millisecond))
+		// The kill's wall time (UTC), to line the nodes' logs up with it
+		// (ONTIME_CHAOS_LOGS, ONTIME_CHAOS_LOG_LEVEL=info).
+		t.Logf("round %d: %s killed at %s; reassigned after %s, first late delivery %s, all delivered %s", r+1, cl.names[victim],
+			killed.UTC().Format("15:04:05.000"), moved.Round(time.Millisecond), firstLate, times[len(times)-1].Sub(killed).Round(time.Millisecond))
 		cl.restart(victim)
 		load.setDown(victim, false)
 		waitFor(t, 60*time.Second, "nodes balanced again", func() bool {

@@ -175,6 +175,7 @@ type chaosLoad struct {
 	rounded                         atomic.Int64 // answers whose due_at is before the submitted one
 	finished                        atomic.Bool
 	gaveUp                          atomic.Bool // a batch was never acknowledged: stop submitting
+	halt                            atomic.Bool // stop submitting after the batch under way (a stream sized by time)
 }
 
 func newChaosLoad(t *testing.T, name, target string, addrs ...string) *chaosLoad {
@@ -285,7 +286,7 @@ func (l *chaosLoad) submit(ctx context.Context, dues []time.Time) {
 func (l *chaosLoad) stream(ctx context.Context, n, size int, every, lo, hi time.Duration) {
 	tick := time.NewTicker(every)
 	defer tick.Stop()
-	for sent := 0; sent < n && ctx.Err() == nil && !l.gaveUp.Load(); sent += size {
+	for sent := 0; sent < n && ctx.Err() == nil && !l.gaveUp.Load() && !l.halt.Load(); sent += size {
 		k := min(size, n-sent)
 		dues := make([]time.Time, k)
 		now := time.Now().Round(0) // wall clock: see chaosReceiver.serve

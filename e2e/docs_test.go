@@ -211,15 +211,16 @@ func anchors(t *testing.T, path string) map[string]bool {
 	return out
 }
 
-// TestDocsLinks: every relative link of README.md and docs/*.md names a
-// file of the repository, and a #section one of its headings, so moving
-// a page or renaming a section cannot leave a dead link behind.
+// TestDocsLinks: every relative link of README.md, docs/*.md and the
+// results pages (BENCHMARKS.md, RELIABILITY.md, their plots included)
+// names a file of the repository, and a #section one of its headings, so
+// moving a page or renaming a section cannot leave a dead link behind.
 func TestDocsLinks(t *testing.T) {
 	pages, err := filepath.Glob("../docs/*.md")
 	if err != nil {
 		t.Fatal(err)
 	}
-	pages = append(pages, "../README.md", "../CONTRIBUTING.md")
+	pages = append(pages, "../README.md", "../CONTRIBUTING.md", "../BENCHMARKS.md", "../RELIABILITY.md")
 	for _, page := range pages {
 		b, err := os.ReadFile(page)
 		if err != nil {

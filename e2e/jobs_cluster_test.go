@@ -81,6 +81,7 @@ store:
   databases: [%q]
   tables: 2
   segments: 1
+  max_connections: 8
 cluster:
   coordinator: database
   lease_ttl: 2s

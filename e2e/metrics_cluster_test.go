@@ -219,7 +219,7 @@ metrics:
 		want = table()
 		return want["done"] == topics*okPer && want["dead"] == topics*badPer && want["pending"] == topics*laterPer
 	})
-	// The leader recounts at most every 15 s: wait for a count that
+	// The leader reads the counts at most every 5 s: wait for a count that
 	// matches, then check every rule on one scrape of each node.
 	var per map[string][]sample
 	waitFor(t, 60*time.Second, "sum(ontime_tasks) over the nodes equals the table, every node sees 3 live", func() bool {

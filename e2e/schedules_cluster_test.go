@@ -190,7 +190,7 @@ func TestScheduleThreeInProcessNodesOnPostgres(t *testing.T) {
 		cfg := ontime.DefaultConfig()
 		cfg.NodeID = name
 		cfg.DataDir = t.TempDir()
-		cfg.Store = ontime.StoreConfig{Driver: "postgres", Databases: []string{dsn}, Tables: tables, Segments: segments}
+		cfg.Store = ontime.StoreConfig{Driver: "postgres", Databases: []string{dsn}, Tables: tables, Segments: segments, MaxConnections: 8}
 		cfg.Hot.Window = ontime.Duration(time.Second)
 		cfg.Cluster.Coordinator = "database"
 		cfg.Cluster.LeaseTTL = ontime.Duration(2 * time.Second)

@@ -88,7 +88,15 @@ func startServe(t *testing.T, cfgPath, addr string, env ...string) *serveProc {
 func spawnServe(t testing.TB, cfgPath, addr string, env ...string) *serveProc {
 	t.Helper()
 	cmd := exec.Command(ontimeBinary(t), "serve", "--config", cfgPath)
-	cmd.Env = append(append(os.Environ(), "ONTIME_LISTEN="+addr), env...)
+	return spawnCmd(t, cmd, append([]string{"ONTIME_LISTEN=" + addr}, env...)...)
+}
+
+// spawnCmd starts cmd with env added, collecting its log, and kills it at
+// the test's end if it still runs: spawnServe's, or a command line of the
+// caller's (the zone-loss test's is wrapped in ip netns exec).
+func spawnCmd(t testing.TB, cmd *exec.Cmd, env ...string) *serveProc {
+	t.Helper()
+	cmd.Env = append(os.Environ(), env...)
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -108,7 +116,10 @@ func spawnServe(t testing.TB, cfgPath, addr string, env ...string) *serveProc {
 		p.done <- cmd.Wait()
 	}()
 	t.Cleanup(func() {
-		if cmd.ProcessState == nil {
+		select {
+		case err := <-p.done:
+			p.done <- err // exited already
+		default:
 			_ = cmd.Process.Kill()
 			<-p.done
 		}
@@ -144,6 +155,7 @@ func (p *serveProc) signal(t *testing.T, sig syscall.Signal) error {
 	}
 	select {
 	case err := <-p.done:
+		p.done <- err // for the cleanup, which must not wait for it again
 		return err
 	case <-time.After(60 * time.Second):
 		t.Fatalf("ontime serve did not exit after %v\n%s", sig, p.log())

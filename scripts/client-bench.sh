@@ -4,11 +4,12 @@
 # (clients/java, SubmitBench), sequential and 16 threads, in alternating
 # rounds on the same node, then each client's median rate and its ratio to
 # the Go client's. `make java-bench` runs it.
-#   ROUNDS (3), SECONDS (5 per measurement), THREADS (16)
+#   ROUNDS (3), BENCH_SECONDS (5 per measurement; not SECONDS, which is
+#   bash's clock of the shell), THREADS (16)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 JAVA_OPTS=${JAVA_OPTS:-}
-ROUNDS=${ROUNDS:-3} SECONDS_EACH=${SECONDS:-5} THREADS=${THREADS:-16}
+ROUNDS=${ROUNDS:-3} SECONDS_EACH=${BENCH_SECONDS:-5} THREADS=${THREADS:-16}
 work=$(mktemp -d)
 serve_pid=
 cleanup() { [ -n "$serve_pid" ] && kill "$serve_pid" 2>/dev/null && wait "$serve_pid" 2>/dev/null; rm -rf "$work"; }

@@ -25,6 +25,16 @@ fi
 if ! command -v sqlite3 >/dev/null 2>&1; then
   (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends sqlite3 >/dev/null) || { echo "services: could not install sqlite3" >&2; rc=1; }
 fi
+# The data-centre loss test (e2e/chaos_zones_test.go) runs private
+# PostgreSQL servers (initdb, pg_ctl, pg_basebackup under
+# /usr/lib/postgresql/*/bin) in network namespaces (iproute2's ip netns),
+# as the postgres user (util-linux's setpriv); it fails without them.
+if ! ls /usr/lib/postgresql/*/bin/pg_basebackup >/dev/null 2>&1; then
+  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends postgresql >/dev/null) || { echo "services: could not install PostgreSQL's server (apt-get install postgresql)" >&2; rc=1; }
+fi
+if ! command -v ip >/dev/null 2>&1 || ! command -v setpriv >/dev/null 2>&1; then
+  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends iproute2 util-linux >/dev/null) || { echo "services: could not install iproute2 (apt-get install iproute2)" >&2; rc=1; }
+fi
 if ! up 5432; then pg_ctlcluster --skip-systemctl-redirect "$(ls /etc/postgresql | head -1)" main start; wait_port 5432 postgresql || rc=1; fi
 if ! up 3306; then start-stop-daemon --start --oknodo --background --exec /usr/sbin/mariadbd; wait_port 3306 mariadb || rc=1; fi
 if ! up 6379; then redis-server --daemonize yes --bind 127.0.0.1 -::1 --port 6379 --save "" --appendonly no --dir /var/lib/redis --logfile /var/log/redis/ci.log; wait_port 6379 redis || rc=1; fi

@@ -142,6 +142,22 @@ func printTask(w io.Writer, t *client.Task) {
 		fmt.Fprintf(w, "result       %s\n", t.Result)
 	}
 	fmt.Fprintf(w, "created      %s\n", t.CreatedAt.Local().Format(time.RFC3339Nano))
+	if o := t.Outbox; o != nil {
+		fmt.Fprintf(w, "outbox       %s, table %s (database %d), message %d\n", o.Outbox, o.Table, o.Database, o.MessageID)
+		if o.HoldsBack > 0 {
+			fmt.Fprintf(w, "holds back   %s\n", holdsBack(o))
+		}
+	}
+}
+
+// holdsBack says which messages wait for a relayed task: its key's later
+// ones go one at a time, after it ends.
+func holdsBack(o *apiv1.TaskOutbox) string {
+	s := "s"
+	if o.HoldsBack == 1 {
+		s = ""
+	}
+	return fmt.Sprintf("%d later message%s of key %q, until this task ends (done, dead or cancelled)", o.HoldsBack, s, o.Key)
 }
 
 // movedBy says what moved a task's due time from its first, as the server

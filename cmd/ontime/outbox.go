@@ -155,8 +155,12 @@ func printOutboxes(w io.Writer, obs []apiv1.Outbox) error {
 				}
 				fmt.Fprintf(w, "\n%s %s (database %d): %d %s; the first:\n", o.Name, t.Table, t.Database, what.n, what.title)
 				for _, r := range what.rows {
-					fmt.Fprintf(w, "  id %d  topic %q  key %q  tries %d  written %s\n    %s\n", r.ID, r.Topic, r.Key, r.Retries,
-						r.CreatedAt.Format(time.RFC3339), oneLineOf(r.Error))
+					task := ""
+					if r.TaskID != "" {
+						task = "  task " + r.TaskID // ontime get shows what it holds back
+					}
+					fmt.Fprintf(w, "  id %d  topic %q  key %q  tries %d  written %s%s\n    %s\n", r.ID, r.Topic, r.Key, r.Retries,
+						r.CreatedAt.Format(time.RFC3339), task, oneLineOf(r.Error))
 				}
 			}
 		}

@@ -111,6 +111,17 @@ func TestCLIOutboxStatus(t *testing.T) {
 			t.Fatalf("outbox status: %d, no %q in\n%s", code, want, out)
 		}
 	}
+	// The held message's task: ontime get says what it holds back.
+	held := obs[0].Tables[0].HeldSample[0]
+	if held.TaskID == "" || !strings.Contains(out, "task "+held.TaskID) {
+		t.Fatalf("outbox status: the held message's task %q not shown in\n%s", held.TaskID, out)
+	}
+	code, out, _ = c.run("get", held.TaskID)
+	for _, want := range []string{"outbox       main, table outbox (database 0), message 2", `holds back   1 later message of key "held", until this task ends`} {
+		if code != 0 || !strings.Contains(out, want) {
+			t.Fatalf("get %s: %d, no %q in\n%s", held.TaskID, code, want, out)
+		}
+	}
 	if code, out, _ := c.run("outbox", "status", "main"); code != 0 || !strings.Contains(out, "main") {
 		t.Fatalf("outbox status main: %d %q", code, out)
 	}

@@ -105,7 +105,15 @@ func serve(ctx context.Context, g *globals, cfgPath string, stdout, stderr io.Wr
 		return fmt.Errorf("listen: cannot listen on %s: %w", cfg.Listen, err)
 	}
 	log := cfg.Logger(stderr)
-	node, err := ontime.NewNode(ctx, cfg, ontime.WithLogger(log))
+	// The expander of POST /v1/store:expand outlives the nodes an
+	// online cutover switches between.
+	exp := ontime.NewExpander(cfg, log)
+	if err := exp.Start(ctx); err != nil {
+		ln.Close()
+		return err
+	}
+	defer exp.Stop()
+	node, err := ontime.NewNode(ctx, cfg, ontime.WithLogger(log), ontime.WithExpander(exp))
 	if err != nil {
 		ln.Close()
 		return err
@@ -121,7 +129,8 @@ func serve(ctx context.Context, g *globals, cfgPath string, stdout, stderr io.Wr
 		_ = node.Stop(context.Background())
 		return err
 	}
-	srv := newHTTPServer(node.HTTPHandler(), cfg.HTTP)
+	g2 := newGate(node.HTTPHandler())
+	srv := newHTTPServer(g2, cfg.HTTP)
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(netutil.LimitListener(ln, cfg.HTTP.MaxConnections)) }()
 	log.Info("ontime serving", "listen", ln.Addr().String(), "store", cfg.Store.Driver, "hot", cfg.Hot.Tier, "node", cfg.NodeID)
@@ -132,11 +141,29 @@ func serve(ctx context.Context, g *globals, cfgPath string, stdout, stderr io.Wr
 	}
 
 	var failed error
-	select {
-	case <-ctx.Done():
-		log.Info("shutting down")
-	case err := <-serveErr:
-		failed = err
+serving:
+	for {
+		select {
+		case <-ctx.Done():
+			log.Info("shutting down")
+			break serving
+		case err := <-serveErr:
+			failed = err
+			break serving
+		case <-node.TopologyChanged():
+			// An expansion's online cutover: calls wait at the gate
+			// while the node stops, the cutover runs, and a node on
+			// the grown store starts.
+			next, nextCfg, err := switchTopology(ctx, cfg, node, g2, log, ontime.WithExpander(exp))
+			if err != nil {
+				if ctx.Err() != nil {
+					break serving
+				}
+				_ = srv.Close()
+				return err
+			}
+			node, cfg = next, nextCfg
+		}
 	}
 	// Stop accepting API calls first, then drain the pipeline.
 	sctx, cancel := context.WithTimeout(context.Background(), time.Duration(cfg.Delivery.ShutdownGrace)+10*time.Second)

@@ -15,8 +15,9 @@ import (
 	"github.com/ontimehq/ontime/internal/store/sqlstore"
 )
 
-// The store verbs work on the databases of a config, not through a node:
-// the cutover of an expansion runs while every node is stopped.
+// The store verbs work on the databases of a config, not through a node;
+// the nodes keep serving through every phase, the cutover included (they
+// stop writing for it, then reopen the store grown: sqlstore/fence.go).
 
 func newStoreCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
@@ -53,7 +54,7 @@ func (f *storeFlags) open(ctx context.Context, extra []string) (*sqlstore.Store,
 		return nil, cfg, usagef("%v", err)
 	}
 	dsns := append(append([]string{}, cfg.Store.Databases...), extra...)
-	st, err := sqlstore.Open(ctx, sqlstore.Config{Driver: cfg.Store.Driver, DSNs: dsns, Tables: cfg.Store.Tables, Segments: cfg.Store.Segments})
+	st, err := sqlstore.Open(ctx, sqlstore.Config{Driver: cfg.Store.Driver, DSNs: dsns, Tables: cfg.Store.Tables, Segments: cfg.Store.Segments, MaxConns: cfg.Store.MaxConnections})
 	return st, cfg, err
 }
 
@@ -62,46 +63,63 @@ func newStoreExpandCmd(g *globals) *cobra.Command {
 	var dsns []string
 	var cutover bool
 	var page int
+	var fenceWait time.Duration
 	cmd := &cobra.Command{
 		Use:   "expand --databases DSN… [--cutover] [--config ontime.yaml]",
 		Short: "Double the store's databases: copy, then cut over, then clean up",
 		Long: `Double the store's databases: --databases names as many new, empty databases
-as the store has (the first becomes the twin of store.databases[0], and so on).
+as the store has (the first becomes the twin of store.databases[0], and so on);
+without it, store.expand_databases of the config does.
 
-1. Without --cutover, with the nodes running: the rows that move are copied to
-   the new databases in pages, then the rows changed meanwhile. Run it again
-   to catch up once more; killed, it resumes where it stopped.
-2. Stop every node, then run it with --cutover: a last catch-up, and the store
-   records its 2M databases. Put them in store.databases (old ones first, then
-   --databases in order) and start the nodes: they serve at once.
+The nodes keep running throughout.
+
+1. Without --cutover: the rows that move are copied to the new databases in
+   pages, then the rows changed meanwhile. Run it again to catch up once
+   more; killed, it resumes where it stopped.
+2. With --cutover: the copy, then the cutover. Every node (ontime serve)
+   stops its pipeline and holds API calls (they wait, they do not fail);
+   a last catch-up runs with nothing writing, the store records its 2M
+   databases, and the nodes reopen the store with them and serve again:
+   a pause of a few seconds. A node that cannot stop within --fence-wait
+   (an older version) makes the cutover give up and change nothing. Put
+   the 2M databases in store.databases (old ones first, then --databases
+   in order) before the nodes' next restart.
 3. The same command then deletes the copies left in the old databases, in
    small batches, while the nodes serve (they pass over those copies). Killed,
    run it again (with the grown config, --databases is not needed).
 
 Before --cutover, 'ontime store abort' undoes the expansion.`,
 		Example: `  ontime store expand --config ontime.yaml --databases "root@tcp(db3:3306)/ontime" --databases "root@tcp(db4:3306)/ontime"
+  ontime store expand --config ontime.yaml   # the new databases in store.expand_databases
   ontime store expand --config ontime.yaml --databases "..." --databases "..." --cutover`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if page < 1 || page > 10000 {
-				return usagef("--page: %d is out of range 1..10000", page)
+			if page < 0 || page > 10000 {
+				return usagef("--page: %d is out of range 0..10000", page)
 			}
-			return storeExpand(cmd, g, &f, dsns, cutover, page)
+			if fenceWait < time.Second || fenceWait > time.Hour {
+				return usagef("--fence-wait: %s is out of range 1s..1h", fenceWait)
+			}
+			return storeExpand(cmd, g, &f, dsns, cutover, sqlstore.ExpandOptions{Page: page, FenceWait: fenceWait})
 		},
 	}
 	f.add(cmd)
 	cmd.Flags().StringArrayVar(&dsns, "databases", nil, "a new database, once per database the store has (repeat the flag)")
-	cmd.Flags().BoolVar(&cutover, "cutover", false, "the nodes are stopped: switch the store to its 2M databases, then clean up")
-	cmd.Flags().IntVar(&page, "page", 500, "rows per copy page and per cleanup batch")
+	cmd.Flags().BoolVar(&cutover, "cutover", false, "switch the store to its 2M databases (the nodes pause for it), then clean up")
+	cmd.Flags().DurationVar(&fenceWait, "fence-wait", 2*time.Minute, "how long the cutover waits for every node to stop writing")
+	cmd.Flags().IntVar(&page, "page", 0, "rows per copy page and per cleanup batch (0: 5,000 per copy page on PostgreSQL, 1,000 on the others; 500 per cleanup batch)")
 	return cmd
 }
 
-func storeExpand(cmd *cobra.Command, g *globals, f *storeFlags, dsns []string, cutover bool, page int) error {
+func storeExpand(cmd *cobra.Command, g *globals, f *storeFlags, dsns []string, cutover bool, o sqlstore.ExpandOptions) error {
 	ctx := cmd.Context()
 	w := cmd.OutOrStdout()
-	progress := progressPrinter(w, g.json)
-	o := sqlstore.ExpandOptions{Page: page, OnProgress: progress}
-	st, _, err := f.open(ctx, nil)
+	o.OnProgress = progressPrinter(w, g.json)
+	st, cfg, err := f.open(ctx, nil)
+	field := "--databases"
+	if len(dsns) == 0 && len(cfg.Store.ExpandDatabases) > 0 {
+		dsns, field = cfg.Store.ExpandDatabases, "store.expand_databases"
+	}
 	if errors.Is(err, sqlstore.ErrTopology) && len(dsns) > 0 {
 		// After the cutover, with the config not grown yet.
 		st, _, err = f.open(ctx, dsns)
@@ -115,10 +133,10 @@ func storeExpand(cmd *cobra.Command, g *globals, f *storeFlags, dsns []string, c
 		return err
 	}
 	if status.Phase == sqlstore.PhaseNone && status.Databases > 0 && len(dsns) == 0 {
-		return usagef("--databases: name %d new databases, one per database of the store", status.Databases)
+		return usagef("--databases: name %d new databases, one per database of the store (or list them in store.expand_databases)", status.Databases)
 	}
 	if status.Phase != sqlstore.PhaseCleanup {
-		if err := st.ExpandBegin(ctx, dsns); err != nil {
+		if err := st.ExpandBeginAs(ctx, field, dsns); err != nil {
 			return err
 		}
 		start := time.Now()
@@ -128,18 +146,20 @@ func storeExpand(cmd *cobra.Command, g *globals, f *storeFlags, dsns []string, c
 		s, _ := st.ExpansionStatus(ctx)
 		fmt.Fprintf(w, "copied %d rows to %d new databases in %s\n", s.RowsCopy, s.To-s.From, time.Since(start).Round(time.Millisecond))
 		if !cutover {
-			fmt.Fprintln(w, "next: stop every node, then run this command again with --cutover")
+			fmt.Fprintln(w, "next: run this command again with --cutover (the nodes keep running; they pause for the switch)")
 			return nil
 		}
-		if err := st.ExpandCutover(ctx, 2*time.Minute, o); err != nil {
+		cut := time.Now()
+		if err := st.ExpandCutover(ctx, o); err != nil {
 			return err
 		}
+		fmt.Fprintf(w, "cutover took %s (the nodes' pause)\n", time.Since(cut).Round(time.Millisecond))
 		st.Close()
 		if st, _, err = f.open(ctx, dsns); err != nil {
 			return fmt.Errorf("after the cutover: %w", err)
 		}
 		defer st.Close()
-		fmt.Fprintf(w, "cut over: the store has %d databases; set store.databases to the old ones then --databases, in order, and start the nodes\n", s.To)
+		fmt.Fprintf(w, "cut over: the store has %d databases and the nodes serve them; set store.databases to the old ones then --databases, in order, before the nodes' next restart\n", s.To)
 	}
 	start := time.Now()
 	if err := st.ExpandCleanup(ctx, o); err != nil {

@@ -37,7 +37,7 @@ func TestStoreVerbs(t *testing.T) {
 	if code, _, errs := runCLI("store", "expand", "--config", cfg); code != exitUsage || !strings.Contains(errs, "--databases: name 1 new databases") {
 		t.Fatalf("no --databases: exit %d %s", code, errs)
 	}
-	if code, out, errs := runCLI("store", "expand", "--config", cfg, "--databases", b); code != 0 || !strings.Contains(out, "next: stop every node") {
+	if code, out, errs := runCLI("store", "expand", "--config", cfg, "--databases", b); code != 0 || !strings.Contains(out, "next: run this command again with --cutover") {
 		t.Fatalf("copy: exit %d %s %s", code, out, errs)
 	}
 	if v := status(); v.Expansion == nil || v.Expansion.Phase != "copy" || v.Expansion.TablesCopied != 4 || v.Expansion.To != 2 {
@@ -57,8 +57,8 @@ func TestStoreVerbs(t *testing.T) {
 		t.Fatalf("old config after cutover: exit %d %s", code, errs)
 	}
 	oneLine(t, errs)
-	if code, _, errs := runCLI("store", "expand", "--config", cfg, "--databases", b, "--page", "0"); code != exitUsage {
-		t.Fatalf("--page 0: exit %d %s", code, errs)
+	if code, _, errs := runCLI("store", "expand", "--config", cfg, "--databases", b, "--page", "-1"); code != exitUsage || !strings.Contains(errs, "--page") {
+		t.Fatalf("--page -1: exit %d %s", code, errs)
 	}
 
 	// And again, 2 → 4, with the grown config.
@@ -72,8 +72,37 @@ func TestStoreVerbs(t *testing.T) {
 	if code, _, errs := runCLI("store", "expand", "--config", cfg, "--databases", c); code != exitError || !strings.Contains(errs, "needs 2 new ones, got 1") {
 		t.Fatalf("one database for two: exit %d %s", code, errs)
 	}
-	if code, out, errs := runCLI("store", "expand", "--config", cfg, "--databases", c, "--databases", d, "--cutover"); code != 0 || !strings.Contains(out, "the store has 4 databases") {
-		t.Fatalf("2 → 4: exit %d %s %s", code, out, errs)
+	// The new databases from the config (store.expand_databases), each
+	// refusal naming the key.
+	grow := func(expand ...string) {
+		t.Helper()
+		if err := os.WriteFile(cfg, []byte(fmt.Sprintf("data_dir: %s\nstore: {driver: sqlite, databases: [%q, %q], expand_databases: [\"%s\"], tables: 4, segments: 1}\n", dir, a, b, strings.Join(expand, `", "`))), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	grow(c)
+	if code, _, errs := runCLI("store", "expand", "--config", cfg); code != exitError || !strings.Contains(errs, "store.expand_databases: the store has 2 databases; doubling it needs 2 new ones, got 1") {
+		t.Fatalf("one database for two in the config: exit %d %s", code, errs)
+	}
+	grow(c, a)
+	if code, _, errs := runCLI("store", "expand", "--config", cfg); code != exitError || !strings.Contains(errs, "store.expand_databases[1] is store.databases[0]") {
+		t.Fatalf("a database of the store in the config: exit %d %s", code, errs)
+	}
+	grow(c, "")
+	if code, _, errs := runCLI("store", "expand", "--config", cfg); code != exitUsage || !strings.Contains(errs, "store.expand_databases[1]: empty DSN") {
+		t.Fatalf("an empty DSN in the config: exit %d %s", code, errs)
+	}
+	grow(c, d)
+	if code, out, errs := runCLI("store", "expand", "--config", cfg, "--cutover"); code != 0 || !strings.Contains(out, "the store has 4 databases") {
+		t.Fatalf("2 → 4 from the config: exit %d %s %s", code, out, errs)
+	}
+	// Grown, the config keeps expand_databases listed: nothing to do, a
+	// refusal that says why.
+	if err := os.WriteFile(cfg, []byte(fmt.Sprintf("data_dir: %s\nstore: {driver: sqlite, databases: [%q, %q, %q, %q], expand_databases: [%q, %q], tables: 4, segments: 1}\n", dir, a, b, c, d, c, d)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if code, _, errs := runCLI("store", "expand", "--config", cfg); code != exitError || !strings.Contains(errs, "store.expand_databases: the store has 4 databases") {
+		t.Fatalf("expand_databases left after the cutover: exit %d %s", code, errs)
 	}
 }
 

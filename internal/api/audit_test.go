@@ -232,16 +232,23 @@ func TestAuditNodeLogLocal(t *testing.T) {
 		t.Fatalf("pause: %d, X-Request-Id %q", resp.StatusCode, resp.Header.Get(api.RequestIDHeader))
 	}
 	var audit, reqLine map[string]any
-	for _, l := range strings.Split(logs.String(), "\n") {
-		var m map[string]any
-		if json.Unmarshal([]byte(l), &m) != nil {
-			continue
+	// The request line is written once the handler has returned, which
+	// may be after the client has read the answer: wait for it.
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		for _, l := range strings.Split(logs.String(), "\n") {
+			var m map[string]any
+			if json.Unmarshal([]byte(l), &m) != nil {
+				continue
+			}
+			switch m["msg"] {
+			case "audit":
+				audit = m
+			case "api request":
+				reqLine = m
+			}
 		}
-		switch m["msg"] {
-		case "audit":
-			audit = m
-		case "api request":
-			reqLine = m
+		if (audit != nil && reqLine != nil) || time.Now().After(deadline) {
+			break
 		}
 	}
 	if audit == nil || audit["actor"] != api.ActorLocal || audit["target"] != "orders" || audit["op"] != "pause" || audit["request_id"] != "client-req-42" || audit["level"] != slog.LevelInfo.String() {

@@ -159,7 +159,7 @@ func RouteRole(method, p string) Role {
 	_, op, isOp := strings.Cut(last, ":")
 	if isOp {
 		switch op {
-		case "requeue", "pause", "resume", "purge":
+		case "requeue", "pause", "resume", "purge", "expand":
 			return RoleAdmin
 		}
 	}

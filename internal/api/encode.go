@@ -15,7 +15,7 @@ import (
 // The answers of the hot routes (a task, a batch, a page of tasks, an
 // error) are written by hand here instead of by encoding/json's
 // reflection, which was half the edge's CPU on a batch of 1,000 (see
-// BENCHMARKS.md, "HTTP edge"). The bytes are exactly encoding/json's, HTML
+// docs/performance-notes.md, "HTTP edge"). The bytes are exactly encoding/json's, HTML
 // escaping and the trailing newline of Encoder.Encode included: the
 // differential tests (encode_test.go) hold the two to the same output, and
 // any value the appenders do not vouch for (an invalid payload, a year
@@ -232,6 +232,15 @@ func appendTask(b []byte, t *apiv1.Task) ([]byte, bool) {
 		if b, ok = jsonw.AppendTime(b, *t.KeyHeldUntil); !ok {
 			return b, false
 		}
+	}
+	if t.Outbox != nil {
+		// Only GET /v1/tasks/{id} of a relayed task: encoding/json's form.
+		ob, err := json.Marshal(t.Outbox)
+		if err != nil {
+			return b, false
+		}
+		b = append(b, `,"outbox":`...)
+		b = append(b, ob...)
 	}
 	return append(b, '}'), true
 }

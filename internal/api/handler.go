@@ -3,6 +3,7 @@ package api
 import (
 	"bytes"
 	"cmp"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -88,6 +89,7 @@ type handler struct {
 	svc            Service    // s.Tasks under the token's topic scope (auth.go)
 	keys           KeyService // s.Keys, scoped likewise; nil without it
 	clusterSvc     ClusterService
+	outboxSvc      OutboxService // nil: tasks are shown without their outbox message
 	metricsHandler http.Handler
 	opts           Options
 	log            *slog.Logger
@@ -105,7 +107,7 @@ func NewHandler(s Services, opts Options) http.Handler {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
-	h := &handler{svc: scoped{s.Tasks}, clusterSvc: s.Cluster, metricsHandler: s.Metrics, opts: opts, log: opts.Logger}
+	h := &handler{svc: scoped{s.Tasks}, clusterSvc: s.Cluster, outboxSvc: s.Outboxes, metricsHandler: s.Metrics, opts: opts, log: opts.Logger}
 	if opts.MaxInflightBodyBytes <= 0 {
 		opts.MaxInflightBodyBytes = DefaultMaxInflightBodyBytes
 	}
@@ -180,6 +182,20 @@ func endOfBody(dec *json.Decoder) error {
 // value: what the routes with a single object as their body decode. The
 // value is the decoder's copy, so the body's share of the budget goes back
 // at once.
+// decodeJSON reads a JSON body of at most limit bytes into v: valid
+// UTF-8, no unknown fields, errors naming the field (the admin routes'
+// bodies, which are small and read whole).
+func (h *handler) decodeJSON(w http.ResponseWriter, r *http.Request, limit int64, v any) error {
+	raw, err := h.readJSON(w, r, limit, "")
+	if err != nil {
+		return err
+	}
+	if err := checkUTF8(raw); err != nil {
+		return err
+	}
+	return strictDecode(raw, v, "")
+}
+
 func (h *handler) readJSON(w http.ResponseWriter, r *http.Request, limit int64, field string) (json.RawMessage, error) {
 	b, err := h.readBody(w, r, limit, field)
 	defer b.release()
@@ -495,8 +511,23 @@ func (h *handler) answerTask(w http.ResponseWriter, r *http.Request, t *task.Tas
 
 func (h *handler) get(w http.ResponseWriter, r *http.Request) {
 	t, err := h.svc.Get(r.Context(), r.PathValue("id"))
-	h.answerTask(w, r, t, err)
+	if err != nil || h.outboxSvc == nil {
+		h.answerTask(w, r, t, err)
+		return
+	}
+	v := View(t)
+	// The outbox's own database answers this part: when it is slow or
+	// down, the task is still shown, without it.
+	ctx, cancel := context.WithTimeout(r.Context(), taskOutboxTimeout)
+	defer cancel()
+	if v.Outbox, err = h.outboxSvc.TaskOutbox(ctx, t); err != nil {
+		h.log.Warn("task view: reading its outbox message failed", "task", t.ID, "err", err)
+	}
+	writeJSON(w, http.StatusOK, v)
 }
+
+// taskOutboxTimeout bounds the outbox table's reads of GET /v1/tasks/{id}.
+const taskOutboxTimeout = 2 * time.Second
 
 func (h *handler) cancel(w http.ResponseWriter, r *http.Request) {
 	t, err := h.svc.Cancel(r.Context(), r.PathValue("id"))

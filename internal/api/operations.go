@@ -113,15 +113,6 @@ func OperationSpec(req apiv1.OperationRequest) (operation.Spec, error) {
 }
 
 func (o *opsHandler) create(w http.ResponseWriter, r *http.Request) {
-	raw, err := o.h.readJSON(w, r, 64<<10, "")
-	if err != nil {
-		o.fail(w, r, err)
-		return
-	}
-	if err := checkUTF8(raw); err != nil {
-		o.fail(w, r, err)
-		return
-	}
 	// The filter decoded apart, so that an unknown field in it is named
 	// filter.NAME.
 	var body struct {
@@ -132,7 +123,7 @@ func (o *opsHandler) create(w http.ResponseWriter, r *http.Request) {
 		Shift  string          `json:"shift"`
 		DryRun bool            `json:"dry_run"`
 	}
-	if err := strictDecode(raw, &body, ""); err != nil {
+	if err := o.h.decodeJSON(w, r, 64<<10, &body); err != nil {
 		o.fail(w, r, err)
 		return
 	}

@@ -2,10 +2,12 @@ package api
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 
 	"github.com/ontimehq/ontime/apiv1"
+	"github.com/ontimehq/ontime/internal/task"
 )
 
 // Services are what the API serves, one member per group of routes. Tasks
@@ -20,21 +22,31 @@ type Services struct {
 	Cluster   ClusterService   // GET /v1/cluster
 	Outboxes  OutboxService    // GET /v1/outboxes
 	Ops       OperationService // /v1/operations… (bulk operations)
-	Store     StoreService     // GET /v1/store
+	Store     StoreService     // GET /v1/store, POST /v1/store:expand
 	Metrics   http.Handler     // GET /metrics
 }
 
 // OutboxService is what GET /v1/outboxes needs: every outbox's tables as
-// their databases show them (ontime.Node).
+// their databases show them (ontime.Node); and GET /v1/tasks/{id}, the
+// outbox message a task was relayed from (nil when none).
 type OutboxService interface {
 	Outboxes(ctx context.Context) (*apiv1.OutboxList, error)
+	TaskOutbox(ctx context.Context, t *task.Task) (*apiv1.TaskOutbox, error)
 }
 
 // StoreService is what GET /v1/store needs: the store's recorded
 // databases and expansion (ontime.Node).
 type StoreService interface {
 	StoreStatus(ctx context.Context) (*apiv1.StoreStatus, error)
+	// StoreExpand begins (or resumes) an expansion run by the node and
+	// answers the store's view; a refusal wraps ErrInvalid (400) or
+	// ErrStoreConflict (409).
+	StoreExpand(ctx context.Context, req apiv1.StoreExpandRequest) (*apiv1.StoreStatus, error)
 }
+
+// ErrStoreConflict is wrapped by a StoreExpand refused for the store's
+// state (an expansion under way, none to resume, no expander): 409.
+var ErrStoreConflict = errors.New("store conflict")
 
 // ClusterService is what GET /v1/cluster needs: the cluster as the node
 // sees it (ontime.Node).
@@ -127,6 +139,7 @@ func (h *handler) routes(s Services) []route {
 
 		// The store's databases and their growth (ontime store).
 		{"GET /v1/store", s.Store != nil, func(w http.ResponseWriter, r *http.Request) { h.storeStatus(w, r, s.Store) }, readOnly},
+		{"POST /v1/store:expand", s.Store != nil, func(w http.ResponseWriter, r *http.Request) { h.storeExpand(w, r, s.Store) }, changeState},
 	}
 }
 
@@ -161,6 +174,36 @@ func (h *handler) storeStatus(w http.ResponseWriter, r *http.Request, svc StoreS
 		return
 	}
 	writeJSON(w, http.StatusOK, v)
+}
+
+// storeExpand begins an expansion run by the node (admin): 202 with the
+// store's view; the progress is GET /v1/store's.
+func (h *handler) storeExpand(w http.ResponseWriter, r *http.Request, svc StoreService) {
+	if r.URL.RawQuery != "" {
+		h.fail(w, r, badRequest("query", "POST /v1/store:expand takes no query parameters"))
+		return
+	}
+	var req apiv1.StoreExpandRequest
+	if err := h.decodeJSON(w, r, 64<<10, &req); err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	for i, d := range req.Databases {
+		if d == "" {
+			h.fail(w, r, badRequest(fmt.Sprintf("databases[%d]", i), "empty DSN"))
+			return
+		}
+	}
+	v, err := svc.StoreExpand(r.Context(), req)
+	switch {
+	case errors.Is(err, ErrStoreConflict):
+		h.fail(w, r, &httpError{status: http.StatusConflict, code: apiv1.CodeConflict, field: "databases", message: err.Error()})
+		return
+	case err != nil:
+		h.fail(w, r, fmt.Errorf("store expand: %w", err))
+		return
+	}
+	writeJSON(w, http.StatusAccepted, v)
 }
 
 func healthz(w http.ResponseWriter, _ *http.Request) {

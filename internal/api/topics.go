@@ -87,17 +87,8 @@ func (h *topicsHandler) put(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, notFound("this node keeps no topic settings"))
 		return
 	}
-	raw, err := h.readJSON(w, r, 64<<10, "")
-	if err != nil {
-		h.fail(w, r, err)
-		return
-	}
-	if err := checkUTF8(raw); err != nil {
-		h.fail(w, r, err)
-		return
-	}
 	var in apiv1.TopicSettings
-	if err := strictDecode(raw, &in, ""); err != nil {
+	if err := h.decodeJSON(w, r, 64<<10, &in); err != nil {
 		h.fail(w, r, err)
 		return
 	}

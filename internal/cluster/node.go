@@ -102,11 +102,14 @@ type Core struct {
 	owned    *Tracker
 	handlers *Handlers
 	lease    *lease
+	// kick asks RunRounds for a round now (Kick); one pending is enough.
+	kick chan struct{}
 }
 
 // NewCore builds a Core for a checked cfg.
 func NewCore(cfg NodeConfig) Core {
-	return Core{Cfg: cfg, owned: NewTracker(cfg.OnAssign), handlers: NewHandlers(), lease: &lease{poke: make(chan struct{}, 1)}}
+	return Core{Cfg: cfg, owned: NewTracker(cfg.OnAssign), handlers: NewHandlers(), lease: &lease{poke: make(chan struct{}, 1)},
+		kick: make(chan struct{}, 1)}
 }
 
 // AddItems adds sharding items (scan jobs' items) to those the
@@ -270,8 +273,21 @@ func (c *Core) Renew(sent time.Time) {
 	}
 }
 
-// RunRounds is a coordinator's loop: round every TTL/3 until ctx ends,
-// each under a deadline of TTL/3. Beside it a watchdog runs fence — the
+// Kick asks for a round as soon as the current one (if any) ends, rather
+// than at the next tick: a coordinator whose backend tells it of a change
+// (a watch: a member gone, a new leader, a new assignment) reacts at once.
+// A round kicked is an ordinary round, only sooner: it renews, plans and
+// follows the same way, so safety never depends on when rounds run. Kicks
+// while one is pending are one round.
+func (c *Core) Kick() {
+	select {
+	case c.kick <- struct{}{}:
+	default:
+	}
+}
+
+// RunRounds is a coordinator's loop: round every TTL/3, and whenever
+// kicked (Kick), until ctx ends, each under a deadline of TTL/3. Beside it a watchdog runs fence — the
 // node drops its items and leadership — the moment the lease Renew
 // extended runs out, even while a round hangs on a backend that stopped
 // answering. Durations here are the process's monotonic clock, which no
@@ -315,6 +331,7 @@ func (c *Core) RunRounds(ctx context.Context, round func(ctx context.Context), f
 		case <-ctx.Done():
 			return
 		case <-tick.C:
+		case <-c.kick:
 		}
 	}
 }

@@ -75,8 +75,12 @@ type Config struct {
 	// writes after the queue emptied: outcomes arriving meanwhile are
 	// written together. 0 is DefaultFlushGap; negative, no gap.
 	FlushGap time.Duration
-	Logger   *slog.Logger
-	Metrics  *metrics.Metrics // nil: series kept but not registered
+	// Written, when set, is told the outcomes the store has just
+	// committed (after each batch, on the completer's goroutine: it must
+	// not block): the outbox relay wakes when a task it waits on ended.
+	Written func(batch []store.Outcome)
+	Logger  *slog.Logger
+	Metrics *metrics.Metrics // nil: series kept but not registered
 	// Unhandled decides what becomes of a task without a target this
 	// node has no Go handler for (unhandled.go).
 	Unhandled *Unhandled
@@ -130,8 +134,9 @@ type Completer struct {
 	log    *slog.Logger
 	m      *metrics.Metrics
 
-	unhand *Unhandled
-	topics unhandledTopics // the topics no live node handles, as seen here
+	unhand    *Unhandled
+	onWritten func(batch []store.Outcome) // Config.Written
+	topics    unhandledTopics             // the topics no live node handles, as seen here
 
 	// outstanding counts started tasks whose outcome is not in yet
 	// (Expect adds, Finish subtracts); unwritten those whose outcome is
@@ -194,7 +199,7 @@ func New(cfg Config) (*Completer, error) {
 	}
 	return &Completer{st: cfg.Store, retry: cfg.Retry, policy: cfg.Policy, lease: cfg.Lease, hot: cfg.Hot, log: cfg.Logger, m: cfg.Metrics,
 		wake: make(chan struct{}, 1), held: map[string]int64{}, tokens: map[int64]*hold{}, gaveUp: map[int64][]string{},
-		gap: max(cfg.FlushGap, 0), after: time.After, unhand: cfg.Unhandled}, nil
+		gap: max(cfg.FlushGap, 0), after: time.After, unhand: cfg.Unhandled, onWritten: cfg.Written}, nil
 }
 
 // Start runs the writer.
@@ -656,6 +661,9 @@ func (c *Completer) flushAll(ctx context.Context, quit <-chan struct{}, tries in
 			c.written(batch, lost)
 			if ok {
 				c.handOff(ctx, batch)
+				if c.onWritten != nil {
+					c.onWritten(batch)
+				}
 			}
 			if ok && len(entries) > 0 {
 				// The rows are committed claimed under these tokens; if the

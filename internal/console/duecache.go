@@ -29,6 +29,11 @@ type dueEntry struct {
 	n      int
 	counts []DueCounts
 	at     time.Time // when counted; zero before the first count
+	// dur is how long the last count took: the next waits at least as
+	// long (fresh), so a range that takes seconds to count (a week of
+	// millions of rows on SQLite) keeps at most half of a core busy
+	// while viewed, not all of it.
+	dur time.Duration
 	// running is closed when the refresh in flight ends; nil when none.
 	running chan struct{}
 	err     error // the last refresh's, when it failed
@@ -64,7 +69,7 @@ func (d *dueCache) get(ctx context.Context, from time.Time, step time.Duration, 
 	}
 	now := time.Now()
 	usable := !e.at.IsZero() && now.Sub(e.at) < dueStale && e.n == n
-	if usable && (now.Sub(e.at) < dueFresh && e.from.Equal(from) || e.running != nil) {
+	if usable && (now.Sub(e.at) < max(dueFresh, e.dur) && e.from.Equal(from) || e.running != nil) {
 		defer d.mu.Unlock()
 		return e.from, e.counts, e.at, nil
 	}
@@ -108,11 +113,12 @@ func (d *dueCache) refresh(ctx context.Context, e *dueEntry, from time.Time, ste
 	defer d.wg.Done()
 	ctx, cancel := context.WithTimeout(ctx, dueTimeout)
 	defer cancel()
+	t0 := time.Now()
 	counts, err := d.count(ctx, from, step, n)
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if err == nil {
-		e.from, e.n, e.counts, e.at = from, n, counts, time.Now()
+		e.from, e.n, e.counts, e.at, e.dur = from, n, counts, time.Now(), time.Since(t0)
 	}
 	e.err = err
 	close(e.running)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"html/template"
 	"io/fs"
 	"math"
 	"net/http"
@@ -92,6 +93,7 @@ func done(w http.ResponseWriter, r *http.Request, back, msg string) {
 
 type overviewData struct {
 	Topics     []apiv1.Topic
+	Rows       template.HTML // the rows of Topics (overviewRows)
 	TopicsErr  *pageError
 	Totals     map[string]int64
 	Cluster    *apiv1.ClusterView
@@ -119,6 +121,7 @@ func (c *Console) overview(w http.ResponseWriter, r *http.Request, v *viewer) {
 		d.TopicsErr = asPageError(err)
 	} else {
 		d.Topics, d.CountedAt = tl.Topics, tl.CountedAt
+		d.Rows = overviewRows(tl.Topics, time.Now())
 		for _, t := range tl.Topics {
 			for s, n := range t.Counts {
 				d.Totals[s] += n
@@ -148,6 +151,53 @@ func (c *Console) overview(w http.ResponseWriter, r *http.Request, v *viewer) {
 	}
 	p.Data = d
 	c.render(w, r, "overview", p, http.StatusOK)
+}
+
+// overviewStatuses are the overview table's columns.
+var overviewStatuses = [...]string{"pending", "claimed", "running", "done", "dead", "cancelled"}
+
+// overviewRows writes the overview's table rows, a topic a row with a
+// link per status. Built here rather than in the template: the template's
+// calls per cell (index, q, eq through reflection) made a 200-topic
+// refresh cost 13 ms of CPU, most of what one open overview cost the node
+// every 2 s; this costs a tenth. Every value is escaped for its place.
+func overviewRows(topics []apiv1.Topic, now time.Time) template.HTML {
+	var b strings.Builder
+	b.Grow(len(topics) * 600)
+	for _, t := range topics {
+		name := template.HTMLEscapeString(t.Topic)
+		tq := template.HTMLEscapeString(url.QueryEscape(t.Topic))
+		b.WriteString(`<tr><td><a href="/ui/tasks?topic=`)
+		b.WriteString(tq)
+		b.WriteString(`">`)
+		b.WriteString(name)
+		b.WriteString(`</a>`)
+		if t.Paused {
+			b.WriteString(` <span class="badge warn">paused</span>`)
+		}
+		b.WriteString("</td>\n")
+		for _, st := range overviewStatuses {
+			n := strconv.FormatInt(t.Counts[st], 10)
+			b.WriteString(`<td class="num">`)
+			switch {
+			case st == "dead" && t.Counts[st] != 0:
+				b.WriteString(`<a class="bad" href="/ui/dead?topic=` + tq + `">` + n + `</a>`)
+			case st == "dead":
+				b.WriteString(`0`)
+			default:
+				b.WriteString(`<a href="/ui/tasks?topic=` + tq + `&amp;status=` + st + `">` + n + `</a>`)
+			}
+			b.WriteString(`</td>`)
+		}
+		b.WriteString("\n<td>")
+		if t.OldestDueAt != nil {
+			b.WriteString(template.HTMLEscapeString(ago(*t.OldestDueAt, now)))
+		} else {
+			b.WriteString("—")
+		}
+		b.WriteString("</td></tr>\n")
+	}
+	return template.HTML(b.String()) //nolint:gosec // every value above is escaped
 }
 
 // clusterSummary is the cluster view for the overview, read at most
@@ -740,7 +790,8 @@ func (c *Console) runOperation(ctx context.Context, v *viewer, req apiv1.Operati
 
 type topicsData struct {
 	Topics    []apiv1.Topic
-	CountedAt time.Time // when the server counted them (its count cache)
+	Rows      template.HTML // the rows of Topics (topicsRows)
+	CountedAt time.Time     // when the server counted them (its count cache)
 }
 
 func (c *Console) topics(w http.ResponseWriter, r *http.Request, v *viewer) {
@@ -757,11 +808,53 @@ func (c *Console) showTopics(w http.ResponseWriter, r *http.Request, v *viewer, 
 		p.Err = asPageError(err)
 	} else {
 		d.Topics, d.CountedAt = tl.Topics, tl.CountedAt
+		d.Rows = topicsRows(p, tl.Topics, time.Now())
 	}
 	if actionErr != nil {
 		p.Err = actionErr
 	}
 	c.render(w, r, "topics", p, http.StatusOK)
+}
+
+// topicsRows writes the topics page's rows, with the actions the viewer
+// may take; built in Go like overviewRows, for the same reason (the page
+// refreshes every 2 s). Every value is escaped for its place.
+func topicsRows(p *page, topics []apiv1.Topic, now time.Time) template.HTML {
+	var b strings.Builder
+	b.Grow(len(topics) * 900)
+	csrf := `<input type="hidden" name="csrf" value="` + template.HTMLEscapeString(p.CSRF()) + `">`
+	for _, t := range topics {
+		name := template.HTMLEscapeString(t.Topic)
+		action := `/ui/topics/` + template.HTMLEscapeString(url.PathEscape(t.Topic))
+		b.WriteString(`<tr><td><a href="/ui/tasks?topic=` + template.HTMLEscapeString(url.QueryEscape(t.Topic)) + `">` + name + `</a>`)
+		if t.Paused {
+			b.WriteString(` <span class="badge warn">paused</span>`)
+		}
+		b.WriteString("</td>\n")
+		for _, st := range overviewStatuses {
+			b.WriteString(`<td class="num">` + strconv.FormatInt(t.Counts[st], 10) + `</td>`)
+		}
+		b.WriteString("\n<td>")
+		if t.OldestDueAt != nil {
+			b.WriteString(template.HTMLEscapeString(ago(*t.OldestDueAt, now)))
+		} else {
+			b.WriteString("—")
+		}
+		b.WriteString("</td>\n<td><div class=\"row-actions\">\n")
+		if t.Paused {
+			if p.Can(http.MethodPost, "/v1/topics/"+t.Topic+":resume") {
+				b.WriteString(`<form method="post" action="` + action + `/resume">` + csrf + `<button type="submit">Resume</button></form>`)
+			}
+		} else if p.Can(http.MethodPost, "/v1/topics/"+t.Topic+":pause") {
+			b.WriteString(`<form method="post" action="` + action + `/pause" data-confirm="Pause ` + name + `? It delivers nothing until resumed.">` + csrf + `<button type="submit">Pause</button></form>`)
+		}
+		b.WriteString("\n")
+		if dead := t.Counts["dead"]; dead != 0 && p.Can(http.MethodPost, "/v1/topics/"+t.Topic+":requeue") {
+			b.WriteString(`<form method="post" action="` + action + `/requeue" data-confirm="Requeue the ` + strconv.FormatInt(dead, 10) + ` dead tasks of ` + name + `?">` + csrf + `<button type="submit">Requeue dead</button></form>`)
+		}
+		b.WriteString("\n</div></td></tr>\n")
+	}
+	return template.HTML(b.String()) //nolint:gosec // every value above is escaped
 }
 
 func (c *Console) topicAction(w http.ResponseWriter, r *http.Request, v *viewer) {

@@ -303,7 +303,8 @@ func ParseDestination(s string) (string, error) {
 // its child. A task submitted without a trace starts one here.
 //
 // One span rather than a fire span and a deliver span: the SDK's Start
-// was most of tracing's cost per task (BENCHMARKS.md, tracing).
+// was most of tracing's cost per task (docs/performance-notes.md,
+// "Tracing and request logs").
 func (r *Router) traced(job *Job, t *task.Task, dest string) {
 	now := time.Now()
 	ctx := tracing.Continue(context.Background(), t.Traceparent)

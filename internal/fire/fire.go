@@ -199,7 +199,9 @@ func (f *Firer) loop(ctx context.Context) {
 				return
 			}
 		}
+		var popAt time.Time
 		entries, err := f.gate.pop(ctx, func(ctx context.Context) ([]hot.Entry, error) {
+			popAt = time.Now()
 			return f.cfg.Tier.Pop(ctx, f.cfg.Batch)
 		})
 		if err != nil {
@@ -210,6 +212,7 @@ func (f *Firer) loop(ctx context.Context) {
 			startstop.Sleep(ctx, 100*time.Millisecond)
 			continue
 		}
+		f.notePop(popAt, time.Now(), entries)
 		if entries = f.holdPaused(wctx, entries); len(entries) == 0 {
 			continue
 		}
@@ -235,16 +238,16 @@ func (f *Firer) loop(ctx context.Context) {
 		}
 		// The store now tracks them as running: the hot entries are spent,
 		// including those whose Start lost (cancelled or claimed elsewhere).
-		if err := f.cfg.Tier.Ack(wctx, entries...); err != nil {
-			f.log.Warn("hot tier ack failed", "err", err)
-		}
+		// They are acked below, once the started tasks are on their way
+		// to delivery.
+		spent := entries
 		if mine, lease := f.startedBefore(wctx, f.unsure.take(entries, started)); len(mine) > 0 {
 			f.log.Info("tasks started by a Start whose answer was lost; delivering them", "count", len(mine))
 			f.cfg.Outcomes.Expect(mine, lease)
 			f.waiting.Add(1)
 			go f.release(mine)
 			f.m.Started.Add(float64(len(mine)))
-			entries = slices.DeleteFunc(entries, func(en hot.Entry) bool {
+			entries = slices.DeleteFunc(slices.Clone(entries), func(en hot.Entry) bool {
 				return slices.ContainsFunc(mine, func(t *task.Task) bool { return t.ID == en.ID })
 			})
 		}
@@ -256,6 +259,15 @@ func (f *Firer) loop(ctx context.Context) {
 			f.cfg.Outcomes.Expect(started, leaseUntil)
 			f.waiting.Add(1)
 			go f.release(started)
+		}
+		// After the hand-off to delivery: with a shared tier (Redis) the
+		// ack is a round trip, and on a loaded machine one can take tens
+		// of milliseconds, more than the 20 ms a task leaves the tier
+		// before it is due (FireLead), which is for the store's Start.
+		// Nothing waits for the ack: an entry not acked is only offered
+		// again after the visibility timeout, and its Start then loses.
+		if err := f.cfg.Tier.Ack(wctx, spent...); err != nil {
+			f.log.Warn("hot tier ack failed", "err", err)
 		}
 	}
 }

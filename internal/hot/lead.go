@@ -37,6 +37,8 @@ type Planner struct {
 	rows      int           // tasks started, not yet sampled
 	slow      time.Duration // slowest recent Start, decaying
 	slowAt    time.Time
+	popSlow   time.Duration // latest recent Pop past its entries' time, decaying (poplead.go)
+	popAt     time.Time
 }
 
 const (
@@ -102,11 +104,12 @@ func (p *Planner) FireAt(now, due time.Time) time.Time {
 }
 
 // leadLocked is the lead of a task that needs no room: base, or twice the
-// slowest recent Start when the store is slower than that (a database
-// across the network, fsync on commit), so that ordinary traffic is
-// started before it is due there too.
+// slowest recent Start and Pop when the store or the tier is slower than
+// that (a database across the network, fsync on commit, a Redis round
+// trip on a loaded machine), so that ordinary traffic is started before
+// it is due there too.
 func (p *Planner) leadLocked() time.Duration {
-	return min(max(p.base, 2*p.slow), p.max)
+	return min(max(p.base, 2*(p.slow+p.popSlow)), p.max)
 }
 
 // gc forgets buckets in the past, about once a second.

@@ -9,7 +9,7 @@ type Outbox struct {
 	Rows     *prometheus.GaugeVec   // outbox, status: waiting | in_flight | set_aside rows of this node's items
 	HeldKeys *prometheus.GaugeVec   // outbox: keys held back by a failing message, in this node's items
 	Passes   *prometheus.CounterVec // outbox, cause: poll | wake, found: true | false (waiting rows read)
-	Wakeups  *prometheus.CounterVec // outbox, source: call (Node.WakeOutbox) | notify (PostgreSQL)
+	Wakeups  *prometheus.CounterVec // outbox, source: call (Node.WakeOutbox) | notify (PostgreSQL) | ended (a watched task ended here)
 }
 
 // NewOutbox creates the series and registers them on reg (nil: not registered).
@@ -31,7 +31,7 @@ func NewOutbox(reg prometheus.Registerer) *Outbox {
 			Help: "Passes of the relay over its items (each a few queries), by cause: poll (the adaptive timer) or wake (a PostgreSQL notification or Node.WakeOutbox), and whether it found waiting messages. Its rate when nothing is written is the relay's idle cost."},
 			[]string{"outbox", "cause", "found"}),
 		Wakeups: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "ontime_outbox_wakeups_total",
-			Help: "Wake-ups of the relay, by source: call (Node.WakeOutbox after an embedded write) or notify (the PostgreSQL table's trigger)."},
+			Help: "Wake-ups of the relay, by source: call (Node.WakeOutbox after an embedded write), notify (the PostgreSQL table's trigger) or ended (this node wrote the end of a task an in-flight message waits on)."},
 			[]string{"outbox", "source"}),
 	}
 	if reg != nil {

@@ -3,6 +3,7 @@ package outboxrelay
 import (
 	"context"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -17,6 +18,9 @@ type listener struct {
 	refs   int
 	cancel context.CancelFunc
 	done   chan struct{}
+	// up: LISTEN is in place, so a committed row wakes the items and
+	// they need not poll for new rows.
+	up atomic.Bool
 }
 
 // listen makes sure database db is listened to while the caller runs;
@@ -34,7 +38,7 @@ func (r *Relay) listen(db int) (release func()) {
 		r.listeners[db] = l
 		go func() {
 			defer close(l.done)
-			r.listenLoop(ctx, db)
+			r.listenLoop(ctx, db, l)
 		}()
 	}
 	l.refs++
@@ -58,7 +62,7 @@ func (r *Relay) listen(db int) (release func()) {
 // backoff; each notification naming one of the outbox's tables wakes the
 // relay. Notifications missed while not listening cost only latency: the
 // polls find the rows, and every (re)connection wakes the relay once.
-func (r *Relay) listenLoop(ctx context.Context, db int) {
+func (r *Relay) listenLoop(ctx context.Context, db int, l *listener) {
 	tables := map[string]bool{}
 	for t := range r.cfg.Tables {
 		name := r.item(t * r.cfg.Segments).name
@@ -66,7 +70,7 @@ func (r *Relay) listenLoop(ctx context.Context, db int) {
 	}
 	wait := time.Second
 	for ctx.Err() == nil {
-		err := r.listenOnce(ctx, db, tables)
+		err := r.listenOnce(ctx, db, tables, l)
 		if ctx.Err() != nil {
 			return
 		}
@@ -82,7 +86,7 @@ func (r *Relay) listenLoop(ctx context.Context, db int) {
 	}
 }
 
-func (r *Relay) listenOnce(ctx context.Context, db int, tables map[string]bool) error {
+func (r *Relay) listenOnce(ctx context.Context, db int, tables map[string]bool, l *listener) error {
 	conn, err := pgx.Connect(ctx, r.cfg.Databases[db])
 	if err != nil {
 		return err
@@ -95,6 +99,8 @@ func (r *Relay) listenOnce(ctx context.Context, db int, tables map[string]bool) 
 	if _, err := conn.Exec(ctx, "LISTEN "+outbox.NotifyChannel); err != nil {
 		return err
 	}
+	l.up.Store(true)
+	defer l.up.Store(false)
 	r.wakeAll()
 	for {
 		n, err := conn.WaitForNotification(ctx)
@@ -106,4 +112,12 @@ func (r *Relay) listenOnce(ctx context.Context, db int, tables map[string]bool) 
 			r.wakeAll()
 		}
 	}
+}
+
+// listening reports whether database db's LISTEN is in place.
+func (r *Relay) listening(db int) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	l := r.listeners[db]
+	return l != nil && l.up.Load()
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/ontimehq/ontime/apiv1"
+	"github.com/ontimehq/ontime/internal/store"
 	"github.com/ontimehq/ontime/outbox"
 )
 
@@ -27,6 +28,46 @@ func (r *Relay) wakeAll() {
 	defer r.mu.Unlock()
 	close(r.wake)
 	r.wake = make(chan struct{})
+}
+
+// TasksEnded is told the outcomes a node's completer has just written:
+// when one ends (done, dead, cancelled) a task that an in-flight row of
+// this node's items waits on, the items pass at once, so the key's next
+// message goes without waiting for a poll. Tasks delivered by other nodes
+// are found by the poll.
+func (r *Relay) TasksEnded(batch []store.Outcome) {
+	r.mu.Lock()
+	hit := false
+	for _, o := range batch {
+		if !o.Done && !o.Dead && !o.Cancelled {
+			continue
+		}
+		for _, ids := range r.watch {
+			if _, ok := ids[o.Ref.ID]; ok {
+				hit = true
+				break
+			}
+		}
+		if hit {
+			break
+		}
+	}
+	r.mu.Unlock()
+	if hit {
+		r.m.Wakeups.WithLabelValues(r.cfg.Name, "ended").Inc()
+		r.wakeAll()
+	}
+}
+
+// setWatch records the tasks item i's in-flight rows wait on (nil: none).
+func (r *Relay) setWatch(i int, ids map[string]struct{}) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(ids) == 0 {
+		delete(r.watch, i)
+	} else {
+		r.watch[i] = ids
+	}
 }
 
 func (r *Relay) wakeCh() <-chan struct{} {
@@ -200,7 +241,7 @@ func (r *Relay) tableStatus(ctx context.Context, db *sql.DB, q string, now time.
 }
 
 func (r *Relay) sample(ctx context.Context, db *sql.DB, q, where string) ([]apiv1.OutboxRowError, error) {
-	rows, err := db.QueryContext(ctx, fmt.Sprintf(`SELECT id, topic, msg_key, created_at, retry_count, last_error FROM %s WHERE %s ORDER BY id LIMIT %d`,
+	rows, err := db.QueryContext(ctx, fmt.Sprintf(`SELECT id, topic, msg_key, created_at, retry_count, last_error, task_id FROM %s WHERE %s ORDER BY id LIMIT %d`,
 		q, where, SampleRows))
 	if err != nil {
 		return nil, fmt.Errorf("failing messages: %w", err)
@@ -209,12 +250,12 @@ func (r *Relay) sample(ctx context.Context, db *sql.DB, q, where string) ([]apiv
 	out := []apiv1.OutboxRowError{}
 	for rows.Next() {
 		var e apiv1.OutboxRowError
-		var topic, key, lastErr sql.NullString
+		var topic, key, lastErr, taskID sql.NullString
 		var created, retries sql.NullInt64
-		if err := rows.Scan(&e.ID, &topic, &key, &created, &retries, &lastErr); err != nil {
+		if err := rows.Scan(&e.ID, &topic, &key, &created, &retries, &lastErr, &taskID); err != nil {
 			return nil, fmt.Errorf("failing messages: %w", err)
 		}
-		e.Topic, e.Key, e.Retries, e.Error = topic.String, key.String, retries.Int64, lastErr.String
+		e.Topic, e.Key, e.Retries, e.Error, e.TaskID = topic.String, key.String, retries.Int64, lastErr.String, taskID.String
 		if created.Int64 > 0 {
 			e.CreatedAt = time.UnixMicro(created.Int64).UTC()
 		}

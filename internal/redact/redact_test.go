@@ -40,10 +40,13 @@ func TestHandlerMasksEverywhere(t *testing.T) {
 func TestDSNPasswords(t *testing.T) {
 	t.Parallel()
 	for dsn, want := range map[string]string{
-		"postgres://app:s3cr3t@db/x":                    "s3cr3t",
-		"host=db user=app password='s3cr3t' dbname=x":   "s3cr3t",
-		"app:s3cr3t@tcp(db:3306)/x?parseTime=true":      "s3cr3t",
-		"file:/data/ontime.db?_pragma=busy_timeout(10)": "",
+		"postgres://app:s3cr3t@db/x": "s3cr3t",
+		// libpq's multi-host forms (a primary and its replicas).
+		"postgres://app:s3cr3t@a:5432,b:5432/x?target_session_attrs=read-write": "s3cr3t",
+		"host=a,b port=5432,5433 user=app password=s3cr3t dbname=x":             "s3cr3t",
+		"host=db user=app password='s3cr3t' dbname=x":                           "s3cr3t",
+		"app:s3cr3t@tcp(db:3306)/x?parseTime=true":                              "s3cr3t",
+		"file:/data/ontime.db?_pragma=busy_timeout(10)":                         "",
 	} {
 		if got := strings.Join(DSNPasswords(dsn), ","); got != want {
 			t.Errorf("%s: %q, want %q", dsn, got, want)

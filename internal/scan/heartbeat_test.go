@@ -153,3 +153,51 @@ func TestClaimSmallerThanTheBatchWhenOnlyThatFits(t *testing.T) {
 	t.Cleanup(sc.Stop)
 	stagetest.Eventually(t, "every task claimed", func() bool { return stagetest.Count(t, st, task.StatusClaimed) == 50 })
 }
+
+// The claims of entries the scanner did not add — the submit path's, of
+// tasks due within the window, claimed by their insert — are kept too
+// while they wait in the tier: their leases end a lease after their due
+// time, and a burst submitted within its window outlived them and was
+// claimed again.
+func TestClaimsTheScannerDidNotMakeAreKept(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	st := stagetest.Store(t)
+	tier := stagetest.Tier(t)
+	const ttl = 6 * time.Second // heartbeats every 1.5 s, under -race on a loaded machine
+	planner := hot.NewPlanner(20*time.Millisecond, 0)
+	sc, err := scan.New(scan.Config{Store: st, Tier: tier, Planner: planner, NodeID: node, Window: 100 * time.Millisecond, LeaseTTL: ttl})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Started first: rows this node wrote before are a previous process's,
+	// whose leases the scanner ends.
+	sc.SetItems(st.Items())
+	if err := sc.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(sc.Stop)
+	time.Sleep(100 * time.Millisecond)
+	now := time.Now()
+	claim := store.Lease{Owner: node, Until: now.Add(ttl), Token: store.NewToken()}
+	var news []store.NewTask
+	for i, it := range st.Items() {
+		nt := stagetest.NewTaskIn(t, it, "scan", fmt.Sprintf("submitted-%d", i), now)
+		nt.Claim = &claim
+		news = append(news, nt)
+	}
+	tasks := stagetest.Insert(t, st, news...)
+	var entries []hot.Entry
+	for _, tk := range tasks {
+		entries = append(entries, planner.Entry(now, tk.ID, tk.Topic, tk.DueAt, claim.Token))
+	}
+	if err := tier.Add(ctx, entries...); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(5 * ttl / 2)
+	for _, tk := range tasks {
+		if got := stagetest.Get(t, st, tk.ID); got.Status != task.StatusClaimed || got.Token != claim.Token {
+			t.Fatalf("task %s: %s under token %d, want claimed under %d (its claim ran out and it was claimed again)", tk.ID, got.Status, got.Token, claim.Token)
+		}
+	}
+}

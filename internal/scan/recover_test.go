@@ -69,6 +69,43 @@ func TestAdoptTakesDeadNodesTasks(t *testing.T) {
 	}
 }
 
+// TestAdoptReadsLiveAfterItemGiven: an item given to this node after a
+// node died (its items move here) is adopted by the live nodes as read
+// since, not by an answer cached from before the death, which still lists
+// the dead node: its tasks are taken at once rather than at the next poll
+// or when their leases end. The scanner's own poll never sees the node
+// leave here (its first answer already lacks it), so only the item's
+// start can take them.
+func TestAdoptReadsLiveAfterItemGiven(t *testing.T) {
+	f := setup(t, 0)
+	first, moved := f.st.Items()[0], f.st.Items()[1]
+	var mu sync.Mutex
+	live := []scan.Node{{ID: "alive"}, {ID: "dead"}}
+	asked := make(chan struct{}, 100)
+	sc := newScanner(t, f, func(context.Context) ([]scan.Node, error) {
+		select {
+		case asked <- struct{}{}:
+		default:
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Clone(live), nil
+	})
+	sc.SetItems([]store.Item{first})
+	if err := sc.Start(f.ctx); err != nil {
+		t.Fatal(err)
+	}
+	<-asked // the first item's adopt: "dead" is alive, the answer cached
+	held := stagetest.Insert(t, f.st, stagetest.Claimed(stagetest.NewTaskIn(t, moved, "scan", "dead-claimed", time.Now().Add(time.Second)), "dead", 41))[0]
+	mu.Lock()
+	live = live[:1] // "dead" dies; its item comes here
+	mu.Unlock()
+	sc.SetItems([]store.Item{first, moved})
+	stagetest.Eventually(t, "the dead node's task in the item given is claimed here", func() bool {
+		return stagetest.Get(t, f.st, held.ID).Owner == node
+	})
+}
+
 // TestAdoptWithoutLive: a node alone (no Live) takes every lease in its
 // items that is not its own — those of its previous process.
 func TestAdoptWithoutLive(t *testing.T) {

@@ -170,6 +170,9 @@ type item struct {
 	lost bool
 	// adopt: a node left or restarted; end its leases in this item.
 	adopt bool
+	// started is when the node was given the item: its first adopt reads
+	// the live nodes afresh unless they were read since (liveNodes).
+	started time.Time
 }
 
 // New checks cfg and builds a Scanner; nothing runs until Start.
@@ -252,7 +255,7 @@ func (s *Scanner) applyLocked() {
 			continue
 		}
 		ictx, cancel := context.WithCancel(s.ctx)
-		is := &item{cancel: cancel, wake: make(chan struct{}, 1), scanning: true}
+		is := &item{cancel: cancel, wake: make(chan struct{}, 1), scanning: true, started: time.Now()}
 		s.items[it] = is
 		s.wg.Go(func() { s.scanItem(ictx, it, is) })
 	}
@@ -315,7 +318,7 @@ func (s *Scanner) scanItem(ctx context.Context, it store.Item, is *item) {
 	timer := time.NewTimer(0)
 	defer timer.Stop()
 	<-timer.C
-	s.adopt(ctx, it, log)
+	s.adopt(ctx, it, log, is.started)
 	for {
 		is.mu.Lock()
 		is.scanning = true
@@ -323,7 +326,7 @@ func (s *Scanner) scanItem(ctx context.Context, it store.Item, is *item) {
 		is.lost, is.adopt = false, false
 		is.mu.Unlock()
 		if adopt {
-			s.adopt(ctx, it, log)
+			s.adopt(ctx, it, log, time.Time{})
 		}
 		if lost {
 			s.reclaim(ctx, it, log)
@@ -364,9 +367,13 @@ func (s *Scanner) scanItem(ctx context.Context, it store.Item, is *item) {
 }
 
 // adopt ends the leases in it of nodes that are not alive, and those of
-// live nodes' previous processes.
-func (s *Scanner) adopt(ctx context.Context, it store.Item, log *slog.Logger) {
-	live, err := s.liveNodes(ctx, false)
+// live nodes' previous processes, as the live nodes were read after
+// after: an item just given to this node is adopted by the membership
+// read since (liveNodes), which no longer lists the dead node whose items
+// it was — a list from before its death would leave its tasks to wait for
+// the next poll or their leases.
+func (s *Scanner) adopt(ctx context.Context, it store.Item, log *slog.Logger, after time.Time) {
+	live, err := s.liveNodes(ctx, after)
 	if err != nil {
 		log.Warn("cannot tell which nodes are alive; a dead node's tasks wait for their leases", "err", err)
 		return
@@ -391,10 +398,12 @@ func (s *Scanner) adopt(ctx context.Context, it store.Item, log *slog.Logger) {
 	}
 }
 
-// liveNodes is Live, asked at most once a second (the items a node
-// receives arrive together) unless fresh; this node is in it, with the
-// scanner's start as its Started (the scanner is what claims).
-func (s *Scanner) liveNodes(ctx context.Context, fresh bool) ([]Node, error) {
+// liveNodes is Live as asked after after, at most once a second: the
+// last answer serves while younger than livePoll and asked after after
+// (the items a node receives arrive together: one read serves them all);
+// this node is in it, with the scanner's start as its Started (the
+// scanner is what claims).
+func (s *Scanner) liveNodes(ctx context.Context, after time.Time) ([]Node, error) {
 	self := Node{ID: s.cfg.NodeID, Started: s.startedAt}
 	if s.cfg.Incarnation != nil {
 		self.Incarnation = s.cfg.Incarnation.ID()
@@ -404,16 +413,17 @@ func (s *Scanner) liveNodes(ctx context.Context, fresh bool) ([]Node, error) {
 	}
 	s.liveMu.Lock()
 	defer s.liveMu.Unlock()
-	if !fresh && s.live != nil && time.Since(s.liveAt) < livePoll {
+	if s.live != nil && s.liveAt.After(after) && time.Since(s.liveAt) < livePoll {
 		return s.live, nil
 	}
+	asked := time.Now()
 	live, err := s.cfg.Live(ctx)
 	if err != nil {
 		return nil, err
 	}
 	live = slices.DeleteFunc(slices.Clone(live), func(n Node) bool { return n.ID == self.ID })
 	live = append(live, self)
-	s.live, s.liveAt = live, time.Now()
+	s.live, s.liveAt = live, asked
 	return live, nil
 }
 
@@ -431,7 +441,7 @@ func (s *Scanner) watchLive(ctx context.Context) {
 			return
 		case <-t.C:
 		}
-		live, err := s.liveNodes(ctx, true)
+		live, err := s.liveNodes(ctx, time.Now())
 		if err != nil {
 			continue // adopt at the next answer: prev is kept
 		}
@@ -687,7 +697,13 @@ func (s *Scanner) heartbeat(ctx context.Context, tl hot.TokenLister) {
 // extendClaims moves the claims of the tier's entries that end before
 // now+LeaseTTL/2 to now+LeaseTTL, plus the backlog ahead of them. Claims
 // are sized to the backlog when made, so this is rarely needed; tokens
-// that left the tier are forgotten.
+// that left the tier are forgotten. The tier is this process's: its
+// entries of claims the scanner did not make (the submit path's, of tasks
+// due within the window; the completer's, of retries) are extended too,
+// their lease ends learnt by the first extension. Those claims end a lease
+// after their due time, whatever the backlog ahead of them: a burst
+// submitted within its window was claimed again when they ran out, its
+// entries stale (a tenth more claims than tasks at 2,000,000).
 func (s *Scanner) extendClaims(ctx context.Context, tl hot.TokenLister, now time.Time) error {
 	inTier, err := tl.Tokens(ctx)
 	if err != nil {
@@ -706,6 +722,14 @@ func (s *Scanner) extendClaims(ctx context.Context, tl hot.TokenLister, now time
 			delete(s.claims, tok)
 		case until.Before(soon):
 			tokens = append(tokens, tok)
+		}
+	}
+	for _, tok := range inTier {
+		if _, ok := s.claims[tok]; !ok {
+			// Lease end unknown: the store writes only the rows whose
+			// lease ends before soon.
+			tokens = append(tokens, tok)
+			s.claims[tok] = time.Time{}
 		}
 	}
 	s.claimsMu.Unlock()

@@ -44,6 +44,23 @@ type Options struct {
 // connectTimeout bounds the dial of a MySQL connection.
 const connectTimeout = 10 * time.Second
 
+// MultiHostConnectTimeout bounds each host's connection attempt when a
+// PostgreSQL DSN lists several hosts (libpq's multi-host form,
+// "postgres://a:5432,b:5432/db?target_session_attrs=read-write") and sets
+// no connect_timeout. Without it a host that does not answer (its data
+// centre lost, its packets dropped) holds every new connection until the
+// caller's deadline, and the next host — the promoted replica — is never
+// tried.
+const MultiHostConnectTimeout = 5 * time.Second
+
+// MultiHostUserTimeout is the TCP_USER_TIMEOUT (Linux) of the connections
+// of a multi-host PostgreSQL DSN: a connection whose sent data stays
+// unacknowledged that long is closed, so that a pooled connection to a lost
+// primary fails instead of holding its statements until their callers'
+// deadlines (or the kernel's 15-minute limit). A live server's kernel
+// acknowledges at once, however long its statements run.
+const MultiHostUserTimeout = 10 * time.Second
+
 // Open returns a pool of driver's connections to dsn. It does not connect:
 // the first use does (PingContext to check).
 //
@@ -88,10 +105,28 @@ func Open(driver, dsn string, o Options) (*sql.DB, error) {
 		if !strings.Contains(dsn, "default_query_exec_mode") {
 			pc.DefaultQueryExecMode = pgx.QueryExecModeExec
 		}
-		return stdlib.OpenDB(*pc), nil
+		if !multiHost(pc) {
+			return stdlib.OpenDB(*pc), nil
+		}
+		if pc.ConnectTimeout == 0 {
+			pc.ConnectTimeout = MultiHostConnectTimeout
+		}
+		h := newHostOrder()
+		return stdlib.OpenDB(*pc, stdlib.OptionBeforeConnect(h.beforeConnect), stdlib.OptionAfterConnect(h.afterConnect)), nil
 	default:
 		return nil, fmt.Errorf("driver %q is not one of %s, %s, %s", driver, SQLite, MySQL, Postgres)
 	}
+}
+
+// multiHost says whether a PostgreSQL config lists more than one host
+// (pgx also adds a fallback per TLS mode of the same host).
+func multiHost(pc *pgx.ConnConfig) bool {
+	for _, f := range pc.Fallbacks {
+		if f.Host != pc.Host || f.Port != pc.Port {
+			return true
+		}
+	}
+	return false
 }
 
 // SQLiteDSN is a SQLite DSN as a file: URI with params ("a=b&c=d") added

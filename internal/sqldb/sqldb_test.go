@@ -2,6 +2,8 @@ package sqldb
 
 import (
 	"context"
+	"net"
+	"net/url"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -140,5 +142,50 @@ func TestOpenPostgresExecMode(t *testing.T) {
 	}
 	if n := prepared(dsn + sep + "default_query_exec_mode=cache_statement"); n == 0 {
 		t.Error("cache_statement from the DSN: no prepared statement in the session, want the DSN's mode kept")
+	}
+}
+
+// A multi-host DSN whose first host takes connections and never answers
+// (a lost data centre's primary) still connects to the next one: each host
+// gets MultiHostConnectTimeout unless the DSN sets connect_timeout. Then
+// the silent host is tried last, so that a new connection under a deadline
+// shorter than that timeout (a cluster heartbeat's) reaches the live host
+// instead of waiting out the dead one.
+func TestOpenPostgresMultiHost(t *testing.T) {
+	t.Parallel()
+	dsn := testdb.Postgres(t)
+	// Never accepted: the kernel completes the handshake, nothing answers.
+	silent, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer silent.Close()
+	u, err := url.Parse(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.Host = silent.Addr().String() + "," + u.Host
+	q := u.Query()
+	q.Set("target_session_attrs", "read-write")
+	u.RawQuery = q.Encode()
+	db, err := Open(Postgres, u.String(), Options{})
+	if err != nil {
+		t.Fatalf("multi-host DSN %s: %v", u, err)
+	}
+	defer db.Close()
+	db.SetMaxIdleConns(0) // every query below makes a new connection
+	query := func(within time.Duration) error {
+		c, cancel := context.WithTimeout(context.Background(), within)
+		defer cancel()
+		var one int
+		return db.QueryRowContext(c, "SELECT 1").Scan(&one)
+	}
+	if err := query(6 * MultiHostConnectTimeout); err != nil {
+		t.Fatalf("first connection through %s: %v", u, err)
+	}
+	for i := range 3 {
+		if err := query(MultiHostConnectTimeout / 2); err != nil {
+			t.Fatalf("connection %d with a deadline shorter than the connect timeout: %v (the silent host was tried first)", i+2, err)
+		}
 	}
 }

@@ -372,6 +372,29 @@ func (s *Service) Get(ctx context.Context, id string) (*task.Task, error) {
 	return s.cfg.Store.Get(ctx, id)
 }
 
+// GetMany returns the tasks of ids that exist, by ID (a missing one is
+// absent): in a query per database where the store can (sqlstore), else
+// one Get after another.
+func (s *Service) GetMany(ctx context.Context, ids []string) (map[string]*task.Task, error) {
+	if m, ok := s.cfg.Store.(interface {
+		GetMany(ctx context.Context, ids []string) (map[string]*task.Task, error)
+	}); ok {
+		return m.GetMany(ctx, ids)
+	}
+	out := make(map[string]*task.Task, len(ids))
+	for _, id := range ids {
+		t, err := s.cfg.Store.Get(ctx, id)
+		switch {
+		case errors.Is(err, store.ErrNotFound):
+		case err != nil:
+			return nil, err
+		default:
+			out[id] = t
+		}
+	}
+	return out, nil
+}
+
 // Cancel cancels a pending or claimed task.
 func (s *Service) Cancel(ctx context.Context, id string) (*task.Task, error) {
 	t, err := s.cfg.Store.Cancel(ctx, id)

@@ -21,24 +21,27 @@ import (
 // directory, so a test can stop and restart it without touching the shared
 // server. Its data survives Stop/Start, as a real server's does.
 type PGServer struct {
-	t    testing.TB
-	bin  string
-	dir  string // data directory
-	port int
-	cred *syscall.Credential // set when running as root: postgres refuses root
+	t        testing.TB
+	settings []string // -c name=value after the defaults
+	bin      string
+	dir      string // data directory
+	port     int
+	cred     *syscall.Credential // set when running as root: postgres refuses root
 }
 
 // StartPostgres initialises and starts a private PostgreSQL (trust auth,
-// user postgres) and stops it when the test ends. Missing binaries fail the
-// test.
-func StartPostgres(t testing.TB) *PGServer {
+// user postgres, fsync off, max_connections 300; settings, "name=value",
+// override them: "fsync=on" for a server whose commits wait for the disk,
+// as a benchmark's must) and stops it when the test ends. Missing binaries
+// fail the test.
+func StartPostgres(t testing.TB, settings ...string) *PGServer {
 	t.Helper()
 	bins, _ := filepath.Glob("/usr/lib/postgresql/*/bin/pg_ctl")
 	if len(bins) == 0 {
 		t.Fatal("testdb: a private PostgreSQL needs pg_ctl under /usr/lib/postgresql/*/bin")
 	}
 	sort.Strings(bins)
-	p := &PGServer{t: t, bin: filepath.Dir(bins[len(bins)-1])}
+	p := &PGServer{t: t, bin: filepath.Dir(bins[len(bins)-1]), settings: settings}
 	// Not t.TempDir: its parents are 0700 and owned by the test's user,
 	// which the postgres user cannot enter.
 	root, err := os.MkdirTemp("", "ontime-pg-")
@@ -100,6 +103,9 @@ func (p *PGServer) CreateDatabase() string {
 func (p *PGServer) Start() {
 	p.t.Helper()
 	opts := fmt.Sprintf("-p %d -c listen_addresses=127.0.0.1 -k %s -c fsync=off -c max_connections=300", p.port, filepath.Dir(p.dir))
+	for _, kv := range p.settings {
+		opts += " -c " + kv
+	}
 	p.run("pg_ctl", "-D", p.dir, "-l", filepath.Join(filepath.Dir(p.dir), "log"), "-o", opts, "-w", "-t", "60", "start")
 	waitPort(p.t, p.Addr())
 }

@@ -1,19 +1,18 @@
 package topics
 
 // Counts: the node's cache of the per-topic task counts that GET /v1/topics
-// and the console show. Counting by topic and status reads every row of
-// every task table (no index covers topic × status on all engines): on
-// SQLite one million rows take about a quarter second, ten million a few
-// seconds, so counting per request would make the page as slow as the
-// table is big and N open browsers N times as costly. The cache counts in
-// the background, at most one count at a time, and every answer says when
-// its counts were taken.
+// and the console show. On SQLite and PostgreSQL the writes maintain the
+// counts (sqlstore counts.go), so a read costs a few hundred rows and a
+// few index probes for the oldest pending dues; MariaDB counts every row
+// of every task table (seconds at millions of rows). Either way N open
+// browsers must not cost N reads per refresh: the cache reads in the
+// background, at most one read at a time, and every answer says when its
+// counts were taken.
 //
-// Why not the metrics gauges' worker: it counts on the leader only (its
-// series are cluster-wide and summed over nodes) and at most every 15 s,
+// Why not the metrics gauges' worker: it reads on the leader only (its
+// series are cluster-wide and summed over nodes) and at most every 5 s,
 // while any node serves the API and a console page should be a few
-// seconds stale at most. The two count different things too (the gauges
-// need the earliest due per status, the API the paused flags).
+// seconds stale at most.
 
 import (
 	"context"

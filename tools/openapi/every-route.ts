@@ -206,4 +206,10 @@ export const routes: Routes = {
       void [st.databases, st.tables, st.epoch, st.expansion];
     },
   },
+  "/v1/store:expand": {
+    post: async () => {
+      const st = await ok(call("/v1/store:expand", "post", { body: { databases: ["root@tcp(db3:3306)/ontime"], cutover: true } }));
+      void [st.databases, st.epoch, st.expansion?.phase];
+    },
+  },
 };

@@ -3,7 +3,10 @@
 // other languages' clients are measured against (scripts/client-bench.sh
 // runs it beside them on the same node). Each line it prints is
 //
-//	RESULT client=go mode=sequential threads=1 submits=N seconds=S rate=R
+//	RESULT client=go mode=sequential threads=1 submits=N seconds=S rate=R cpu_us=C
+//
+// cpu_us is the process's CPU time (user + system) per submit, the figure
+// the machine's load changes least.
 package main
 
 import (
@@ -13,6 +16,7 @@ import (
 	"os"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/ontimehq/ontime/client"
@@ -43,15 +47,17 @@ func run(server, token string, d, warmup time.Duration, threads int) error {
 		return err
 	}
 	for _, n := range []int{1, threads} {
+		cpu0 := cpuTime()
 		got, err := measure(ctx, c, req, d, n)
 		if err != nil {
 			return err
 		}
+		cpu := cpuTime() - cpu0
 		mode := "sequential"
 		if n > 1 {
 			mode = "concurrent"
 		}
-		fmt.Printf("RESULT client=go mode=%s threads=%d submits=%d seconds=%.2f rate=%.1f\n", mode, n, got, d.Seconds(), float64(got)/d.Seconds())
+		fmt.Printf("RESULT client=go mode=%s threads=%d submits=%d seconds=%.2f rate=%.1f cpu_us=%.1f\n", mode, n, got, d.Seconds(), float64(got)/d.Seconds(), float64(cpu.Microseconds())/float64(max(got, 1)))
 	}
 	return nil
 }
@@ -87,4 +93,13 @@ func measure(ctx context.Context, c *client.Client, req client.TaskRequest, d ti
 		return 0, firstErr
 	}
 	return done.Load(), nil
+}
+
+// cpuTime is the CPU time (user + system) this process has used.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

@@ -1,12 +1,15 @@
 // The client of ontime's HTTP API v1 for Node.js. Bodies are the types
 // openapi-typescript generates from apiv1/openapi.json (src/openapi.ts,
-// `npm run gen`); calls go over node:http(s) with keep-alive connections.
+// `npm run gen`); calls to an http:// node go over kept-alive node:net
+// sockets (src/http1.ts), to an https:// node (or through a caller's agent)
+// over node:http(s).
 
 import { randomBytes } from "node:crypto";
 import * as http from "node:http";
 import * as https from "node:https";
 
 import { APIError, makeError, NetworkError, OntimeError, statusOf, type ErrorCode } from "./errors.js";
+import { H1Error, Http1Pool } from "./http1.js";
 import type { components, operations } from "./openapi.js";
 
 type S = components["schemas"];
@@ -53,7 +56,12 @@ export interface ClientOptions {
   autoKey?: boolean;
   /** How concurrent submits share POST /v1/tasks:batch calls; false: each submit alone. Default on. */
   coalesce?: boolean | CoalesceOptions;
-  /** The agent for http:// (or https://) calls; default a keep-alive agent of 64 sockets. */
+  /**
+   * The agent for the calls: they then go through node:http(s). Default:
+   * an http:// node is called over up to 64 kept-alive connections of the
+   * client's own (node:http's machinery costs several times what a call
+   * does), an https:// node through a keep-alive agent of 64 sockets.
+   */
   agent?: http.Agent;
   /** PEM CA certificates to trust for an https:// node. */
   ca?: string | Buffer;
@@ -89,7 +97,7 @@ export type BatchResult = { task: BatchTask; created: boolean; error?: undefined
 
 interface Answer {
   status: number;
-  headers: http.IncomingHttpHeaders;
+  headers: Record<string, string | string[] | undefined>;
   body: Buffer;
 }
 
@@ -118,6 +126,10 @@ function bound(name: string, v: number | undefined, lo: number, hi: number, def:
 }
 
 const enc = encodeURIComponent;
+const TOKEN = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/;
+const HEADER_VALUE = /^[^\r\n\0]*$/;
+// Headers that frame a call: the client sets them.
+const FRAMING = new Set(["content-length", "transfer-encoding", "connection"]);
 
 /** Client talks to one ontime node (or a load balancer in front of several). */
 export class Client {
@@ -128,8 +140,11 @@ export class Client {
   private readonly hostname: string;
   private readonly port: number;
   private readonly prefix: string;
-  private readonly agent: http.Agent;
+  private readonly agent: http.Agent | undefined;
+  private readonly pool: Http1Pool | undefined;
   private readonly headers: Record<string, string>;
+  // The pool's requests' fixed header lines (Host, the headers above).
+  private readonly headLines: string;
   private readonly timeoutMs: number;
   private readonly retries: number;
   private readonly retryBaseMs: number;
@@ -161,13 +176,28 @@ export class Client {
     this.hostname = u.hostname.replace(/^\[|\]$/g, "");
     this.port = u.port ? Number(u.port) : u.protocol === "https:" ? 443 : 80;
     this.prefix = u.pathname.replace(/\/+$/, "");
-    this.agent =
-      options.agent ??
-      (u.protocol === "https:"
-        ? new https.Agent({ keepAlive: true, maxSockets: 64, ...(options.ca ? { ca: options.ca } : {}) })
-        : new http.Agent({ keepAlive: true, maxSockets: 64 }));
-    this.headers = { accept: "application/json", ...options.headers };
-    if (options.token) this.headers["authorization"] = "Bearer " + options.token;
+    if (options.agent === undefined && u.protocol === "http:") {
+      this.pool = new Http1Pool(this.hostname, this.port, 64);
+    } else {
+      this.agent =
+        options.agent ??
+        new https.Agent({ keepAlive: true, maxSockets: 64, ...(options.ca ? { ca: options.ca } : {}) });
+    }
+    this.headers = { accept: "application/json" };
+    for (const [k, v] of Object.entries(options.headers ?? {})) {
+      if (!TOKEN.test(k)) throw new TypeError(`headers: ${JSON.stringify(k)} is not a header name`);
+      if (typeof v !== "string" || !HEADER_VALUE.test(v)) throw new TypeError(`headers.${k}: not a header value (a string without CR, LF or NUL)`);
+      if (FRAMING.has(k.toLowerCase())) throw new TypeError(`headers.${k}: set by the client for each call`);
+      for (const have of Object.keys(this.headers)) if (have.toLowerCase() === k.toLowerCase()) delete this.headers[have];
+      this.headers[k] = v;
+    }
+    if (options.token) {
+      if (!HEADER_VALUE.test(options.token)) throw new TypeError("token: not a header value (a string without CR, LF or NUL)");
+      this.headers["authorization"] = "Bearer " + options.token;
+    }
+    let lines = Object.keys(this.headers).some((k) => k.toLowerCase() === "host") ? "" : `host: ${u.host}\r\n`;
+    for (const [k, v] of Object.entries(this.headers)) lines += `${k}: ${v}\r\n`;
+    this.headLines = lines;
     this.timeoutMs = bound("timeoutMs", options.timeoutMs, 1, 3_600_000, 30_000);
     this.retries = bound("retries", options.retries, 0, 100, 3);
     this.retryBaseMs = bound("retryBaseMs", options.retryBaseMs, 0, 60_000, 100);
@@ -187,7 +217,8 @@ export class Client {
 
   /** Closes the idle keep-alive connections (the agent's, when the client made it). */
   close(): void {
-    this.agent.destroy();
+    if (this.pool) this.pool.destroy();
+    else this.agent?.destroy();
   }
 
   // ---- tasks ----
@@ -457,11 +488,22 @@ export class Client {
   }
 
   private attempt(method: string, path: string, body: string | undefined, opts: CallOptions): Promise<Answer> {
+    if (opts.signal?.aborted) return Promise.reject(opts.signal.reason);
+    if (opts.requestId !== undefined && !HEADER_VALUE.test(opts.requestId)) {
+      return Promise.reject(new TypeError("requestId: not a header value (a string without CR, LF or NUL)"));
+    }
+    if (this.pool) {
+      // The whole request in one string, written at once.
+      let req = `${method} ${this.prefix}${path} HTTP/1.1\r\n${this.headLines}`;
+      if (opts.requestId) req += `x-request-id: ${opts.requestId}\r\n`;
+      if (body !== undefined) req += `content-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\n\r\n${body}`;
+      else req += method === "POST" || method === "PUT" || method === "PATCH" ? "content-length: 0\r\n\r\n" : "\r\n";
+      return this.pool.request(req, method === "HEAD", this.timeoutMs, opts.signal).catch((e: unknown) => {
+        if (e instanceof H1Error) throw new AttemptError(e.message, e.unsent, { cause: e.cause ?? e });
+        throw e;
+      });
+    }
     return new Promise((resolve, reject) => {
-      if (opts.signal?.aborted) {
-        reject(opts.signal.reason);
-        return;
-      }
       const headers: Record<string, string | number> = { ...this.headers };
       if (body !== undefined) {
         headers["content-type"] = "application/json";

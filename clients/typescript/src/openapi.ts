@@ -647,6 +647,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/store:expand": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Double the store's databases (an expansion run by the node)
+         * @description Admin. Records an expansion of the store's M databases to 2M (`databases`: M new, empty databases, the first the twin of store.databases[0], and so on) and runs it on the node that answers, as `ontime store expand` would: the rows that move are copied while every node serves; with `cutover`, the store then switches online (every node pauses its pipeline and holds API calls for the last catch-up, a few seconds, then serves the 2M databases) and the copies left behind are deleted. With no `databases`, resumes the expansion under way. Answers at once with the store's view; GET /v1/store shows the progress. Audited.
+         */
+        post: operations["storeExpand"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/topics/{topic}": {
         parameters: {
             query?: never;
@@ -771,6 +791,8 @@ export interface components {
             next_attempt_reason?: string;
             /** @description 0 (lowest) to 9 (docs/topics.md, "Priorities"). */
             priority: number;
+            /** @description Only in GET /v1/tasks/{id}, for a task relayed from an outbox message (config outboxes:) whose row is still in its table, read from it on the node answering (absent when that node does not relay the outbox or cannot read the table within 2 s). */
+            outbox?: components["schemas"]["TaskOutbox"];
         };
         BatchRequest: {
             /** @description The tasks, each as the body of POST /v1/tasks. The node is lenient here: an entry that is not a valid TaskRequest fails alone, its item in the answer carrying the error, and the others are written. */
@@ -1176,6 +1198,8 @@ export interface components {
             /** @description The relay's tries, or the attempts of the message's task. */
             retries: number;
             error: string;
+            /** @description The task of an in-flight message whose task failed an attempt (GET /v1/tasks/{id} shows what it holds back); absent when the message is not a task yet. */
+            task_id?: string;
         };
         /** @description Every field set must hold; at least one must be set. */
         OperationFilter: {
@@ -1265,6 +1289,12 @@ export interface components {
             /** @description The expansion under way; null when there is none. */
             expansion: components["schemas"]["StoreExpansion"] | null;
         };
+        StoreExpandRequest: {
+            /** @description The new, empty databases (DSNs), as many as the store has; the first becomes the twin of store.databases[0]. Empty: resume the expansion under way. */
+            databases?: string[];
+            /** @description After the copy, switch the store to its 2M databases online (the nodes pause for it) and clean up; without it the expansion waits in phase copy. */
+            cutover?: boolean;
+        };
         StoreExpansion: {
             /**
              * @description copy: rows copied to the new databases while the nodes serve; cleanup: cut over, the copies left behind being deleted.
@@ -1343,6 +1373,20 @@ export interface components {
             concurrency_share: number;
             /** @description Calls of this node that waited for a limit since it started. */
             throttled: number;
+        };
+        /** @description The outbox message a task was relayed from. A key's messages go one at a time: its later messages stay in the outbox table, not tasks yet, until this task ends (done, dead or cancelled); while it fails and retries they wait with it (ontime_outbox_held_keys counts such keys). */
+        TaskOutbox: {
+            /** @description The outbox's name (config outboxes:). */
+            outbox: string;
+            /** @description Index of the message's database in the outbox's databases. */
+            database: number;
+            table: string;
+            /** @description The row's id in its table. */
+            message_id: number;
+            /** @description The message's key; empty when none. */
+            key: string;
+            /** @description Later messages of the key waiting for this task to end; 0 once it has ended. */
+            holds_back: number;
         };
     };
     responses: {
@@ -2822,6 +2866,46 @@ export interface operations {
             };
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    storeExpand: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "databases": [
+                 *         "root@tcp(db3:3306)/ontime",
+                 *         "root@tcp(db4:3306)/ontime"
+                 *       ],
+                 *       "cutover": true
+                 *     }
+                 */
+                "application/json": components["schemas"]["StoreExpandRequest"];
+            };
+        };
+        responses: {
+            /** @description The expansion is recorded and runs; the store's view. */
+            202: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["StoreStatus"];
+                };
+            };
+            400: components["responses"]["Invalid"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["TooLarge"];
             500: components["responses"]["Internal"];
             503: components["responses"]["Unavailable"];
         };

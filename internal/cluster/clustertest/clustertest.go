@@ -78,10 +78,19 @@ func KeptOnJoin(t *testing.T, before map[string][]string, nodes []*Recorder) {
 
 // WaitHandedOver waits until the assignment (read by grants) gives node to
 // some items and every such grant has started, and old no longer owns any
-// of them; it fails once deadline passes first. The handover tests use it:
-// node joined, and only old, the owner, can end the wait.
-func WaitHandedOver(t *testing.T, grants func() (map[string]store.Grant, error), node string, old *Recorder, joined, deadline time.Time) {
+// of them; it fails once within has passed since the first grant was seen
+// (or a minute since joined with no grant). A grant seen waiting must
+// start before the end of its TTL wait (its Since then): the old owner
+// ended it. The handover tests use it: node joined, and only old, the
+// owner, can end the wait.
+func WaitHandedOver(t *testing.T, grants func() (map[string]store.Grant, error), node string, old *Recorder, joined time.Time, within time.Duration) {
 	t.Helper()
+	// The handover is timed from the grant, not from the join: how soon a
+	// busy leader plans is not what this checks, only that the old owner
+	// ends the TTL wait once it sees the grant.
+	var deadline time.Time
+	planBy := joined.Add(60 * time.Second)
+	ttlEnd := map[string]time.Time{} // item → its grant's Since while waiting
 	for {
 		all, err := grants()
 		if err != nil {
@@ -93,10 +102,18 @@ func WaitHandedOver(t *testing.T, grants func() (map[string]store.Grant, error),
 				toNode = append(toNode, it)
 				if g.Since.After(time.Now()) {
 					waiting = append(waiting, it)
+					if _, ok := ttlEnd[it]; !ok {
+						ttlEnd[it] = g.Since
+					}
 				}
 			}
 		}
 		if len(toNode) > 0 && len(waiting) == 0 {
+			for it, end := range ttlEnd {
+				if g := all[it]; g.Node == node && !g.Since.Before(end) {
+					t.Fatalf("%s was handed to %s at the end of the TTL wait (%s), not by %s letting go", it, node, end, old.ID)
+				}
+			}
 			for _, it := range old.Owned() {
 				if slices.Contains(toNode, it) {
 					t.Fatalf("%s still owns %s, granted to %s", old.ID, it, node)
@@ -104,7 +121,10 @@ func WaitHandedOver(t *testing.T, grants func() (map[string]store.Grant, error),
 			}
 			return
 		}
-		if time.Now().After(deadline) {
+		if len(toNode) > 0 && deadline.IsZero() {
+			deadline = time.Now().Add(within)
+		}
+		if (!deadline.IsZero() && time.Now().After(deadline)) || (deadline.IsZero() && time.Now().After(planBy)) {
 			t.Fatalf("%s after %s joined: items granted to it %v, still waiting for their handover %v", time.Since(joined).Round(time.Millisecond), node, toNode, waiting)
 		}
 		time.Sleep(100 * time.Millisecond)

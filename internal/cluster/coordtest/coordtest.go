@@ -141,10 +141,11 @@ type env struct {
 	c      Cluster
 	ledger *Ledger
 	items  []string
+	ttl    time.Duration // the nodes' lease TTL: TTL, or ReactTTL
 }
 
 func newEnv(t *testing.T, b Backend, items int) *env {
-	e := &env{t: t, c: b(t), ledger: NewLedger(t)}
+	e := &env{t: t, c: b(t), ledger: NewLedger(t), ttl: TTL}
 	for i := range items {
 		e.items = append(e.items, fmt.Sprintf("0.%d.%d", i/4, i%4))
 	}
@@ -168,7 +169,7 @@ func zoneOf(id string) string {
 func (e *env) start(id string, skew time.Duration, topics ...string) *node {
 	e.t.Helper()
 	rec := &clustertest.Recorder{ID: id}
-	cfg := cluster.NodeConfig{NodeID: id, Addr: id + ":7070", TTL: TTL, Items: e.items,
+	cfg := cluster.NodeConfig{NodeID: id, Addr: id + ":7070", TTL: e.ttl, Items: e.items,
 		Topics: func() []string { return topics }, Incarnation: store.NewIncarnation().ID(), Zone: zoneOf(id),
 		Logger:         slog.New(slog.NewTextHandler(testWriter{e.t}, nil)).With("node", id),
 		OnAssign:       e.ledger.OnAssign(id, rec),
@@ -235,6 +236,46 @@ func Run(t *testing.T, b Backend) {
 	t.Run("ClockSkew/ElectionFailover", func(t *testing.T) { testElection(t, b, skew) })
 	t.Run("ClockSkew/JoinLeave", func(t *testing.T) { testJoinLeave(t, b, skew) })
 	t.Run("ClockSkew/PartitionedLeader", func(t *testing.T) { testPartition(t, b, skew) })
+}
+
+// ReactTTL is RunReactions' lease TTL: rounds tick every 20 s, far longer
+// than following a change takes (and within the 60 s sessions the test
+// ZooKeeper grants).
+const ReactTTL = 60 * time.Second
+
+// RunReactions holds a coordinator that follows its backend's changes as
+// they happen (watches: etcd, ZooKeeper) to doing so, beside Run's
+// contract: under ReactTTL, whose rounds tick every 20 s, each change
+// below is followed within 5 s, so by a round it kicked (cluster.Core.Kick),
+// not by a tick. The ledger checks that no item has two owners meanwhile.
+func RunReactions(t *testing.T, b Backend) {
+	t.Run("Reactions", func(t *testing.T) { testReactions(t, b) })
+}
+
+// testReactions: a starts alone and owns every item (elected, it plans at
+// once); b joins and the two are balanced (the leader sees the new member,
+// a reads its own write and hands over at once, b reads its grants); the
+// leader stops, its keys or ephemeral znodes go at once — as a dead node's
+// go when its lease or session expires — and the other is elected, plans
+// and owns every item.
+func testReactions(t *testing.T, b Backend) {
+	const within = ReactTTL / 12
+	e := newEnv(t, b, 8)
+	e.ttl = ReactTTL
+	a := e.start("a", 0)
+	clustertest.WaitBalanced(t, recs(a), e.items, within)
+	bn := e.start("b", 0)
+	clustertest.WaitBalanced(t, recs(a, bn), e.items, within)
+	old, _ := leader(t, []*node{a, bn}, within, "")
+	rest := bn
+	if old == bn {
+		rest = a
+	}
+	old.Stop()
+	clustertest.WaitBalanced(t, recs(rest), e.items, within)
+	if _, term := leader(t, []*node{rest}, within, old.ID); term < 1 {
+		t.Fatalf("%s leads under term %d", rest.ID, term)
+	}
 }
 
 // skewOf spreads nodes' clocks over total: −total/2, 0, +total/2, …
@@ -424,7 +465,7 @@ func testHandOver(t *testing.T, b Backend) {
 	joined := time.Now()
 	e.c.Join(t, "b")
 	clustertest.WaitHandedOver(t, func() (map[string]store.Grant, error) { return a.Grants(context.Background()) }, "b", a.Recorder,
-		joined, joined.Add(TTL*2/3+TTL/4))
+		joined, TTL*2/3+TTL/4)
 }
 
 // testPartition: the leader is cut off from the backend. It lets go of

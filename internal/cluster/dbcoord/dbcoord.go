@@ -284,7 +284,8 @@ func (c *Coordinator) readOwn(ctx context.Context) error {
 // read the others as gone in that window and, taking its items back a
 // moment later, ended their leases (claims and running deliveries: 62,
 // 33 and 45 tasks in three item sets); 19 tasks were delivered twice,
-// most within milliseconds of each other (RELIABILITY.md).
+// most within milliseconds of each other (docs/performance-notes.md,
+// "Kill rounds, incarnations, store outages").
 func (c *Coordinator) liveCutoff(now time.Time) time.Time {
 	cutoff := now.Add(-c.Cfg.TTL)
 	c.mu.Lock()

@@ -11,6 +11,9 @@
 //
 // As in dbcoord, an item taken from a live node becomes its new owner's
 // only one TTL later; a node whose session ends drops every item at once.
+// Rounds run every TTL/3 and, through a watch on the prefix, at every
+// change: a dead node's keys deleted when its lease expires, a new leader,
+// a new assignment are acted on at once, not at the next tick.
 //
 // A Coordinator has the node's one lifecycle (startstop): Start launches
 // the sessions, Stop leaves the cluster, waits and closes the client.
@@ -169,6 +172,9 @@ func (c *Coordinator) session(ctx context.Context) error {
 			c.leaderKey, c.term = e.Key(), e.Rev()
 			c.mu.Unlock()
 			c.log.Info("cluster leader elected", "node", c.Cfg.NodeID, "term", e.Rev())
+			// The new leader plans now: the one before is gone, and its
+			// items wait for an owner.
+			c.Kick()
 		}
 	}()
 	// The rounds end when the session does: its lease is gone, and with it
@@ -185,6 +191,12 @@ func (c *Coordinator) session(ctx context.Context) error {
 		}
 	}()
 	defer func() { endRounds(); <-lost }()
+	watched := make(chan struct{})
+	go func() {
+		defer close(watched)
+		c.watch(rounds)
+	}()
+	defer func() { endRounds(); <-watched }()
 	c.RunRounds(rounds, func(rctx context.Context) {
 		// The session keeps its lease alive on its own; this renewal is
 		// the round's, so that the node knows when the lease was last
@@ -216,6 +228,25 @@ func (c *Coordinator) session(ctx context.Context) error {
 		return nil
 	}
 	return errors.New("session lease lost")
+}
+
+// watch kicks a round (cluster.Core.Kick) at every change under the
+// prefix until ctx ends, so that nobody waits for the next tick: a member
+// key deleted (its node left, or its lease expired: the node died), a
+// new one (a join), a leader key, the assignment written (its new owners
+// read it at once). The rounds stay what keeps the node safe; a watch
+// that ends (no etcd leader, a compaction) is opened again after a TTL/3
+// of rounds on their own.
+func (c *Coordinator) watch(ctx context.Context) {
+	for ctx.Err() == nil {
+		for range c.cli.Watch(clientv3.WithRequireLeader(ctx), c.prefix+"/", clientv3.WithPrefix()) {
+			c.Kick()
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(c.Cfg.TTL / 3):
+		}
+	}
 }
 
 func (c *Coordinator) assignment(ctx context.Context) (map[string]store.Grant, error) {

@@ -75,6 +75,15 @@ func TestContract(t *testing.T) {
 	})
 }
 
+// TestReactions: changes are followed at once (watches), not at the
+// rounds' next tick.
+func TestReactions(t *testing.T) {
+	endpoint := testetcd.Start(t)
+	coordtest.RunReactions(t, func(t *testing.T) coordtest.Cluster {
+		return &etcdCluster{endpoint: endpoint, prefix: "/" + strings.ReplaceAll(t.Name(), "/", "_")}
+	})
+}
+
 func TestConfigValidation(t *testing.T) {
 	ctx := context.Background()
 	for _, c := range []struct {

@@ -20,6 +20,9 @@
 // As in the other coordinators, a node lets go of its items 2/3 TTL after
 // the last request its session answered (cluster.Core.Renew), before the
 // server, which counts the session timeout from then or later, expires it.
+// Rounds run every TTL/3 and, through watches (arm), at every change of
+// the membership, the election or the assignment: a dead node's ephemeral
+// znodes deleted when its session expires are acted on at once.
 package zkcoord
 
 import (
@@ -76,6 +79,9 @@ type Coordinator struct {
 	elect     string // this node's election znode's path ("" none)
 	term      int64  // the term this node leads under, 0 if not leader
 	closeOnce sync.Once
+
+	armed   map[string]bool // the znodes a watch of this node is set on (arm), under mu
+	watches sync.WaitGroup  // arm's goroutines, each until its watch fires
 }
 
 // New validates cfg, connects to ZooKeeper and makes the cluster's
@@ -114,7 +120,7 @@ func New(ctx context.Context, cfg Config) (*Coordinator, error) {
 		return nil, fmt.Errorf("cluster.zookeeper_servers: %w", err)
 	}
 	c := &Coordinator{Core: cluster.NewCore(cfg.NodeConfig), conn: conn, prefix: cfg.Prefix, log: cfg.Logger, started: cfg.Clock(),
-		acl: zk.WorldACL(zk.PermAll)}
+		acl: zk.WorldACL(zk.PermAll), armed: map[string]bool{}}
 	if err := c.connected(ctx, events); err != nil {
 		conn.Close()
 		return nil, fmt.Errorf("cluster.zookeeper_servers: cannot reach ZooKeeper at %s: %w", strings.Join(cfg.Servers, ","), err)
@@ -176,7 +182,7 @@ func (c *Coordinator) ensure(path string) error {
 func (c *Coordinator) Start(ctx context.Context) error { return c.Go(ctx, c.run) }
 
 // Stop leaves the cluster — the session is closed, so its ephemeral
-// znodes go at once and the others take over at their next round —
+// znodes go at once and the others take over at once (their watches) —
 // waits, and closes the client: whoever builds a coordinator stops it.
 func (c *Coordinator) Stop() {
 	c.Base.Stop()
@@ -184,9 +190,59 @@ func (c *Coordinator) Stop() {
 }
 
 func (c *Coordinator) run(ctx context.Context) {
-	c.RunRounds(ctx, c.round, c.fence)
+	c.RunRounds(ctx, func(rctx context.Context) {
+		c.arm(ctx)
+		c.round(rctx)
+	}, c.fence)
 	c.Drop()
 	c.closeOnce.Do(c.conn.Close)
+	c.watches.Wait()
+}
+
+// arm sets a watch, where none is set, on the membership's and the
+// election's children and on the assignment's data; each kicks a round
+// (cluster.Core.Kick) when it fires, so that nobody waits for the next
+// tick: a member's or a candidate's ephemeral znode deleted (its node
+// left, or its session expired: the node died) or created, the
+// assignment written (its new owners read it at once). Called before the
+// round reads, so that a change after its reads fires a watch: none is
+// missed. A watch also fires, and is set again by the next round, when
+// the session ends or the client closes. The rounds stay what keeps the
+// node safe; the watches only bring them sooner.
+func (c *Coordinator) arm(ctx context.Context) {
+	for _, path := range []string{c.prefix + "/nodes", c.prefix + "/election", c.prefix + "/assign"} {
+		c.mu.Lock()
+		armed := c.armed[path]
+		c.mu.Unlock()
+		if armed {
+			continue
+		}
+		var ch <-chan zk.Event
+		var err error
+		if path == c.prefix+"/assign" {
+			// ExistsW: a data watch without reading the data.
+			_, _, ch, err = c.conn.ExistsW(path)
+		} else {
+			_, _, ch, err = c.conn.ChildrenW(path)
+		}
+		if err != nil {
+			c.log.Debug("cluster zookeeper watch not set; the rounds' ticks follow changes", "path", path, "err", err)
+			continue
+		}
+		c.mu.Lock()
+		c.armed[path] = true
+		c.mu.Unlock()
+		c.watches.Go(func() {
+			select {
+			case <-ch:
+			case <-ctx.Done():
+			}
+			c.mu.Lock()
+			c.armed[path] = false
+			c.mu.Unlock()
+			c.Kick()
+		})
+	}
 }
 
 func (c *Coordinator) fence() {

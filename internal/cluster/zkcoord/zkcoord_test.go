@@ -78,6 +78,15 @@ func TestContract(t *testing.T) {
 	})
 }
 
+// TestReactions: changes are followed at once (watches), not at the
+// rounds' next tick.
+func TestReactions(t *testing.T) {
+	server := testdb.StartZooKeeper(t)
+	coordtest.RunReactions(t, func(t *testing.T) coordtest.Cluster {
+		return &zkCluster{server: server, prefix: "/" + strings.ReplaceAll(t.Name(), "/", "_")}
+	})
+}
+
 func TestConfigValidation(t *testing.T) {
 	ctx := context.Background()
 	server := testdb.StartZooKeeper(t)

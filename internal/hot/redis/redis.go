@@ -391,35 +391,67 @@ func (t *Tier) isClosed() bool {
 // state beside the tier's (internal/limit).
 func (t *Tier) Client() goredis.UniversalClient { return t.rdb }
 
-// Add puts entries in their slots: one script call per slot, the registry
-// entry, and a wake-up message when a slot's head moved earlier.
+// Add puts entries in their slots: the script calls of every slot and the
+// registry entries in one round trip, then a wake-up message for each slot
+// whose head moved earlier.
 func (t *Tier) Add(ctx context.Context, entries ...hot.Entry) error {
 	if t.isClosed() {
 		return hot.ErrClosed
 	}
-	for k, es := range t.group(entries) {
+	groups := t.group(entries)
+	slots := make([]slotKey, 0, len(groups))
+	calls := make([]scriptCall, 0, len(groups))
+	members := make([]any, 0, len(groups))
+	for k, es := range groups {
 		args := make([]any, 0, 4*len(es))
 		for _, e := range es {
 			args = append(args, e.ID, strconv.FormatInt(e.Token, 10), strconv.FormatInt(micros(e.DueAt), 10),
 				strconv.Itoa(min(max(e.Priority, 0), task.MaxPriority)))
 		}
-		res, err := addScript.Run(ctx, t.rdb, t.keys(k), args...).StringSlice()
-		if err != nil {
-			return fmt.Errorf("hot: redis add: %w", err)
-		}
-		if err := t.rdb.SAdd(ctx, registryKey(t.cfg.Prefix), k.registryMember()).Err(); err != nil {
-			return fmt.Errorf("hot: redis registry: %w", err)
-		}
+		slots = append(slots, k)
+		calls = append(calls, scriptCall{keys: t.keys(k), args: args})
+		members = append(members, k.registryMember())
+	}
+	if len(calls) == 0 {
+		return nil
+	}
+	registry := func(p goredis.Pipeliner) { p.SAdd(ctx, registryKey(t.cfg.Prefix), members...) }
+	cmds, err := t.runScripts(ctx, addScript, calls, registry)
+	// The slots whose calls went through have their entries, whatever
+	// failed beside them: their heads count.
+	var wakes []string
+	for i, k := range slots {
+		res, _ := cmds[i].StringSlice()
 		if len(res) == 2 && res[1] != "" && res[0] != res[1] {
 			head, _ := strconv.ParseFloat(res[1], 64)
 			due := int64(head)
 			t.lower(k, due)
-			if err := t.rdb.Publish(ctx, wakeChannel(t.cfg.Prefix), k.registryMember()+"|"+strconv.FormatInt(due, 10)).Err(); err != nil {
-				t.log.Warn("hot: redis wake-up publish failed; others notice at resync", "err", err)
-			}
+			wakes = append(wakes, k.registryMember()+"|"+strconv.FormatInt(due, 10))
 		}
 	}
+	if len(wakes) > 0 {
+		if err := t.publish(ctx, wakes); err != nil {
+			t.log.Warn("hot: redis wake-up publish failed; others notice at resync", "err", err)
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("hot: redis add: %w", err)
+	}
 	return nil
+}
+
+// publish sends wake-up messages, in one round trip.
+func (t *Tier) publish(ctx context.Context, msgs []string) error {
+	ch := wakeChannel(t.cfg.Prefix)
+	if len(msgs) == 1 {
+		return t.rdb.Publish(ctx, ch, msgs[0]).Err()
+	}
+	pipe := t.rdb.Pipeline()
+	for _, m := range msgs {
+		pipe.Publish(ctx, ch, m)
+	}
+	_, err := pipe.Exec(ctx)
+	return err
 }
 
 // Pop returns due entries, sleeping until the earliest slot head.
@@ -450,27 +482,7 @@ func (t *Tier) Pop(ctx context.Context, max int) ([]hot.Entry, error) {
 		changed := t.changed
 		t.mu.Unlock()
 
-		var out []hot.Entry
-		var firstErr error
-		for i, k := range ready {
-			if len(out) >= max {
-				// Not looked at this round: look again at once.
-				for _, r := range ready[i:] {
-					t.lower(r, 0)
-				}
-				break
-			}
-			got, nextAt, err := t.popSlot(ctx, k, now, max-len(out))
-			if err != nil {
-				t.lower(k, 0)
-				if firstErr == nil {
-					firstErr = err
-				}
-				continue
-			}
-			out = append(out, got...)
-			t.lower(k, nextAt)
-		}
+		out, firstErr := t.popReady(ctx, ready, now, max)
 		if len(out) > 0 {
 			slices.SortFunc(out, func(a, b hot.Entry) int { return a.DueAt.Compare(b.DueAt) })
 			return out, nil
@@ -504,12 +516,64 @@ func (t *Tier) Pop(ctx context.Context, max int) ([]hot.Entry, error) {
 	}
 }
 
-// popSlot runs the pop script on one slot and returns what it moved to
-// prepare and when the slot next has work.
-func (t *Tier) popSlot(ctx context.Context, k slotKey, now time.Time, max int) ([]hot.Entry, int64, error) {
-	res, err := popScript.Run(ctx, t.rdb, t.keys(k),
-		strconv.FormatInt(micros(now), 10), strconv.FormatInt(micros(now.Add(t.cfg.Visibility)), 10), max,
-		task.DefaultPriorityStep.Microseconds()).StringSlice()
+// popReady runs the pop script on the ready slots, all in one round trip,
+// sharing max between them; a slot that filled its share may hold more
+// due entries, so while there is room the slots that did go again. It
+// sets each slot's next time and returns what it moved to prepare, and
+// the first error (the slots that failed are looked at again at once).
+func (t *Tier) popReady(ctx context.Context, ready []slotKey, now time.Time, max int) ([]hot.Entry, error) {
+	var out []hot.Entry
+	var firstErr error
+	for len(ready) > 0 {
+		room := max - len(out)
+		if room <= 0 {
+			// Not looked at: look again at once.
+			for _, k := range ready {
+				t.lower(k, 0)
+			}
+			break
+		}
+		look := ready[:min(len(ready), room)]
+		for _, k := range ready[len(look):] {
+			t.lower(k, 0)
+		}
+		shares := make([]int, len(look))
+		calls := make([]scriptCall, len(look))
+		for i, k := range look {
+			shares[i] = room / len(look)
+			if i < room%len(look) {
+				shares[i]++
+			}
+			calls[i] = scriptCall{keys: t.keys(k), args: []any{
+				strconv.FormatInt(micros(now), 10), strconv.FormatInt(micros(now.Add(t.cfg.Visibility)), 10), shares[i],
+				task.DefaultPriorityStep.Microseconds()}}
+		}
+		cmds, _ := t.runScripts(ctx, popScript, calls, nil)
+		ready = nil
+		for i, k := range look {
+			got, nextAt, err := parsePop(cmds[i], k)
+			if err != nil {
+				t.lower(k, 0)
+				if firstErr == nil {
+					firstErr = err
+				}
+				continue
+			}
+			out = append(out, got...)
+			if len(got) == shares[i] && nextAt <= micros(now) {
+				ready = append(ready, k) // its share was full: there may be more due
+				continue
+			}
+			t.lower(k, nextAt)
+		}
+	}
+	return out, firstErr
+}
+
+// parsePop reads one pop script's answer: the entries it moved to prepare
+// and when the slot next has work.
+func parsePop(cmd *goredis.Cmd, k slotKey) ([]hot.Entry, int64, error) {
+	res, err := cmd.StringSlice()
 	if err != nil {
 		return nil, 0, fmt.Errorf("hot: redis pop: %w", err)
 	}
@@ -547,54 +611,78 @@ func (t *Tier) popSlot(ctx context.Context, k slotKey, now time.Time, max int) (
 	return out, next, nil
 }
 
-// Ack removes in-flight entries.
+// Ack removes in-flight entries, every slot's in one round trip.
 func (t *Tier) Ack(ctx context.Context, entries ...hot.Entry) error {
+	var calls []scriptCall
 	for k, es := range t.group(entries) {
 		args := make([]any, 0, 2*len(es))
 		for _, e := range es {
 			args = append(args, e.ID, strconv.FormatInt(e.Token, 10))
 		}
-		if err := ackScript.Run(ctx, t.rdb, t.keys(k), args...).Err(); err != nil {
-			return fmt.Errorf("hot: redis ack: %w", err)
-		}
+		calls = append(calls, scriptCall{keys: t.keys(k), args: args})
+	}
+	if len(calls) == 0 {
+		return nil
+	}
+	if _, err := t.runScripts(ctx, ackScript, calls, nil); err != nil {
+		return fmt.Errorf("hot: redis ack: %w", err)
 	}
 	return nil
 }
 
-// Nack returns in-flight entries, due at retryAt.
+// Nack returns in-flight entries, due at retryAt, every slot's in one
+// round trip.
 func (t *Tier) Nack(ctx context.Context, retryAt time.Time, entries ...hot.Entry) error {
 	if t.isClosed() {
 		return hot.ErrClosed
 	}
+	var calls []scriptCall
+	var slots []slotKey
 	for k, es := range t.group(entries) {
 		args := make([]any, 0, 1+2*len(es))
 		args = append(args, strconv.FormatInt(micros(retryAt), 10))
 		for _, e := range es {
 			args = append(args, e.ID, strconv.FormatInt(e.Token, 10))
 		}
-		if err := nackScript.Run(ctx, t.rdb, t.keys(k), args...).Err(); err != nil {
-			return fmt.Errorf("hot: redis nack: %w", err)
+		calls = append(calls, scriptCall{keys: t.keys(k), args: args})
+		slots = append(slots, k)
+	}
+	if len(calls) == 0 {
+		return nil
+	}
+	cmds, err := t.runScripts(ctx, nackScript, calls, nil)
+	for i, k := range slots {
+		if cmds[i].Err() == nil {
+			t.lower(k, micros(retryAt))
 		}
-		t.lower(k, micros(retryAt))
+	}
+	if err != nil {
+		return fmt.Errorf("hot: redis nack: %w", err)
 	}
 	return nil
 }
 
-// Remove drops waiting entries.
+// Remove drops waiting entries, every slot's in one round trip.
 func (t *Tier) Remove(ctx context.Context, entries ...hot.Entry) error {
+	var calls []scriptCall
 	for k, es := range t.group(entries) {
 		args := make([]any, len(es))
 		for i, e := range es {
 			args[i] = e.ID
 		}
-		if err := removeScript.Run(ctx, t.rdb, t.keys(k), args...).Err(); err != nil {
-			return fmt.Errorf("hot: redis remove: %w", err)
-		}
+		calls = append(calls, scriptCall{keys: t.keys(k), args: args})
+	}
+	if len(calls) == 0 {
+		return nil
+	}
+	if _, err := t.runScripts(ctx, removeScript, calls, nil); err != nil {
+		return fmt.Errorf("hot: redis remove: %w", err)
 	}
 	return nil
 }
 
-// Len counts waiting and in-flight entries of the known slots.
+// Len counts waiting and in-flight entries of the known slots, in one
+// round trip (the scanner asks while it holds its claims back).
 func (t *Tier) Len(ctx context.Context) (int, error) {
 	t.mu.Lock()
 	keys := make([]slotKey, 0, len(t.next))
@@ -602,21 +690,20 @@ func (t *Tier) Len(ctx context.Context) (int, error) {
 		keys = append(keys, k)
 	}
 	t.mu.Unlock()
-	n := 0
+	if len(keys) == 0 {
+		return 0, nil
+	}
+	pipe := t.rdb.Pipeline()
+	cards := make([]*goredis.IntCmd, 0, 3*len(keys))
 	for _, k := range keys {
-		a, err := t.rdb.ZCard(ctx, k.store(t.cfg.Prefix)).Result()
-		if err != nil {
-			return 0, err
-		}
-		b, err := t.rdb.ZCard(ctx, k.prepare(t.cfg.Prefix)).Result()
-		if err != nil {
-			return 0, err
-		}
-		c, err := t.rdb.ZCard(ctx, k.ready(t.cfg.Prefix)).Result()
-		if err != nil {
-			return 0, err
-		}
-		n += int(a + b + c)
+		cards = append(cards, pipe.ZCard(ctx, k.store(t.cfg.Prefix)), pipe.ZCard(ctx, k.prepare(t.cfg.Prefix)), pipe.ZCard(ctx, k.ready(t.cfg.Prefix)))
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, c := range cards {
+		n += int(c.Val())
 	}
 	return n, nil
 }

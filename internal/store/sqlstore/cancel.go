@@ -2,6 +2,7 @@ package sqlstore
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"time"
 
@@ -12,6 +13,9 @@ import (
 // Cancel cancels a pending or claimed task.
 func (s *Store) Cancel(ctx context.Context, id string) (_ *task.Task, err error) {
 	defer classify(&err)
+	if err := s.fenced(); err != nil {
+		return nil, err
+	}
 	db, t, err := s.locate(id)
 	if err != nil {
 		return nil, err
@@ -37,6 +41,9 @@ func (s *Store) Cancel(ctx context.Context, id string) (_ *task.Task, err error)
 // read before the DELETE is the one deleted.
 func (s *Store) Purge(ctx context.Context, id string) (_ *task.Task, err error) {
 	defer classify(&err)
+	if err := s.fenced(); err != nil {
+		return nil, err
+	}
 	db, t, err := s.locate(id)
 	if err != nil {
 		return nil, err
@@ -48,8 +55,23 @@ func (s *Store) Purge(ctx context.Context, id string) (_ *task.Task, err error) 
 	if store.Live(cur.Status) {
 		return nil, &store.ConflictError{ID: id, Status: cur.Status, Op: "purge"}
 	}
-	res, err := s.w[db].ExecContext(ctx, s.d.rebind(`DELETE FROM `+s.names[t]+` WHERE id = ? AND status IN (?, ?, ?)`),
-		id, int(task.StatusDone), int(task.StatusDead), int(task.StatusCancelled))
+	gone, err := s.goneFilter(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var res sql.Result
+	err = s.writeTx(ctx, db, nil, func(tx *sql.Tx) error {
+		args := []any{id, int(task.StatusDone), int(task.StatusDead), int(task.StatusCancelled)}
+		if gone != "" {
+			// An expansion copies: the copy deletes it from the twin.
+			if _, err := tx.ExecContext(ctx, s.d.rebind(`INSERT INTO ontime_expand_gone (id) SELECT id FROM `+s.names[t]+` WHERE id = ? AND status IN (?, ?, ?) AND `+gone), args...); err != nil {
+				return err
+			}
+		}
+		var err error
+		res, err = tx.ExecContext(ctx, s.d.rebind(`DELETE FROM `+s.names[t]+` WHERE id = ? AND status IN (?, ?, ?)`), args...)
+		return err
+	})
 	if err != nil {
 		return nil, fmt.Errorf("purge %s: %w", id, err)
 	}

@@ -21,6 +21,9 @@ func claimSelect(t, where, order string) string {
 // Claim leases due pending tasks and tasks whose lease ended.
 func (s *Store) Claim(ctx context.Context, it store.Item, horizon, now time.Time, lease store.Lease, limit int) (_ []store.Ref, err error) {
 	defer classify(&err)
+	if err := s.fenced(); err != nil {
+		return nil, err
+	}
 	if err := s.checkItem(it); err != nil {
 		return nil, err
 	}
@@ -28,7 +31,7 @@ func (s *Store) Claim(ctx context.Context, it store.Item, horizon, now time.Time
 	t := s.names[it.Table]
 	// Expired leases first: those tasks are overdue.
 	expired, err := s.claimWhere(ctx, it.DB, t, expiredWhere+s.owned(it.DB),
-		[]any{it.Segment, int(task.StatusClaimed), int(task.StatusRunning), micros(now)}, expiredOrder, lease, limit)
+		[]any{it.Segment, micros(now)}, expiredOrder, lease, limit)
 	if err != nil {
 		return nil, fmt.Errorf("claim expired %v: %w", it, err)
 	}

@@ -2,6 +2,9 @@ package sqlstore_test
 
 import (
 	"context"
+	"database/sql"
+	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -19,8 +22,33 @@ func opener(engine string) storetest.Opener {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { s.Close() })
+		checkCounts(t, s)
 		return s
 	}
+}
+
+// checkCounts makes t check, when it ends, that the counts s's writes
+// maintained equal a COUNT(*) of its tables: every contract test's
+// inserts, claims, finishes, retries, cancels, requeues, purges, bulk
+// operations and retention deletes then check them. A fold first on
+// PostgreSQL, whose reads sum totals and deltas either way.
+func checkCounts(t *testing.T, s *sqlstore.Store) {
+	t.Cleanup(func() {
+		ctx := context.Background()
+		if _, err := sqlstore.FoldCountsNow(ctx, s); err != nil {
+			if errors.Is(err, sql.ErrConnDone) || strings.Contains(err.Error(), "database is closed") {
+				return // the test closed its store
+			}
+			t.Errorf("fold counts: %v", err)
+			return
+		}
+		drift, err := sqlstore.CountsDrift(ctx, s)
+		if err != nil {
+			t.Errorf("counts drift: %v", err)
+		} else if drift != "" {
+			t.Errorf("maintained counts differ from COUNT(*): %s", drift)
+		}
+	})
 }
 
 func TestContract(t *testing.T) {
@@ -43,6 +71,7 @@ func TestKeysContract(t *testing.T) {
 					t.Fatal(err)
 				}
 				t.Cleanup(func() { s.Close() })
+				checkCounts(t, s)
 				return s
 			})
 		})

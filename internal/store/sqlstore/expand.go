@@ -32,12 +32,13 @@ import (
 //	         the old databases and know nothing of the twins. Then catch-up
 //	         passes copy the rows changed since the previous pass began
 //	         (updated_at, less a margin for clocks and long transactions).
-//	cutover  with the nodes stopped (ExpandCutover checks that none
-//	         heartbeats): a last catch-up pass, then the store's list
-//	         becomes the 2M databases, the twins lose their "expanding"
-//	         mark, and the topology epoch moves on. Nodes started with the
-//	         old config are refused from then on; nodes started with the
-//	         new one route to the twins.
+//	cutover  with the nodes running (fence.go): a pending cutover is
+//	         recorded, every node stops writing and unmarks itself, a
+//	         last catch-up pass runs with nothing writing, then the
+//	         store's list becomes the 2M databases, the twins lose their
+//	         "expanding" mark, and the topology epoch moves on; the nodes
+//	         reopen the store with the 2M databases. Nodes started with
+//	         the old config are refused from then on.
 //	cleanup  the copies left behind in the old databases are deleted in
 //	         small batches by their stored shard hash; meanwhile the nodes
 //	         pass over them (ownedClause), so nothing is served twice.
@@ -79,10 +80,14 @@ const catchUpMargin = 30 * time.Second
 
 // ExpandOptions tunes an expansion.
 type ExpandOptions struct {
-	// Page is the rows per copy page and per cleanup batch (default 500).
+	// Page is the rows per copy page (default 5,000 on PostgreSQL, 1,000
+	// on the others) and per cleanup batch (default 500).
 	Page int
 	// OnProgress, when set, is called after every page.
 	OnProgress func(ExpandStatus)
+	// FenceWait is how long a cutover waits for the nodes to stop
+	// writing (default 2 minutes).
+	FenceWait time.Duration
 }
 
 // ExpandStatus is the stored state of an expansion.
@@ -177,7 +182,7 @@ func (tw *twins) close() {
 
 // openTwins connects to the new databases and migrates them; for SQLite
 // the writer pool, which also serves the copy's reads of them.
-func (s *Store) openTwins(ctx context.Context, dsns []string, from int) (*twins, error) {
+func (s *Store) openTwins(ctx context.Context, field string, dsns []string, from int) (*twins, error) {
 	tw := &twins{s: s}
 	for i, dsn := range dsns {
 		var db *sql.DB
@@ -189,12 +194,12 @@ func (s *Store) openTwins(ctx context.Context, dsns []string, from int) (*twins,
 		}
 		if err != nil {
 			tw.close()
-			return nil, fmt.Errorf("--databases[%d] (store database %d): %w", i, from+i, err)
+			return nil, fmt.Errorf("%s[%d] (store database %d): %w", field, i, from+i, err)
 		}
 		tw.dbs = append(tw.dbs, db)
 		if err := withRetry(ctx, func() error { return s.migrate(ctx, db) }); err != nil {
 			tw.close()
-			return nil, fmt.Errorf("--databases[%d] (store database %d): %w", i, from+i, err)
+			return nil, fmt.Errorf("%s[%d] (store database %d): %w", field, i, from+i, err)
 		}
 	}
 	return tw, nil
@@ -204,7 +209,17 @@ func (s *Store) openTwins(ctx context.Context, dsns []string, from int) (*twins,
 // being the M new ones (in order: dsns[i] becomes database M+i, the twin
 // of database i). Each must be an empty database of no store. Begun twice
 // with the same DSNs, it does nothing the second time.
-func (s *Store) ExpandBegin(ctx context.Context, dsns []string) (err error) {
+func (s *Store) ExpandBegin(ctx context.Context, dsns []string) error {
+	return s.ExpandBeginAs(ctx, "--databases", dsns)
+}
+
+// recordedTwins names the new databases as an expansion recorded them.
+const recordedTwins = "the expansion's new databases"
+
+// ExpandBeginAs is ExpandBegin with the new databases named field in its
+// errors: where they came from (--databases, store.expand_databases, the
+// API's databases).
+func (s *Store) ExpandBeginAs(ctx context.Context, field string, dsns []string) (err error) {
 	defer classify(&err)
 	m := len(s.w)
 	phase, from, recorded, _, err := s.loadExpansion(ctx)
@@ -213,22 +228,34 @@ func (s *Store) ExpandBegin(ctx context.Context, dsns []string) (err error) {
 	}
 	switch phase {
 	case PhaseCopy:
-		if from == m && strings.Join(recorded, "\x00") == strings.Join(dsns, "\x00") {
-			return nil
+		if from == m && (len(dsns) == 0 || strings.Join(recorded, "\x00") == strings.Join(dsns, "\x00")) {
+			return nil // resumed
 		}
 		return fmt.Errorf("%w: an expansion to %d databases is under way; finish it (ontime store expand) or abort it (ontime store abort)", ErrExpansion, 2*from)
 	case PhaseCleanup:
 		return fmt.Errorf("%w: the cleanup of the last expansion is under way; let it finish (ontime store expand)", ErrExpansion)
 	}
 	if len(dsns) != m {
-		return fmt.Errorf("%w: --databases: the store has %d databases; doubling it needs %d new ones, got %d", ErrExpansion, m, m, len(dsns))
+		return fmt.Errorf("%w: %s: the store has %d databases; doubling it needs %d new ones, got %d", ErrExpansion, field, m, m, len(dsns))
 	}
 	if 2*m*s.cfg.Tables > router.MaxSlots {
 		return fmt.Errorf("%w: %d databases × %d tables would exceed %d slots", ErrExpansion, 2*m, s.cfg.Tables, router.MaxSlots)
 	}
-	tw, err := s.openTwins(ctx, dsns, m)
+	for i := range dsns {
+		for j := range i {
+			if dsns[j] == dsns[i] {
+				return fmt.Errorf("%w: %s[%d] and %s[%d] are one database", ErrExpansion, field, j, field, i)
+			}
+		}
+		for j, old := range s.cfg.DSNs {
+			if old == dsns[i] {
+				return fmt.Errorf("%w: %s[%d] is store.databases[%d]: the store has it already", ErrExpansion, field, i, j)
+			}
+		}
+	}
+	tw, err := s.openTwins(ctx, field, dsns, m)
 	if err != nil {
-		return err
+		return fmt.Errorf("%w: %w", ErrExpansion, err) // a database given that does not answer
 	}
 	defer tw.close()
 	first, err := readIdentity(ctx, s.w[0])
@@ -241,7 +268,7 @@ func (s *Store) ExpandBegin(ctx context.Context, dsns []string) (err error) {
 			return err
 		}
 		if id.known() {
-			return fmt.Errorf("%w: --databases[%d] already belongs to an ontime store (store ID %s): give an empty database", ErrExpansion, i, id.storeID)
+			return fmt.Errorf("%w: %s[%d] already belongs to an ontime store (store ID %s): give an empty database", ErrExpansion, field, i, id.storeID)
 		}
 		for _, t := range s.names {
 			var n int
@@ -249,17 +276,7 @@ func (s *Store) ExpandBegin(ctx context.Context, dsns []string) (err error) {
 				return err
 			}
 			if n > 0 {
-				return fmt.Errorf("%w: --databases[%d] has %d rows in %s: give an empty database", ErrExpansion, i, n, t)
-			}
-		}
-		for j := range i {
-			if dsns[j] == dsns[i] {
-				return fmt.Errorf("%w: --databases[%d] and --databases[%d] are one database", ErrExpansion, j, i)
-			}
-		}
-		for j, old := range s.cfg.DSNs {
-			if old == dsns[i] {
-				return fmt.Errorf("%w: --databases[%d] is store.databases[%d]", ErrExpansion, i, j)
+				return fmt.Errorf("%w: %s[%d] has %d rows in %s: give an empty database", ErrExpansion, field, i, n, t)
 			}
 		}
 		if err := s.setMeta(ctx, db, metaStoreID, first.storeID, metaDatabaseID, newRandomID(), metaDatabaseIndex, strconv.Itoa(m+i), metaExpanding, "1"); err != nil {
@@ -273,6 +290,9 @@ func (s *Store) ExpandBegin(ctx context.Context, dsns []string) (err error) {
 	}
 	// The phase last: a begin cut short leaves no expansion recorded.
 	if _, err := s.w[0].ExecContext(ctx, `DELETE FROM ontime_expansion`); err != nil {
+		return err
+	}
+	if err := s.clearGone(ctx); err != nil {
 		return err
 	}
 	for d := range m {
@@ -308,26 +328,22 @@ func (s *Store) ExpandCopy(ctx context.Context, o ExpandOptions) (err error) {
 	if phase != PhaseCopy {
 		return fmt.Errorf("%w: no copy under way (phase %q)", ErrExpansion, phase)
 	}
-	tw, err := s.openTwins(ctx, dsns, from)
+	tw, err := s.openTwins(ctx, recordedTwins, dsns, from)
 	if err != nil {
 		return err
 	}
 	defer tw.close()
 	page := o.Page
 	if page <= 0 {
-		page = 500
+		page = s.copyPageSize()
 	}
-	type unit struct {
-		src, tbl, phase int
-		after           string
-	}
-	var units []unit
+	var units []expandUnit
 	rows, err := s.w[0].QueryContext(ctx, `SELECT src, tbl, phase, after_id FROM ontime_expansion ORDER BY src, tbl`)
 	if err != nil {
 		return err
 	}
 	for rows.Next() {
-		var u unit
+		var u expandUnit
 		if err := rows.Scan(&u.src, &u.tbl, &u.phase, &u.after); err != nil {
 			rows.Close()
 			return err
@@ -338,6 +354,18 @@ func (s *Store) ExpandCopy(ctx context.Context, o ExpandOptions) (err error) {
 	if err := rows.Err(); err != nil {
 		return err
 	}
+	// Retention keeps the rows that move while a copy runs (fence.go);
+	// a node learns of the expansion within copyKnown: the first page
+	// waits that long after the expansion began.
+	if began, err := strconv.ParseInt(meta[metaExpandSince], 10, 64); err == nil {
+		if wait := copyKnown + time.Second - time.Since(fromMicros(began)); wait > 0 {
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(wait):
+			}
+		}
+	}
 	pass, _ := strconv.ParseInt(meta[metaExpandPass], 10, 64)
 	passStart := time.Now().UnixMicro()
 	pred, pargs := s.moving(from)
@@ -345,32 +373,8 @@ func (s *Store) ExpandCopy(ctx context.Context, o ExpandOptions) (err error) {
 		if u.phase != unitCopying {
 			continue
 		}
-		t := s.names[u.tbl]
-		for {
-			got, last, err := s.copyPage(ctx, s.w[u.src], tw.dbs[u.src], t, `id > ? AND `+pred, append([]any{u.after}, pargs...), ` ORDER BY id LIMIT `+strconv.Itoa(page), true)
-			if err != nil {
-				return fmt.Errorf("copy %s of database %d: %w", t, u.src, err)
-			}
-			done := got < page
-			ph := unitCopying
-			if done {
-				ph = unitCopied
-			}
-			if got > 0 {
-				u.after = last
-			}
-			if _, err := s.w[0].ExecContext(ctx, s.d.rebind(`UPDATE ontime_expansion SET after_id = ?, copied = copied + ?, phase = ? WHERE src = ? AND tbl = ?`),
-				u.after, got, ph, u.src, u.tbl); err != nil {
-				return err
-			}
-			if o.OnProgress != nil {
-				if st, err := s.ExpansionStatus(ctx); err == nil {
-					o.OnProgress(st)
-				}
-			}
-			if done {
-				break
-			}
+		if err := s.copyUnit(ctx, tw, o, u, from, page); err != nil {
+			return err
 		}
 	}
 	// Catch-up: everything changed since the pass before began. Rows that
@@ -382,33 +386,199 @@ func (s *Store) ExpandCopy(ctx context.Context, o ExpandOptions) (err error) {
 		for _, status := range []string{`status >= 3`, `status < 3`} {
 			after := ""
 			for {
-				got, last, err := s.copyPage(ctx, s.w[u.src], tw.dbs[u.src], t, `id > ? AND updated_at >= ? AND `+status+` AND `+pred,
-					append([]any{after, since}, pargs...), ` ORDER BY id LIMIT `+strconv.Itoa(page), false)
+				_, last, more, err := s.copyPage(ctx, s.w[u.src], tw.dbs[u.src], t, `id > ? AND updated_at >= ? AND `+status+` AND `+pred,
+					append([]any{after, since}, pargs...), min(page, stmtRows), false)
 				if err != nil {
 					return fmt.Errorf("catch up %s of database %d: %w", t, u.src, err)
 				}
-				if got < page {
+				if !more {
 					break
 				}
 				after = last
 			}
 		}
 	}
+	if err := s.dropGone(ctx, tw, from, page); err != nil {
+		return err
+	}
 	return s.setMeta(ctx, s.w[0], metaExpandPass, strconv.FormatInt(passStart, 10))
 }
 
-// copyPage copies the rows of table t in src matching where (ordered and
-// limited by tail) into the same table of dst, replacing the rows of their
-// IDs (fresh: the rows are most likely new there, try a plain insert
-// first), and returns
-// how many it copied and the last ID.
-func (s *Store) copyPage(ctx context.Context, src, dst *sql.DB, t, where string, args []any, tail string, fresh bool) (int, string, error) {
-	rows, err := src.QueryContext(ctx, s.d.rebind(`SELECT `+cols+` FROM `+t+` WHERE `+where+tail), args...)
-	if err != nil {
-		return 0, "", err
+// dropGone deletes from the twins the rows deleted in their source since
+// they were copied (noted in ontime_expand_gone by Purge and bulk deletes,
+// in the transaction of the delete), then the notes. It runs after the
+// copy's pages: a row whose note it reads is gone from the source, so no
+// later page copies it again, and the pages before have written it.
+func (s *Store) dropGone(ctx context.Context, tw *twins, from, page int) error {
+	topo := router.Topology{Databases: from, Tables: len(s.names)}
+	for d := range from {
+		for {
+			ids, err := readIDs(ctx, s.w[d], `SELECT id FROM ontime_expand_gone ORDER BY id LIMIT `+strconv.Itoa(page))
+			if err != nil {
+				return fmt.Errorf("deleted rows of database %d: %w", d, err)
+			}
+			if len(ids) == 0 {
+				break
+			}
+			byTable := map[int][]any{}
+			all := make([]any, 0, len(ids))
+			for _, id := range ids {
+				all = append(all, id)
+				p, err := router.ParseID(id)
+				if err != nil {
+					continue
+				}
+				_, t := topo.Locate(p.ShardHash)
+				byTable[t] = append(byTable[t], id)
+			}
+			for t, tids := range byTable {
+				if err := withRetry(ctx, func() error {
+					_, err := tw.dbs[d].ExecContext(ctx, s.d.rebind(`DELETE FROM `+s.names[t]+` WHERE id IN (`+placeholders(len(tids))+`)`), tids...)
+					return err
+				}); err != nil {
+					return fmt.Errorf("delete from the twin of database %d: %w", d, err)
+				}
+			}
+			if _, err := s.execRetried(ctx, d, s.d.rebind(`DELETE FROM ontime_expand_gone WHERE id IN (`+placeholders(len(all))+`)`), all...); err != nil {
+				return err
+			}
+			if len(ids) < page {
+				break
+			}
+		}
 	}
-	var vals []any
-	n, last := 0, ""
+	return nil
+}
+
+// readIDs runs q (no arguments) on db, a writer: the notes the
+// deletes committed are all there.
+func readIDs(ctx context.Context, db *sql.DB, q string) ([]string, error) {
+	rows, err := db.QueryContext(ctx, q)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var ids []string
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		ids = append(ids, id)
+	}
+	return ids, rows.Err()
+}
+
+// clearGone deletes the notes of deleted rows of every database.
+func (s *Store) clearGone(ctx context.Context) error {
+	for d := range s.w {
+		if _, err := s.execRetried(ctx, d, `DELETE FROM ontime_expand_gone`); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// expandUnit is a source table of an expansion as ontime_expansion
+// records it.
+type expandUnit struct {
+	src, tbl, phase int
+	after           string // the first pass's cursor
+}
+
+// copyUnit runs the first pass of a source table from its cursor to its
+// end, storing the cursor after each page. On MariaDB and SQLite the next
+// page is read while one is written (readAhead).
+func (s *Store) copyUnit(ctx context.Context, tw *twins, o ExpandOptions, u expandUnit, from, size int) error {
+	t := s.names[u.tbl]
+	pred, pargs := s.moving(from)
+	var pages <-chan page
+	if s.d.name != "postgres" {
+		var stop func()
+		pages, stop = s.readAhead(ctx, s.w[u.src], t, pred, pargs, u.after, size)
+		defer stop()
+	}
+	for {
+		var got int
+		var last string
+		var more bool
+		var err error
+		if pages == nil {
+			got, last, more, err = s.copyPagePG(ctx, s.w[u.src], tw.dbs[u.src], t, u.after, from, size)
+		} else {
+			p, ok := <-pages
+			switch {
+			case !ok:
+				if err = ctx.Err(); err == nil {
+					err = errors.New("the pages' reader ended")
+				}
+			case p.err != nil:
+				err = p.err
+			case p.n > 0:
+				err = s.writePage(ctx, tw.dbs[u.src], t, p, true)
+			}
+			got, last, more = p.n, p.last, p.more
+		}
+		if err != nil {
+			return fmt.Errorf("copy %s of database %d: %w", t, u.src, err)
+		}
+		ph := unitCopying
+		if !more {
+			ph = unitCopied
+		}
+		if got > 0 {
+			u.after = last
+		}
+		if _, err := s.w[0].ExecContext(ctx, s.d.rebind(`UPDATE ontime_expansion SET after_id = ?, copied = copied + ?, phase = ? WHERE src = ? AND tbl = ?`),
+			u.after, got, ph, u.src, u.tbl); err != nil {
+			return err
+		}
+		if o.OnProgress != nil {
+			if st, err := s.ExpansionStatus(ctx); err == nil {
+				o.OnProgress(st)
+			}
+		}
+		if !more {
+			return nil
+		}
+	}
+}
+
+// copyPage copies the rows of table t in src matching where, in ID order,
+// at most limit (and pageBytes of payload), into the same table of dst,
+// replacing the rows of their IDs (fresh: the rows are most likely new
+// there, try a plain insert first). It returns how many it copied, the
+// last ID, and whether more rows may match after it.
+func (s *Store) copyPage(ctx context.Context, src, dst *sql.DB, t, where string, args []any, limit int, fresh bool) (int, string, bool, error) {
+	p := s.readPage(ctx, src, t, where, args, limit)
+	if p.err != nil || p.n == 0 {
+		return 0, "", false, p.err
+	}
+	if err := s.writePage(ctx, dst, t, p, fresh); err != nil {
+		return 0, "", false, err
+	}
+	return p.n, p.last, p.more, nil
+}
+
+// page is a page of rows read for a copy: n rows of cols in vals.
+type page struct {
+	vals []any
+	n    int
+	last string // the last row's ID
+	more bool   // more rows may match after last
+	err  error
+}
+
+// readPage reads the rows of table t in src matching where, in ID order,
+// at most limit and pageBytes of payload.
+func (s *Store) readPage(ctx context.Context, src *sql.DB, t, where string, args []any, limit int) page {
+	rows, err := src.QueryContext(ctx, s.d.rebind(`SELECT `+cols+` FROM `+t+` WHERE `+where+` ORDER BY id LIMIT `+strconv.Itoa(limit)), args...)
+	if err != nil {
+		return page{err: err}
+	}
+	defer rows.Close()
+	var p page
+	bytes, cut := 0, false
 	for rows.Next() {
 		row := make([]any, nCols)
 		ptrs := make([]any, nCols)
@@ -416,22 +586,89 @@ func (s *Store) copyPage(ctx context.Context, src, dst *sql.DB, t, where string,
 			ptrs[i] = &row[i]
 		}
 		if err := rows.Scan(ptrs...); err != nil {
-			rows.Close()
-			return 0, "", err
+			return page{err: err}
 		}
 		switch id := row[0].(type) {
 		case string:
-			last = id
+			p.last = id
 		case []byte:
-			last = string(id)
+			p.last = string(id)
 		}
-		vals = append(vals, row...)
-		n++
+		p.vals = append(p.vals, row...)
+		p.n++
+		if bytes += rowBytes(row); bytes >= pageBytes {
+			cut = true
+			break
+		}
 	}
-	rows.Close()
-	if err := rows.Err(); err != nil || n == 0 {
-		return 0, "", err
+	if err := rows.Err(); err != nil {
+		return page{err: err}
 	}
+	p.more = cut || p.n == limit
+	return p
+}
+
+// writePage writes p into table t of dst in statements of at most
+// stmtRows rows and stmtBytes of payload.
+func (s *Store) writePage(ctx context.Context, dst *sql.DB, t string, p page, fresh bool) error {
+	for lo := 0; lo < p.n; {
+		hi, b := lo, 0
+		for hi < p.n && hi-lo < stmtRows && (hi == lo || b < stmtBytes) {
+			b += rowBytes(p.vals[hi*nCols : (hi+1)*nCols])
+			hi++
+		}
+		if err := s.writeRows(ctx, dst, t, p.vals[lo*nCols:hi*nCols], hi-lo, fresh); err != nil {
+			return err
+		}
+		lo = hi
+	}
+	return nil
+}
+
+// readAhead reads the pages of the copy's first pass of table t in src
+// after ID after, each while the one before is written: a goroutine that
+// ends when the table does, on an error (sent), or when stop is called;
+// stop waits for it.
+func (s *Store) readAhead(ctx context.Context, src *sql.DB, t, pred string, pargs []any, after string, limit int) (<-chan page, func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	out := make(chan page, 1)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		defer close(out)
+		for {
+			p := s.readPage(ctx, src, t, `id > ? AND `+pred, append([]any{after}, pargs...), limit)
+			select {
+			case out <- p:
+			case <-ctx.Done():
+				return
+			}
+			if p.err != nil || !p.more {
+				return
+			}
+			after = p.last
+		}
+	}()
+	return out, func() { cancel(); <-done }
+}
+
+// rowBytes is the size of a row's variable columns, roughly.
+func rowBytes(row []any) int {
+	n := 0
+	for _, v := range row {
+		switch x := v.(type) {
+		case []byte:
+			n += len(x)
+		case string:
+			n += len(x)
+		}
+	}
+	return n
+}
+
+// writeRows writes n rows of cols (vals) into table t of dst, replacing
+// the rows of their IDs.
+func (s *Store) writeRows(ctx context.Context, dst *sql.DB, t string, vals []any, n int, fresh bool) error {
 	// Delete then insert, in one transaction: a row copied before is
 	// replaced whole. Not INSERT … ON DUPLICATE KEY UPDATE: on MariaDB a
 	// clash on the live key index would update another row.
@@ -463,7 +700,7 @@ func (s *Store) copyPage(ctx context.Context, src, dst *sql.DB, t, where string,
 			return tx.Commit()
 		})
 	}
-	err = upsert()
+	err := upsert()
 	if err != nil && uniqueViolation(err) {
 		// A live row of the page has a key whose earlier task the twin
 		// holds as live still: that task ended after it was copied, and
@@ -475,12 +712,12 @@ func (s *Store) copyPage(ctx context.Context, src, dst *sql.DB, t, where string,
 				continue
 			}
 			if _, err := dst.ExecContext(ctx, s.d.rebind(`DELETE FROM `+t+` WHERE topic = ? AND task_key = ? AND status < 3 AND id <> ?`), row[colTopic], row[colKey], row[0]); err != nil {
-				return 0, "", err
+				return err
 			}
 		}
 		err = upsert()
 	}
-	return n, last, err
+	return err
 }
 
 // Positions in cols of the columns copyPage looks at.
@@ -518,10 +755,15 @@ func (s *Store) insertRows(t string, n int) string {
 	return s.d.rebind(`INSERT INTO ` + t + ` (` + cols + `) VALUES ` + strings.TrimSuffix(strings.Repeat(row+", ", n), ", "))
 }
 
-// ExpandCutover switches the store to its 2M databases: a last catch-up
-// pass, then the new list recorded in every database. The nodes must be
-// stopped: with one heartbeating within liveWithin, it refuses.
-func (s *Store) ExpandCutover(ctx context.Context, liveWithin time.Duration, o ExpandOptions) (err error) {
+// ExpandCutover switches the store to its 2M databases while the nodes
+// run (fence.go): it records a pending cutover, waits until no node is
+// marked in use (each stops its pipeline and unmarks itself; a node that
+// cannot is fenced by its mark going stale), runs a last catch-up pass
+// with nothing writing, then records the new list in every database with
+// the next epoch and clears the fence; the nodes then reopen the store
+// with the 2M databases. Nodes still marked after o.FenceWait: the fence
+// is lifted, the nodes serve the old databases again, and it fails.
+func (s *Store) ExpandCutover(ctx context.Context, o ExpandOptions) (err error) {
 	defer classify(&err)
 	phase, from, dsns, _, err := s.loadExpansion(ctx)
 	if err != nil {
@@ -537,26 +779,60 @@ func (s *Store) ExpandCutover(ctx context.Context, liveWithin time.Duration, o E
 	if st.Copied < st.Tables {
 		return fmt.Errorf("%w: %d of %d tables copied; run the copy to its end first", ErrExpansion, st.Copied, st.Tables)
 	}
-	live, err := s.LiveNodes(ctx, time.Now().Add(-liveWithin))
-	if err != nil {
+	if skew, err := s.clockSkew(ctx, time.Now()); err != nil {
+		return err
+	} else if skew != 0 {
+		return fmt.Errorf("%w: %w", ErrExpansion, skewError("this host", skew))
+	}
+	wait := o.FenceWait
+	if wait <= 0 {
+		wait = 2 * time.Minute
+	}
+	// The deadline covers the wait, then MarkFresh for stale marks, then
+	// the last catch-up: past it, the waiting nodes go back to serving.
+	deadline := time.Now().Add(wait + s.markFresh() + time.Minute)
+	if err := s.setMeta(ctx, s.w[0], metaExpandFence, strconv.FormatInt(st.Epoch+1, 10)+" "+strconv.FormatInt(micros(deadline), 10)); err != nil {
 		return err
 	}
-	users, err := s.usersSince(ctx, time.Now().Add(-MarkFresh))
-	if err != nil {
-		return err
-	}
-	for _, u := range users {
-		if !slices.Contains(live, u) {
-			live = append(live, u)
+	fenced := false
+	defer func() {
+		if !fenced {
+			// Lifted with a context of its own: a cancelled cutover
+			// must not leave the nodes waiting until the deadline.
+			lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+			defer cancel()
+			if _, err := s.w[0].ExecContext(lctx, s.d.rebind(`DELETE FROM ontime_meta WHERE k = ?`), metaExpandFence); err != nil {
+				s.log.Warn("store expansion: lift the fence", "err", err)
+			}
 		}
-	}
-	if len(live) > 0 {
-		return fmt.Errorf("%w: nodes %s are running; stop every node before the cutover (the copy goes on while they run; only the switch needs them stopped)", ErrExpansion, strings.Join(live, ", "))
+	}()
+	s.log.Info("store expansion: cutover pending, waiting for the nodes to stop writing", "epoch", st.Epoch+1)
+	giveUp := time.Now().Add(wait)
+	for {
+		users, err := s.usersSince(ctx, time.Now().Add(-s.markFresh()))
+		if err != nil {
+			return err
+		}
+		if len(users) == 0 {
+			break
+		}
+		if time.Now().After(giveUp) {
+			return fmt.Errorf("%w: nodes %s kept writing for %s after the cutover was announced (a node of a version without the online cutover, or an embedded node that does not watch TopologyChanged); the copy stands, nothing changed: stop them or upgrade them and run it again", ErrExpansion, strings.Join(users, ", "), wait)
+		}
+		if o.OnProgress != nil {
+			st.Phase = "cutover"
+			o.OnProgress(st)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(200 * time.Millisecond):
+		}
 	}
 	if err := s.ExpandCopy(ctx, o); err != nil {
 		return err
 	}
-	tw, err := s.openTwins(ctx, dsns, from)
+	tw, err := s.openTwins(ctx, recordedTwins, dsns, from)
 	if err != nil {
 		return err
 	}
@@ -574,6 +850,13 @@ func (s *Store) ExpandCutover(ctx context.Context, liveWithin time.Duration, o E
 		list = append(list, id.dbID)
 	}
 	epoch := first.epoch + 1
+	if time.Until(deadline) < 5*time.Second {
+		return fmt.Errorf("%w: the last catch-up outlasted the cutover's deadline; the nodes go back to the old databases: run it again", ErrExpansion)
+	}
+	if err := s.copyOpProgress(ctx, tw); err != nil {
+		return err
+	}
+	fenced = true // the flip below clears the fence with the phase
 	kv := listMeta(list, epoch)
 	// The twins first (no longer expanding), then the old databases, the
 	// first one last with the phase: a cutover cut short is run again.
@@ -585,13 +868,63 @@ func (s *Store) ExpandCutover(ctx context.Context, liveWithin time.Duration, o E
 	for i := len(s.w) - 1; i >= 0; i-- {
 		extra := []string{}
 		if i == 0 {
-			extra = []string{metaExpandPhase, PhaseCleanup}
+			extra = []string{metaExpandPhase, PhaseCleanup, metaExpandFence, ""}
 		}
 		if err := s.setMeta(ctx, s.w[i], append(kv, extra...)...); err != nil {
 			return err
 		}
 	}
 	s.log.Info("store expansion cut over", "from", from, "to", 2*from, "epoch", epoch)
+	return nil
+}
+
+// copyOpProgress gives each twin the progress of the bulk operations on
+// its source's tables: a progress row is keyed by database index, and a
+// twin without one would walk the moved rows again (a reschedule by a
+// shift applied twice). The twin's table holds only rows of its source's
+// table and rows created after the cutover, which no operation created
+// before matches, so the source's cursor and done hold for it; the counts
+// start at 0, the source's row having counted the moved rows.
+func (s *Store) copyOpProgress(ctx context.Context, tw *twins) error {
+	for d, dst := range tw.dbs {
+		rows, err := s.w[d].QueryContext(ctx, `SELECT op_id, tbl, pos, done FROM ontime_operation_progress`)
+		if err != nil {
+			return fmt.Errorf("operations' progress of database %d: %w", d, err)
+		}
+		var vals [][]any
+		for rows.Next() {
+			var op, pos string
+			var tbl, done int
+			if err := rows.Scan(&op, &tbl, &pos, &done); err != nil {
+				rows.Close()
+				return err
+			}
+			vals = append(vals, []any{op, tbl, pos, done})
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		err = withRetry(ctx, func() error {
+			tx, err := dst.BeginTx(ctx, nil)
+			if err != nil {
+				return err
+			}
+			defer tx.Rollback()
+			if _, err := tx.ExecContext(ctx, `DELETE FROM ontime_operation_progress`); err != nil {
+				return err
+			}
+			for _, v := range vals {
+				if _, err := tx.ExecContext(ctx, s.d.rebind(`INSERT INTO ontime_operation_progress (op_id, tbl, pos, matched, changed, pages, done) VALUES (?, ?, ?, 0, 0, 0, ?)`), v...); err != nil {
+					return err
+				}
+			}
+			return tx.Commit()
+		})
+		if err != nil {
+			return fmt.Errorf("operations' progress of database %d: %w", d+len(tw.dbs), err)
+		}
+	}
 	return nil
 }
 
@@ -609,7 +942,7 @@ func (s *Store) ExpandAbort(ctx context.Context) (err error) {
 	case PhaseCleanup:
 		return fmt.Errorf("%w: the expansion has cut over; it can only finish (ontime store expand)", ErrExpansion)
 	}
-	tw, err := s.openTwins(ctx, dsns, from)
+	tw, err := s.openTwins(ctx, recordedTwins, dsns, from)
 	if err != nil {
 		return err
 	}
@@ -626,21 +959,30 @@ func (s *Store) ExpandAbort(ctx context.Context) (err error) {
 			}
 		}
 	}
-	return s.clearExpansion(ctx, from)
+	return s.clearExpansion(ctx, from, false)
 }
 
-func (s *Store) clearExpansion(ctx context.Context, from int) error {
-	keys := []string{metaExpandPhase, metaExpandFrom, metaExpandPass, metaExpandSince}
-	for i := from; i < 2*from; i++ {
-		keys = append(keys, metaExpandDSN+strconv.Itoa(i))
+// clearExpansion deletes the record of an expansion; done (the cleanup
+// finished) keeps expand_from and the new databases' DSNs, by which a node
+// that was stopped for the cutover and reads the state only now still
+// learns the grown list (WaitTopology). The next expansion replaces them.
+func (s *Store) clearExpansion(ctx context.Context, from int, done bool) error {
+	keys := []string{metaExpandPhase, metaExpandPass, metaExpandSince, metaExpandFence}
+	if !done {
+		keys = append(keys, metaExpandFrom)
+		for i := from; i < 2*from; i++ {
+			keys = append(keys, metaExpandDSN+strconv.Itoa(i))
+		}
 	}
 	for _, k := range keys {
 		if _, err := s.w[0].ExecContext(ctx, s.d.rebind(`DELETE FROM ontime_meta WHERE k = ?`), k); err != nil {
 			return err
 		}
 	}
-	_, err := s.w[0].ExecContext(ctx, `DELETE FROM ontime_expansion`)
-	return err
+	if _, err := s.w[0].ExecContext(ctx, `DELETE FROM ontime_expansion`); err != nil {
+		return err
+	}
+	return s.clearGone(ctx)
 }
 
 // ExpandCleanup deletes, in every old database, the rows that moved to its
@@ -674,12 +1016,18 @@ func (s *Store) ExpandCleanup(ctx context.Context, o ExpandOptions) (err error) 
 			if ph >= unitCleaned {
 				continue
 			}
+			// Keyset pages: each page starts after the last ID of the one
+			// before, so a page reads its own rows and not again every row
+			// the database keeps below them (a restarted cleanup begins
+			// from the start once, which finds only what is left).
+			after := ""
 			for {
-				ids, err := s.queryIDs(ctx, d, `SELECT id FROM `+t+` WHERE `+pred+` ORDER BY id LIMIT `+strconv.Itoa(page), pargs...)
+				ids, err := s.queryIDs(ctx, d, `SELECT id FROM `+t+` WHERE `+pred+` AND id > ? ORDER BY id LIMIT `+strconv.Itoa(page), append(append([]any(nil), pargs...), after)...)
 				if err != nil {
 					return err
 				}
 				if len(ids) > 0 {
+					after = ids[len(ids)-1]
 					args := make([]any, 0, len(ids)+2)
 					for _, id := range ids {
 						args = append(args, id)
@@ -706,7 +1054,7 @@ func (s *Store) ExpandCleanup(ctx context.Context, o ExpandOptions) (err error) 
 			}
 		}
 	}
-	if err := s.clearExpansion(ctx, from); err != nil {
+	if err := s.clearExpansion(ctx, from, true); err != nil {
 		return err
 	}
 	s.log.Info("store expansion cleaned up", "databases", 2*from)
@@ -743,45 +1091,4 @@ func openLiteWriter(dsn string) (*sql.DB, error) {
 	}
 	db.SetMaxOpenConns(1)
 	return db, nil
-}
-
-// MarkInUse records that node uses the store now, whatever its coordinator
-// (only the database coordinator heartbeats into the store): a cutover
-// refuses while a node marked itself within MarkFresh. It fails with
-// ErrTopology when the store's databases changed since Open.
-func (s *Store) MarkInUse(ctx context.Context, node string, now time.Time) (err error) {
-	defer classify(&err)
-	up := `INSERT INTO ontime_store_users (node_id, epoch, at) VALUES (?, ?, ?) ON CONFLICT (node_id) DO UPDATE SET epoch = excluded.epoch, at = excluded.at`
-	if s.d.name == "mysql" {
-		up = `INSERT INTO ontime_store_users (node_id, epoch, at) VALUES (?, ?, ?) ON DUPLICATE KEY UPDATE epoch = VALUES(epoch), at = VALUES(at)`
-	}
-	if _, err := s.w[0].ExecContext(ctx, s.d.rebind(up), node, s.epoch, micros(now)); err != nil {
-		return err
-	}
-	var v string
-	err = s.r[0].QueryRowContext(ctx, s.d.rebind(`SELECT v FROM ontime_meta WHERE k = ?`), metaEpoch).Scan(&v)
-	if err != nil {
-		return err
-	}
-	if v != strconv.FormatInt(s.epoch, 10) {
-		return fmt.Errorf("%w: the store's databases changed while this node ran (topology epoch %d, now %s): restart it with store.databases as `ontime store status` lists them", ErrTopology, s.epoch, v)
-	}
-	return nil
-}
-
-// Unmark removes node's mark (a node stopping): a cutover need not wait
-// for it to go stale.
-func (s *Store) Unmark(ctx context.Context, node string) (err error) {
-	defer classify(&err)
-	_, err = s.w[0].ExecContext(ctx, s.d.rebind(`DELETE FROM ontime_store_users WHERE node_id = ?`), node)
-	return err
-}
-
-// MarkFresh is how recent a node's mark keeps a cutover waiting: a few of
-// the node's mark periods (2 s).
-const MarkFresh = 10 * time.Second
-
-// usersSince lists the nodes marked in use since t.
-func (s *Store) usersSince(ctx context.Context, t time.Time) ([]string, error) {
-	return s.queryIDs(ctx, 0, `SELECT node_id FROM ontime_store_users WHERE at >= ? ORDER BY node_id`, micros(t))
 }

@@ -107,6 +107,15 @@ func (f *expandFixture) check(t *testing.T, s *Store, when string) {
 	if !maps.Equal(got, want) {
 		t.Fatalf("%s: counts %v, want %v", when, got, want)
 	}
+	// The counts the writes maintain (schema 20) follow the copy, its
+	// catch-up and the cleanup: each database's equal its tables', and
+	// the topic's (counted while a cleanup runs) the tasks'.
+	if drift, err := CountsDrift(ctx, s); err != nil || drift != "" {
+		t.Fatalf("%s: maintained counts: %s %v", when, drift, err)
+	}
+	if ts, err := s.TopicStats(ctx, "t"); err != nil || len(ts) != 1 || !maps.Equal(ts[0].Counts, want) {
+		t.Fatalf("%s: topic stats %+v %v, want %v", when, ts, err, want)
+	}
 	for _, it := range s.Items() {
 		refs, err := s.Claim(ctx, it, time.Now(), time.Now(), store.Lease{Owner: "n2", Until: time.Now().Add(time.Hour), Token: 8}, 10000)
 		if err != nil || len(refs) != 0 {
@@ -146,6 +155,18 @@ func copies(t *testing.T, s *Store, engine string, dsns []string) map[string]int
 
 var errKilled = errors.New("killed")
 
+// newExpandFixture is a store's old databases and their twins: 1 → 2 on
+// SQLite, 2 → 4 on MariaDB and PostgreSQL.
+func newExpandFixture(t *testing.T, engine string) (f *expandFixture, twins []string) {
+	t.Helper()
+	m := 2
+	if engine == "sqlite" {
+		m = 1
+	}
+	f = &expandFixture{engine: engine, old: testdb.DSNs(t, engine, m), tasks: map[string]store.NewTask{}, status: map[string]task.Status{}}
+	return f, testdb.DSNs(t, engine, m)
+}
+
 // TestExpandDoubles grows a store (1 → 2 databases on SQLite, 2 → 4 on
 // MariaDB and PostgreSQL) while tasks are written during the copy: the
 // copy is cut off twice and resumed, an abort before it leaves the store
@@ -157,12 +178,8 @@ func TestExpandDoubles(t *testing.T) {
 		t.Run(engine, func(t *testing.T) {
 			t.Parallel()
 			ctx := context.Background()
-			m := 2
-			if engine == "sqlite" {
-				m = 1
-			}
-			f := &expandFixture{engine: engine, old: testdb.DSNs(t, engine, m), tasks: map[string]store.NewTask{}, status: map[string]task.Status{}}
-			twins := testdb.DSNs(t, engine, m)
+			f, twins := newExpandFixture(t, engine)
+			m := len(twins)
 			s := f.open(t, f.old)
 			f.add(t, s, "a", 1500)
 			f.check(t, s, "before")
@@ -254,32 +271,78 @@ func TestExpandDoubles(t *testing.T) {
 			if err != nil || st.Phase != PhaseCopy || st.Copied != st.Tables || st.Tables != 4*m || st.To != 2*m {
 				t.Fatalf("after the copy: %+v %v", st, err)
 			}
-			// A node heartbeating: no cutover.
-			if err := s.Heartbeat(ctx, "node-1", "127.0.0.1:1", nil, store.Process{}, time.Now()); err != nil {
+			// Retention while the copy runs keeps the rows that move: one
+			// deleted after its copy would come back on the twin.
+			grownTopo := router.Topology{Databases: 2 * m, Tables: 4}
+			for _, it := range s.Items() {
+				if _, err := s.DeleteExpired(ctx, it, task.StatusCancelled, time.Now().Add(time.Hour), 10000); err != nil {
+					t.Fatal(err)
+				}
+			}
+			kept := 0
+			for id, st := range f.status {
+				if st != task.StatusCancelled {
+					continue
+				}
+				if db, _ := grownTopo.Locate(f.tasks[id].ShardHash); db >= m {
+					kept++ // moves: retention kept it
+					continue
+				}
+				if _, err := s.Get(ctx, id); !errors.Is(err, store.ErrNotFound) {
+					t.Fatalf("retention during the copy: %s (stays) is still there: %v", id, err)
+				}
+				delete(f.status, id)
+				delete(f.tasks, id)
+			}
+			if kept == 0 {
+				t.Fatal("no cancelled task moves")
+			}
+			f.check(t, s, "after retention during the copy")
+
+			// A node marked in use that does not stop: the cutover waits,
+			// gives up, and lifts its fence.
+			s.EnableFence()
+			if st, err := s.MarkInUse(ctx, "solo", time.Now()); err != nil || st.Fence {
+				t.Fatalf("mark before the cutover: %+v %v", st, err)
+			}
+			if err := s.ExpandCutover(ctx, ExpandOptions{FenceWait: 300 * time.Millisecond}); !errors.Is(err, ErrExpansion) || !strings.Contains(err.Error(), "solo") {
+				t.Fatalf("cutover with a node that keeps writing: %v", err)
+			}
+			if st, err := s.MarkInUse(ctx, "solo", time.Now()); err != nil || st.Fence || st.Phase != PhaseCopy {
+				t.Fatalf("mark after a cutover gave up: %+v %v", st, err)
+			}
+			// A node that sees the pending cutover stops and unmarks, as
+			// ontime serve does; the cutover then goes through online.
+			stopped := make(chan error, 1)
+			go func() {
+				for {
+					st, err := s.MarkInUse(ctx, "solo", time.Now())
+					if err != nil || st.Fence {
+						if err == nil {
+							err = s.Unmark(ctx, "solo")
+						}
+						stopped <- err
+						return
+					}
+					time.Sleep(20 * time.Millisecond)
+				}
+			}()
+			if err := s.ExpandCutover(ctx, ExpandOptions{Page: 50}); err != nil {
 				t.Fatal(err)
 			}
-			if err := s.ExpandCutover(ctx, 10*time.Second, ExpandOptions{}); !errors.Is(err, ErrExpansion) || !strings.Contains(err.Error(), "node-1") {
-				t.Fatalf("cutover with a live node: %v", err)
-			}
-			if err := s.Deregister(ctx, "node-1"); err != nil {
+			if err := <-stopped; err != nil {
 				t.Fatal(err)
 			}
-			// A node of another coordinator (or none) marks itself.
-			if err := s.MarkInUse(ctx, "solo", time.Now()); err != nil {
-				t.Fatal(err)
-			}
-			if err := s.ExpandCutover(ctx, 10*time.Second, ExpandOptions{}); !errors.Is(err, ErrExpansion) || !strings.Contains(err.Error(), "solo") {
-				t.Fatalf("cutover with a marked node: %v", err)
-			}
-			if err := s.Unmark(ctx, "solo"); err != nil {
-				t.Fatal(err)
-			}
-			if err := s.ExpandCutover(ctx, 10*time.Second, ExpandOptions{Page: 50}); err != nil {
-				t.Fatal(err)
-			}
-			// A node still running by the old databases hears of it.
-			if err := s.MarkInUse(ctx, "solo", time.Now()); !errors.Is(err, ErrTopology) {
+			// A node still running by the old databases hears of it and
+			// writes no more (it missed the flip: paused, partitioned).
+			if _, err := s.MarkInUse(ctx, "solo", time.Now()); !errors.Is(err, ErrTopology) {
 				t.Fatalf("mark after the cutover: %v", err)
+			}
+			if _, err := s.Insert(ctx, []store.NewTask{newTask(t, "", time.Now(), 2)}); !errors.Is(err, store.ErrUnavailable) {
+				t.Fatalf("insert by the old databases after the cutover: %v", err)
+			}
+			if _, err := s.Claim(ctx, s.Items()[0], time.Now(), time.Now(), store.Lease{Owner: "n1", Until: time.Now().Add(time.Hour), Token: 7}, 10); !errors.Is(err, store.ErrUnavailable) {
+				t.Fatalf("claim by the old databases after the cutover: %v", err)
 			}
 			s.Close()
 			if _, err := Open(ctx, Config{Driver: engine, DSNs: f.old, Tables: 4, Segments: 2}); !errors.Is(err, ErrTopology) || !strings.Contains(err.Error(), "missing") {
@@ -355,6 +418,188 @@ func TestExpandDoubles(t *testing.T) {
 				var n int
 				if err := s.r[db].QueryRowContext(ctx, s.d.rebind(`SELECT COUNT(*) FROM `+s.names[tb]+` WHERE id = ?`), id).Scan(&n); err != nil || n != 1 {
 					t.Fatalf("%s not in database %d table %d: %d %v", id, db, tb, n, err)
+				}
+			}
+		})
+	}
+}
+
+// TestExpandPurgedStayGone: what is deleted in the old databases while an
+// expansion copies — a final task purged by ID, tasks deleted by a bulk
+// operation, pending ones among them — does not come back from the twin
+// after the cutover; and what refers to the old copies is kept right: a
+// bulk reschedule walked before the cutover is not applied again to the
+// moved rows, and while the cleanup runs, a schedule's withdrawal and a
+// topic's requeue change and count each task once.
+func TestExpandPurgedStayGone(t *testing.T) {
+	t.Parallel()
+	for _, engine := range testdb.Engines {
+		t.Run(engine, func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			f, twins := newExpandFixture(t, engine)
+			m := len(twins)
+			s := f.open(t, f.old)
+			f.add(t, s, "a", 600)
+			f.add(t, s, "del", 300)
+			f.add(t, s, "w", 300)
+			f.add(t, s, "r", 300)
+			grown := router.Topology{Databases: 2 * m, Tables: 4}
+			moves := func(id string) bool { db, _ := grown.Locate(f.tasks[id].ShardHash); return db >= m }
+			// Dead tasks, for the requeue by topic.
+			dead := 0
+			for id, st := range f.status {
+				if k := f.tasks[id].Key; st == task.StatusPending && strings.HasPrefix(k, "r-") {
+					db, tb, _ := s.locate(id)
+					if _, err := s.w[db].ExecContext(ctx, s.d.rebind(`UPDATE `+s.names[tb]+` SET status = ?, updated_at = ? WHERE id = ?`), int(task.StatusDead), time.Now().UnixMicro(), id); err != nil {
+						t.Fatal(err)
+					}
+					f.status[id] = task.StatusDead
+					dead++
+				}
+			}
+			f.check(t, s, "before")
+
+			if err := s.ExpandBegin(ctx, twins); err != nil {
+				t.Fatal(err)
+			}
+			if err := s.ExpandCopy(ctx, ExpandOptions{Page: 100}); err != nil {
+				t.Fatal(err)
+			}
+			// Pages written but their cursors lost (a kill between the
+			// two): written again, replacing what is there (on PostgreSQL
+			// the COPY fails and statements take over).
+			if _, err := s.w[0].ExecContext(ctx, `UPDATE ontime_expansion SET after_id = '', phase = 0`); err != nil {
+				t.Fatal(err)
+			}
+			if err := s.ExpandCopy(ctx, ExpandOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			// Copied, then deleted at the source.
+			purged := 0
+			for id, st := range f.status {
+				if st == task.StatusCancelled && moves(id) && !strings.HasPrefix(f.tasks[id].Key, "del-") && purged < 30 {
+					if _, err := s.Purge(ctx, id); err != nil {
+						t.Fatal(err)
+					}
+					delete(f.status, id)
+					purged++
+				}
+			}
+			if purged == 0 {
+				t.Fatal("no cancelled task moves")
+			}
+			del := &store.Operation{ID: "opdelete", Action: store.OpDelete, Filter: store.OpFilter{Topic: "t", KeyPrefix: "del-"}, CreatedAt: time.Now()}
+			shift := &store.Operation{ID: "opshift", Action: store.OpReschedule, Shift: time.Hour, Filter: store.OpFilter{Topic: "t", KeyPrefix: "a-"}, CreatedAt: time.Now()}
+			walk := func(s *Store, op *store.Operation) (changed int64) {
+				dbs, tables := s.OperationTables()
+				for db := range dbs {
+					for tb := range tables {
+						for {
+							pg, err := s.OperationPage(ctx, op, db, tb, 50, time.Now())
+							if err != nil {
+								t.Fatal(err)
+							}
+							changed += pg.Changed
+							if pg.Done {
+								break
+							}
+						}
+					}
+				}
+				return changed
+			}
+			deleted, movedDeleted := int64(0), 0
+			for id, st := range f.status {
+				if strings.HasPrefix(f.tasks[id].Key, "del-") && st != task.StatusClaimed {
+					deleted++
+					if moves(id) {
+						movedDeleted++
+					}
+					delete(f.status, id)
+				}
+			}
+			if n := walk(s, del); n != deleted || movedDeleted == 0 {
+				t.Fatalf("bulk delete during the copy: %d deleted, want %d (%d moving)", n, deleted, movedDeleted)
+			}
+			shifted := map[string]time.Time{}
+			for id, st := range f.status {
+				if st == task.StatusPending && strings.HasPrefix(f.tasks[id].Key, "a-") {
+					got, err := s.Get(ctx, id)
+					if err != nil {
+						t.Fatal(err)
+					}
+					shifted[id] = got.DueAt.Add(time.Hour)
+				}
+			}
+			if n := walk(s, shift); n != int64(len(shifted)) {
+				t.Fatalf("bulk reschedule during the copy: %d changed, want %d", n, len(shifted))
+			}
+			f.check(t, s, "after the deletes")
+			if err := s.ExpandCutover(ctx, ExpandOptions{Page: 100}); err != nil {
+				t.Fatal(err)
+			}
+			s.Close()
+			all := append(append([]string{}, f.old...), twins...)
+			s = f.open(t, all)
+			f.check(t, s, "after cutover")
+			for id := range f.tasks {
+				if _, ok := f.status[id]; ok {
+					continue
+				}
+				if got, err := s.Get(ctx, id); !errors.Is(err, store.ErrNotFound) {
+					t.Fatalf("%s, deleted during the copy, is back after the cutover: %+v %v", id, got, err)
+				}
+			}
+			// The reschedule's walk goes on over the grown store: the
+			// twins' tables are walked already.
+			if n := walk(s, shift); n != 0 {
+				t.Fatalf("bulk reschedule after the cutover changed %d rows again", n)
+			}
+			for id, due := range shifted {
+				got, err := s.Get(ctx, id)
+				if err != nil || !got.DueAt.Equal(due) {
+					t.Fatalf("%s due %v, want %v (shifted once): %v", id, got.DueAt, due, err)
+				}
+			}
+			// While the cleanup runs: each task withdrawn and requeued once.
+			withdrawn := int64(0)
+			for id, st := range f.status {
+				if strings.HasPrefix(f.tasks[id].Key, "w-") && (st == task.StatusPending || st == task.StatusClaimed) {
+					withdrawn++
+					f.status[id] = task.StatusCancelled
+				}
+			}
+			if n, err := s.WithdrawFires(ctx, "t", "w-", "w.", time.Time{}, "withdrawn"); err != nil || n != withdrawn {
+				t.Fatalf("withdraw during the cleanup: %d %v, want %d", n, err, withdrawn)
+			}
+			if n, err := s.RequeueTopic(ctx, "t", time.Now().Add(time.Hour)); err != nil || n != int64(dead) {
+				t.Fatalf("requeue during the cleanup: %d %v, want %d", n, err, dead)
+			}
+			for id, st := range f.status {
+				if st == task.StatusDead {
+					f.status[id] = task.StatusPending
+				}
+			}
+			f.check(t, s, "withdrawn and requeued")
+			if err := s.ExpandCleanup(ctx, ExpandOptions{Page: 100}); err != nil {
+				t.Fatal(err)
+			}
+			f.check(t, s, "after cleanup")
+			// A node stopped for the cutover that reads the state only
+			// after the cleanup still learns the new databases.
+			w, err := OpenWatch(engine, all[0])
+			if err != nil {
+				t.Fatal(err)
+			}
+			ts, err := w.Read(ctx)
+			w.Close()
+			if err != nil || ts.Phase != PhaseNone || ts.From != m || strings.Join(ts.Twins, " ") != strings.Join(twins, " ") || ts.Epoch != s.Epoch() {
+				t.Fatalf("the state after the cleanup: %+v %v", ts, err)
+			}
+			for id, n := range copies(t, s, engine, all) {
+				if _, ok := f.status[id]; !ok || n != 1 {
+					t.Fatalf("%s: %d copies after cleanup (known %v)", id, n, ok)
 				}
 			}
 		})

@@ -14,6 +14,9 @@ import (
 // database; done rows in one statement per table.
 func (s *Store) Finish(ctx context.Context, outcomes []store.Outcome) (err error) {
 	defer classify(&err)
+	if err := s.fenced(); err != nil {
+		return err
+	}
 	if s.liteOps != nil {
 		return s.finishLite(ctx, outcomes)
 	}

@@ -24,6 +24,9 @@ import (
 // holder ended between the two goes in with a second transaction.
 func (s *Store) Insert(ctx context.Context, tasks []store.NewTask) (_ []store.Inserted, err error) {
 	defer classify(&err)
+	if err := s.fenced(); err != nil {
+		return nil, err
+	}
 	out := make([]store.Inserted, len(tasks))
 	ids := make([]string, len(tasks))
 	for i, t := range tasks {
@@ -43,6 +46,7 @@ func (s *Store) Insert(ctx context.Context, tasks []store.NewTask) (_ []store.In
 	if err != nil {
 		return nil, fmt.Errorf("insert: %w", err)
 	}
+	s.ahead.inserted(tasks)
 	return out, nil
 }
 

@@ -14,7 +14,7 @@ import (
 
 // insertPlan is how Insert writes the rows of one table: how many go in
 // one statement, and the statement's shape. Figures behind each choice:
-// BENCHMARKS.md, "Batch insert per engine".
+// docs/performance-notes.md, "Batch insert per engine".
 type insertPlan struct {
 	// rows bounds the rows of one statement; bytes bounds the variable
 	// bytes (payload, target, key) it carries, so that a batch of large
@@ -39,6 +39,9 @@ type insertPlan struct {
 	// keyed: PostgreSQL's batches with keys go in one statement over
 	// every table (insert_keyed.go); false: the statements of insertTx.
 	keyed bool
+	// hold: SQLite's keyed rows skip held keys in the INSERT itself
+	// (insert_sqlite.go); false: a SELECT of the keys first.
+	hold bool
 }
 
 func planFor(d *dialect) insertPlan {
@@ -51,7 +54,7 @@ func planFor(d *dialect) insertPlan {
 		return insertPlan{rows: 2000, bytes: 4 << 20, multi: true}
 	default:
 		// SQLite allows 32,766 variables (19 per row: 1,724 rows).
-		return insertPlan{rows: 1000, bytes: 32 << 20}
+		return insertPlan{rows: 1000, bytes: 32 << 20, hold: true}
 	}
 }
 

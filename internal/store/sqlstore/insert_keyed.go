@@ -2,6 +2,7 @@ package sqlstore
 
 import (
 	"context"
+	"github.com/jackc/pgx/v5"
 	"math"
 	"slices"
 	"strconv"
@@ -35,15 +36,17 @@ import (
 var keyedArrayTypes = append(slices.Clone(arrayTypes), "bool")
 
 // oneStatement reports whether the table groups of one database go in
-// one keyed statement: PostgreSQL's plan, several tables, a key among the
-// tasks (without, COPY takes them), and within one statement's rows and
-// bytes. One table (a server engine's group commit is per table) keeps
-// the statements of insertTx: on this shared 2-core machine (load ~20)
-// the one statement of one row measured slower in median in three A/B
-// runs, though within noise (BenchmarkInsertSmallKeyed n=1); 100 rows
-// over 16 tables measured 2.1–2.3× faster (p < 0.05, two runs).
+// one keyed statement: PostgreSQL's plan, a key among the tasks (without,
+// COPY takes them), and within one statement's rows and bytes. One table
+// too: a server engine's group commit is per table, so a keyed submit, or
+// a group of them, is one table's rows, and the statements of insertTx
+// cost it four round trips and a transaction (BEGIN, the key hold's
+// SELECT, the INSERT, COMMIT) where the statement is one round trip that
+// commits by itself. Under 16 keyed HTTP clients with delivery running,
+// the node waited on those round trips (6.6 % of one core busy in a CPU
+// profile of ontime serve, every handler in a query).
 func (s *Store) oneStatement(gs []group, tasks []store.NewTask) bool {
-	if !s.ins.keyed || len(gs) < 2 || !anyKeyed(gs, tasks) {
+	if !s.ins.keyed || !anyKeyed(gs, tasks) {
 		return false
 	}
 	rows, size := 0, 0
@@ -102,7 +105,18 @@ func (s *Store) keyedInsert(ctx context.Context, gs []group, tasks []store.NewTa
 	}
 	names := make([]string, len(gs))
 	args := make([]any, 0, 3+len(gs)*len(keyedArrayTypes))
-	args = append(args, s.ins.mode, nowUs, cutoff)
+	// One table's statement (a keyed single submit, or a group commit of
+	// them: 16 statements in all) is prepared once per connection: its
+	// plan cost more than the insert (n=1, synchronous_commit off: 0.50–0.55
+	// → 0.37–0.40 ms). A statement over several tables is one of
+	// thousands of table sets, which would miss the cache and pay a
+	// prepare round trip each (n=16: 0.76–0.89× with it), so it is sent
+	// unprepared.
+	mode := s.ins.mode
+	if len(gs) == 1 {
+		mode = pgx.QueryExecModeCacheStatement
+	}
+	args = append(args, mode, nowUs, cutoff)
 	for n, g := range gs {
 		names[n] = s.names[g.table]
 		// Rows in key order, as insertStatement's: concurrent statements

@@ -25,7 +25,8 @@ import (
 // in batches (one WAL record per page instead of per row) and takes
 // binary columns that the server does not parse; measured against the
 // unnest statements sent one after another in a transaction (18 round
-// trips for 16 tables): BENCHMARKS.md, "Batch insert per engine".
+// trips for 16 tables): docs/performance-notes.md, "Batch insert per
+// engine".
 //
 // COPY cannot skip a row that exists. Only tasks with a key may meet one
 // that way on purpose (idempotency by key), so a batch with a key takes

@@ -206,6 +206,9 @@ func (s *Store) GetByKey(ctx context.Context, topic, key string) (_ *task.Task, 
 // Update changes a pending or claimed task.
 func (s *Store) Update(ctx context.Context, id string, p store.Patch) (_ *task.Task, err error) {
 	defer classify(&err)
+	if err := s.fenced(); err != nil {
+		return nil, err
+	}
 	db, table, err := s.locate(id)
 	if err != nil {
 		return nil, err

@@ -39,7 +39,7 @@ func TestKeyQueriesUseIndexes(t *testing.T) {
 				t.Fatal(err)
 			}
 			// EXPLAIN of a DELETE or an UPDATE is its plan; nothing is written.
-			del := s.deleteExpiredQuery(tn)
+			del := s.deleteExpiredQuery(tn, "")
 			for name, q := range map[string]struct {
 				q     string
 				args  []any
@@ -52,8 +52,9 @@ func TestKeyQueriesUseIndexes(t *testing.T) {
 				// Withdrawing schedules' fire keys: a key range of live rows,
 				// or the live rows when the statistics find them fewer.
 				"withdraw fires": {withdrawQuery(tn), []any{5, "withdrawn", 0, "t", "key-7", "key-8", 0, 1, 0}, []string{tn + "_keyed ", tn + "_live_keyed ", tn + "_open ", tn + "_scan ", "key=task_key ", "key=live_key "}},
-				// Not a key query, but it had the key index: now the dead rows.
-				"requeue topic":  {requeueTopicQuery(tn), []any{0, 0, 0, "t", 4}, []string{tn + "_open ", "key=task_key ", "key=status_id ", "key=ended "}},
+				// Not a key query, but it had the key index: now the dead
+				// rows by topic (schema 21), on MariaDB the dead rows.
+				"requeue topic":  {requeueTopicQuery(tn), []any{0, 0, 0, "t"}, []string{tn + "_dead ", "key=task_key ", "key=status_id ", "key=ended "}},
 				"delete expired": {del, []any{1, 3, now.UnixMicro(), 500}, []string{tn + "_ended", "key=ended "}},
 			} {
 				plan := explain(t, engine, db, s.d.rebind(q.q), q.args)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -76,7 +77,7 @@ func (s *Store) EndLeases(ctx context.Context, it store.Item, now time.Time, h s
 
 // ExtendHeld implements store.Store: one UPDATE per table (per
 // heldChunk tokens), whatever the number of tasks, found through the
-// (status, id) index, and one transaction per database, so a heartbeat
+// leases index, and one transaction per database, so a heartbeat
 // waits once for a busy writer (SQLite has one) rather than once per
 // table. Rows another holder took since carry another token and are not
 // touched; rows whose lease is not near its end are not written at all,
@@ -112,7 +113,7 @@ func (s *Store) ExtendHeld(ctx context.Context, status task.Status, tokens []int
 			for start := 0; start < len(tokens); start += heldChunk {
 				part := tokens[start:min(start+heldChunk, len(tokens))]
 				for t, name := range s.names {
-					q := extendQuery(name, len(part))
+					q := extendQuery(name, s.cfg.Segments, len(part))
 					args := make([]any, 0, 4+len(part))
 					args = append(args, micros(until), now, int(status), micros(soon))
 					for _, tok := range part {
@@ -153,7 +154,15 @@ func (s *Store) ExtendHeld(ctx context.Context, status task.Status, tokens []int
 const heldChunk = 500
 
 // extendQuery extends the leases of n tokens' rows of one status in table
-// t that end before a time.
-func extendQuery(t string, n int) string {
-	return `UPDATE ` + t + ` SET lease_until = ?, updated_at = ? WHERE status = ?` + notDone + ` AND lease_until < ? AND token IN (` + placeholders(n) + `)`
+// t that end before a time, of a store of segments segments. It reads the
+// leases index (schema21.go) in each segment from the leases that end
+// first up to that time: the leases that need moving, not every lease held
+// (the (status, id) index read a burst's whole backlog at every heartbeat).
+func extendQuery(t string, segments, n int) string {
+	segs := make([]string, segments)
+	for i := range segs {
+		segs[i] = strconv.Itoa(i)
+	}
+	return `UPDATE ` + t + ` SET lease_until = ?, updated_at = ? WHERE seg IN (` + strings.Join(segs, ", ") + `) AND ` + leaseHeld +
+		` AND status = ? AND lease_until < ? AND token IN (` + placeholders(n) + `)`
 }

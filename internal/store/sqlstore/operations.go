@@ -314,12 +314,18 @@ func (s *Store) OperationPage(ctx context.Context, op *store.Operation, db, tabl
 			return store.OpPage{Cursor: cursor, Done: true}, nil
 		}
 		var pg store.OpPage
+		gone := ""
+		if op.Action == store.OpDelete && !op.DryRun {
+			if gone, err = s.goneFilter(ctx); err != nil {
+				return store.OpPage{}, err
+			}
+		}
 		err = withRetry(ctx, func() error {
 			var err error
-			pg, err = s.page(ctx, op, db, table, cursor, limit, now, false)
+			pg, err = s.page(ctx, op, db, table, cursor, limit, now, false, gone)
 			if err != nil && s.d.name == "postgres" && op.Action == store.OpRequeue && uniqueViolation(err) {
 				// Two dead tasks of one key in one page: row by row.
-				pg, err = s.page(ctx, op, db, table, cursor, limit, now, true)
+				pg, err = s.page(ctx, op, db, table, cursor, limit, now, true, gone)
 			}
 			return err
 		})
@@ -360,8 +366,10 @@ func (s *Store) progress(ctx context.Context, op string, db, table int) (cursor 
 
 // page is one page's transaction. perRow (PostgreSQL's requeue after a
 // unique violation) updates the page's rows one by one, each under a
-// savepoint, passing over those whose key a live task holds.
-func (s *Store) page(ctx context.Context, op *store.Operation, db, table int, cursor string, limit int, now time.Time, perRow bool) (store.OpPage, error) {
+// savepoint, passing over those whose key a live task holds. gone, for a
+// delete while an expansion copies, selects the rows noted as deleted
+// (Store.goneFilter).
+func (s *Store) page(ctx context.Context, op *store.Operation, db, table int, cursor string, limit int, now time.Time, perRow bool, gone string) (store.OpPage, error) {
 	t := s.names[table]
 	var pg store.OpPage
 	err := s.writeTx(ctx, db, nil, func(tx *sql.Tx) error {
@@ -414,6 +422,12 @@ func (s *Store) page(ctx context.Context, op *store.Operation, db, table int, cu
 			}
 			pg.Changed = n
 		default:
+			if gone != "" {
+				if _, err := tx.ExecContext(ctx, s.d.rebind(`INSERT INTO ontime_expand_gone (id) SELECT id FROM `+t+` WHERE `+where+` AND `+eligIn+` AND `+gone),
+					append(append([]any{}, args...), eligArgs...)...); err != nil {
+					return err
+				}
+			}
 			q, set := s.opChange(op, t, now)
 			res, err := tx.ExecContext(ctx, s.d.rebind(q+` WHERE `+where+` AND `+eligIn+s.requeueGuard(op, t)), append(append(set, args...), eligArgs...)...)
 			if err != nil {

@@ -15,12 +15,12 @@ import (
 // SQLite uses a partial index only when the query repeats its predicate
 // word for word, hence "status >= 3" beside "status = ?". MariaDB has
 // DELETE … LIMIT but no LIMIT in an IN subquery; the others the reverse.
-func (s *Store) deleteExpiredQuery(t string) string {
+func (s *Store) deleteExpiredQuery(t, keep string) string {
 	if s.d.name == "mysql" {
-		return `DELETE FROM ` + t + ` WHERE seg = ? AND status = ? AND ended_at < ? LIMIT ?`
+		return `DELETE FROM ` + t + ` WHERE seg = ? AND status = ? AND ended_at < ?` + keep + ` LIMIT ?`
 	}
 	return `DELETE FROM ` + t + ` WHERE id IN (SELECT id FROM ` + t +
-		` WHERE seg = ? AND status = ? AND status >= 3 AND updated_at < ? LIMIT ?)`
+		` WHERE seg = ? AND status = ? AND status >= 3 AND updated_at < ?` + keep + ` LIMIT ?)`
 }
 
 // DeleteExpired deletes up to limit final rows of item that ended before
@@ -37,7 +37,14 @@ func (s *Store) DeleteExpired(ctx context.Context, it store.Item, st task.Status
 		return 0, fmt.Errorf("delete expired: %s is not a final status", st)
 	}
 	limit = clampLimit(limit)
-	q := s.d.rebind(s.deleteExpiredQuery(s.names[it.Table]))
+	if err := s.refreshCopy(ctx); err != nil {
+		return 0, err
+	}
+	keep, ok := s.retentionFilter()
+	if !ok {
+		return 0, nil // the next pass, once the expansion's state is known
+	}
+	q := s.d.rebind(s.deleteExpiredQuery(s.names[it.Table], keep))
 	args := []any{it.Segment, int(st), micros(before), limit}
 	var n int64
 	err = withRetry(ctx, func() error {

@@ -233,7 +233,10 @@ func (s *Store) WithdrawFires(ctx context.Context, topic, lo, hi string, after t
 			// statement, so a retry does not count a row twice.
 			var n int64
 			err := withRetry(ctx, func() error {
-				res, err := s.w[db].ExecContext(ctx, s.d.rebind(withdrawQuery(t)), int(task.StatusCancelled), truncate(reason), now,
+				// While an expansion's cleanup runs, the copies left
+				// behind are not this database's (owned): the twin's row
+				// is the task, withdrawn there and counted once.
+				res, err := s.w[db].ExecContext(ctx, s.d.rebind(withdrawQuery(t)+s.owned(db)), int(task.StatusCancelled), truncate(reason), now,
 					topic, lo, hi, int(task.StatusPending), int(task.StatusClaimed), after.UnixMicro())
 				if err != nil {
 					return err

@@ -52,8 +52,14 @@ type Config struct {
 	// KeyHold is how long a final task keeps its key from a new task
 	// (retention.key_hold): until then Insert returns it. 0: free at once.
 	KeyHold time.Duration
-	Logger  *slog.Logger
+	// MaxConns bounds the pool of each server database (store.max_connections);
+	// 0: DefaultMaxConns. SQLite's pools are sized by its one writer.
+	MaxConns int
+	Logger   *slog.Logger
 }
+
+// DefaultMaxConns is a server database's pool size when Config.MaxConns is 0.
+const DefaultMaxConns = 32
 
 // Store is the SQL task store.
 type Store struct {
@@ -86,6 +92,10 @@ type Store struct {
 	cleanupFrom int
 	// epoch is the topology epoch the store was opened at (MarkInUse).
 	epoch int64
+	// fence is the write fence of an online cutover (fence.go).
+	fence fence
+	// ahead is the oldest pending dues' last look-ahead (counts.go).
+	ahead aheadCache
 }
 
 var _ store.Store = (*Store)(nil)
@@ -113,6 +123,7 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	s := &Store{cfg: cfg, d: d, topo: topo, log: cfg.Logger, ins: planFor(d)}
+	s.fence.born = time.Now()
 	if d.name == "sqlite" {
 		s.lite = newLiteStmts()
 		s.liteOps = newLiteOpStmts()
@@ -127,18 +138,16 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 			return nil, fmt.Errorf("store.databases[%d]: %w", i, err)
 		}
 		s.w, s.r = append(s.w, w), append(s.r, r)
-		pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		// Retried: SQLite answers "busy" while another process switches
-		// the file to WAL mode, without waiting on busy_timeout.
-		err = withRetry(pctx, func() error { return w.PingContext(pctx) })
-		cancel()
+		err = ping(ctx, w)
 		if err != nil {
 			s.Close()
 			// One line: pgx lists every address it tried on lines of its own.
 			msg := strings.Join(strings.Fields(err.Error()), " ")
 			return nil, fmt.Errorf("store.databases[%d]: cannot reach the %s database: %s", i, cfg.Driver, msg)
 		}
-		if err := withRetry(ctx, func() error { return s.migrate(ctx, w) }); err != nil {
+		if err := whileBusy(ctx, startBusyWait, func() error {
+			return withRetry(ctx, func() error { return s.migrate(ctx, w) })
+		}); err != nil {
 			s.Close()
 			return nil, fmt.Errorf("store.databases[%d]: %w", i, err)
 		}
@@ -164,6 +173,43 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	return s, nil
 }
 
+// startBusyWait is how long Open waits for a server that is at its
+// connection limit or still starting: both pass on their own (other
+// clients close connections, recovery ends), so a node started beside
+// busy neighbours waits its turn instead of exiting.
+const startBusyWait = 30 * time.Second
+
+// ping checks a database answers. A server refusing connections is
+// reported at once; one at its connection limit is waited for.
+func ping(ctx context.Context, db *sql.DB) error {
+	return whileBusy(ctx, startBusyWait, func() error {
+		pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		// Retried: SQLite answers "busy" while another process switches
+		// the file to WAL mode, without waiting on busy_timeout.
+		return withRetry(pctx, func() error { return db.PingContext(pctx) })
+	})
+}
+
+// whileBusy runs f until it succeeds, fails for another reason than
+// serverBusy, or wait has passed.
+func whileBusy(ctx context.Context, wait time.Duration, f func() error) error {
+	deadline := time.Now().Add(wait)
+	pause := 100 * time.Millisecond
+	for {
+		err := f()
+		if err == nil || !serverBusy(err) || time.Now().Add(pause).After(deadline) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(pause):
+		}
+		pause = min(2*pause, time.Second)
+	}
+}
+
 func (s *Store) connect(dsn string) (w, r *sql.DB, err error) {
 	if s.cfg.Driver != sqldb.SQLite {
 		// MultiStatements: MariaDB's batch inserts send a transaction in one
@@ -173,7 +219,7 @@ func (s *Store) connect(dsn string) (w, r *sql.DB, err error) {
 		if err != nil {
 			return nil, nil, err
 		}
-		poolLimits(db)
+		poolLimits(db, s.cfg.MaxConns)
 		return db, db, nil
 	}
 	// WAL lets readers run beside the writer; synchronous=NORMAL is
@@ -238,7 +284,15 @@ func (s *Store) connect(dsn string) (w, r *sql.DB, err error) {
 //	   the leader's assignment prefers for items of that zone's databases
 //	19 version on ontime_nodes: each node's build version, shown in the
 //	   cluster view ('' from nodes of earlier versions)
-const SchemaVersion = 19
+//	20 SQLite, PostgreSQL: the tasks per topic and status, maintained by
+//	   triggers on the task tables (counts.go)
+//	21 SQLite, PostgreSQL: the dead rows by topic, a partial index
+//	   (deadindex.go)
+//	22 the leases index on the task tables: (seg, status, lease_until) of
+//	   claimed and running rows (schema22.go)
+//	23 ontime_expand_gone: the moving rows deleted while an expansion
+//	   copies, so that the copy deletes them from the twins (expand.go)
+const SchemaVersion = 23
 
 // migrateTo runs the step that brings a database from version v-1 to v.
 // Every statement is idempotent (IF NOT EXISTS, insert-if-absent), so a
@@ -328,6 +382,14 @@ func (s *Store) migrateTo(ctx context.Context, c *sql.Conn, v int) error {
 	case 19:
 		// Registrations from before keep '': version unknown.
 		return s.addColumn(ctx, c, "ontime_nodes", "version", "VARCHAR(128) NOT NULL DEFAULT ''")
+	case 20:
+		return s.migrateCounts(ctx, c)
+	case 21:
+		return s.migrateDeadIndex(ctx, c)
+	case 22:
+		return s.migrateLeases(ctx, c)
+	case 23:
+		stmts = createExpandGone[s.d.name]
 	default:
 		return fmt.Errorf("no migration to schema version %d", v)
 	}
@@ -585,14 +647,17 @@ func placeholders(n int) string {
 	return strings.TrimSuffix(strings.Repeat("?, ", n), ", ")
 }
 
-// poolLimits sizes a server engine's pool: up to 32 connections while
-// they are used (group commit writes several tables at once), closed after
-// idleConnTTL unused, so a burst's connections do not stay held against
-// the server's max_connections (PostgreSQL's default is 100, shared by
-// every node and client).
-func poolLimits(db *sql.DB) {
-	db.SetMaxOpenConns(32)
-	db.SetMaxIdleConns(32)
+// poolLimits sizes a server engine's pool: up to n connections (0:
+// DefaultMaxConns) while they are used (group commit writes several tables
+// at once), closed after idleConnTTL unused, so a burst's connections do
+// not stay held against the server's max_connections (PostgreSQL's default
+// is 100, shared by every node and client).
+func poolLimits(db *sql.DB, n int) {
+	if n <= 0 {
+		n = DefaultMaxConns
+	}
+	db.SetMaxOpenConns(n)
+	db.SetMaxIdleConns(n)
 	db.SetConnMaxIdleTime(idleConnTTL)
 	db.SetConnMaxLifetime(time.Hour)
 }

@@ -155,11 +155,16 @@ func TestQueriesUseScanIndex(t *testing.T) {
 				// Start, Finish, Release: by primary key, however many rows are claimed.
 				"start by refs": {`SELECT id FROM ` + tn + ` WHERE status = ? AND ` + match, append([]any{1}, margs...)},
 				"claim due":     {claimSelect(tn, dueWhere, dueOrder), []any{1, 0, h, 500}},
-				"claim expired": {claimSelect(tn, expiredWhere, expiredOrder), []any{1, 1, 2, h, 500}},
+				"claim expired": {claimSelect(tn, expiredWhere, expiredOrder), []any{1, h, 500}},
 				// A paused topic is a residual filter on the same index walk.
 				"claim due, a topic paused": {claimSelect(tn, dueWhere+` AND topic NOT IN (?)`, dueOrder), []any{1, 0, h, "paused.topic", 500}},
 				"keyset scan":               {scanQuery(tn, true, ""), []any{1, 0, h, h - 1000, h - 1000, "0", 500}},
-				"next due":                  {nextDueQuery(tn, ""), []any{1, 0, 1, 1, 2}},
+				"next due":                  {nextDueQuery(tn, ""), []any{1, 0, 1, 1, 1, 2}},
+				// A residual filter: the first row of each range in order,
+				// not a MIN that MariaDB answers by reading the whole range.
+				"next due, a cleanup under way": {nextDueOwnedQuery(tn, ` AND shard_hash % 16 < 8`, ""), []any{1, 0, 1, 1, 1, 2}},
+				"next due, a topic paused":      {nextDueQuery(tn, ` AND topic NOT IN (?)`), []any{1, 0, "paused.topic", 1, 1, 1, 2}},
+				"extend leases":                 {extendQuery(tn, 4, 2), []any{0, 0, 1, h, 1, 2}},
 			}
 			for name, q := range queries {
 				plan := explain(t, engine, db, s.d.rebind(q.q), q.args)
@@ -176,7 +181,20 @@ func TestQueriesUseScanIndex(t *testing.T) {
 				if name == "start by refs" && engine == "sqlite" && !strings.Contains(plan, "id=?") {
 					t.Errorf("%s: plan does not seek rows by id:\n%s", name, plan)
 				}
-				if name == "claim due" || name == "keyset scan" || name == "claim due, a topic paused" {
+				// The leases a claim or a scan reads are those that ended, or
+				// the first of each status: never every lease held (schema21.go).
+				// MariaDB answers MIN from the index while planning: it names none.
+				optimized := engine == "mysql" && name == "next due" &&
+					strings.Count(plan, "Select tables optimized away")+strings.Count(plan, "No matching min/max row") == 3
+				// MariaDB chooses an extension's index by its statistics,
+				// which at one claimed row here make any index as good.
+				nextDue := strings.HasPrefix(name, "next due")
+				leases := name == "claim expired" || nextDue || name == "extend leases" && engine != "mysql"
+				used := strings.Contains(plan, tn+"_lease ") || strings.Contains(plan, "key="+tn+"_lease ")
+				if leases && !used && !optimized {
+					t.Errorf("%s: plan does not use the leases index:\n%s", name, plan)
+				}
+				if name == "claim due" || name == "keyset scan" || name == "claim due, a topic paused" || nextDue && name != "next due" {
 					if !strings.Contains(plan, tn+"_scan") && !strings.Contains(plan, "key=scan ") {
 						t.Errorf("%s: plan does not use the scan index:\n%s", name, plan)
 					}
@@ -187,6 +205,15 @@ func TestQueriesUseScanIndex(t *testing.T) {
 				t.Logf("%s plan:\n%s", name, plan)
 			}
 		})
+	}
+}
+
+// TestLeaseHeldStatuses: the literal statuses of the leases index's WHERE
+// term are those of a claimed and a running task.
+func TestLeaseHeldStatuses(t *testing.T) {
+	want := fmt.Sprintf("status IN (%d, %d) AND lease_until >= 0", task.StatusClaimed, task.StatusRunning)
+	if leaseHeld != want {
+		t.Fatalf("leaseHeld is %q, want %q", leaseHeld, want)
 	}
 }
 

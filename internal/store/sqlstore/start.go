@@ -16,6 +16,9 @@ import (
 // transaction per database, one statement per table.
 func (s *Store) Start(ctx context.Context, refs []store.Ref, leaseUntil time.Time) (_ []*task.Task, err error) {
 	defer classify(&err)
+	if err := s.fenced(); err != nil {
+		return nil, err
+	}
 	if s.liteOps != nil {
 		return s.startLite(ctx, refs, leaseUntil)
 	}

@@ -15,7 +15,6 @@ package sqlstore
 
 import (
 	"context"
-	"database/sql"
 	"fmt"
 	"slices"
 	"strings"
@@ -131,19 +130,22 @@ func (s *Store) TopicStats(ctx context.Context, topic string) (_ []store.TopicSt
 		}
 		return ts
 	}
-	q, args := `SELECT topic, status, COUNT(*), MIN(due_at) FROM %s GROUP BY topic, status`, []any(nil)
 	if topic != "" {
-		// On MariaDB the (topic, task_key) index serves this; on SQLite and
-		// PostgreSQL it holds keyed rows only (schema8.go) and the table is
-		// read, like the query without a topic.
-		q, args = `SELECT topic, status, COUNT(*), MIN(due_at) FROM %s WHERE topic = ? GROUP BY topic, status`, []any{topic}
 		get(topic)
 	}
-	for db := range s.r {
-		for _, t := range s.names {
-			if err := s.topicCounts(ctx, s.r[db], s.d.rebind(fmt.Sprintf(q, s.from(db, t))), args, get); err != nil {
-				return nil, fmt.Errorf("topic stats: %w", err)
-			}
+	// The counts the writes maintain (counts.go); MariaDB's are counted
+	// here, per table (with a topic through its (topic, task_key) index).
+	counts, oldest, err := s.topicCountsNow(ctx, topic)
+	if err != nil {
+		return nil, fmt.Errorf("topic stats: %w", err)
+	}
+	for tp, m := range counts {
+		ts := get(tp)
+		for st, n := range m {
+			ts.Counts[st] = n
+		}
+		if m[task.StatusPending] > 0 {
+			ts.OldestDueAt = oldest[tp]
 		}
 	}
 	paused, err := s.PausedTopics(ctx)
@@ -163,36 +165,14 @@ func (s *Store) TopicStats(ctx context.Context, topic string) (_ []store.TopicSt
 	return out, nil
 }
 
-func (s *Store) topicCounts(ctx context.Context, db *sql.DB, q string, args []any, get func(string) *store.TopicStats) error {
-	rows, err := db.QueryContext(ctx, q, args...)
-	if err != nil {
-		return err
-	}
-	defer rows.Close()
-	for rows.Next() {
-		var name string
-		var st, n, minDue int64
-		if err := rows.Scan(&name, &st, &n, &minDue); err != nil {
-			return err
-		}
-		ts := get(name)
-		ts.Counts[task.Status(st)] += n
-		if task.Status(st) == task.StatusPending {
-			if d := fromMicros(minDue); ts.OldestDueAt.IsZero() || d.Before(ts.OldestDueAt) {
-				ts.OldestDueAt = d
-			}
-		}
-	}
-	return rows.Err()
-}
-
 func requeueTopicQuery(t string) string {
 	return `UPDATE ` + t + ` SET status = ?, attempts = 0, due_at = ?, ` + setMovedRequeue + `, owner = NULL, lease_until = 0, token = 0, updated_at = ?
-		WHERE topic = ? AND status = ?` + notDone
+		WHERE topic = ?` + deadTopic + notDone
 }
 
 // RequeueTopic requeues every dead task of topic, one statement per table
-// (each finds the dead rows through an index that leads with status).
+// (each finds the topic's dead rows through the partial index of dead rows
+// by topic, schema 21; MariaDB through the index that leads with status).
 func (s *Store) RequeueTopic(ctx context.Context, topic string, dueAt time.Time) (_ int64, err error) {
 	defer classify(&err)
 	if err := task.ValidateTopic(topic); err != nil {
@@ -202,8 +182,10 @@ func (s *Store) RequeueTopic(ctx context.Context, topic string, dueAt time.Time)
 	now := time.Now().UnixMicro()
 	for db := range s.w {
 		for _, t := range s.names {
-			q := s.d.rebind(requeueTopicQuery(t))
-			n, err := s.execRetried(ctx, db, q, int(task.StatusPending), micros(dueAt), now, topic, int(task.StatusDead))
+			// The copies an expansion's cleanup will delete are passed
+			// over (owned): requeued once, by the twin's row.
+			q := s.d.rebind(requeueTopicQuery(t) + s.owned(db))
+			n, err := s.execRetried(ctx, db, q, int(task.StatusPending), micros(dueAt), now, topic)
 			if err != nil {
 				return total, fmt.Errorf("requeue topic %s: %w", topic, err)
 			}

@@ -400,3 +400,12 @@ var createUsers = map[string][]string{
 	"mysql":    {`CREATE TABLE IF NOT EXISTS ontime_store_users (node_id VARCHAR(128) NOT NULL PRIMARY KEY, epoch BIGINT NOT NULL, at BIGINT NOT NULL) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin`},
 	"postgres": {`CREATE TABLE IF NOT EXISTS ontime_store_users (node_id TEXT COLLATE "C" NOT NULL PRIMARY KEY, epoch BIGINT NOT NULL, at BIGINT NOT NULL)`},
 }
+
+// createExpandGone makes the table of the moving rows deleted while an
+// expansion copies (expand.go, purged): their IDs, written in the
+// transaction that deletes them, so the copy deletes them from the twin.
+var createExpandGone = map[string][]string{
+	"sqlite":   {`CREATE TABLE IF NOT EXISTS ontime_expand_gone (id TEXT NOT NULL PRIMARY KEY)`},
+	"mysql":    {`CREATE TABLE IF NOT EXISTS ontime_expand_gone (id CHAR(26) CHARACTER SET ascii COLLATE ascii_bin NOT NULL PRIMARY KEY) ENGINE=InnoDB`},
+	"postgres": {`CREATE TABLE IF NOT EXISTS ontime_expand_gone (id TEXT COLLATE "C" NOT NULL PRIMARY KEY)`},
+}

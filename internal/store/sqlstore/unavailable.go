@@ -76,3 +76,18 @@ func classify(errp *error) {
 		*errp = fmt.Errorf("%w: %w", store.ErrUnavailable, *errp)
 	}
 }
+
+// serverBusy reports a server that is reachable but not taking this
+// connection yet: at its connection limit (PostgreSQL 53300, MySQL 1040)
+// or starting up (57P03).
+func serverBusy(err error) bool {
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		return pe.Code == "53300" || pe.Code == "57P03"
+	}
+	var me *mysql.MySQLError
+	if errors.As(err, &me) {
+		return me.Number == 1040
+	}
+	return false
+}

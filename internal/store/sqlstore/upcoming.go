@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -12,13 +13,14 @@ import (
 )
 
 // DueHistogram counts pending tasks per topic and bucket of due time. On
-// SQLite and PostgreSQL one statement per table, a range of the due index
-// (due_at, id, status, topic: console.go), which holds every column the
-// count reads; on MariaDB, which has no such index, one per table and
-// segment, a range of the scan index (seg, status, due_at, id). The bucket
-// is computed from due_at by integer division (MariaDB's / is decimal, so
-// DIV there), grouped by position (PostgreSQL does not see two bound
-// copies of one expression as equal).
+// SQLite and PostgreSQL one statement per table, naming every segment so
+// that the range is read from the scan index (seg, status, due_at, id),
+// one index range per segment (without the segments SQLite read the whole
+// index); each row in range is then read for its topic. On MariaDB one
+// statement per table and segment. The bucket is computed from due_at by
+// integer division (MariaDB's / is decimal, so DIV there), grouped by
+// position (PostgreSQL does not see two bound copies of one expression as
+// equal).
 func (s *Store) DueHistogram(ctx context.Context, from time.Time, step time.Duration, n int) (_ []store.DueCounts, err error) {
 	defer classify(&err)
 	switch {
@@ -35,11 +37,16 @@ func (s *Store) DueHistogram(ctx context.Context, from time.Time, step time.Dura
 	w := step.Microseconds()
 	hi := lo + w*int64(n)
 	byTopic := map[string][]int64{}
+	segList := make([]string, s.cfg.Segments)
+	for i := range segList {
+		segList[i] = strconv.Itoa(i)
+	}
+	segs := strings.Join(segList, ", ")
 	for db := range s.r {
 		for _, t := range s.names {
 			if s.d.name != "mysql" {
-				q := s.d.rebind(`SELECT topic, (due_at - ?) / ?, COUNT(*) FROM ` + t + `
-					WHERE status = ? AND due_at >= ? AND due_at < ? GROUP BY 1, 2`)
+				q := s.d.rebind(`SELECT topic, (due_at - ?) / ?, COUNT(*) FROM ` + s.from(db, t) + `
+					WHERE seg IN (` + segs + `) AND status = ? AND due_at >= ? AND due_at < ? GROUP BY 1, 2`)
 				if err := s.dueCounts(ctx, db, q, []any{lo, w, int(task.StatusPending), lo, hi}, n, byTopic); err != nil {
 					return nil, fmt.Errorf("due histogram: %w", err)
 				}

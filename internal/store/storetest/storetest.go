@@ -601,10 +601,28 @@ func testNextDue(t *testing.T, open Opener) {
 	}
 	now := time.Now().Truncate(time.Microsecond)
 	b.insert(b.newTask("nd", "a", now.Add(time.Hour)), b.newTask("nd", "b", now.Add(2*time.Hour)), b.newTask("nd", "c", now.Add(-time.Second)))
-	b.s.Claim(b.ctx, it, now, now, store.Lease{Owner: "n", Until: now.Add(5 * time.Minute), Token: 1}, 10)
+	refs, _ := b.s.Claim(b.ctx, it, now, now, store.Lease{Owner: "n", Until: now.Add(5 * time.Minute), Token: 1}, 10)
 	d, l, err := b.s.NextDue(b.ctx, it)
 	if err != nil || !d.Equal(now.Add(time.Hour)) || !l.Equal(now.Add(5*time.Minute)) {
 		t.Fatalf("next due %v (want %v), lease %v (want %v), %v", d, now.Add(time.Hour), l, now.Add(5*time.Minute), err)
+	}
+	// The earliest lease end of claimed and running tasks, whichever ends
+	// first: a running lease before the claims, then one after.
+	if _, err := b.s.Start(b.ctx, refs, now.Add(time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	b.insert(b.newTask("nd", "d", now.Add(-2*time.Second)))
+	if _, err := b.s.Claim(b.ctx, it, now, now, store.Lease{Owner: "n", Until: now.Add(3 * time.Minute), Token: 2}, 10); err != nil {
+		t.Fatal(err)
+	}
+	if _, l, err := b.s.NextDue(b.ctx, it); err != nil || !l.Equal(now.Add(time.Minute)) {
+		t.Fatalf("running lease first: lease %v (want %v), %v", l, now.Add(time.Minute), err)
+	}
+	if _, err := b.s.ExtendHeld(b.ctx, task.StatusRunning, []int64{1}, nil, now.Add(time.Hour), now.Add(10*time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	if _, l, err := b.s.NextDue(b.ctx, it); err != nil || !l.Equal(now.Add(3*time.Minute)) {
+		t.Fatalf("claim first: lease %v (want %v), %v", l, now.Add(3*time.Minute), err)
 	}
 }
 

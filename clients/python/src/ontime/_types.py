@@ -74,6 +74,8 @@ class Task(_TaskRequired, total=False):
     """When the next attempt is due (due_at), for a pending or claimed task that was attempted or moved; absent for a new task as submitted, and for one running or final."""
     next_attempt_reason: str
     """Why the next attempt is due then, e.g. "retry: attempt 3 of 5 after: webhook answered HTTP 503, Retry-After 30s", "requeued: attempt 1 of 25"; set with next_attempt_at."""
+    outbox: 'TaskOutbox'
+    """Only in GET /v1/tasks/{id}, for a task relayed from an outbox message (config outboxes:) whose row is still in its table, read from it on the node answering (absent when that node does not relay the outbox or cannot read the table within 2 s)."""
 
 
 class BatchRequest(TypedDict):
@@ -461,7 +463,7 @@ class OutboxTable(_OutboxTableRequired, total=False):
     """Set when the table could not be read; its counts are then zero."""
 
 
-class OutboxRowError(TypedDict):
+class _OutboxRowErrorRequired(TypedDict):
     id: int
     topic: str
     key: str
@@ -469,6 +471,11 @@ class OutboxRowError(TypedDict):
     retries: int
     """The relay's tries, or the attempts of the message's task."""
     error: str
+
+
+class OutboxRowError(_OutboxRowErrorRequired, total=False):
+    task_id: str
+    """The task of an in-flight message whose task failed an attempt (GET /v1/tasks/{id} shows what it holds back); absent when the message is not a task yet."""
 
 
 class OperationFilter(TypedDict, total=False):
@@ -548,6 +555,13 @@ class StoreStatus(TypedDict):
     """The expansion under way; null when there is none."""
 
 
+class StoreExpandRequest(TypedDict, total=False):
+    databases: List[str]
+    """The new, empty databases (DSNs), as many as the store has; the first becomes the twin of store.databases[0]. Empty: resume the expansion under way."""
+    cutover: bool
+    """After the copy, switch the store to its 2M databases online (the nodes pause for it) and clean up; without it the expansion waits in phase copy."""
+
+
 StoreExpansion = TypedDict('StoreExpansion', {'phase': Literal["copy", "cleanup"], 'from': int, 'to': int, 'since': str, 'tables': int, 'tables_copied': int, 'tables_cleaned': int, 'rows_copied': int, 'rows_deleted': int})
 
 
@@ -605,3 +619,18 @@ class TopicLimits(TypedDict):
     """Likewise for concurrency (without Redis each node has at least 1)."""
     throttled: int
     """Calls of this node that waited for a limit since it started."""
+
+
+class TaskOutbox(TypedDict):
+    """The outbox message a task was relayed from. A key's messages go one at a time: its later messages stay in the outbox table, not tasks yet, until this task ends (done, dead or cancelled); while it fails and retries they wait with it (ontime_outbox_held_keys counts such keys)."""
+    outbox: str
+    """The outbox's name (config outboxes:)."""
+    database: int
+    """Index of the message's database in the outbox's databases."""
+    table: str
+    message_id: int
+    """The row's id in its table."""
+    key: str
+    """The message's key; empty when none."""
+    holds_back: int
+    """Later messages of the key waiting for this task to end; 0 once it has ended."""

@@ -18,6 +18,13 @@ import java.util.concurrent.atomic.AtomicLong;
  * A sequential caller pays nothing, and 16 threads submitting in a loop send
  * batches of about 15.
  *
+ * <p>Unlike Go's goroutines, each waiting submit is an OS thread whose
+ * wake-up costs a trip through the scheduler, so a finished call hands on
+ * to the next leader before it wakes its group, and the next leader waits
+ * (yielding, up to 200 µs) until every submit under way has queued rather
+ * than until the queue stops growing between two yields: on a loaded
+ * machine a yield often returns before any woken thread has run.
+ *
  * <p>Each caller gets what a single submit would have given it: its task
  * and created, or its item's error as the exception a single submit's
  * answer makes. A batch the node refuses whole before writing anything
@@ -31,6 +38,12 @@ final class Coalescer {
     static final int SOLO_CHARS = 64 << 10;
     private static final int MAX_TASKS = OntimeClient.MAX_BATCH;
     private static final int MAX_CHARS = 1 << 20;
+    /**
+     * How long a leader in a crowd waits for the submits under way to queue:
+     * threads the last call answered are woken one by one (OS threads, each a
+     * scheduler's wake-up), so on a loaded machine some take a while.
+     */
+    private static final long WAIT_NANOS = 200_000;
 
     private final OntimeClient client;
     volatile boolean off;
@@ -38,7 +51,9 @@ final class Coalescer {
 
     private final Object mu = new Object();
     private final int calls; // batch calls in flight at most
-    private int busy; // calls in flight, each from its leader's making until it hands on
+    // Calls in flight, each from its leader's making until it hands on;
+    // written under mu, read without it by a waiting leader.
+    private volatile int busy;
     private final ArrayDeque<Pending> queue = new ArrayDeque<>();
     private final AtomicInteger queued = new AtomicInteger(); // queue.size(), read without mu
     private final AtomicInteger inside = new AtomicInteger(); // submits under way
@@ -98,20 +113,19 @@ final class Coalescer {
     /**
      * Makes one call: p's task and everything queued (within the bounds);
      * then hands on and answers the others. A leader in a crowd first
-     * yields its processor (up to 4 times, while the queue grows), so that
-     * the threads its last call answered reach the queue: the group is
-     * taken when the leader runs, not when it is made leader.
+     * yields its processor until the threads the last call answered reach
+     * the queue (at most WAIT_NANOS): the group is taken when the leader
+     * runs, not when it is made leader.
      */
     private void lead(Pending p) {
         if (inside.get() > 1) {
-            int q = queued.get();
-            for (int i = 0; i < 4; i++) {
+            // Every submit under way that leads no call is either queued
+            // already or on its way to the queue (answered by the last
+            // call, or just arriving): wait for those, yielding, for at
+            // most WAIT_NANOS.
+            long until = System.nanoTime() + WAIT_NANOS;
+            while (queued.get() < inside.get() - busy && queued.get() < MAX_TASKS - 1 && System.nanoTime() < until) {
                 Thread.yield();
-                int now = queued.get();
-                if (now <= q) {
-                    break;
-                }
-                q = now;
             }
         }
         List<Pending> group = new ArrayList<>();
@@ -136,10 +150,13 @@ final class Coalescer {
                 send(group);
             }
         } finally {
+            // The next leader first: its call goes out while the group's
+            // threads are woken (each an OS thread's wake-up, tens of µs
+            // on a loaded machine, and each may preempt this one).
+            handOn();
             for (int i = 1; i < group.size(); i++) {
                 group.get(i).wake.complete(false);
             }
-            handOn();
         }
     }
 

@@ -31,11 +31,21 @@ public final class SubmitBench {
         measure(c, req, warmup / 2, 1);
         for (int n : new int[] {1, threads}) {
             long calls0 = c.coalescedCalls();
+            long cpu0 = cpuNanos();
             long got = measure(c, req, seconds, n);
+            long cpu = cpuNanos() - cpu0;
             long batches = c.coalescedCalls() - calls0;
-            System.out.printf("RESULT client=java mode=%s threads=%d submits=%d seconds=%.2f rate=%.1f batch_calls=%d%n",
-                    n == 1 ? "sequential" : "concurrent", n, got, seconds, got / seconds, batches);
+            // cpu_us: the process's CPU time per submit (JIT and GC threads included).
+            System.out.printf("RESULT client=java mode=%s threads=%d submits=%d seconds=%.2f rate=%.1f batch_calls=%d cpu_us=%.1f%n",
+                    n == 1 ? "sequential" : "concurrent", n, got, seconds, got / seconds, batches, cpu / 1e3 / Math.max(got, 1));
         }
+    }
+
+    private static long cpuNanos() {
+        if (java.lang.management.ManagementFactory.getOperatingSystemMXBean() instanceof com.sun.management.OperatingSystemMXBean os) {
+            return os.getProcessCpuTime();
+        }
+        return 0;
     }
 
     private static long measure(OntimeClient c, TaskRequest req, double seconds, int n) throws InterruptedException {

@@ -1,0 +1,46 @@
+package fire_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/ontimehq/ontime/internal/fire"
+	"github.com/ontimehq/ontime/internal/hot"
+	"github.com/ontimehq/ontime/internal/stagetest"
+)
+
+// A tier slow to pop lengthens the planner's lead: the tasks leave the
+// tier earlier, within the planner's max, and are still sent at their due
+// time, never before, each once.
+func TestSlowPopsLengthenLeadNeverEarly(t *testing.T) {
+	const base, maxLead = 20 * time.Millisecond, 200 * time.Millisecond
+	p := hot.NewPlanner(base, maxLead)
+	x := setupWith(t, base, func(c *fire.Config) { c.Planner, c.MaxLead = p, maxLead })
+	x.planner = p
+	p.PopEnd(time.Now(), 70*time.Millisecond) // a Redis round trip's tail
+	if l := p.Lead(); l <= base || l > maxLead {
+		t.Fatalf("lead %s after a slow Pop, want within (%s, %s]", l, base, maxLead)
+	}
+	now := time.Now()
+	var dues []time.Time
+	for i := range 8 {
+		dues = append(dues, now.Add(300*time.Millisecond+time.Duration(i)*25*time.Millisecond))
+	}
+	tasks := x.hold(t, "slowpop", dues...)
+	x.start(t)
+	stagetest.Eventually(t, "every task sent", func() bool { return len(x.send.sent()) >= len(tasks) })
+	x.f.Stop()
+	for _, s := range x.send.sent() {
+		if s.at.Before(s.task.DueAt) {
+			t.Errorf("task %s sent %s before its due time", s.task.ID, s.task.DueAt.Sub(s.at))
+		}
+	}
+	for _, tk := range tasks {
+		if n := x.send.times(tk.ID); n != 1 {
+			t.Errorf("task %s sent %d times", tk.ID, n)
+		}
+	}
+	if l := p.Lead(); l < base || l > maxLead {
+		t.Fatalf("lead %s after the run, want within [%s, %s]", l, base, maxLead)
+	}
+}
