@@ -112,7 +112,7 @@ func (x *Expander) begin(ctx context.Context, req apiv1.StoreExpandRequest) (*ap
 // expand runs a recorded expansion: the copy, then with req.Cutover the
 // online cutover and the cleanup.
 func (x *Expander) expand(ctx context.Context, req apiv1.StoreExpandRequest) error {
-	o := sqlstore.ExpandOptions{OnProgress: func(s sqlstore.ExpandStatus) {}}
+	o := sqlstore.ExpandOptions{OnProgress: func(s sqlstore.ExpandStatus) {}, Nice: req.Nice, Rate: req.Rate}
 	st, err := x.open(ctx, nil)
 	var twins []string
 	if errors.Is(err, sqlstore.ErrTopology) {

@@ -2,6 +2,7 @@ package ontime_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"net/http"
 	"net/http/httptest"
@@ -95,6 +96,18 @@ func TestStoreExpandRoute(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusBadRequest {
 		t.Fatalf("unknown field: %d", resp.StatusCode)
+	}
+	for field, body := range map[string]string{"nice": `{"nice": 101}`, "rate": `{"rate": -1}`} {
+		resp, err := http.Post(srv.URL+"/v1/store:expand", "application/json", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var e apiv1.ErrorBody
+		_ = json.NewDecoder(resp.Body).Decode(&e)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusBadRequest || e.Error.Field != field {
+			t.Fatalf("%s: %d %+v", body, resp.StatusCode, e)
+		}
 	}
 
 	plain := newTestNode(t)

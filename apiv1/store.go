@@ -45,4 +45,10 @@ type StoreExpandRequest struct {
 	// online (the nodes pause for it) and clean up; without it the copy
 	// runs and the expansion waits in phase copy.
 	Cutover bool `json:"cutover,omitempty"`
+	// Nice (0–100) makes the copy and the cleanup sleep after each page
+	// that many times the page's own duration, leaving the databases to
+	// the live load (1: about half their time). 0: no sleep.
+	Nice float64 `json:"nice,omitempty"`
+	// Rate caps the rows copied or deleted per second (0: no cap).
+	Rate int `json:"rate,omitempty"`
 }

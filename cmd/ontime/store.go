@@ -62,7 +62,8 @@ func newStoreExpandCmd(g *globals) *cobra.Command {
 	var f storeFlags
 	var dsns []string
 	var cutover bool
-	var page int
+	var page, rate int
+	var nice float64
 	var fenceWait time.Duration
 	cmd := &cobra.Command{
 		Use:   "expand --databases DSN… [--cutover] [--config ontime.yaml]",
@@ -88,19 +89,25 @@ The nodes keep running throughout.
    small batches, while the nodes serve (they pass over those copies). Killed,
    run it again (with the grown config, --databases is not needed).
 
-Before --cutover, 'ontime store abort' undoes the expansion.`,
+Before --cutover, 'ontime store abort' undoes the expansion.
+
+The copy and the cleanup run as fast as the databases let them; --nice
+(sleep after each page, in proportion to its duration) or --rate (rows
+per second) leaves more of the databases to the live load, for a longer
+expansion.`,
 		Example: `  ontime store expand --config ontime.yaml --databases "root@tcp(db3:3306)/ontime" --databases "root@tcp(db4:3306)/ontime"
   ontime store expand --config ontime.yaml   # the new databases in store.expand_databases
   ontime store expand --config ontime.yaml --databases "..." --databases "..." --cutover`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if page < 0 || page > 10000 {
-				return usagef("--page: %d is out of range 0..10000", page)
+			o := sqlstore.ExpandOptions{Page: page, FenceWait: fenceWait, Nice: nice, Rate: rate}
+			if err := o.Validate(); err != nil {
+				return usagef("--%v", err)
 			}
 			if fenceWait < time.Second || fenceWait > time.Hour {
 				return usagef("--fence-wait: %s is out of range 1s..1h", fenceWait)
 			}
-			return storeExpand(cmd, g, &f, dsns, cutover, sqlstore.ExpandOptions{Page: page, FenceWait: fenceWait})
+			return storeExpand(cmd, g, &f, dsns, cutover, o)
 		},
 	}
 	f.add(cmd)
@@ -108,6 +115,8 @@ Before --cutover, 'ontime store abort' undoes the expansion.`,
 	cmd.Flags().BoolVar(&cutover, "cutover", false, "switch the store to its 2M databases (the nodes pause for it), then clean up")
 	cmd.Flags().DurationVar(&fenceWait, "fence-wait", 2*time.Minute, "how long the cutover waits for every node to stop writing")
 	cmd.Flags().IntVar(&page, "page", 0, "rows per copy page and per cleanup batch (0: 5,000 per copy page on PostgreSQL, 1,000 on the others; 500 per cleanup batch)")
+	cmd.Flags().Float64Var(&nice, "nice", 0, "after each copy or cleanup page, sleep this many times the page's duration (0..100; 1 leaves the databases about half their time for the live load)")
+	cmd.Flags().IntVar(&rate, "rate", 0, "at most this many rows copied or deleted per second (0: no cap)")
 	return cmd
 }
 

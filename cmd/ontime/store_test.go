@@ -60,6 +60,11 @@ func TestStoreVerbs(t *testing.T) {
 	if code, _, errs := runCLI("store", "expand", "--config", cfg, "--databases", b, "--page", "-1"); code != exitUsage || !strings.Contains(errs, "--page") {
 		t.Fatalf("--page -1: exit %d %s", code, errs)
 	}
+	for flag, v := range map[string]string{"--nice": "101", "--rate": "-5"} {
+		if code, _, errs := runCLI("store", "expand", "--config", cfg, "--databases", b, flag, v); code != exitUsage || !strings.Contains(errs, flag+": ") {
+			t.Fatalf("%s %s: exit %d %s", flag, v, code, errs)
+		}
+	}
 
 	// And again, 2 → 4, with the grown config.
 	c, d := filepath.Join(dir, "c.db"), filepath.Join(dir, "d.db")

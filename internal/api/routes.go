@@ -194,6 +194,14 @@ func (h *handler) storeExpand(w http.ResponseWriter, r *http.Request, svc StoreS
 			return
 		}
 	}
+	if !(req.Nice >= 0 && req.Nice <= 100) {
+		h.fail(w, r, badRequest("nice", "%g is out of range 0..100", req.Nice))
+		return
+	}
+	if req.Rate < 0 || req.Rate > 10_000_000 {
+		h.fail(w, r, badRequest("rate", "%d is out of range 0..10000000 rows per second", req.Rate))
+		return
+	}
 	v, err := svc.StoreExpand(r.Context(), req)
 	switch {
 	case errors.Is(err, ErrStoreConflict):

@@ -1294,6 +1294,10 @@ export interface components {
             databases?: string[];
             /** @description After the copy, switch the store to its 2M databases online (the nodes pause for it) and clean up; without it the expansion waits in phase copy. */
             cutover?: boolean;
+            /** @description The copy and the cleanup sleep after each page this many times the page's own duration, leaving the databases to the live load (1: about half their time). 0: no sleep. */
+            nice?: number;
+            /** @description At most this many rows copied or deleted per second. 0: no cap. */
+            rate?: number;
         };
         StoreExpansion: {
             /**

@@ -88,6 +88,25 @@ type ExpandOptions struct {
 	// FenceWait is how long a cutover waits for the nodes to stop
 	// writing (default 2 minutes).
 	FenceWait time.Duration
+	// Nice, from 0 to 100, makes the copy and the cleanup sleep after
+	// each page that many times the page's own duration (1: half the
+	// databases' time is left to the live load). 0: no sleep.
+	Nice float64
+	// Rate caps the rows copied or deleted per second (0: no cap).
+	Rate int
+}
+
+// Validate names the option out of range.
+func (o ExpandOptions) Validate() error {
+	switch {
+	case o.Page < 0 || o.Page > 10000:
+		return fmt.Errorf("page: %d is out of range 0..10000", o.Page)
+	case !(o.Nice >= 0 && o.Nice <= 100):
+		return fmt.Errorf("nice: %g is out of range 0..100", o.Nice)
+	case o.Rate < 0 || o.Rate > 10_000_000:
+		return fmt.Errorf("rate: %d is out of range 0..10000000 rows per second", o.Rate)
+	}
+	return nil
 }
 
 // ExpandStatus is the stored state of an expansion.
@@ -328,6 +347,9 @@ func (s *Store) ExpandCopy(ctx context.Context, o ExpandOptions) (err error) {
 	if phase != PhaseCopy {
 		return fmt.Errorf("%w: no copy under way (phase %q)", ErrExpansion, phase)
 	}
+	if err := o.Validate(); err != nil {
+		return fmt.Errorf("%w: %w", ErrExpansion, err)
+	}
 	tw, err := s.openTwins(ctx, recordedTwins, dsns, from)
 	if err != nil {
 		return err
@@ -337,6 +359,7 @@ func (s *Store) ExpandCopy(ctx context.Context, o ExpandOptions) (err error) {
 	if page <= 0 {
 		page = s.copyPageSize()
 	}
+	pace := newPacer(o, page)
 	var units []expandUnit
 	rows, err := s.w[0].QueryContext(ctx, `SELECT src, tbl, phase, after_id FROM ontime_expansion ORDER BY src, tbl`)
 	if err != nil {
@@ -373,7 +396,7 @@ func (s *Store) ExpandCopy(ctx context.Context, o ExpandOptions) (err error) {
 		if u.phase != unitCopying {
 			continue
 		}
-		if err := s.copyUnit(ctx, tw, o, u, from, page); err != nil {
+		if err := s.copyUnit(ctx, tw, o, pace, u, from, page); err != nil {
 			return err
 		}
 	}
@@ -386,10 +409,14 @@ func (s *Store) ExpandCopy(ctx context.Context, o ExpandOptions) (err error) {
 		for _, status := range []string{`status >= 3`, `status < 3`} {
 			after := ""
 			for {
-				_, last, more, err := s.copyPage(ctx, s.w[u.src], tw.dbs[u.src], t, `id > ? AND updated_at >= ? AND `+status+` AND `+pred,
+				start := time.Now()
+				got, last, more, err := s.copyPage(ctx, s.w[u.src], tw.dbs[u.src], t, `id > ? AND updated_at >= ? AND `+status+` AND `+pred,
 					append([]any{after, since}, pargs...), min(page, stmtRows), false)
 				if err != nil {
 					return fmt.Errorf("catch up %s of database %d: %w", t, u.src, err)
+				}
+				if err := pace.page(ctx, start, got); err != nil {
+					return err
 				}
 				if !more {
 					break
@@ -489,7 +516,7 @@ type expandUnit struct {
 // copyUnit runs the first pass of a source table from its cursor to its
 // end, storing the cursor after each page. On MariaDB and SQLite the next
 // page is read while one is written (readAhead).
-func (s *Store) copyUnit(ctx context.Context, tw *twins, o ExpandOptions, u expandUnit, from, size int) error {
+func (s *Store) copyUnit(ctx context.Context, tw *twins, o ExpandOptions, pace *pacer, u expandUnit, from, size int) error {
 	t := s.names[u.tbl]
 	pred, pargs := s.moving(from)
 	var pages <-chan page
@@ -499,6 +526,7 @@ func (s *Store) copyUnit(ctx context.Context, tw *twins, o ExpandOptions, u expa
 		defer stop()
 	}
 	for {
+		start := time.Now()
 		var got int
 		var last string
 		var more bool
@@ -537,6 +565,9 @@ func (s *Store) copyUnit(ctx context.Context, tw *twins, o ExpandOptions, u expa
 			if st, err := s.ExpansionStatus(ctx); err == nil {
 				o.OnProgress(st)
 			}
+		}
+		if err := pace.page(ctx, start, got); err != nil {
+			return err
 		}
 		if !more {
 			return nil
@@ -1002,10 +1033,14 @@ func (s *Store) ExpandCleanup(ctx context.Context, o ExpandOptions) (err error) 
 	if len(s.w) != 2*from {
 		return fmt.Errorf("%w: the cleanup runs with the store's %d databases in store.databases, not %d", ErrExpansion, 2*from, len(s.w))
 	}
+	if err := o.Validate(); err != nil {
+		return fmt.Errorf("%w: %w", ErrExpansion, err)
+	}
 	page := o.Page
 	if page <= 0 {
 		page = 500
 	}
+	pace := newPacer(o, page)
 	pred, pargs := s.moving(from)
 	for d := range from {
 		for ti, t := range s.names {
@@ -1022,6 +1057,7 @@ func (s *Store) ExpandCleanup(ctx context.Context, o ExpandOptions) (err error) 
 			// from the start once, which finds only what is left).
 			after := ""
 			for {
+				start := time.Now()
 				ids, err := s.queryIDs(ctx, d, `SELECT id FROM `+t+` WHERE `+pred+` AND id > ? ORDER BY id LIMIT `+strconv.Itoa(page), append(append([]any(nil), pargs...), after)...)
 				if err != nil {
 					return err
@@ -1037,6 +1073,9 @@ func (s *Store) ExpandCleanup(ctx context.Context, o ExpandOptions) (err error) 
 						return err
 					}
 					if _, err := s.w[0].ExecContext(ctx, s.d.rebind(`UPDATE ontime_expansion SET deleted = deleted + ? WHERE src = ? AND tbl = ?`), n, d, ti); err != nil {
+						return err
+					}
+					if err := pace.page(ctx, start, int(n)); err != nil {
 						return err
 					}
 				}

@@ -155,6 +155,25 @@ func copies(t *testing.T, s *Store, engine string, dsns []string) map[string]int
 
 var errKilled = errors.New("killed")
 
+// pacedCheck is an OnProgress that fails the test when the rows counted
+// since its first call run ahead of rate per second: a token bucket of
+// one page lets a page through at once, and the page just done is
+// counted before its wait.
+func pacedCheck(t *testing.T, page, rate int, rows func(ExpandStatus) int64) func(ExpandStatus) {
+	var start time.Time
+	var first int64
+	return func(st ExpandStatus) {
+		if start.IsZero() {
+			start, first = time.Now(), rows(st)
+			return
+		}
+		done := rows(st) - first
+		if limit := float64(2*page) + float64(rate)*time.Since(start).Seconds(); float64(done) > limit {
+			t.Errorf("%d rows in %s: more than %d a second allow", done, time.Since(start), rate)
+		}
+	}
+}
+
 // newExpandFixture is a store's old databases and their twins: 1 → 2 on
 // SQLite, 2 → 4 on MariaDB and PostgreSQL.
 func newExpandFixture(t *testing.T, engine string) (f *expandFixture, twins []string) {
@@ -263,7 +282,11 @@ func TestExpandDoubles(t *testing.T) {
 					}
 				}
 			}
-			if err := s.ExpandCopy(ctx, ExpandOptions{Page: 50}); err != nil {
+			// The rest of the copy, capped at 1,000 rows a second: it never
+			// runs ahead of the cap (a page, and the page the cap's
+			// bucket holds, beyond it).
+			paced := pacedCheck(t, 50, 1000, func(st ExpandStatus) int64 { return st.RowsCopy })
+			if err := s.ExpandCopy(ctx, ExpandOptions{Page: 50, Rate: 1000, OnProgress: paced}); err != nil {
 				t.Fatal(err)
 			}
 			f.add(t, s, "c", 100)
@@ -394,7 +417,8 @@ func TestExpandDoubles(t *testing.T) {
 				t.Fatal("the cleanup ended before it was killed")
 			}
 			f.check(t, s, "during cleanup")
-			if err := s.ExpandCleanup(ctx, ExpandOptions{Page: 20}); err != nil {
+			paced = pacedCheck(t, 20, 400, func(st ExpandStatus) int64 { return st.RowsClean })
+			if err := s.ExpandCleanup(ctx, ExpandOptions{Page: 20, Rate: 400, OnProgress: paced}); err != nil {
 				t.Fatal(err)
 			}
 			for id, n := range copies(t, s, engine, all) {

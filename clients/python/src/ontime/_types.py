@@ -560,6 +560,10 @@ class StoreExpandRequest(TypedDict, total=False):
     """The new, empty databases (DSNs), as many as the store has; the first becomes the twin of store.databases[0]. Empty: resume the expansion under way."""
     cutover: bool
     """After the copy, switch the store to its 2M databases online (the nodes pause for it) and clean up; without it the expansion waits in phase copy."""
+    nice: float
+    """The copy and the cleanup sleep after each page this many times the page's own duration, leaving the databases to the live load (1: about half their time). 0: no sleep."""
+    rate: int
+    """At most this many rows copied or deleted per second. 0: no cap."""
 
 
 StoreExpansion = TypedDict('StoreExpansion', {'phase': Literal["copy", "cleanup"], 'from': int, 'to': int, 'since': str, 'tables': int, 'tables_copied': int, 'tables_cleaned': int, 'rows_copied': int, 'rows_deleted': int})
