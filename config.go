@@ -87,6 +87,8 @@ type Config struct {
 	// Operations: how bulk operations (POST /v1/operations) walk the
 	// task tables.
 	Operations OperationsConfig `yaml:"operations"`
+	// Debug: config_debug.go.
+	Debug DebugConfig `yaml:"debug"`
 }
 
 // OperationsConfig paces bulk operations: each page of rows is one
@@ -596,6 +598,9 @@ func (c *Config) Validate() error {
 		return err
 	}
 	if err := c.Metrics.validate(); err != nil {
+		return err
+	}
+	if err := c.Debug.validate(); err != nil {
 		return err
 	}
 	if err := c.validateTopics(); err != nil {

@@ -224,17 +224,22 @@ func chaosExpand(t *testing.T, engine string) {
 	if !kills {
 		page = "0"
 	}
+	pageArgs := []string{"--page", page}
+	// ONTIME_CHAOS_EXPAND_NICE paces the copy and the cleanup (--nice).
+	if v := os.Getenv("ONTIME_CHAOS_EXPAND_NICE"); v != "" {
+		pageArgs = append(pageArgs, "--nice", v)
+	}
 	// Copy, with the expander killed once and a node killed meanwhile.
 	copyStart := time.Now()
 	if kills {
-		if _, killed := expander(t, "copy:", 1500*time.Millisecond, append([]string{"--config", cfgA, "--page", page}, twinArgs...)...); killed {
+		if _, killed := expander(t, "copy:", 1500*time.Millisecond, append(append([]string{"--config", cfgA}, pageArgs...), twinArgs...)...); killed {
 			event("expander killed during the copy")
 		}
 		load.setDown(1, true)
 		cl.kill9(1)
 		event("node n2 killed")
 	}
-	copyOut, _ := expander(t, "", 0, append([]string{"--config", cfgA, "--page", page}, twinArgs...)...)
+	copyOut, _ := expander(t, "", 0, append(append([]string{"--config", cfgA}, pageArgs...), twinArgs...)...)
 	out := copyOut
 	if !strings.Contains(out, "next: run this command again with --cutover") {
 		t.Fatalf("copy: %s", out)
@@ -257,7 +262,7 @@ func chaosExpand(t *testing.T, engine string) {
 	if !kills {
 		killOn = ""
 	}
-	run := expanderRun(t, killOn, time.Minute, append([]string{"--config", cfgA, "--page", page, "--cutover"}, twinArgs...)...)
+	run := expanderRun(t, killOn, time.Minute, append(append([]string{"--config", cfgA, "--cutover"}, pageArgs...), twinArgs...)...)
 	out = run.out
 	killed := run.killed
 	if !strings.Contains(out, "cut over:") || killed != kills {
@@ -286,7 +291,7 @@ func chaosExpand(t *testing.T, engine string) {
 		load.setDown(2, true)
 		cl.kill9(2)
 		event("node n3 killed")
-		if out, _ := expander(t, "", 0, "--config", cfgB, "--page", page); !strings.Contains(out, "cleaned up") {
+		if out, _ := expander(t, "", 0, append([]string{"--config", cfgB}, pageArgs...)...); !strings.Contains(out, "cleaned up") {
 			t.Fatalf("cleanup: %s", out)
 		}
 		cl.restart(2)

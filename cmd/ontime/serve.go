@@ -105,6 +105,14 @@ func serve(ctx context.Context, g *globals, cfgPath string, stdout, stderr io.Wr
 		return fmt.Errorf("listen: cannot listen on %s: %w", cfg.Listen, err)
 	}
 	log := cfg.Logger(stderr)
+	if cfg.Debug.PprofListen != "" {
+		stopPprof, _, err := servePprof(cfg.Debug.PprofListen, log)
+		if err != nil {
+			ln.Close()
+			return err
+		}
+		defer stopPprof()
+	}
 	// The expander of POST /v1/store:expand outlives the nodes an
 	// online cutover switches between.
 	exp := ontime.NewExpander(cfg, log)
