@@ -286,7 +286,12 @@ func (s *Store) ExpandBeginAs(ctx context.Context, field string, dsns []string) 
 		if err != nil {
 			return err
 		}
-		if id.known() {
+		// A begin cut short (killed between marking the new databases
+		// and recording the phase) left this one marked as the twin it
+		// is to be, unused: it is taken again. Any other identity is
+		// another store's, or a database in service.
+		leftover := id.storeID == first.storeID && id.expanding && id.index == m+i
+		if id.known() && !leftover {
 			return fmt.Errorf("%w: %s[%d] already belongs to an ontime store (store ID %s): give an empty database", ErrExpansion, field, i, id.storeID)
 		}
 		for _, t := range s.names {
