@@ -229,8 +229,19 @@ func chaosExpand(t *testing.T, engine string) {
 	if v := os.Getenv("ONTIME_CHAOS_EXPAND_NICE"); v != "" {
 		pageArgs = append(pageArgs, "--nice", v)
 	}
+	// The benchmark's figures so far, as each phase ends: a run stopped
+	// before the end still says what it measured. Tasks not delivered
+	// yet are left out (counted as "not yet").
+	soFar := func(phase string, lo, hi time.Time) {
+		if bulk == 0 {
+			return
+		}
+		r := rcv.countDue(load, func(due time.Time) bool { return !due.Before(lo) && due.Before(hi) })
+		t.Logf("so far: lateness p99 %s %s (%s; %d delivered, %d not yet, %d duplicated)", phase, r.P99, hi.Sub(lo).Round(time.Second), r.Delivered, r.Lost, r.Duplicated)
+	}
 	// Copy, with the expander killed once and a node killed meanwhile.
 	copyStart := time.Now()
+	soFar("idle", start, copyStart.Add(-hi))
 	if kills {
 		if _, killed := expander(t, "copy:", 1500*time.Millisecond, append(append([]string{"--config", cfgA}, pageArgs...), twinArgs...)...); killed {
 			event("expander killed during the copy")
@@ -250,6 +261,7 @@ func chaosExpand(t *testing.T, engine string) {
 	}
 	copyEnd := time.Now()
 	event("copy done, n2 back")
+	soFar("during the copy", copyStart, copyEnd.Add(-hi))
 	if v, err := c0.StoreStatus(ctx); err != nil || v.Databases != m || v.Expansion == nil || v.Expansion.Phase != "copy" ||
 		v.Expansion.TablesCopied != v.Expansion.Tables || v.Expansion.RowsCopied == 0 {
 		t.Fatalf("GET /v1/store during the copy: %+v %v", v, err)
@@ -301,6 +313,7 @@ func chaosExpand(t *testing.T, engine string) {
 		t.Fatalf("cleanup: %s", out)
 	}
 	cleanupEnd := time.Now()
+	soFar("during the cleanup", cleanupStart, cleanupEnd.Add(-hi))
 	time.Sleep(time.Until(start.Add(seconds * time.Second)))
 	after := 3 * time.Second // lateness after the cleanup, then no more
 	if bulk > 0 {
