@@ -116,14 +116,24 @@ func TestPriorityBurstBehindSlowReceiver(t *testing.T) {
 					at[in.prio] = append(at[in.prio], delivered[id])
 				}
 			}
+			// By bands, not neighbours: on a loaded machine the later wave
+			// reaches the hot tier in several claims, each delivered in
+			// priority order, so a band's median holds where neighbouring
+			// priorities' may swap (CI saw 9 after 8 that way).
 			median := func(xs []int) int { slices.Sort(xs); return xs[len(xs)/2] }
-			for p := 9; p > 0; p-- {
-				if len(at[p]) == 0 || len(at[p-1]) == 0 {
-					continue
+			band := func(lo, hi int) []int {
+				var xs []int
+				for p := lo; p <= hi; p++ {
+					xs = append(xs, at[p]...)
 				}
-				if hi, lo := median(at[p]), median(at[p-1]); hi > lo {
-					t.Errorf("the later wave's priority %d went later (median position %d) than its priority %d (median %d)", p, hi, p-1, lo)
-				}
+				return xs
+			}
+			high, mid, low := band(7, 9), band(3, 6), band(0, 2)
+			if len(high) == 0 || len(mid) == 0 || len(low) == 0 {
+				t.Fatalf("a band of the later wave is empty: %d %d %d", len(high), len(mid), len(low))
+			}
+			if h, m, l := median(high), median(mid), median(low); h > m || m > l {
+				t.Errorf("the later wave's priorities 7–9 went at median position %d, 3–6 at %d, 0–2 at %d: not in that order", h, m, l)
 			}
 			// The later wave's priorities overtook the earlier wave: its
 			// priority-9 tasks all went before the last of the first wave.

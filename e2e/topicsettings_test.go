@@ -258,7 +258,7 @@ func TestRetryAfterAndLaneHold(t *testing.T) {
 			firstCall := func(c call) bool { _, seen := once.LoadOrStore(c.ID, true); return !seen }
 			asks := newScripted(t, func(c call) (int, string) {
 				if c.Attempt == 1 && c.Body["key"] == "asker" && firstCall(c) {
-					return http.StatusTooManyRequests, "4"
+					return http.StatusTooManyRequests, "8"
 				}
 				return http.StatusOK, ""
 			})
@@ -275,7 +275,7 @@ func TestRetryAfterAndLaneHold(t *testing.T) {
 				return http.StatusOK, ""
 			})
 			c, _ := startNode(t, engine, func(cfg *ontime.Config) {
-				cfg.Delivery.RetryMax = ontime.Duration(6 * time.Second)
+				cfg.Delivery.RetryMax = ontime.Duration(12 * time.Second)
 			})
 			asker := c.submit(apiv1.TaskRequest{Topic: "e2e.ra", Key: "asker", Target: asks.srv.URL})
 			d := c.submit(apiv1.TaskRequest{Topic: "e2e.ra", Key: "dated", Target: dated.srv.URL})
@@ -289,17 +289,18 @@ func TestRetryAfterAndLaneHold(t *testing.T) {
 			for i := range 5 {
 				held = append(held, c.submit(apiv1.TaskRequest{Topic: "e2e.ra", Key: fmt.Sprint("held", i), Target: asks.srv.URL + "/other/path"}).ID)
 			}
-			// Within the wait (4s from the answer), a held task's view says
+			// Within the wait (8s from the answer: long enough for the submits
+			// before it on a loaded machine), a held task's view says
 			// why it waits.
 			var hv *apiv1.Task
-			waitFor(t, 4*time.Second-time.Since(asked), "a held task's view", func() bool {
+			waitFor(t, 8*time.Second-time.Since(asked), "a held task's view", func() bool {
 				hv = c.get(held[0])
 				return hv.Status == "pending" && hv.Attempts == 0 && strings.Contains(hv.NextAttemptReason, "destination asked to wait until")
 			})
-			if !strings.Contains(hv.NextAttemptReason, "Retry-After 4s") || hv.NextAttemptAt.Sub(asked) < 3900*time.Millisecond {
+			if !strings.Contains(hv.NextAttemptReason, "Retry-After 8s") || hv.NextAttemptAt.Sub(asked) < 7900*time.Millisecond {
 				t.Fatalf("held task: next at +%s, %q", hv.NextAttemptAt.Sub(asked), hv.NextAttemptReason)
 			}
-			if v := c.get(asker.ID); v.Status == "pending" && !strings.Contains(v.NextAttemptReason, "attempt 2 of 25 after: webhook answered HTTP 429, Retry-After 4s") {
+			if v := c.get(asker.ID); v.Status == "pending" && !strings.Contains(v.NextAttemptReason, "attempt 2 of 25 after: webhook answered HTTP 429, Retry-After 8s") {
 				t.Fatalf("asking task: %q", v.NextAttemptReason)
 			}
 			waitFor(t, 60*time.Second, "everything delivered", func() bool {
@@ -307,8 +308,8 @@ func TestRetryAfterAndLaneHold(t *testing.T) {
 			})
 			// Nothing reached the asking destination during its wait.
 			for _, cl := range asks.all()[1:] {
-				if gap := cl.At.Sub(asked); gap < 4*time.Second {
-					t.Fatalf("task %s reached the destination %s after it asked for 4s", cl.ID, gap)
+				if gap := cl.At.Sub(asked); gap < 8*time.Second {
+					t.Fatalf("task %s reached the destination %s after it asked for 8s", cl.ID, gap)
 				}
 				if cl.ID != asker.ID && cl.Attempt != 1 {
 					t.Fatalf("held task %s used an attempt while held: attempt %d", cl.ID, cl.Attempt)
@@ -319,16 +320,16 @@ func TestRetryAfterAndLaneHold(t *testing.T) {
 				return a[1].At.Sub(a[0].At)
 			}
 			// Retried when asked: not by the 20ms backoff, not much later.
-			if g := gap(asks, asker.ID); g < 4*time.Second || g > 8*time.Second {
-				t.Fatalf("Retry-After 4: attempt 2 after %s", g)
+			if g := gap(asks, asker.ID); g < 8*time.Second || g > 16*time.Second {
+				t.Fatalf("Retry-After 8: attempt 2 after %s", g)
 			}
 			if g := gap(dated, d.ID); g < 1900*time.Millisecond || g > 6*time.Second {
 				t.Fatalf("Retry-After in 3s as an HTTP date (second precision): attempt 2 after %s", g)
 			}
-			if g := gap(capped, cp.ID); g < 6*time.Second || g > 12*time.Second {
-				t.Fatalf("Retry-After 3600 with retry_max 6s: attempt 2 after %s", g)
+			if g := gap(capped, cp.ID); g < 12*time.Second || g > 24*time.Second {
+				t.Fatalf("Retry-After 3600 with retry_max 12s: attempt 2 after %s", g)
 			}
-			t.Logf("attempt 1 → 2: Retry-After 4s %s, HTTP date +3s %s, 3600s capped at 6s %s",
+			t.Logf("attempt 1 → 2: Retry-After 8s %s, HTTP date +3s %s, 3600s capped at 12s %s",
 				gap(asks, asker.ID).Round(time.Millisecond), gap(dated, d.ID).Round(time.Millisecond), gap(capped, cp.ID).Round(time.Millisecond))
 		})
 	}
