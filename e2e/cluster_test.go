@@ -92,7 +92,7 @@ cluster:
   %s
   lease_ttl: 2s
 delivery:
-  lease_ttl: 2s
+  lease_ttl: 60s
   retry_base: 50ms
   retry_max: 200ms
 `, filepath.Join(dir, "data"), dsn, coordinator)
@@ -133,7 +133,10 @@ delivery:
 	})
 	t.Logf("items reassigned %s after the kill", time.Since(killedAt).Round(time.Millisecond))
 	// The survivors took n2's claimed and running tasks when its items
-	// came to them, not when the leases ran out.
+	// came to them, not when the leases ran out: delivery leases last 60 s,
+	// far beyond the waits below, so only the adoption can have ended them
+	// (with 2 s leases a reassignment slowed past 2 s by a loaded machine
+	// found them run out already and ended none).
 	waitFor(t, 30*time.Second, "n2's leases ended by the survivors", func() bool {
 		return counter(t, "http://"+addrs["n1"], `ontime_leases_ended_total{reason="node_gone"}`)+
 			counter(t, "http://"+addrs["n3"], `ontime_leases_ended_total{reason="node_gone"}`) > 0
