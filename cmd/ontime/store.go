@@ -159,10 +159,14 @@ func storeExpand(cmd *cobra.Command, g *globals, f *storeFlags, dsns []string, c
 			return nil
 		}
 		cut := time.Now()
+		var tm sqlstore.CutoverTimings
+		o.Timings = &tm
 		if err := st.ExpandCutover(ctx, o); err != nil {
 			return err
 		}
-		fmt.Fprintf(w, "cutover took %s (the nodes' pause)\n", time.Since(cut).Round(time.Millisecond))
+		took := time.Since(cut)
+		fmt.Fprintf(w, "cutover took %s (the nodes' pause: %s until they stopped writing, %s the last catch-up, %s the switch)\n",
+			took.Round(time.Millisecond), tm.Stopped.Round(time.Millisecond), tm.CatchUp.Round(time.Millisecond), (took - tm.Stopped - tm.CatchUp).Round(time.Millisecond))
 		st.Close()
 		if st, _, err = f.open(ctx, dsns); err != nil {
 			return fmt.Errorf("after the cutover: %w", err)

@@ -94,6 +94,16 @@ type ExpandOptions struct {
 	Nice float64
 	// Rate caps the rows copied or deleted per second (0: no cap).
 	Rate int
+	// Timings, when set, receives how a cutover's pause was spent.
+	Timings *CutoverTimings
+}
+
+// CutoverTimings splits a cutover's pause: the nodes stop writing, the
+// last catch-up pass copies what changed since the copy's, then the
+// topology switches.
+type CutoverTimings struct {
+	Stopped time.Duration // announced → every node stopped writing
+	CatchUp time.Duration // the last catch-up pass
 }
 
 // Validate names the option out of range.
@@ -395,7 +405,6 @@ func (s *Store) ExpandCopy(ctx context.Context, o ExpandOptions) (err error) {
 		}
 	}
 	pass, _ := strconv.ParseInt(meta[metaExpandPass], 10, 64)
-	passStart := time.Now().UnixMicro()
 	pred, pargs := s.moving(from)
 	for _, u := range units {
 		if u.phase != unitCopying {
@@ -407,7 +416,12 @@ func (s *Store) ExpandCopy(ctx context.Context, o ExpandOptions) (err error) {
 	}
 	// Catch-up: everything changed since the pass before began. Rows that
 	// ended first, then live ones, so that a stale live copy of a key
-	// ends before the key's new live row arrives.
+	// ends before the key's new live row arrives. The next pass starts
+	// from this one's start, not from the first pages' (a change before
+	// it is copied by it): the cutover's pass, inside the nodes' pause,
+	// then copies the seconds since the copy's last pass, not every row
+	// changed during a copy of millions.
+	passStart := time.Now().UnixMicro()
 	since := pass - catchUpMargin.Microseconds()
 	for _, u := range units {
 		t := s.names[u.tbl]
@@ -843,6 +857,7 @@ func (s *Store) ExpandCutover(ctx context.Context, o ExpandOptions) (err error) 
 		}
 	}()
 	s.log.Info("store expansion: cutover pending, waiting for the nodes to stop writing", "epoch", st.Epoch+1)
+	announced := time.Now()
 	giveUp := time.Now().Add(wait)
 	for {
 		users, err := s.usersSince(ctx, time.Now().Add(-s.markFresh()))
@@ -865,8 +880,19 @@ func (s *Store) ExpandCutover(ctx context.Context, o ExpandOptions) (err error) 
 		case <-time.After(200 * time.Millisecond):
 		}
 	}
-	if err := s.ExpandCopy(ctx, o); err != nil {
+	stopped := time.Now()
+	if o.Timings != nil {
+		o.Timings.Stopped = stopped.Sub(announced)
+	}
+	// Unpaced: the nodes wait for this pass, so pacing it would only
+	// lengthen their pause.
+	last := o
+	last.Nice, last.Rate = 0, 0
+	if err := s.ExpandCopy(ctx, last); err != nil {
 		return err
+	}
+	if o.Timings != nil {
+		o.Timings.CatchUp = time.Since(stopped)
 	}
 	tw, err := s.openTwins(ctx, recordedTwins, dsns, from)
 	if err != nil {
