@@ -31,8 +31,14 @@ type storeMark struct {
 }
 
 // markEvery is the mark's period: how soon a node hears of a pending
-// cutover; sqlstore.FenceLease is several of them.
-const markEvery = time.Second
+// cutover; sqlstore.FenceLease is several of them. While an expansion
+// copies, a cutover may come at any moment and every node's delay in
+// hearing of it adds to the pause of all: the marks come every
+// markDuringCopy then (three small queries each, for minutes or hours).
+const (
+	markEvery      = time.Second
+	markDuringCopy = 200 * time.Millisecond
+)
 
 func newStoreMark(st *sqlstore.Store, node string, log *slog.Logger) *storeMark {
 	return &storeMark{st: st, node: node, log: log, changed: make(chan struct{})}
@@ -57,8 +63,12 @@ func (m *storeMark) run(ctx context.Context) {
 			m.log.Warn("store: unmark", "err", err)
 		}
 	}()
-	mark := func(ctx context.Context) {
+	mark := func(ctx context.Context) time.Duration {
 		st, err := m.st.MarkInUse(ctx, m.node, time.Now())
+		next := markEvery
+		if st.Phase == sqlstore.PhaseCopy {
+			next = markDuringCopy
+		}
 		switch {
 		case errors.Is(err, sqlstore.ErrTopology):
 			m.log.Error("store: the databases changed under this node", "err", err)
@@ -75,9 +85,14 @@ func (m *storeMark) run(ctx context.Context) {
 			m.log.Info("store: an expansion's cutover is pending: stopping the pipeline until it is done", "epoch", st.FenceEpoch)
 			m.signal()
 		}
+		return next
 	}
-	mark(ctx)
-	startstop.Every(ctx, markEvery, mark)
+	for next := mark(ctx); ; next = mark(ctx) {
+		startstop.Sleep(ctx, next)
+		if ctx.Err() != nil {
+			return
+		}
+	}
 }
 
 func (m *storeMark) signal() { m.once.Do(func() { close(m.changed) }) }
@@ -116,7 +131,7 @@ func WaitTopology(ctx context.Context, cfg Config, epoch int64, log *slog.Logger
 		select {
 		case <-ctx.Done():
 			return cfg, ctx.Err()
-		case <-time.After(250 * time.Millisecond):
+		case <-time.After(100 * time.Millisecond): // one read of the first database's meta
 		}
 	}
 }
