@@ -110,18 +110,7 @@ func (m *MariaDBServer) DSN(db string) string {
 // CreateDatabase creates a fresh database and returns its DSN.
 func (m *MariaDBServer) CreateDatabase() string {
 	m.t.Helper()
-	db, err := sql.Open("mysql", m.DSN(""))
-	if err != nil {
-		m.t.Fatal(err)
-	}
-	defer db.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	name := Name()
-	if _, err := db.ExecContext(ctx, "CREATE DATABASE "+name); err != nil {
-		m.t.Fatalf("testdb: private mariadb: %v", err)
-	}
-	return m.DSN(name)
+	return m.DSN(createDB(m.t, "mysql", m.DSN(""), "private MariaDB", ""))
 }
 
 // stop shuts the server down (SIGTERM: a clean shutdown) and waits for it.

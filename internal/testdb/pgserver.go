@@ -1,8 +1,6 @@
 package testdb
 
 import (
-	"context"
-	"database/sql"
 	"fmt"
 	"net"
 	"os"
@@ -13,7 +11,6 @@ import (
 	"strconv"
 	"syscall"
 	"testing"
-	"time"
 )
 
 // PGServer is a PostgreSQL server of the test's own (initdb + pg_ctl from
@@ -85,18 +82,7 @@ func (p *PGServer) Addr() string { return "127.0.0.1:" + strconv.Itoa(p.port) }
 // CreateDatabase creates a fresh database and returns its URL.
 func (p *PGServer) CreateDatabase() string {
 	p.t.Helper()
-	db, err := sql.Open("pgx", p.URL("postgres"))
-	if err != nil {
-		p.t.Fatal(err)
-	}
-	defer db.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	name := Name()
-	if _, err := db.ExecContext(ctx, "CREATE DATABASE "+name); err != nil {
-		p.t.Fatalf("testdb: private postgres: %v", err)
-	}
-	return p.URL(name)
+	return p.URL(createDB(p.t, "pgx", p.URL("postgres"), "private PostgreSQL", " WITH (FORCE)"))
 }
 
 // Start starts the server and waits until it accepts connections.
