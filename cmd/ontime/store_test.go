@@ -49,7 +49,8 @@ func TestStoreVerbs(t *testing.T) {
 	if v := status(); v.Expansion != nil {
 		t.Fatalf("after abort %+v", v.Expansion)
 	}
-	if code, out, errs := runCLI("store", "expand", "--config", cfg, "--databases", b, "--cutover"); code != 0 || !strings.Contains(out, "cut over") || !strings.Contains(out, "cleaned up") {
+	if code, out, errs := runCLI("store", "expand", "--config", cfg, "--databases", b, "--cutover"); code != 0 || !strings.Contains(out, "cut over") || !strings.Contains(out, "cleaned up") ||
+		!strings.Contains(out, "until they stopped writing") || !strings.Contains(out, "the last catch-up") {
 		t.Fatalf("cutover: exit %d %s %s", code, out, errs)
 	}
 	code, _, errs := runCLI("store", "status", "--config", cfg)

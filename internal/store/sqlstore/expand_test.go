@@ -341,6 +341,10 @@ func TestExpandDoubles(t *testing.T) {
 			go func() {
 				for {
 					st, err := s.MarkInUse(ctx, "solo", time.Now())
+					if err == nil && !st.Fence && st.Phase != PhaseCopy {
+						// A node marks more often while it sees a copy.
+						err = fmt.Errorf("a mark during the copy saw phase %q", st.Phase)
+					}
 					if err != nil || st.Fence {
 						if err == nil {
 							err = s.Unmark(ctx, "solo")
@@ -351,11 +355,15 @@ func TestExpandDoubles(t *testing.T) {
 					time.Sleep(20 * time.Millisecond)
 				}
 			}()
-			if err := s.ExpandCutover(ctx, ExpandOptions{Page: 50}); err != nil {
+			var tm CutoverTimings
+			if err := s.ExpandCutover(ctx, ExpandOptions{Page: 50, Timings: &tm}); err != nil {
 				t.Fatal(err)
 			}
 			if err := <-stopped; err != nil {
 				t.Fatal(err)
+			}
+			if tm.Stopped <= 0 || tm.CatchUp <= 0 {
+				t.Fatalf("cutover timings not reported: %+v", tm)
 			}
 			// A node still running by the old databases hears of it and
 			// writes no more (it missed the flip: paused, partitioned).
