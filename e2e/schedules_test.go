@@ -456,8 +456,25 @@ func TestScheduleChangesWithdrawVisibly(t *testing.T) {
 			waitFor(t, 30*time.Second, "tasks withdrawn by the change", func() bool {
 				return reasons()["withdrawn: schedule nightly updated"] > 0
 			})
-			// The new definition's tasks (the triggered one waits too).
-			waitFor(t, 30*time.Second, "tasks made anew", func() bool { return waiting(t, c, topic) > 1 })
+			// The new definition's tasks, by their payload: the owner
+			// withdraws table by table before it makes them, so a count
+			// of waiting tasks could still see old ones not withdrawn yet,
+			// and a delete then would find only tasks the change took.
+			waitFor(t, 30*time.Second, "tasks made anew", func() bool {
+				page, err := c.List(ctx, client.ListOptions{Topic: topic, Status: "pending", Limit: 1000})
+				if err != nil {
+					return false
+				}
+				for _, p := range page.Tasks {
+					if !strings.HasPrefix(p.Key, "nightly@") || !p.DueAt.After(time.Now().Add(5*time.Second)) {
+						continue
+					}
+					if g, err := c.Get(ctx, p.ID); err == nil && g.Status == "pending" && strings.Contains(string(g.Payload), `"v":2`) {
+						return true
+					}
+				}
+				return false
+			})
 			if _, err := c.DeleteSchedule(ctx, "nightly"); err != nil {
 				t.Fatal(err)
 			}
