@@ -423,24 +423,34 @@ func (s *Store) ExpandCopy(ctx context.Context, o ExpandOptions) (err error) {
 	// changed during a copy of millions.
 	passStart := time.Now().UnixMicro()
 	since := pass - catchUpMargin.Microseconds()
+	if s.changesIndexed() {
+		for _, u := range units {
+			if err := s.addChangesIndex(ctx, s.w[u.src], s.names[u.tbl]); err != nil {
+				return fmt.Errorf("catch up, database %d: %w", u.src, err)
+			}
+		}
+	}
 	for _, u := range units {
 		t := s.names[u.tbl]
 		for _, status := range []string{`status >= 3`, `status < 3`} {
-			after := ""
+			upd, after := since, ""
 			for {
 				start := time.Now()
-				got, last, more, err := s.copyPage(ctx, s.w[u.src], tw.dbs[u.src], t, `id > ? AND updated_at >= ? AND `+status+` AND `+pred,
-					append([]any{after, since}, pargs...), min(page, stmtRows), false)
-				if err != nil {
-					return fmt.Errorf("catch up %s of database %d: %w", t, u.src, err)
+				where, order, args := s.catchUpWhere(status, pred, pargs, since, upd, after)
+				p := s.readPage(ctx, s.w[u.src], t, where, order, args, min(page, stmtRows))
+				if p.err == nil && p.n > 0 {
+					p.err = s.writePage(ctx, tw.dbs[u.src], t, p, false)
 				}
-				if err := pace.page(ctx, start, got); err != nil {
+				if p.err != nil {
+					return fmt.Errorf("catch up %s of database %d: %w", t, u.src, p.err)
+				}
+				if err := pace.page(ctx, start, p.n); err != nil {
 					return err
 				}
-				if !more {
+				if !p.more {
 					break
 				}
-				after = last
+				upd, after = p.lastUpd, p.last
 			}
 		}
 	}
@@ -600,7 +610,7 @@ func (s *Store) copyUnit(ctx context.Context, tw *twins, o ExpandOptions, pace *
 // there, try a plain insert first). It returns how many it copied, the
 // last ID, and whether more rows may match after it.
 func (s *Store) copyPage(ctx context.Context, src, dst *sql.DB, t, where string, args []any, limit int, fresh bool) (int, string, bool, error) {
-	p := s.readPage(ctx, src, t, where, args, limit)
+	p := s.readPage(ctx, src, t, where, `id`, args, limit)
 	if p.err != nil || p.n == 0 {
 		return 0, "", false, p.err
 	}
@@ -615,14 +625,16 @@ type page struct {
 	vals []any
 	n    int
 	last string // the last row's ID
-	more bool   // more rows may match after last
-	err  error
+	// lastUpd is the last row's updated_at
+	lastUpd int64
+	more    bool // more rows may match after last
+	err     error
 }
 
-// readPage reads the rows of table t in src matching where, in ID order,
-// at most limit and pageBytes of payload.
-func (s *Store) readPage(ctx context.Context, src *sql.DB, t, where string, args []any, limit int) page {
-	rows, err := src.QueryContext(ctx, s.d.rebind(`SELECT `+cols+` FROM `+t+` WHERE `+where+` ORDER BY id LIMIT `+strconv.Itoa(limit)), args...)
+// readPage reads the rows of table t in src matching where, in order (id,
+// or updated_at, id), at most limit and pageBytes of payload.
+func (s *Store) readPage(ctx context.Context, src *sql.DB, t, where, order string, args []any, limit int) page {
+	rows, err := src.QueryContext(ctx, s.d.rebind(`SELECT `+cols+` FROM `+t+` WHERE `+where+` ORDER BY `+order+` LIMIT `+strconv.Itoa(limit)), args...)
 	if err != nil {
 		return page{err: err}
 	}
@@ -644,6 +656,7 @@ func (s *Store) readPage(ctx context.Context, src *sql.DB, t, where string, args
 		case []byte:
 			p.last = string(id)
 		}
+		p.lastUpd = toInt64(row[colUpdatedAt])
 		p.vals = append(p.vals, row...)
 		p.n++
 		if bytes += rowBytes(row); bytes >= pageBytes {
@@ -687,7 +700,7 @@ func (s *Store) readAhead(ctx context.Context, src *sql.DB, t, pred string, parg
 		defer close(done)
 		defer close(out)
 		for {
-			p := s.readPage(ctx, src, t, `id > ? AND `+pred, append([]any{after}, pargs...), limit)
+			p := s.readPage(ctx, src, t, `id > ? AND `+pred, `id`, append([]any{after}, pargs...), limit)
 			select {
 			case out <- p:
 			case <-ctx.Done():
@@ -772,9 +785,10 @@ func (s *Store) writeRows(ctx context.Context, dst *sql.DB, t string, vals []any
 
 // Positions in cols of the columns copyPage looks at.
 var (
-	colTopic  = slices.Index(colNames, "topic")
-	colKey    = slices.Index(colNames, "task_key")
-	colStatus = slices.Index(colNames, "status")
+	colTopic     = slices.Index(colNames, "topic")
+	colKey       = slices.Index(colNames, "task_key")
+	colStatus    = slices.Index(colNames, "status")
+	colUpdatedAt = slices.Index(colNames, "updated_at")
 )
 
 func toInt64(v any) int64 {
@@ -1021,6 +1035,9 @@ func (s *Store) ExpandAbort(ctx context.Context) (err error) {
 			}
 		}
 	}
+	if err := s.dropChangesIndexes(ctx, from); err != nil {
+		return err
+	}
 	return s.clearExpansion(ctx, from, false)
 }
 
@@ -1070,6 +1087,11 @@ func (s *Store) ExpandCleanup(ctx context.Context, o ExpandOptions) (err error) 
 	page := o.Page
 	if page <= 0 {
 		page = 500
+	}
+	// The catch-up's index is of no use from here: its upkeep would slow
+	// every write of the cleanup and of the nodes.
+	if err := s.dropChangesIndexes(ctx, from); err != nil {
+		return err
 	}
 	pace := newPacer(o, page)
 	pred, pargs := s.moving(from)

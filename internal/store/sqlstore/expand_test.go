@@ -156,6 +156,19 @@ func copies(t *testing.T, s *Store, engine string, dsns []string) map[string]int
 
 var errKilled = errors.New("killed")
 
+// noChangesIndex fails t if a task table of s has the catch-up's index of
+// changes: it lives only while an expansion copies.
+func noChangesIndex(t *testing.T, s *Store, engine, when string) {
+	t.Helper()
+	for d, db := range s.w {
+		for _, tn := range s.names {
+			if hasChangesIndex(t, engine, db, tn) {
+				t.Fatalf("%s: %s of database %d has the index of changes", when, tn, d)
+			}
+		}
+	}
+}
+
 // pacedCheck is an OnProgress that fails the test when the rows counted
 // since its first call run ahead of rate per second: a token bucket of
 // one page lets a page through at once, and the page just done is
@@ -225,6 +238,7 @@ func TestExpandDoubles(t *testing.T) {
 				t.Fatalf("abort left %d rows in the new databases", n)
 			}
 			f.check(t, s, "after abort")
+			noChangesIndex(t, s, engine, "after abort")
 
 			// The copy, killed twice mid-way, with writes between.
 			if err := s.ExpandBegin(ctx, twins); err != nil {
@@ -441,6 +455,7 @@ func TestExpandDoubles(t *testing.T) {
 			if st, err := s.ExpansionStatus(ctx); err != nil || st.Phase != PhaseNone || st.Databases != 2*m {
 				t.Fatalf("after cleanup: %+v %v", st, err)
 			}
+			noChangesIndex(t, s, engine, "after cleanup")
 			s.Close()
 			s = f.open(t, all)
 			f.check(t, s, "reopened")
