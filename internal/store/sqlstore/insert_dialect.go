@@ -39,6 +39,11 @@ type insertPlan struct {
 	// keyed: PostgreSQL's batches with keys go in one statement over
 	// every table (insert_keyed.go); false: the statements of insertTx.
 	keyed bool
+	// keyedAll: a keyed statement over most of a database's tables names
+	// them all, the others with no rows, so that its text is the same
+	// for every such batch and is prepared once per connection
+	// (insert_keyed.go, allTables).
+	keyedAll bool
 	// hold: SQLite's keyed rows skip held keys in the INSERT itself
 	// (insert_sqlite.go); false: a SELECT of the keys first.
 	hold bool
@@ -47,7 +52,7 @@ type insertPlan struct {
 func planFor(d *dialect) insertPlan {
 	switch d.name {
 	case "postgres":
-		return insertPlan{rows: 5000, bytes: 32 << 20, arrays: true, mode: pgx.QueryExecModeExec, copy: true, keyed: true}
+		return insertPlan{rows: 5000, bytes: 32 << 20, arrays: true, mode: pgx.QueryExecModeExec, copy: true, keyed: true, keyedAll: true}
 	case "mysql":
 		// 65,535 placeholders per statement would allow 3,640 rows; with
 		// interpolateParams there are none, and the packet is the limit.

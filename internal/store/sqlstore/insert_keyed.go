@@ -95,6 +95,12 @@ func keyedInsertQuery(tables []string) string {
 	return b.String()
 }
 
+// allTables reports whether a keyed statement over n of the database's
+// tables names them all: from three quarters of them.
+func (s *Store) allTables(n int) bool {
+	return s.ins.keyedAll && n > 1 && 4*n >= 3*len(s.names)
+}
+
 // keyedInsert writes gs (one database) in one keyedInsertQuery, sets out
 // and returns the groups of the keyed tasks still to insert (see above).
 func (s *Store) keyedInsert(ctx context.Context, gs []group, tasks []store.NewTask, out []store.Inserted, now time.Time) ([]group, error) {
@@ -103,25 +109,41 @@ func (s *Store) keyedInsert(ctx context.Context, gs []group, tasks []store.NewTa
 	if s.cfg.KeyHold > 0 {
 		cutoff = now.Add(-s.cfg.KeyHold).UnixMicro()
 	}
-	names := make([]string, len(gs))
-	args := make([]any, 0, 3+len(gs)*len(keyedArrayTypes))
 	// One table's statement (a keyed single submit, or a group commit of
 	// them: 16 statements in all) is prepared once per connection: its
 	// plan cost more than the insert (n=1, synchronous_commit off: 0.50–0.55
-	// → 0.37–0.40 ms). A statement over several tables is one of
-	// thousands of table sets, which would miss the cache and pay a
-	// prepare round trip each (n=16: 0.76–0.89× with it), so it is sent
-	// unprepared.
+	// → 0.37–0.40 ms). A statement over a few tables is one of thousands
+	// of table sets, which would miss the cache and pay a prepare round
+	// trip each (n=16: 0.76–0.89× with it), so it is sent unprepared. One
+	// over most tables names every table (allTables), so it is one
+	// statement per store, prepared: planning a 16-table statement took a
+	// fifth of a 1,000-task batch (BenchmarkInsertBatch/postgres/plan
+	// 1.24–1.27×, InsertSmallKeyed n=100 1.18–1.31×; n=16, about ten
+	// tables, 0.93× that way, so it stays unprepared).
 	mode := s.ins.mode
-	if len(gs) == 1 {
+	tables := make([][]int, 0, len(gs)) // per statement table: its rows
+	var names []string
+	switch {
+	case len(gs) == 1:
 		mode = pgx.QueryExecModeCacheStatement
+		names, tables = []string{s.names[gs[0].table]}, append(tables, gs[0].idx)
+	case s.allTables(len(gs)):
+		mode = pgx.QueryExecModeCacheStatement
+		names, tables = s.names, make([][]int, len(s.names))
+		for _, g := range gs {
+			tables[g.table] = g.idx
+		}
+	default:
+		for _, g := range gs {
+			names, tables = append(names, s.names[g.table]), append(tables, g.idx)
+		}
 	}
+	args := make([]any, 0, 3+len(tables)*len(keyedArrayTypes))
 	args = append(args, mode, nowUs, cutoff)
-	for n, g := range gs {
-		names[n] = s.names[g.table]
+	for _, rows := range tables {
 		// Rows in key order, as insertStatement's: concurrent statements
 		// take the same keys in one order.
-		idx := slices.Clone(g.idx)
+		idx := slices.Clone(rows)
 		slices.SortStableFunc(idx, func(a, b int) int { return strings.Compare(tasks[a].Key, tasks[b].Key) })
 		repl := make([]bool, len(idx))
 		for j, i := range idx {

@@ -42,15 +42,27 @@ func TestKeyedStatementChosen(t *testing.T) {
 // tables; and a statement that fails writes nothing in any table.
 func TestKeyedInsertStatement(t *testing.T) {
 	t.Parallel()
+	// all: the statement names all four tables, prepared (three of them
+	// have rows, so at least three quarters); else only those with rows.
+	for _, all := range []bool{true, false} {
+		t.Run(fmt.Sprintf("all=%v", all), func(t *testing.T) {
+			t.Parallel()
+			testKeyedInsertStatement(t, all)
+		})
+	}
+}
+
+func testKeyedInsertStatement(t *testing.T, all bool) {
 	const hold = time.Hour
 	ctx := context.Background()
-	s, err := Open(ctx, Config{Driver: "postgres", DSNs: testdb.DSNs(t, "postgres", 1), Tables: 3, Segments: 2, KeyHold: hold})
+	s, err := Open(ctx, Config{Driver: "postgres", DSNs: testdb.DSNs(t, "postgres", 1), Tables: 4, Segments: 2, KeyHold: hold})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { s.Close() })
+	s.ins.keyedAll = all
 	due := time.Now().Add(time.Hour)
-	live, final, again := keyedIn(t, 3, 0, "live", due), keyedIn(t, 3, 1, "final", due), newTask(t, "", due, 2)
+	live, final, again := keyedIn(t, 4, 0, "live", due), keyedIn(t, 4, 1, "final", due), newTask(t, "", due, 2)
 	if _, err := s.Insert(ctx, []store.NewTask{live, final, again}); err != nil {
 		t.Fatal(err)
 	}
@@ -60,7 +72,7 @@ func TestKeyedInsertStatement(t *testing.T) {
 	}
 	repl := func(nt store.NewTask) store.NewTask { nt.ReplaceFinal = true; return nt }
 	same := func(nt store.NewTask) store.NewTask { return newTask(t, nt.Key, due, 2) }
-	fresh := keyedIn(t, 3, 2, "fresh", due)
+	fresh := keyedIn(t, 4, 2, "fresh", due)
 	tasks := []store.NewTask{
 		fresh,                            // 0 created
 		same(live),                       // 1 existing live
@@ -70,15 +82,15 @@ func TestKeyedInsertStatement(t *testing.T) {
 		same(fresh),                      // 5 meets 0
 		newTask(t, "", due, 2),           // 6 keyless, created
 		again,                            // 7 keyless, its ID exists: skipped
-		repl(keyedIn(t, 3, 0, "r", due)), // 8 created
+		repl(keyedIn(t, 4, 0, "r", due)), // 8 created
 	}
 	ids := make([]string, len(tasks))
 	for i := range tasks {
 		ids[i] = tasks[i].ID
 	}
 	gs := s.groupIDs(ids)
-	if len(gs) != 3 || !s.oneStatement(gs, tasks) {
-		t.Fatalf("%d tables, one statement %v", len(gs), s.oneStatement(gs, tasks))
+	if len(gs) < 3 || !s.oneStatement(gs, tasks) || s.allTables(len(gs)) != all {
+		t.Fatalf("%d tables, one statement %v, naming every table %v", len(gs), s.oneStatement(gs, tasks), s.allTables(len(gs)))
 	}
 	out := make([]store.Inserted, len(tasks))
 	rest, err := s.keyedInsert(ctx, gs, tasks, out, time.Now())
@@ -121,7 +133,7 @@ func TestKeyedInsertStatement(t *testing.T) {
 	}
 	var batch []store.NewTask
 	for i := range 9 {
-		batch = append(batch, keyedIn(t, 3, i%3, fmt.Sprintf("gone%d", i), due))
+		batch = append(batch, keyedIn(t, 4, i%3, fmt.Sprintf("gone%d", i), due))
 	}
 	ids = ids[:0]
 	for _, nt := range batch {
@@ -130,7 +142,7 @@ func TestKeyedInsertStatement(t *testing.T) {
 	if _, err := s.keyedInsert(ctx, s.groupIDs(ids), batch, make([]store.Inserted, len(batch)), time.Now()); err == nil {
 		t.Fatal("keyedInsert into a dropped table answered no error")
 	}
-	for _, tb := range s.names[:2] {
+	for _, tb := range []string{s.names[0], s.names[1], s.names[3]} {
 		var n int
 		if err := s.w[0].QueryRowContext(ctx, `SELECT COUNT(*) FROM `+tb+` WHERE task_key LIKE 'gone%'`).Scan(&n); err != nil {
 			t.Fatal(err)
