@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/ontimehq/ontime"
 	"github.com/ontimehq/ontime/internal/testdb"
 	"github.com/ontimehq/ontime/outbox"
@@ -36,7 +38,9 @@ import (
 // less than that. What the Put costs beyond that round trip, in the same
 // rotation: the Put into a copy of the table without its PostgreSQL
 // notify trigger (put-notrigger/plain; the NOTIFY at commit) and into one
-// without its two secondary indexes either (put-noidx/plain).
+// without its two secondary indexes either (put-noidx/plain). PostgreSQL
+// also through pgx: the user row alone in a pgx.Batch, and with the
+// message queued on the same batch (outbox.QueuePgx), pgx-queue/pgx-plain.
 func BenchmarkOutboxTxCost(b *testing.B) {
 	for _, engine := range []string{"mysql", "postgres"} {
 		b.Run(engine, func(b *testing.B) {
@@ -75,7 +79,43 @@ func BenchmarkOutboxTxCost(b *testing.B) {
 				}
 				tables[map[string]string{"outbox_notrig": "put-notrigger", "outbox_noidx": "put-noidx"}[name]] = tb
 			}
+			// pgx: the business row alone, and with the message queued on
+			// the same pgx.Batch (outbox.QueuePgx): no round trip of its own.
+			var pc *pgx.Conn
+			if engine == "postgres" {
+				var err error
+				if pc, err = pgx.Connect(ctx, app.dsn); err != nil {
+					b.Fatal(err)
+				}
+				defer pc.Close(ctx)
+			}
+			onePgx := func(i int, variant string) time.Duration {
+				start := time.Now()
+				tx, err := pc.Begin(ctx)
+				if err != nil {
+					b.Fatal(err)
+				}
+				acct := fmt.Sprintf("acct-%d-%s", i, variant)
+				var batch pgx.Batch
+				batch.Queue("INSERT INTO users (account_no) VALUES ($1)", acct)
+				if variant == "pgx-queue" {
+					if err := outbox.QueuePgx(&batch, app.tb.Name, outbox.Message{Topic: "user.registered", Key: acct,
+						Payload: json.RawMessage(`{"account_no":"` + acct + `"}`), Target: "https://coupons.example/grant"}); err != nil {
+						b.Fatal(err)
+					}
+				}
+				if err := tx.SendBatch(ctx, &batch).Close(); err != nil {
+					b.Fatal(err)
+				}
+				if err := tx.Commit(ctx); err != nil {
+					b.Fatal(err)
+				}
+				return time.Since(start)
+			}
 			one := func(i int, variant string) time.Duration {
+				if strings.HasPrefix(variant, "pgx-") {
+					return onePgx(i, variant)
+				}
 				start := time.Now()
 				tx, err := app.db.BeginTx(ctx, nil)
 				if err != nil {
@@ -102,7 +142,7 @@ func BenchmarkOutboxTxCost(b *testing.B) {
 				}
 				return time.Since(start)
 			}
-			variants := []string{"plain", "put", "rt", "put-notrigger", "put-noidx"}
+			variants := []string{"plain", "put", "rt", "put-notrigger", "put-noidx", "pgx-plain", "pgx-queue"}
 			if engine != "postgres" {
 				variants = []string{"plain", "put", "rt", "put-noidx"}
 			}
@@ -122,7 +162,12 @@ func BenchmarkOutboxTxCost(b *testing.B) {
 			b.ReportMetric(float64(p.Microseconds())/1000, "plain-ms")
 			b.ReportMetric(float64(median(times["put"]).Microseconds())/1000, "put-ms")
 			for _, v := range variants[1:] {
-				b.ReportMetric(float64(median(times[v]))/float64(p), v+"/plain")
+				if !strings.HasPrefix(v, "pgx-") {
+					b.ReportMetric(float64(median(times[v]))/float64(p), v+"/plain")
+				}
+			}
+			if engine == "postgres" {
+				b.ReportMetric(float64(median(times["pgx-queue"]))/float64(median(times["pgx-plain"])), "pgx-queue/pgx-plain")
 			}
 		})
 	}

@@ -126,6 +126,18 @@ func TestPutEveryEngine(t *testing.T) {
 				if err := outbox.PutPgx(ctx, ptx, "outbox", outbox.Message{Topic: "t bad"}); !errors.Is(err, outbox.ErrInvalid) {
 					t.Fatalf("invalid pgx put: %v", err)
 				}
+				// Queued beside the caller's own statement, one round trip.
+				var b pgx.Batch
+				b.Queue("SELECT 1")
+				if err := outbox.QueuePgx(&b, "outbox", outbox.Message{Topic: "t.batch", Key: "k", Payload: json.RawMessage(`{"b":1}`)}); err != nil {
+					t.Fatal(err)
+				}
+				if err := outbox.QueuePgx(&b, "outbox", outbox.Message{Topic: "t.batch", Key: strings.Repeat("k", outbox.MaxKeyLen+1)}); !errors.Is(err, outbox.ErrInvalid) || b.Len() != 2 {
+					t.Fatalf("invalid queued message: %v, %d queued", err, b.Len())
+				}
+				if err := ptx.SendBatch(ctx, &b).Close(); err != nil {
+					t.Fatal(err)
+				}
 				if err := ptx.Commit(ctx); err != nil {
 					t.Fatal(err)
 				}
@@ -160,7 +172,7 @@ func TestPutEveryEngine(t *testing.T) {
 			}
 			want := "t.one t.many t.many"
 			if engine == "postgres" {
-				want += " t.pgx"
+				want += " t.pgx t.batch"
 			}
 			if strings.Join(got, " ") != want {
 				t.Fatalf("rows %v, want %s", got, want)
