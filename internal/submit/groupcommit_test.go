@@ -364,70 +364,74 @@ func TestGroupCommitCallerGivesUp(t *testing.T) {
 	}
 }
 
-// Groups per table, two writers each (what a node runs on a server
-// engine): 200 concurrent submits, a fifth of them on 10 shared keys, all
-// answered and stored, one task per key.
+// Groups per table or per database, two writers each (what a node runs on
+// MariaDB and on PostgreSQL): 200 concurrent submits, a fifth of them on
+// 10 shared keys, all answered and stored, one task per key.
 func TestGroupCommitByTable(t *testing.T) {
 	for _, engine := range testdb.Engines {
-		t.Run(engine, func(t *testing.T) {
-			t.Parallel()
-			st, err := sqlstore.Open(context.Background(), sqlstore.Config{Driver: engine, DSNs: testdb.DSNs(t, engine, 1), Tables: gcTopo.Tables, Segments: stagetest.Segments})
-			if err != nil {
-				t.Fatal(err)
+		for _, byTable := range []bool{true, false} {
+			t.Run(fmt.Sprintf("%s/by_table=%v", engine, byTable), func(t *testing.T) { testGroupCommitTwoWriters(t, engine, byTable) })
+		}
+	}
+}
+
+func testGroupCommitTwoWriters(t *testing.T, engine string, byTable bool) {
+	t.Parallel()
+	st, err := sqlstore.Open(context.Background(), sqlstore.Config{Driver: engine, DSNs: testdb.DSNs(t, engine, 1), Tables: gcTopo.Tables, Segments: stagetest.Segments})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	svc, err := submit.New(submit.Config{Store: st, Tier: stagetest.Tier(t), Planner: hot.NewPlanner(20*time.Millisecond, 0),
+		Notifier: &notifier{}, Topology: gcTopo, Segments: stagetest.Segments, NodeID: node,
+		Window: window, LeaseTTL: time.Minute, GroupByTable: byTable, GroupWriters: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc.SetReady(true)
+	const n = 200
+	res := make([]submit.Result, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			sp := task.Spec{Topic: "gc", Payload: []byte(fmt.Sprintf(`{"i":%d}`, i)), Delay: delay(time.Duration(i%2) * time.Hour)}
+			if i%5 == 0 {
+				sp.Key = fmt.Sprintf("shared-%d", i%10)
 			}
-			t.Cleanup(func() { st.Close() })
-			svc, err := submit.New(submit.Config{Store: st, Tier: stagetest.Tier(t), Planner: hot.NewPlanner(20*time.Millisecond, 0),
-				Notifier: &notifier{}, Topology: gcTopo, Segments: stagetest.Segments, NodeID: node,
-				Window: window, LeaseTTL: time.Minute, GroupByTable: true, GroupWriters: 2})
-			if err != nil {
-				t.Fatal(err)
+			r, err := svc.Submit(context.Background(), []task.Spec{sp})
+			if err == nil {
+				res[i] = r[0]
 			}
-			svc.SetReady(true)
-			const n = 200
-			res := make([]submit.Result, n)
-			errs := make([]error, n)
-			var wg sync.WaitGroup
-			for i := range n {
-				wg.Go(func() {
-					sp := task.Spec{Topic: "gc", Payload: []byte(fmt.Sprintf(`{"i":%d}`, i)), Delay: delay(time.Duration(i%2) * time.Hour)}
-					if i%5 == 0 {
-						sp.Key = fmt.Sprintf("shared-%d", i%10)
-					}
-					r, err := svc.Submit(context.Background(), []task.Spec{sp})
-					if err == nil {
-						res[i] = r[0]
-					}
-					errs[i] = err
-				})
-			}
-			wg.Wait()
-			byKey := map[string]string{}
-			ids := map[string]bool{}
-			for i, r := range res {
-				if errs[i] != nil || r.Err != nil {
-					t.Fatalf("submit %d: %v %v", i, errs[i], r.Err)
-				}
-				if r.Task.Key != "" {
-					if id, ok := byKey[r.Task.Key]; ok && id != r.Task.ID {
-						t.Fatalf("key %s answered as %s and %s", r.Task.Key, id, r.Task.ID)
-					}
-					byKey[r.Task.Key] = r.Task.ID
-					continue
-				}
-				if ids[r.Task.ID] {
-					t.Fatalf("ID %s answered twice", r.Task.ID)
-				}
-				ids[r.Task.ID] = true
-				if _, err := st.Get(context.Background(), r.Task.ID); err != nil {
-					t.Fatalf("submit %d acknowledged but not stored: %v", i, err)
-				}
-			}
-			for k, id := range byKey {
-				got, err := st.GetByKey(context.Background(), "gc", k)
-				if err != nil || got.ID != id {
-					t.Fatalf("key %s names %v (%v); want %s", k, got, err, id)
-				}
-			}
+			errs[i] = err
 		})
+	}
+	wg.Wait()
+	byKey := map[string]string{}
+	ids := map[string]bool{}
+	for i, r := range res {
+		if errs[i] != nil || r.Err != nil {
+			t.Fatalf("submit %d: %v %v", i, errs[i], r.Err)
+		}
+		if r.Task.Key != "" {
+			if id, ok := byKey[r.Task.Key]; ok && id != r.Task.ID {
+				t.Fatalf("key %s answered as %s and %s", r.Task.Key, id, r.Task.ID)
+			}
+			byKey[r.Task.Key] = r.Task.ID
+			continue
+		}
+		if ids[r.Task.ID] {
+			t.Fatalf("ID %s answered twice", r.Task.ID)
+		}
+		ids[r.Task.ID] = true
+		if _, err := st.Get(context.Background(), r.Task.ID); err != nil {
+			t.Fatalf("submit %d acknowledged but not stored: %v", i, err)
+		}
+	}
+	for k, id := range byKey {
+		got, err := st.GetByKey(context.Background(), "gc", k)
+		if err != nil || got.ID != id {
+			t.Fatalf("key %s names %v (%v); want %s", k, got, err, id)
+		}
 	}
 }
