@@ -595,6 +595,9 @@ type deadData struct {
 	Groups []errGroup
 	Next   string
 	Topics []apiv1.Topic // those with dead tasks
+	// Rows, Options, Chips: the rows of Tasks, and Topics as the filter's
+	// choices and as links (deadRows).
+	Rows, Options, Chips template.HTML
 }
 
 type errGroup struct {
@@ -656,6 +659,8 @@ func (c *Console) showDead(w http.ResponseWriter, r *http.Request, v *viewer, ac
 		}
 		return d.Groups[i].Message < d.Groups[j].Message
 	})
+	d.Rows = deadRows(d.Tasks, p.Can("POST", "/v1/tasks/x:requeue"), time.Now())
+	d.Options, d.Chips = deadTopics(d.Topics)
 	if pg.NextCursor != "" {
 		nq := url.Values{"cursor": {pg.NextCursor}}
 		if d.Topic != "" {
@@ -667,6 +672,40 @@ func (c *Console) showDead(w http.ResponseWriter, r *http.Request, v *viewer, ac
 		d.Next = "/ui/dead?" + nq.Encode()
 	}
 	c.renderDead(w, r, p, actionErr)
+}
+
+// deadRows renders the dead tasks' rows, with a checkbox each when the
+// viewer may act on them. Built here, as overviewRows: the template's
+// calls per cell made a page of 200 dead tasks cost 10 ms of CPU. Every
+// value is escaped for its place.
+func deadRows(tasks []apiv1.Task, can bool, now time.Time) template.HTML {
+	var b strings.Builder
+	b.Grow(len(tasks) * 400)
+	for _, t := range tasks {
+		id := template.HTMLEscapeString(t.ID)
+		b.WriteString(`<tr>`)
+		if can {
+			b.WriteString(`<td><input type="checkbox" name="id" value="` + id + `" aria-label="select ` + id + `"></td>`)
+		}
+		b.WriteString("\n" + `<td><a class="mono" href="/ui/tasks/` + template.HTMLEscapeString(url.PathEscape(t.ID)) + `">` + id + `</a></td><td>` +
+			template.HTMLEscapeString(t.Topic) + `</td><td class="mono">` + template.HTMLEscapeString(t.Key) + `</td><td class="num">` +
+			strconv.Itoa(t.Attempts) + `</td><td>` + template.HTMLEscapeString(ago(t.UpdatedAt, now)) + `</td><td class="bad">` +
+			template.HTMLEscapeString(trunc(t.LastError, 120)) + "</td></tr>\n")
+	}
+	return template.HTML(b.String()) //nolint:gosec // every value above is escaped
+}
+
+// deadTopics renders the topics with dead tasks as the filter's choices
+// and as links to their dead letters.
+func deadTopics(topics []apiv1.Topic) (options, chips template.HTML) {
+	var o, c strings.Builder
+	for _, t := range topics {
+		name := template.HTMLEscapeString(t.Topic)
+		n := strconv.FormatInt(t.Counts["dead"], 10)
+		o.WriteString(`<option value="` + name + `">` + n + ` dead</option>`)
+		c.WriteString(`<a class="chip" href="/ui/dead?topic=` + template.HTMLEscapeString(url.QueryEscape(t.Topic)) + `">` + name + ` <b>` + n + `</b></a>`)
+	}
+	return template.HTML(o.String()), template.HTML(c.String()) //nolint:gosec // every value above is escaped
 }
 
 func (c *Console) renderDead(w http.ResponseWriter, r *http.Request, p *page, actionErr *pageError) {

@@ -292,7 +292,9 @@ func (s *Store) connect(dsn string) (w, r *sql.DB, err error) {
 //	   claimed and running rows (schema22.go)
 //	23 ontime_expand_gone: the moving rows deleted while an expansion
 //	   copies, so that the copy deletes them from the twins (expand.go)
-const SchemaVersion = 23
+//	24 SQLite, PostgreSQL: every row by topic, for the lists of one topic
+//	   (topicindex.go)
+const SchemaVersion = 24
 
 // migrateTo runs the step that brings a database from version v-1 to v.
 // Every statement is idempotent (IF NOT EXISTS, insert-if-absent), so a
@@ -390,6 +392,8 @@ func (s *Store) migrateTo(ctx context.Context, c *sql.Conn, v int) error {
 		return s.migrateLeases(ctx, c)
 	case 23:
 		stmts = createExpandGone[s.d.name]
+	case 24:
+		return s.migrateTopicIndex(ctx, c)
 	default:
 		return fmt.Errorf("no migration to schema version %d", v)
 	}
