@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/ontimehq/ontime/internal/store"
 	"github.com/ontimehq/ontime/internal/task"
 )
@@ -108,6 +110,13 @@ func (s *Store) NextDue(ctx context.Context, it store.Item) (_ time.Time, _ time
 	var due, claimed, running sql.NullInt64
 	paused, pargs := s.pausedClause()
 	args := append(append([]any{it.Segment, int(task.StatusPending)}, pargs...), it.Segment, int(task.StatusClaimed), it.Segment, int(task.StatusRunning))
+	if s.d.name == "postgres" {
+		// Prepared once per connection: its three subqueries over a table
+		// of nine indexes took 0.3–2 ms to plan and 0.2 ms to run, and
+		// every idle scanner asks it, and the cluster view once per item
+		// (64 items: 42 ms a view at 10 M rows).
+		args = append([]any{pgx.QueryExecModeCacheStatement}, args...)
+	}
 	err = s.r[it.DB].QueryRowContext(ctx, s.d.rebind(nextDueOwnedQuery(t, s.owned(it.DB), paused)), args...).Scan(&due, &claimed, &running)
 	if err != nil {
 		return time.Time{}, time.Time{}, fmt.Errorf("next due %v: %w", it, err)
