@@ -154,7 +154,7 @@ func (s *Store) listQuery(f store.ListFilter) (string, []any) {
 		return ` AND ` + col
 	}
 	switch {
-	case f.Status != nil && *f.Status == task.StatusDead && f.Topic != "" && s.d.name != "mysql":
+	case f.Status != nil && *f.Status == task.StatusDead && byTopic:
 		// A topic's dead letters: the partial index of dead rows by topic
 		// (schema 21), which a literal status lets both planners use.
 		q += deadTopic + notDone

@@ -26,10 +26,10 @@ import (
 //     there, so every index gets an entry whatever its columns, and the
 //     status costs only its bytes. The predicate keeps the index out of
 //     the key lookups (topic = ? AND task_key = ?, which name no id):
-//     without statistics (a new table, autovacuum off) the planner took a
-//     plain (topic, id) index for the keyed insert's hold check and the
-//     keyed batch ran at 1/30 of its rate. A list names "id > ?", which
-//     implies the predicate.
+//     with a plain (topic, id) index BenchmarkInsertBatch/postgres/plan
+//     (keyed batches, tables never analyzed) ran at 1/30 of its rate, some
+//     key query having taken it (which one was not caught in EXPLAIN). A
+//     list names "id > ?", which implies the predicate.
 //
 // What it costs the writes (PostgreSQL, alternated in one run, load < 1):
 // keyed batch insert 0.90×, COPY batch 0.85×, 16 keyed tasks 0.98×, a

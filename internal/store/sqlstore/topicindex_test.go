@@ -146,3 +146,68 @@ func TestTopicListsUseTopicIndex(t *testing.T) {
 		})
 	}
 }
+
+// A database of schema version 23 that holds rows gets the topic index on
+// every task table (MariaDB: none); the step run again changes nothing,
+// and the rows are listed by topic through it.
+func TestSchema24AddsTheTopicIndex(t *testing.T) {
+	for _, engine := range testdb.Engines {
+		t.Run(engine, func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			s := openT(t, engine, testdb.DSNs(t, engine, 1), 3, 2)
+			db := s.w[0]
+			var tasks []store.NewTask
+			for i := range 30 {
+				nt := newTask(t, "", time.Now().Add(time.Hour), 2)
+				nt.Topic = fmt.Sprintf("t%d", i%3)
+				tasks = append(tasks, nt)
+			}
+			if _, err := s.Insert(ctx, tasks); err != nil {
+				t.Fatal(err)
+			}
+			has := func(name string) bool {
+				t.Helper()
+				q := map[string]string{
+					"sqlite":   `SELECT COUNT(*) FROM sqlite_master WHERE type = 'index' AND name = ?`,
+					"postgres": `SELECT COUNT(*) FROM pg_indexes WHERE indexname = $1`,
+					"mysql":    `SELECT COUNT(*) FROM information_schema.statistics WHERE table_schema = DATABASE() AND index_name = ?`,
+				}[engine]
+				var n int
+				if err := db.QueryRowContext(ctx, q, name).Scan(&n); err != nil {
+					t.Fatal(err)
+				}
+				return n > 0
+			}
+			for _, tn := range s.names {
+				if has(tn+"_topic") != (engine != "mysql") {
+					t.Fatalf("%s: topic index present = %v in a new %s database", tn, has(tn+"_topic"), engine)
+				}
+				if engine != "mysql" {
+					if _, err := db.ExecContext(ctx, `DROP INDEX `+tn+`_topic`); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			if _, err := db.ExecContext(ctx, `UPDATE ontime_meta SET v = '23' WHERE k = 'schema_version'`); err != nil {
+				t.Fatal(err)
+			}
+			if err := s.migrate(ctx, db); err != nil {
+				t.Fatal(err)
+			}
+			stepAgain(t, s, 0, 24)
+			for _, tn := range s.names {
+				if has(tn+"_topic") != (engine != "mysql") {
+					t.Fatalf("%s: topic index present = %v after step 24 on %s", tn, has(tn+"_topic"), engine)
+				}
+			}
+			got, err := s.List(ctx, store.ListFilter{Topic: "t1", Limit: 100})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(got) != 10 {
+				t.Fatalf("topic t1: %d tasks listed, want 10", len(got))
+			}
+		})
+	}
+}
