@@ -379,6 +379,13 @@ func TestOutboxWakeUp(t *testing.T) {
 			woken := `ontime_outbox_passes_total{cause="wake",found="true",outbox="main"}`
 			const n = 5
 			for i := range n {
+				// A relay that has just finished a row polls every few
+				// milliseconds and backs off from there; a message written
+				// then may be found by a poll already under way, before its
+				// wake-up lands (CI saw all five go that way). After a pause
+				// the relay waits more than a second between polls, so the
+				// wake-up is what finds the message.
+				time.Sleep(1500 * time.Millisecond)
 				key := fmt.Sprintf("acct-%d", i)
 				p, _ := json.Marshal(seqMsg{K: key, Seq: 0})
 				if err := app.register(context.Background(), key, outbox.Message{Topic: "user.registered", Key: key, Payload: p, Target: rcv.srv.URL}, true); err != nil {
