@@ -7,10 +7,11 @@ import (
 )
 
 // dueCache keeps the Coming up histograms, one per bucket width (one per
-// range), shared by every viewer. A histogram counts every pending task in
-// its range — with 10 M rows, hundreds of thousands of index entries and
-// as many row reads for their topics, about a second on SQLite — so a
-// page view cannot count: it shows the last count (the page says how old)
+// range), shared by every viewer. The day and the week are sums of the
+// store's maintained counters (a few milliseconds), but the hour and six
+// hours count every pending task in their range — at 10 M rows up to
+// hundreds of thousands of index entries and as many row reads for their
+// topics — and MariaDB counts every range, so a page view does not count: it shows the last count (the page says how old)
 // and, when that is older than dueFresh, one refresh runs beside it for
 // the next view. A view without a histogram (none yet, or one older than
 // dueStale) waits for the count at most dueWait: past it the page says it

@@ -166,6 +166,10 @@ func (s *Store) RecountTopics(ctx context.Context) (err error) {
 			_ = tx.Rollback()
 			return err
 		}
+		if err := s.recountDueTx(ctx, tx); err != nil {
+			_ = tx.Rollback()
+			return err
+		}
 		if err := tx.Commit(); err != nil {
 			return fmt.Errorf("recount: %w", err)
 		}
@@ -173,20 +177,29 @@ func (s *Store) RecountTopics(ctx context.Context) (err error) {
 	return nil
 }
 
-// FoldCounts moves PostgreSQL's unfolded deltas into the totals, in each
-// database, and returns how many deltas it folded. The DELETE takes the
+// FoldCounts moves PostgreSQL's unfolded deltas (topic counts and due
+// counts) into the totals, in each database, and returns how many deltas
+// it folded; on SQLite and PostgreSQL it drops the due counters of past
+// hours that reached 0 (sweepDue). The DELETE takes the
 // deltas its snapshot sees; those committed meanwhile wait for the next
 // fold, so none is lost or folded twice. One node folds at a time (an
 // advisory lock for the transaction; another node's fold skips). A no-op
-// on the other engines.
+// on MariaDB.
 func (s *Store) FoldCounts(ctx context.Context) (_ int64, err error) {
 	defer classify(&err)
-	if s.d.name != "postgres" {
+	switch s.d.name {
+	case "sqlite":
+		if err := s.sweepLite(ctx); err != nil {
+			return 0, fmt.Errorf("fold counts: %w", err)
+		}
+		return 0, nil
+	case "postgres":
+	default:
 		return 0, nil
 	}
 	var total int64
 	for db := range s.w {
-		n, err := s.foldCounts(ctx, s.w[db])
+		n, err := s.foldCounts(ctx, db)
 		if err != nil {
 			return total, fmt.Errorf("fold counts: %w", err)
 		}
@@ -195,8 +208,8 @@ func (s *Store) FoldCounts(ctx context.Context) (_ int64, err error) {
 	return total, nil
 }
 
-func (s *Store) foldCounts(ctx context.Context, db *sql.DB) (int64, error) {
-	tx, err := db.BeginTx(ctx, nil)
+func (s *Store) foldCounts(ctx context.Context, db int) (int64, error) {
+	tx, err := s.w[db].BeginTx(ctx, nil)
 	if err != nil {
 		return 0, err
 	}
@@ -224,7 +237,14 @@ func (s *Store) foldCounts(ctx context.Context, db *sql.DB) (int64, error) {
 			return 0, err
 		}
 	}
-	return n, tx.Commit()
+	due, err := foldDueTx(ctx, tx)
+	if err != nil {
+		return 0, err
+	}
+	if err := s.sweepDue(ctx, db, tx, time.Now()); err != nil {
+		return 0, err
+	}
+	return n + due, tx.Commit()
 }
 
 // maintainedCounts reads database db's counts per (topic, status): the

@@ -2,6 +2,7 @@ package sqlstore
 
 import (
 	"context"
+	"database/sql"
 	"os"
 	"slices"
 	"strconv"
@@ -29,6 +30,71 @@ import (
 // ONTIME_BENCH_ROUNDS sets the rounds (default 15); MariaDB has no
 // triggers and is not measured.
 func BenchmarkCountsWriteCost(b *testing.B) {
+	writeCost(b, "triggers", func(b *testing.B, s *Store, on bool) {
+		ctx := context.Background()
+		if on {
+			// Steps 20 and 25 again make the triggers (and recount).
+			migrateAgain(b, s, s.migrateCounts, s.migrateDueCounts)
+			return
+		}
+		for _, t := range s.names {
+			for _, k := range []string{"count_ins", "count_del", "count_upd", "due_ins", "due_del", "due_upd"} {
+				q := `DROP TRIGGER IF EXISTS ` + t + `_` + k
+				if s.d.name == "postgres" {
+					q += ` ON ` + t
+				}
+				if _, err := s.w[0].ExecContext(ctx, q); err != nil {
+					b.Fatal(err)
+				}
+			}
+		}
+	})
+}
+
+// BenchmarkDueCountsWriteCost: what maintaining the due counters (schema
+// 25) adds to the count triggers of schema 20, measured like
+// BenchmarkCountsWriteCost: rounds with the counts' triggers alone (step
+// 20's functions on PostgreSQL, the due triggers dropped on SQLite)
+// alternated with rounds with both.
+//
+//	go test ./internal/store/sqlstore -run '^$' -bench DueCountsWriteCost -benchtime 1x -v
+func BenchmarkDueCountsWriteCost(b *testing.B) {
+	writeCost(b, "due counters", func(b *testing.B, s *Store, on bool) {
+		if on {
+			migrateAgain(b, s, s.migrateDueCounts)
+			return
+		}
+		migrateAgain(b, s, s.migrateCounts)
+		for _, t := range s.names {
+			for _, k := range []string{"due_ins", "due_del", "due_upd"} {
+				if s.d.name == "sqlite" {
+					if _, err := s.w[0].ExecContext(context.Background(), `DROP TRIGGER IF EXISTS `+t+`_`+k); err != nil {
+						b.Fatal(err)
+					}
+				}
+			}
+		}
+	})
+}
+
+// migrateAgain runs schema steps again on the store's first database.
+func migrateAgain(b *testing.B, s *Store, steps ...func(context.Context, *sql.Conn) error) {
+	ctx := context.Background()
+	c, err := s.w[0].Conn(ctx)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer c.Close()
+	for _, step := range steps {
+		if err := step(ctx, c); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// writeCost measures the write path with what toggle turns on and off,
+// alternated round by round (BenchmarkCountsWriteCost says how).
+func writeCost(b *testing.B, what string, toggle func(b *testing.B, s *Store, on bool)) {
 	rounds := 15
 	if v, err := strconv.Atoi(os.Getenv("ONTIME_BENCH_ROUNDS")); err == nil && v > 0 {
 		rounds = v
@@ -46,35 +112,7 @@ func BenchmarkCountsWriteCost(b *testing.B) {
 				}
 				cpu = func() time.Duration { return threadCPU(b, pid) }
 			}
-			triggers := func(on bool) {
-				var stmts []string
-				for _, t := range s.names {
-					for _, k := range []string{"ins", "del", "upd"} {
-						q := `DROP TRIGGER IF EXISTS ` + t + `_count_` + k
-						if engine == "postgres" {
-							q += ` ON ` + t
-						}
-						stmts = append(stmts, q)
-					}
-				}
-				if on {
-					c, err := s.w[0].Conn(ctx)
-					if err != nil {
-						b.Fatal(err)
-					}
-					defer c.Close()
-					// Step 20 again makes the triggers (and recounts).
-					if err := s.migrateCounts(ctx, c); err != nil {
-						b.Fatal(err)
-					}
-					return
-				}
-				for _, q := range stmts {
-					if _, err := s.w[0].ExecContext(ctx, q); err != nil {
-						b.Fatal(err)
-					}
-				}
-			}
+			triggers := func(on bool) { toggle(b, s, on) }
 			items := s.Items()
 			due := time.Now().Add(time.Hour)
 			ops := []struct {
@@ -162,8 +200,8 @@ func BenchmarkCountsWriteCost(b *testing.B) {
 				off, on := median(took[op.name][false]), median(took[op.name][true])
 				n := time.Duration(len(took[op.name][false]))
 				coff, con := used[op.name][false]/n, used[op.name][true]/n
-				b.Logf("%-20s wall p50 without triggers %8.2f ms, with %8.2f ms (%.3f); CPU per op without %8.2f ms, with %8.2f ms (%.3f)",
-					op.name, ms(off), ms(on), on.Seconds()/off.Seconds(), ms(coff), ms(con), con.Seconds()/coff.Seconds())
+				b.Logf("%-20s wall p50 without %s %8.2f ms, with %8.2f ms (%.3f); CPU per op without %8.2f ms, with %8.2f ms (%.3f)",
+					op.name, what, ms(off), ms(on), on.Seconds()/off.Seconds(), ms(coff), ms(con), con.Seconds()/coff.Seconds())
 				b.ReportMetric(con.Seconds()/coff.Seconds(), "cpu-ratio/"+strings.ReplaceAll(op.name, " ", "_"))
 			}
 		})

@@ -96,6 +96,9 @@ type Store struct {
 	fence fence
 	// ahead is the oldest pending dues' last look-ahead (counts.go).
 	ahead aheadCache
+	// dueSwept is when each database's spent due counters were last
+	// dropped (duecounts.go).
+	dueSwept dueSweeps
 }
 
 var _ store.Store = (*Store)(nil)
@@ -294,7 +297,9 @@ func (s *Store) connect(dsn string) (w, r *sql.DB, err error) {
 //	   copies, so that the copy deletes them from the twins (expand.go)
 //	24 SQLite, PostgreSQL: every row by topic, for the lists of one topic
 //	   (topicindex.go)
-const SchemaVersion = 24
+//	25 SQLite, PostgreSQL: the pending tasks per topic and hour of due
+//	   time, maintained by the writes (duecounts.go)
+const SchemaVersion = 25
 
 // migrateTo runs the step that brings a database from version v-1 to v.
 // Every statement is idempotent (IF NOT EXISTS, insert-if-absent), so a
@@ -394,6 +399,8 @@ func (s *Store) migrateTo(ctx context.Context, c *sql.Conn, v int) error {
 		stmts = createExpandGone[s.d.name]
 	case 24:
 		return s.migrateTopicIndex(ctx, c)
+	case 25:
+		return s.migrateDueCounts(ctx, c)
 	default:
 		return fmt.Errorf("no migration to schema version %d", v)
 	}

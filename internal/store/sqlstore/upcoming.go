@@ -12,8 +12,11 @@ import (
 	"github.com/ontimehq/ontime/internal/task"
 )
 
-// DueHistogram counts pending tasks per topic and bucket of due time. On
-// SQLite and PostgreSQL one statement per table, naming every segment so
+// DueHistogram counts pending tasks per topic and bucket of due time.
+// Buckets of whole hours aligned on the hour are sums of the due counters
+// that SQLite and PostgreSQL maintain (duecounts.go). Others are counted
+// from the task tables (dueLive): on SQLite and PostgreSQL one statement
+// per table, naming every segment so
 // that the range is read from the scan index (seg, status, due_at, id),
 // one index range per segment (without the segments SQLite read the whole
 // index); each row in range is then read for its topic. On MariaDB one
@@ -29,36 +32,27 @@ func (s *Store) DueHistogram(ctx context.Context, from time.Time, step time.Dura
 	case step < time.Microsecond:
 		return nil, fmt.Errorf("due histogram: step %s is below a microsecond", step)
 	}
-	div := "/"
-	if s.d.name == "mysql" {
-		div = "DIV"
-	}
 	lo := micros(from)
 	w := step.Microseconds()
 	hi := lo + w*int64(n)
 	byTopic := map[string][]int64{}
-	segList := make([]string, s.cfg.Segments)
-	for i := range segList {
-		segList[i] = strconv.Itoa(i)
-	}
-	segs := strings.Join(segList, ", ")
+	// Whole hours aligned on the hour: the maintained counters
+	// (duecounts.go) where the database keeps them.
+	hourly := w%dueHour == 0 && lo%dueHour == 0
 	for db := range s.r {
-		for _, t := range s.names {
-			if s.d.name != "mysql" {
-				q := s.d.rebind(`SELECT topic, (due_at - ?) / ?, COUNT(*) FROM ` + s.from(db, t) + `
-					WHERE seg IN (` + segs + `) AND status = ? AND due_at >= ? AND due_at < ? GROUP BY 1, 2`)
-				if err := s.dueCounts(ctx, db, q, []any{lo, w, int(task.StatusPending), lo, hi}, n, byTopic); err != nil {
-					return nil, fmt.Errorf("due histogram: %w", err)
-				}
+		if hourly {
+			ok, err := s.maintainedDue(ctx, db, lo/dueHour, hi/dueHour, func(hour int64, topic string, c int64) {
+				addDue(byTopic, topic, (hour*dueHour-lo)/w, c, n)
+			})
+			if err != nil {
+				return nil, fmt.Errorf("due histogram: %w", err)
+			}
+			if ok {
 				continue
 			}
-			q := s.d.rebind(fmt.Sprintf(`SELECT topic, (due_at - ?) %s ?, COUNT(*) FROM %s
-				WHERE seg = ? AND status = ? AND due_at >= ? AND due_at < ? GROUP BY 1, 2`, div, s.from(db, t)))
-			for seg := range s.cfg.Segments {
-				if err := s.dueCounts(ctx, db, q, []any{lo, w, seg, int(task.StatusPending), lo, hi}, n, byTopic); err != nil {
-					return nil, fmt.Errorf("due histogram: %w", err)
-				}
-			}
+		}
+		if err := s.dueLive(ctx, db, lo, w, n, byTopic); err != nil {
+			return nil, fmt.Errorf("due histogram: %w", err)
 		}
 	}
 	out := make([]store.DueCounts, 0, len(byTopic))
@@ -67,6 +61,50 @@ func (s *Store) DueHistogram(ctx context.Context, from time.Time, step time.Dura
 	}
 	slices.SortFunc(out, func(a, b store.DueCounts) int { return strings.Compare(a.Topic, b.Topic) })
 	return out, nil
+}
+
+// dueLive counts database db's pending tasks per topic and bucket from
+// its task tables.
+func (s *Store) dueLive(ctx context.Context, db int, lo, w int64, n int, byTopic map[string][]int64) error {
+	hi := lo + w*int64(n)
+	if s.d.name != "mysql" {
+		segList := make([]string, s.cfg.Segments)
+		for i := range segList {
+			segList[i] = strconv.Itoa(i)
+		}
+		segs := strings.Join(segList, ", ")
+		for _, t := range s.names {
+			q := s.d.rebind(`SELECT topic, (due_at - ?) / ?, COUNT(*) FROM ` + s.from(db, t) + `
+				WHERE seg IN (` + segs + `) AND status = ? AND due_at >= ? AND due_at < ? GROUP BY 1, 2`)
+			if err := s.dueCounts(ctx, db, q, []any{lo, w, int(task.StatusPending), lo, hi}, n, byTopic); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	for _, t := range s.names {
+		q := s.d.rebind(`SELECT topic, (due_at - ?) DIV ?, COUNT(*) FROM ` + s.from(db, t) + `
+			WHERE seg = ? AND status = ? AND due_at >= ? AND due_at < ? GROUP BY 1, 2`)
+		for seg := range s.cfg.Segments {
+			if err := s.dueCounts(ctx, db, q, []any{lo, w, seg, int(task.StatusPending), lo, hi}, n, byTopic); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// addDue adds c tasks of topic to bucket b.
+func addDue(byTopic map[string][]int64, topic string, b, c int64, n int) {
+	if b < 0 || b >= int64(n) {
+		return // the WHERE keeps these out; a rounding engine would not
+	}
+	counts := byTopic[topic]
+	if counts == nil {
+		counts = make([]int64, n)
+		byTopic[topic] = counts
+	}
+	counts[b] += c
 }
 
 func (s *Store) dueCounts(ctx context.Context, db int, q string, args []any, n int, byTopic map[string][]int64) error {
@@ -81,15 +119,7 @@ func (s *Store) dueCounts(ctx context.Context, db int, q string, args []any, n i
 		if err := rows.Scan(&topic, &b, &c); err != nil {
 			return err
 		}
-		if b < 0 || b >= int64(n) {
-			continue // the WHERE keeps these out; a rounding engine would not
-		}
-		counts := byTopic[topic]
-		if counts == nil {
-			counts = make([]int64, n)
-			byTopic[topic] = counts
-		}
-		counts[b] += c
+		addDue(byTopic, topic, b, c, n)
 	}
 	return rows.Err()
 }
