@@ -153,6 +153,7 @@ retention:
 		{"overview live block (htmx)", "/ui/", true},
 		{"overview series (charts)", "/ui/overview/series", false},
 		{"coming up 1h", "/ui/upcoming?range=1h", false},
+		{"coming up 6h", "/ui/upcoming?range=6h", false},
 		{"coming up 24h", "/ui/upcoming?range=24h", false},
 		{"coming up 7d", "/ui/upcoming?range=7d", false},
 		{"tasks", "/ui/tasks", false},

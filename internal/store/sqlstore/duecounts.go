@@ -66,7 +66,10 @@ func (s *Store) migrateDueCounts(ctx context.Context, c *sql.Conn) error {
 	case "postgres":
 		stmts = append(stmts,
 			`CREATE TABLE IF NOT EXISTS ontime_due_counts (hour BIGINT NOT NULL, topic TEXT COLLATE "C" NOT NULL, n BIGINT NOT NULL, PRIMARY KEY (hour, topic))`,
-			`CREATE TABLE IF NOT EXISTS ontime_due_deltas (id BIGSERIAL PRIMARY KEY, hour BIGINT NOT NULL, topic TEXT COLLATE "C" NOT NULL, d BIGINT NOT NULL)`)
+			// No key: a fold takes every row it sees, a reader sums them,
+			// and a statement over a spread batch appends a row per task
+			// (no sequence, no index entry to pay for).
+			`CREATE TABLE IF NOT EXISTS ontime_due_deltas (hour BIGINT NOT NULL, topic TEXT COLLATE "C" NOT NULL, d BIGINT NOT NULL)`)
 		stmts = append(stmts, pgCountFunctions...)
 	}
 	for _, q := range stmts {
