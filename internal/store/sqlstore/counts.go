@@ -58,11 +58,6 @@ func (s *Store) migrateCounts(ctx context.Context, c *sql.Conn) error {
 	if !s.maintainsCounts() {
 		return nil
 	}
-	tx, err := c.BeginTx(ctx, nil)
-	if err != nil {
-		return err
-	}
-	defer func() { _ = tx.Rollback() }()
 	var stmts []string
 	switch s.d.name {
 	case "sqlite":
@@ -97,12 +92,24 @@ func (s *Store) migrateCounts(ctx context.Context, c *sql.Conn) error {
 				`CREATE TRIGGER `+t+`_count_upd AFTER UPDATE ON `+t+` REFERENCING OLD TABLE AS ontime_old NEW TABLE AS ontime_new FOR EACH STATEMENT EXECUTE FUNCTION ontime_count_upd()`)
 		}
 	}
+	return migrateCounting(ctx, c, "counts", stmts, s.recountTx)
+}
+
+// migrateCounting runs a counting step's statements and its first count
+// in one transaction: writes to the task tables wait for it, so none is
+// missed or counted twice.
+func migrateCounting(ctx context.Context, c *sql.Conn, what string, stmts []string, recount func(context.Context, *sql.Tx) error) error {
+	tx, err := c.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = tx.Rollback() }()
 	for _, q := range stmts {
 		if _, err := tx.ExecContext(ctx, q); err != nil {
-			return fmt.Errorf("counts: %w", err)
+			return fmt.Errorf("%s: %w", what, err)
 		}
 	}
-	if err := s.recountTx(ctx, tx); err != nil {
+	if err := recount(ctx, tx); err != nil {
 		return err
 	}
 	return tx.Commit()

@@ -51,11 +51,6 @@ func (s *Store) migrateDueCounts(ctx context.Context, c *sql.Conn) error {
 	if !s.maintainsCounts() {
 		return nil
 	}
-	tx, err := c.BeginTx(ctx, nil)
-	if err != nil {
-		return err
-	}
-	defer func() { _ = tx.Rollback() }()
 	var stmts []string
 	switch s.d.name {
 	case "sqlite":
@@ -72,15 +67,7 @@ func (s *Store) migrateDueCounts(ctx context.Context, c *sql.Conn) error {
 			`CREATE TABLE IF NOT EXISTS ontime_due_deltas (hour BIGINT NOT NULL, topic TEXT COLLATE "C" NOT NULL, d BIGINT NOT NULL)`)
 		stmts = append(stmts, pgCountFunctions...)
 	}
-	for _, q := range stmts {
-		if _, err := tx.ExecContext(ctx, q); err != nil {
-			return fmt.Errorf("due counts: %w", err)
-		}
-	}
-	if err := s.recountDueTx(ctx, tx); err != nil {
-		return err
-	}
-	return tx.Commit()
+	return migrateCounting(ctx, c, "due counts", stmts, s.recountDueTx)
 }
 
 // pgCountFunctions are the PostgreSQL statement functions behind the task

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strconv"
 	"testing"
 	"time"
 
@@ -134,17 +135,7 @@ func TestDueCounts(t *testing.T) {
 			check("after a fold")
 
 			// Back to 24 with the rows in place: step 25 counts them.
-			for db := range s.w {
-				for _, q := range []string{`DROP TABLE ontime_due_counts`, `UPDATE ontime_meta SET v = '24' WHERE k = 'schema_version'`} {
-					if _, err := s.w[db].ExecContext(ctx, q); err != nil {
-						t.Fatal(err)
-					}
-				}
-				if err := s.migrate(ctx, s.w[db]); err != nil {
-					t.Fatal(err)
-				}
-				stepAgain(t, s, db, 25)
-			}
+			migrateFrom(t, s, 24, `DROP TABLE ontime_due_counts`)
 			check("after migrating from 24")
 			more := newTask(t, "", time.Now().Add(3*time.Hour), 2)
 			more.Topic = "d.new"
@@ -153,5 +144,24 @@ func TestDueCounts(t *testing.T) {
 			}
 			check("after an insert into the migrated store")
 		})
+	}
+}
+
+// migrateFrom takes every database of s back to schema version v after
+// running reset there (what undoes step v+1), migrates it, and runs step
+// v+1 once more, which must change nothing.
+func migrateFrom(t *testing.T, s *Store, v int, reset string) {
+	t.Helper()
+	ctx := context.Background()
+	for db := range s.w {
+		for _, q := range []string{reset, `UPDATE ontime_meta SET v = '` + strconv.Itoa(v) + `' WHERE k = 'schema_version'`} {
+			if _, err := s.w[db].ExecContext(ctx, q); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := s.migrate(ctx, s.w[db]); err != nil {
+			t.Fatal(err)
+		}
+		stepAgain(t, s, db, v+1)
 	}
 }
