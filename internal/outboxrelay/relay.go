@@ -67,9 +67,6 @@ const (
 	// queries): every pass, they were two of a busy pass's round trips,
 	// every 5 ms, for a gauge.
 	oldestEvery = time.Second
-	// finishEvery: how often an item looks at its in-flight rows for
-	// tasks ended on other nodes (this node's ends make it look at once).
-	finishEvery = 100 * time.Millisecond
 )
 
 // Config is one outbox.
@@ -190,9 +187,6 @@ type Relay struct {
 	wake   chan struct{}         // Wake: a message was written
 	// watch: item → the tasks its in-flight rows wait on (TasksEnded).
 	watch map[int]map[string]struct{}
-	// ended: the items one of whose watched tasks this node has ended
-	// since their last look at their in-flight rows.
-	ended map[int]bool
 	// listeners: database → its LISTEN connection (PostgreSQL).
 	listeners map[int]*listener
 }
@@ -209,7 +203,7 @@ func New(cfg Config, tasks Tasks, log *slog.Logger, m *metrics.Outbox) (*Relay, 
 		m = metrics.NewOutbox(nil)
 	}
 	r := &Relay{cfg: cfg, d: outbox.Dialect(cfg.Driver), tasks: tasks, log: log, m: m, oldest: map[int]time.Duration{},
-		counts: map[int]itemCounts{}, watch: map[int]map[string]struct{}{}, ended: map[int]bool{}, listeners: map[int]*listener{}, tables: make([]tableCounters, len(cfg.Databases)*cfg.Tables), wake: make(chan struct{})}
+		counts: map[int]itemCounts{}, watch: map[int]map[string]struct{}{}, listeners: map[int]*listener{}, tables: make([]tableCounters, len(cfg.Databases)*cfg.Tables), wake: make(chan struct{})}
 	for i, dsn := range cfg.Databases {
 		db, err := sqldb.Open(cfg.Driver, dsn, sqldb.Options{SQLite: "_pragma=busy_timeout(10000)&_txlock=immediate"})
 		if err != nil {
@@ -266,7 +260,7 @@ func (r *Relay) Run(ctx context.Context, i int, stopping func() bool, report fun
 	wait := busyPoll
 	cause := "poll"
 	lastReport := time.Now()
-	var lastCount, lastOldest, lastFinish time.Time
+	var lastCount, lastOldest time.Time
 	for !stopping() {
 		if time.Since(lastCount) >= reportEvery {
 			c, err := r.countItem(ctx, it)
@@ -283,16 +277,7 @@ func (r *Relay) Run(ctx context.Context, i int, stopping func() bool, report fun
 		// wait that follows.
 		woken := r.wakeCh()
 		withOldest := time.Since(lastOldest) >= oldestEvery
-		// The in-flight rows are looked at when this node ended one of
-		// their tasks, and every finishEvery for those ended elsewhere:
-		// not on every pass, which at 1,000 messages/s (a NOTIFY each)
-		// read every in-flight row and its task hundreds of times a
-		// second.
-		inFlight := r.takeEnded(i) || time.Since(lastFinish) >= finishEvery
-		if inFlight {
-			lastFinish = time.Now()
-		}
-		st, err := r.pass(ctx, it, withOldest, inFlight)
+		st, err := r.pass(ctx, it, withOldest)
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil
@@ -372,22 +357,16 @@ func (r *Relay) segWhere(it item, a string) string {
 	return fmt.Sprintf(" AND %skey_shard %% %d = %d", a, r.cfg.Segments, it.seg)
 }
 
-// pass does one round of an item: finish ended in-flight rows (inFlight:
-// else it keeps the tasks it watched), relay the heads of keys;
-// withOldest: and publish the age of its oldest row.
-func (r *Relay) pass(ctx context.Context, it item, withOldest, inFlight bool) (st passStats, err error) {
+// pass does one round of an item: finish ended in-flight rows, relay the
+// heads of keys; withOldest: and publish the age of its oldest row.
+func (r *Relay) pass(ctx context.Context, it item, withOldest bool) (st passStats, err error) {
 	db := r.dbs[it.db]
 	q := outbox.Quote(it.name, r.d)
-	var watch map[string]struct{}
-	if inFlight {
-		n, w, err := r.finishEnded(ctx, db, q, it)
-		if err != nil {
-			return st, err
-		}
-		st.finished, watch = n, w
-	} else {
-		watch = r.watching(it.n)
+	n, watch, err := r.finishEnded(ctx, db, q, it)
+	if err != nil {
+		return st, err
 	}
+	st.finished = n
 	if watch == nil {
 		watch = map[string]struct{}{}
 	}

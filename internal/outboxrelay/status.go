@@ -1,7 +1,6 @@
 package outboxrelay
 
 import (
-	"maps"
 	"context"
 	"database/sql"
 	"errors"
@@ -43,11 +42,14 @@ func (r *Relay) TasksEnded(batch []store.Outcome) {
 		if !o.Done && !o.Dead && !o.Cancelled {
 			continue
 		}
-		for i, ids := range r.watch {
+		for _, ids := range r.watch {
 			if _, ok := ids[o.Ref.ID]; ok {
 				hit = true
-				r.ended[i] = true
+				break
 			}
+		}
+		if hit {
+			break
 		}
 	}
 	r.mu.Unlock()
@@ -55,23 +57,6 @@ func (r *Relay) TasksEnded(batch []store.Outcome) {
 		r.m.Wakeups.WithLabelValues(r.cfg.Name, "ended").Inc()
 		r.wakeAll()
 	}
-}
-
-// takeEnded reports whether a task item i waits on has ended on this node
-// since the last call, and clears it.
-func (r *Relay) takeEnded(i int) bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	e := r.ended[i]
-	delete(r.ended, i)
-	return e
-}
-
-// watching is a copy of the tasks item i's in-flight rows wait on.
-func (r *Relay) watching(i int) map[string]struct{} {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return maps.Clone(r.watch[i])
 }
 
 // setWatch records the tasks item i's in-flight rows wait on (nil: none).

@@ -8,8 +8,8 @@ import (
 )
 
 // TestTasksEndedWakes: the end of a task an item's in-flight row waits on
-// wakes the relay and tells that item (only) to look at its in-flight
-// rows; a retry of it, or the end of a task nobody waits on, does not.
+// wakes the relay; a retry of it, or the end of a task nobody waits on,
+// does not.
 func TestTasksEndedWakes(t *testing.T) {
 	r, err := New(Config{Name: "w", Driver: "sqlite", Databases: []string{filepath.Join(t.TempDir(), "o.db")}, Table: "outbox"}, nil, nil, nil)
 	if err != nil {
@@ -33,19 +33,10 @@ func TestTasksEndedWakes(t *testing.T) {
 	if woken(store.Outcome{Ref: store.Ref{ID: "a"}, Error: "boom"}) {
 		t.Fatal("woken by a retry")
 	}
-	if r.takeEnded(0) {
-		t.Fatal("the item told to look at its in-flight rows for a task nobody waits on, or a retry")
-	}
 	for name, o := range map[string]store.Outcome{"done": {Done: true}, "dead": {Dead: true}, "cancelled": {Cancelled: true}} {
 		o.Ref.ID = "a"
 		if !woken(o) {
 			t.Fatalf("not woken by a watched task ending %s", name)
-		}
-		if !r.takeEnded(0) || r.takeEnded(0) {
-			t.Fatalf("a watched task ending %s: the item not told once to look at its in-flight rows", name)
-		}
-		if r.takeEnded(1) {
-			t.Fatalf("a watched task ending %s: another item told to look", name)
 		}
 	}
 	r.setWatch(0, nil)
