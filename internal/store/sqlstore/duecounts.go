@@ -23,7 +23,7 @@ package sqlstore
 //   - MariaDB counts when asked, as for the topic counts.
 //
 // A counter that reaches 0 stays until its hour has passed: FoldCounts
-// drops those of past hours once an hour (sweepDueCounts), so the table
+// drops those of past hours once an hour (sweepDue), so the table
 // holds about topics × hours with pending tasks.
 
 import (
@@ -156,36 +156,44 @@ type dueSweeps struct {
 	last map[int]int64
 }
 
+// swept reports whether database db's spent counters were dropped in hour.
+func (d *dueSweeps) swept(db int, hour int64) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.last[db] == hour
+}
+
+func (d *dueSweeps) mark(db int, hour int64) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.last == nil {
+		d.last = map[int]int64{}
+	}
+	d.last[db] = hour
+}
+
 // sweepDue drops database db's counters of past hours that reached 0, at
 // most once an hour per database (a counter reaches 0 when its hour's
 // tasks are claimed, so each passing hour leaves a row per topic).
 func (s *Store) sweepDue(ctx context.Context, db int, tx *sql.Tx, now time.Time) error {
 	hour := micros(now) / dueHour
-	s.dueSwept.mu.Lock()
-	defer s.dueSwept.mu.Unlock()
-	if s.dueSwept.last[db] == hour {
+	if s.dueSwept.swept(db, hour) {
 		return nil
 	}
 	if _, err := tx.ExecContext(ctx, s.d.rebind(`DELETE FROM ontime_due_counts WHERE hour < ? AND n = 0`), hour); err != nil {
 		return fmt.Errorf("sweep due counts: %w", err)
 	}
-	if s.dueSwept.last == nil {
-		s.dueSwept.last = map[int]int64{}
-	}
-	s.dueSwept.last[db] = hour
+	s.dueSwept.mark(db, hour)
 	return nil
 }
 
 // sweepLite is FoldCounts on SQLite: no deltas to fold, the zero
-// counters of past hours to drop (sweepDue).
+// counters of past hours to drop (sweepDue), in a transaction of the
+// writer only in the first fold of each hour.
 func (s *Store) sweepLite(ctx context.Context) error {
 	now := time.Now()
-	hour := micros(now) / dueHour
 	for db := range s.w {
-		s.dueSwept.mu.Lock()
-		done := s.dueSwept.last[db] == hour
-		s.dueSwept.mu.Unlock()
-		if done {
+		if s.dueSwept.swept(db, micros(now)/dueHour) {
 			continue
 		}
 		tx, err := s.w[db].BeginTx(ctx, nil)

@@ -14,16 +14,8 @@ import (
 
 // DueHistogram counts pending tasks per topic and bucket of due time.
 // Buckets of whole hours aligned on the hour are sums of the due counters
-// that SQLite and PostgreSQL maintain (duecounts.go). Others are counted
-// from the task tables (dueLive): on SQLite and PostgreSQL one statement
-// per table, naming every segment so
-// that the range is read from the scan index (seg, status, due_at, id),
-// one index range per segment (without the segments SQLite read the whole
-// index); each row in range is then read for its topic. On MariaDB one
-// statement per table and segment. The bucket is computed from due_at by
-// integer division (MariaDB's / is decimal, so DIV there), grouped by
-// position (PostgreSQL does not see two bound copies of one expression as
-// equal).
+// that SQLite and PostgreSQL maintain (duecounts.go); the others are
+// counted from the task tables (dueLive).
 func (s *Store) DueHistogram(ctx context.Context, from time.Time, step time.Duration, n int) (_ []store.DueCounts, err error) {
 	defer classify(&err)
 	switch {
@@ -64,7 +56,14 @@ func (s *Store) DueHistogram(ctx context.Context, from time.Time, step time.Dura
 }
 
 // dueLive counts database db's pending tasks per topic and bucket from
-// its task tables.
+// its task tables. On SQLite and PostgreSQL one statement per table,
+// naming every segment so that the range is read from the scan index
+// (seg, status, due_at, id), one index range per segment (without the
+// segments SQLite read the whole index); each row in range is then read
+// for its topic. On MariaDB one statement per table and segment. The
+// bucket is computed from due_at by integer division (MariaDB's / is
+// decimal, so DIV there), grouped by position (PostgreSQL does not see two
+// bound copies of one expression as equal).
 func (s *Store) dueLive(ctx context.Context, db int, lo, w int64, n int, byTopic map[string][]int64) error {
 	hi := lo + w*int64(n)
 	if s.d.name != "mysql" {
