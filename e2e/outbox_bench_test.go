@@ -369,6 +369,7 @@ func benchOutboxLatency(b *testing.B, engine string) {
 	// The writers share 16 connections: the servers' connection limits
 	// are shared with every other test of the machine.
 	app.db.SetMaxOpenConns(16)
+	app.db.SetMaxIdleConns(16)
 	var mu sync.Mutex
 	// lat: commit → delivery; its two stages, split at the task's due
 	// time (a message due now is due when the relay submits its task):

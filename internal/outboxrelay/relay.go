@@ -213,7 +213,15 @@ func New(cfg Config, tasks Tasks, log *slog.Logger, m *metrics.Outbox) (*Relay, 
 		if cfg.Driver == sqldb.SQLite {
 			db.SetMaxOpenConns(1)
 		} else {
-			db.SetMaxOpenConns(cfg.Tables*cfg.Segments + 2)
+			// Every item of the database runs at once: as many idle
+			// connections as open ones, or each pass past the second
+			// would open a connection (a PostgreSQL backend's fork) and
+			// close it again.
+			n := cfg.Tables*cfg.Segments + 2
+			db.SetMaxOpenConns(n)
+			db.SetMaxIdleConns(n)
+			db.SetConnMaxIdleTime(time.Minute)
+			db.SetConnMaxLifetime(time.Hour)
 		}
 		r.dbs = append(r.dbs, db)
 	}
