@@ -438,6 +438,7 @@ func benchOutboxLatency(b *testing.B, engine string) {
 		}
 	}
 	total := 0
+	passes0 := counterSum(b, api.URL, "ontime_outbox_passes_total")
 	for range b.N {
 		n := rate * secs
 		tick := time.NewTicker(time.Second / time.Duration(rate))
@@ -484,6 +485,9 @@ func benchOutboxLatency(b *testing.B, engine string) {
 		}
 	}
 	idle0 := counterSum(b, api.URL, "ontime_outbox_passes_total")
+	// Passes per message: how many item passes (each a few queries) the
+	// relay spent on each message while busy.
+	b.ReportMetric((idle0-passes0)/float64(total), "passes/msg")
 	time.Sleep(2 * time.Second)
 	idle := (counterSum(b, api.URL, "ontime_outbox_passes_total") - idle0) / 2
 	mu.Lock()

@@ -11,7 +11,8 @@ import (
 )
 
 // Finish records delivery outcomes under their tokens: one transaction per
-// database; done rows in one statement per table.
+// database; done rows in one statement per table (PostgreSQL: one
+// statement per database, onestatement.go).
 func (s *Store) Finish(ctx context.Context, outcomes []store.Outcome) (err error) {
 	defer classify(&err)
 	if err := s.fenced(); err != nil {
@@ -24,13 +25,25 @@ func (s *Store) Finish(ctx context.Context, outcomes []store.Outcome) (err error
 	for i, o := range outcomes {
 		refs[i] = o.Ref
 	}
-	err = s.perDBTx(ctx, s.refGroups(refs), func(tx *sql.Tx, groups []group) error {
-		for _, g := range groups {
-			if err := s.finishGroup(ctx, tx, g, outcomes); err != nil {
-				return err
-			}
+	now := time.Now().UnixMicro()
+	err = forEachDB(s.refGroups(refs), func(gs []group) error {
+		var parts []stmtPart
+		for _, g := range gs {
+			parts = append(parts, s.finishParts(g, outcomes, now)...)
 		}
-		return nil
+		if s.writeAsOne(gs) {
+			q, args := joinParts(parts, false)
+			_, err := s.execRetried(ctx, gs[0].db, s.d.rebind(q), args...)
+			return err
+		}
+		return s.retryTx(ctx, gs[0].db, nil, func(tx *sql.Tx) error {
+			for _, p := range parts {
+				if _, err := tx.ExecContext(ctx, s.d.rebind(p.q), p.args...); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
 	})
 	if err != nil {
 		return fmt.Errorf("finish: %w", err)
@@ -38,43 +51,35 @@ func (s *Store) Finish(ctx context.Context, outcomes []store.Outcome) (err error
 	return nil
 }
 
-// finishGroup writes one table's outcomes in tx, as groupOutcomes groups
-// them.
-func (s *Store) finishGroup(ctx context.Context, tx *sql.Tx, g group, outcomes []store.Outcome) error {
+// finishParts are the writes of one table's outcomes, as groupOutcomes
+// groups them, in their order.
+func (s *Store) finishParts(g group, outcomes []store.Outcome, now int64) []stmtPart {
 	t := s.names[g.table]
-	now := time.Now().UnixMicro()
 	og := groupOutcomes(g, outcomes)
+	var parts []stmtPart
 	for _, o := range og.final {
-		if _, err := tx.ExecContext(ctx, s.d.rebind(`UPDATE `+t+` SET status = ?, last_error = ?, owner = NULL, lease_until = 0, updated_at = ?
-			WHERE id = ? AND token = ? AND status = ?`), int64(finalStatus(o)), truncate(o.Error), now, o.ID, o.Token, int64(task.StatusRunning)); err != nil {
-			return err
-		}
+		parts = append(parts, stmtPart{`UPDATE ` + t + ` SET status = ?, last_error = ?, owner = NULL, lease_until = 0, updated_at = ?
+			WHERE id = ? AND token = ? AND status = ?`, []any{int64(finalStatus(o)), truncate(o.Error), now, o.ID, o.Token, int64(task.StatusRunning)}})
 	}
 	for _, k := range og.keys {
 		refs := og.retries[k]
 		for start := 0; start < len(refs); start += batchLimit {
 			match, margs := refMatch(refs[start:min(start+batchLimit, len(refs))])
 			args := append(k.appendSet(make([]any, 0, 9+len(margs))), now, int64(task.StatusRunning))
-			if _, err := tx.ExecContext(ctx, s.d.rebind(`UPDATE `+t+` SET status = ?, due_at = ?, `+setMovedRetry+`, last_error = ?, attempts = attempts - ?, owner = ?, lease_until = ?, token = ?, updated_at = ?
-				WHERE status = ? AND `+match), append(args, margs...)...); err != nil {
-				return err
-			}
+			parts = append(parts, stmtPart{`UPDATE ` + t + ` SET status = ?, due_at = ?, ` + setMovedRetry + `, last_error = ?, attempts = attempts - ?, owner = ?, lease_until = ?, token = ?, updated_at = ?
+				WHERE status = ? AND ` + match, append(args, margs...)})
 		}
 	}
 	for _, o := range og.results {
-		if _, err := tx.ExecContext(ctx, s.d.rebind(`UPDATE `+t+` SET status = ?, result = ?, owner = NULL, lease_until = 0, updated_at = ?
-			WHERE id = ? AND token = ? AND status = ?`), int64(task.StatusDone), o.Result, now, o.ID, o.Token, int64(task.StatusRunning)); err != nil {
-			return err
-		}
+		parts = append(parts, stmtPart{`UPDATE ` + t + ` SET status = ?, result = ?, owner = NULL, lease_until = 0, updated_at = ?
+			WHERE id = ? AND token = ? AND status = ?`, []any{int64(task.StatusDone), o.Result, now, o.ID, o.Token, int64(task.StatusRunning)}})
 	}
 	for start := 0; start < len(og.done); start += batchLimit {
 		match, margs := refMatch(og.done[start:min(start+batchLimit, len(og.done))])
-		if _, err := tx.ExecContext(ctx, s.d.rebind(`UPDATE `+t+` SET status = ?, owner = NULL, lease_until = 0, updated_at = ? WHERE status = ? AND `+match),
-			append([]any{int64(task.StatusDone), now, int64(task.StatusRunning)}, margs...)...); err != nil {
-			return err
-		}
+		parts = append(parts, stmtPart{`UPDATE ` + t + ` SET status = ?, owner = NULL, lease_until = 0, updated_at = ? WHERE status = ? AND ` + match,
+			append([]any{int64(task.StatusDone), now, int64(task.StatusRunning)}, margs...)})
 	}
-	return nil
+	return parts
 }
 
 // outcomeGroups are one table's outcomes as the statements that write
@@ -91,7 +96,7 @@ type outcomeGroups struct {
 	results []store.Outcome // done with a result: one statement each
 }
 
-// groupOutcomes groups the outcomes of g (one table) for finishGroup and
+// groupOutcomes groups the outcomes of g (one table) for finishParts and
 // SQLite's finishRuns.
 func groupOutcomes(g group, outcomes []store.Outcome) outcomeGroups {
 	og := outcomeGroups{retries: map[retryKey][]store.Ref{}}

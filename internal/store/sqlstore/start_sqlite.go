@@ -212,7 +212,7 @@ func (s *Store) startLite(ctx context.Context, refs []store.Ref, leaseUntil time
 }
 
 // finishLite is Finish on SQLite. Per table the statements run in
-// finishGroup's order: dead and cancelled, then retries, then done.
+// finishParts' order: dead and cancelled, then retries, then done.
 func (s *Store) finishLite(ctx context.Context, outcomes []store.Outcome) error {
 	refs := make([]store.Ref, len(outcomes))
 	for i, o := range outcomes {
@@ -232,7 +232,7 @@ func (s *Store) finishLite(ctx context.Context, outcomes []store.Outcome) error 
 	return nil
 }
 
-// finishRuns appends the runs of one table's outcomes, in finishGroup's
+// finishRuns appends the runs of one table's outcomes, in finishParts'
 // order and grouping (groupOutcomes).
 func (s *Store) finishRuns(runs []liteRun, g group, outcomes []store.Outcome) []liteRun {
 	og := groupOutcomes(g, outcomes)

@@ -113,6 +113,7 @@ func Run(t *testing.T, open Opener) {
 	t.Run("DueHistogram", func(t *testing.T) { testDueHistogram(t, open) })
 	t.Run("ListDue", func(t *testing.T) { testListDue(t, open) })
 	t.Run("FinishClaimCancel", func(t *testing.T) { testFinishClaimCancel(t, open) })
+	t.Run("MixedBatches", func(t *testing.T) { testMixedBatches(t, open) })
 	t.Run("Priority", func(t *testing.T) { testPriority(t, open) })
 	t.Run("Purge", func(t *testing.T) { testPurge(t, open) })
 }
