@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -377,6 +378,15 @@ func benchOutboxLatency(b *testing.B, engine string) {
 	// pipeLat, task due → delivered (the task pipeline: fire, deliver).
 	var lat, relayLat, pipeLat []time.Duration
 	seen := map[string]bool{}
+	var trace *os.File
+	if p := os.Getenv("ONTIME_OUTBOX_BENCH_TRACE"); p != "" {
+		f, err := os.Create(p)
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer f.Close()
+		trace = f
+	}
 	rcv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		now := time.Now()
 		var env struct {
@@ -397,6 +407,9 @@ func benchOutboxLatency(b *testing.B, engine string) {
 		if !seen[env.Key] {
 			seen[env.Key] = true
 			lat = append(lat, now.Sub(at))
+			if trace != nil {
+				fmt.Fprintf(trace, "%d %d %d\n", at.UnixMicro(), env.DueAt.Sub(at).Microseconds(), now.Sub(env.DueAt).Microseconds())
+			}
 			relayLat = append(relayLat, env.DueAt.Sub(at))
 			pipeLat = append(pipeLat, now.Sub(env.DueAt))
 		}
@@ -409,7 +422,7 @@ func benchOutboxLatency(b *testing.B, engine string) {
 	cfg.Store.Databases = testdb.DSNs(b, engine, 1)
 	oc := outboxConfig(engine, app.dsn)
 	oc.IdlePoll = ontime.Duration(100 * time.Millisecond)
-	oc.Segments = 4
+	oc.Segments = envInt("ONTIME_OUTBOX_BENCH_SEGMENTS", 4)
 	cfg.Outboxes = []ontime.OutboxConfig{oc}
 	node := outboxNode(b, cfg)
 	api := httptest.NewServer(node.HTTPHandler())

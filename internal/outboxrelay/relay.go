@@ -57,6 +57,13 @@ const (
 	// for a busy outbox, long enough not to spin on one that has only
 	// in-flight rows.
 	busyPoll = 5 * time.Millisecond
+	// reportGap is the least time between two reports of a busy run. A
+	// report is a fenced write (a commit) on the store: made after every
+	// pass, it was a quarter of a busy pass's time, and a message written
+	// meanwhile waited for it. An item lost to another node is noticed up
+	// to this late; a message relayed twice meanwhile makes one task (its
+	// key).
+	reportGap = 250 * time.Millisecond
 	// reportEvery bounds how long an idle run goes without proving it
 	// still holds its item.
 	reportEvery = 5 * time.Second
@@ -268,6 +275,14 @@ func (r *Relay) Run(ctx context.Context, i int, stopping func() bool, report fun
 	wait := busyPoll
 	cause := "poll"
 	lastReport := time.Now()
+	var unreported pageCounts
+	defer func() {
+		// What the last passes did, unless the item is gone or the node
+		// is stopping (ctx ended: nothing more can be written).
+		if ctx.Err() == nil && unreported.worked() {
+			_ = unreported.report(ctx, report)
+		}
+	}()
 	var lastCount, lastOldest time.Time
 	for !stopping() {
 		if time.Since(lastCount) >= reportEvery {
@@ -297,8 +312,9 @@ func (r *Relay) Run(ctx context.Context, i int, stopping func() bool, report fun
 		}
 		r.m.Passes.WithLabelValues(r.cfg.Name, cause, strconv.FormatBool(st.fetched > 0)).Inc()
 		cause = "poll"
-		if st.relayed+st.finished+st.setAside+st.retried > 0 || time.Since(lastReport) > reportEvery {
-			if err := report(ctx, st.fetched, st.relayed+st.finished, st.setAside+st.retried); err != nil {
+		unreported.add(st)
+		if since := time.Since(lastReport); unreported.worked() && since >= reportGap || since > reportEvery {
+			if err := unreported.report(ctx, report); err != nil {
 				return err
 			}
 			lastReport = time.Now()
@@ -328,6 +344,23 @@ func (r *Relay) Run(ctx context.Context, i int, stopping func() bool, report fun
 		}
 	}
 	return nil
+}
+
+// pageCounts are the counts of passes not reported yet.
+type pageCounts struct{ fetched, processed, failed int }
+
+func (c *pageCounts) add(st passStats) {
+	c.fetched += st.fetched
+	c.processed += st.relayed + st.finished
+	c.failed += st.setAside + st.retried
+}
+
+func (c *pageCounts) worked() bool { return c.processed+c.failed > 0 }
+
+func (c *pageCounts) report(ctx context.Context, report func(ctx context.Context, fetched, processed, failed int) error) error {
+	err := report(ctx, c.fetched, c.processed, c.failed)
+	*c = pageCounts{}
+	return err
 }
 
 type passStats struct {
