@@ -10,6 +10,7 @@ import (
 	"flag"
 	"fmt"
 	"log"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -25,7 +26,15 @@ type recorder struct {
 	seen  map[string]int
 	last  time.Time // latest first delivery
 	early int
+	// slow: the due times of the deliveries later than slowLate (at most
+	// slowRoom), to say when in a run the late ones fell (slowReport).
+	slow []time.Time
 }
+
+const (
+	slowLate = 5 * time.Millisecond
+	slowRoom = 20000
+)
 
 // recorderRoom is more than the largest workload: recording never grows a
 // slice or a map (copying under the lock) while handlers wait for it.
@@ -48,6 +57,9 @@ func (r *recorder) rec(id string, due time.Time) {
 		r.early++
 	}
 	r.late = append(r.late, d)
+	if d > slowLate && len(r.slow) < slowRoom {
+		r.slow = append(r.slow, due)
+	}
 	if now.After(r.last) {
 		r.last = now
 	}
@@ -301,6 +313,9 @@ func collect(sys system, rec *recorder, res *result, first, last time.Time, wait
 	}
 	rec.mu.Lock()
 	defer rec.mu.Unlock()
+	if len(rec.slow) > 0 && res.Workload != "burst" {
+		log.Printf("%s: %s: %s", sys.name(), res.Workload, slowReport(rec.slow, first))
+	}
 	slices.Sort(rec.late)
 	res.Late = rec.late
 	res.P50, res.P99, res.P999, res.Mx = pct(rec.late, .5), pct(rec.late, .99), pct(rec.late, .999), pct(rec.late, 1)
@@ -313,6 +328,22 @@ func collect(sys system, rec *recorder, res *result, first, last time.Time, wait
 	if res.Workload == "burst" && len(rec.seen) > 0 {
 		res.DrainPerSec = float64(len(rec.seen)) / rec.last.Sub(first).Seconds()
 	}
+}
+
+// slowReport says when the deliveries later than slowLate were due: how
+// many per second of the run (from first, the first due time), the
+// seconds with none left out. A stall shows as one second holding most.
+func slowReport(slow []time.Time, first time.Time) string {
+	per := map[int]int{}
+	for _, d := range slow {
+		per[int(d.Sub(first)/time.Second)]++
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "%d deliveries later than %s, by second of due time:", len(slow), slowLate)
+	for _, sec := range slices.Sorted(maps.Keys(per)) {
+		fmt.Fprintf(&b, " +%ds:%d", sec, per[sec])
+	}
+	return b.String()
 }
 
 func later(a, b time.Time) time.Time {

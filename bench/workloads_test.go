@@ -180,3 +180,13 @@ func TestBareSystemsSelection(t *testing.T) {
 		t.Errorf("mysql insert %q", got)
 	}
 }
+
+func TestSlowReport(t *testing.T) {
+	first := time.Unix(1000, 0)
+	slow := []time.Time{first.Add(100 * time.Millisecond), first.Add(3200 * time.Millisecond), first.Add(3900 * time.Millisecond)}
+	got := slowReport(slow, first)
+	want := "3 deliveries later than 5ms, by second of due time: +0s:1 +3s:2"
+	if got != want {
+		t.Fatalf("slowReport = %q, want %q", got, want)
+	}
+}
