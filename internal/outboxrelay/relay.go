@@ -35,6 +35,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/ontimehq/ontime/internal/metrics"
 	"github.com/ontimehq/ontime/internal/sqldb"
 	"github.com/ontimehq/ontime/internal/submit"
@@ -383,6 +385,19 @@ func (r *Relay) setOldest(i int, age time.Duration) {
 	r.m.Oldest.WithLabelValues(r.cfg.Name).Set(worst.Seconds())
 }
 
+// prepared is the arguments of a statement a run sends on every pass,
+// with the same text each time: on PostgreSQL it is prepared once per
+// connection (pgx's statement cache) rather than parsed and planned anew,
+// which cost more than running it (the heads' NOT EXISTS, 1.8× its run).
+// The statements name their columns: a change of the table (re-applied
+// DDL) makes the server plan them again, not fail.
+func (r *Relay) prepared(args ...any) []any {
+	if r.d != outbox.Postgres {
+		return args
+	}
+	return append([]any{pgx.QueryExecModeCacheStatement}, args...)
+}
+
 func (r *Relay) ph(n int) string {
 	if r.d == outbox.Postgres {
 		return "$" + strconv.Itoa(n)
@@ -424,7 +439,7 @@ func (r *Relay) pass(ctx context.Context, it item, withOldest bool) (st passStat
 FROM %[1]s o WHERE o.status = 0 AND o.next_select_time <= %[2]s%[3]s
 AND (o.msg_key = '' OR NOT EXISTS (SELECT 1 FROM %[1]s p WHERE p.msg_key = o.msg_key AND (p.status = 1 OR (p.status = 0 AND p.id < o.id))))
 ORDER BY o.id LIMIT %[4]d`, q, r.ph(1), r.segWhere(it, "o."), r.cfg.Batch)
-	rows, err := db.QueryContext(ctx, query, now.UnixMicro())
+	rows, err := db.QueryContext(ctx, query, r.prepared(now.UnixMicro())...)
 	if err != nil {
 		return st, fmt.Errorf("select waiting messages: %w", err)
 	}
@@ -657,7 +672,7 @@ func (r *Relay) finishRows(ctx context.Context, ex execer, q string, ids []int64
 // gone: deleted by retention), which lets their keys' next rows go.
 func (r *Relay) finishEnded(ctx context.Context, db *sql.DB, q string, it item) (int, map[string]struct{}, error) {
 	rows, err := db.QueryContext(ctx, fmt.Sprintf(`SELECT id, task_id, last_error FROM %s WHERE status = %d%s ORDER BY id LIMIT %d`,
-		q, outbox.StatusInFlight, r.segWhere(it, ""), r.cfg.Batch))
+		q, outbox.StatusInFlight, r.segWhere(it, ""), r.cfg.Batch), r.prepared()...)
 	if err != nil {
 		return 0, nil, fmt.Errorf("select in-flight messages: %w", err)
 	}
@@ -744,7 +759,7 @@ func (r *Relay) oldestAge(ctx context.Context, db *sql.DB, q string, it item, no
 	for _, s := range []int{outbox.StatusWaiting, outbox.StatusInFlight} {
 		var c sql.NullInt64
 		err := db.QueryRowContext(ctx, fmt.Sprintf(`SELECT created_at FROM %s WHERE status = %d%s ORDER BY id LIMIT 1`,
-			q, s, r.segWhere(it, ""))).Scan(&c)
+			q, s, r.segWhere(it, "")), r.prepared()...).Scan(&c)
 		if err != nil && !errors.Is(err, sql.ErrNoRows) {
 			return fmt.Errorf("oldest message: %w", err)
 		}
