@@ -12,7 +12,8 @@ import (
 
 // Finish records delivery outcomes under their tokens: one transaction per
 // database; done rows in one statement per table (PostgreSQL: one
-// statement per database, onestatement.go).
+// statement per database; MariaDB: the transaction in one query;
+// onestatement.go).
 func (s *Store) Finish(ctx context.Context, outcomes []store.Outcome) (err error) {
 	defer classify(&err)
 	if err := s.fenced(); err != nil {
@@ -31,10 +32,24 @@ func (s *Store) Finish(ctx context.Context, outcomes []store.Outcome) (err error
 		for _, g := range gs {
 			parts = append(parts, s.finishParts(g, outcomes, now)...)
 		}
-		if s.writeAsOne(gs) {
+		switch {
+		case !s.writeAsOne(gs):
+		case s.d.name == "postgres":
 			q, args := joinParts(parts, false)
 			_, err := s.execRetried(ctx, gs[0].db, s.d.rebind(q), args...)
 			return err
+		default:
+			return s.runMultiRetried(ctx, gs[0].db, func() []*multiQuery {
+				m := &multiQuery{}
+				m.q.WriteString("START TRANSACTION")
+				for _, p := range parts {
+					m.q.WriteString(";")
+					m.q.WriteString(p.q)
+					m.args = append(m.args, p.args...)
+				}
+				m.q.WriteString(";COMMIT")
+				return []*multiQuery{m}
+			})
 		}
 		return s.retryTx(ctx, gs[0].db, nil, func(tx *sql.Tx) error {
 			for _, p := range parts {

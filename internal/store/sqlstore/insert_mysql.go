@@ -67,8 +67,15 @@ func (s *Store) multiInsert(ctx context.Context, gs []group, tasks []store.NewTa
 		}
 	}
 	cur.q.WriteString(";COMMIT")
+	return s.runMulti(ctx, gs[0].db, queries)
+}
 
-	c, err := s.w[gs[0].db].Conn(ctx)
+// runMulti sends queries (a transaction opened by the first and committed
+// by the last) one after another on one connection of database db. On a
+// failure the transaction is rolled back there, or the connection is
+// dropped; errRetryConn when nothing ran (a dead pooled connection).
+func (s *Store) runMulti(ctx context.Context, db int, queries []*multiQuery) error {
+	c, err := s.w[db].Conn(ctx)
 	if err != nil {
 		return err
 	}
@@ -92,6 +99,20 @@ func (s *Store) multiInsert(ctx context.Context, gs []group, tasks []store.NewTa
 		return err
 	}
 	return nil
+}
+
+// runMultiRetried is runMulti run again on transient conflicts
+// (withRetry) and, up to three times, on a dead pooled connection.
+func (s *Store) runMultiRetried(ctx context.Context, db int, queries func() []*multiQuery) error {
+	return withRetry(ctx, func() error {
+		var err error
+		for range 3 {
+			if err = s.runMulti(ctx, db, queries()); !errors.As(err, new(errRetryConn)) {
+				return err
+			}
+		}
+		return err
+	})
 }
 
 // errRetryConn is a query that did not reach the server on a dead pooled

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/ontimehq/ontime/internal/store"
+	"github.com/ontimehq/ontime/internal/testdb"
 )
 
 // BenchmarkTaskLife: the store's writes of one task's life on the service
@@ -19,7 +20,7 @@ import (
 //
 //	go test ./internal/store/sqlstore -run '^$' -bench TaskLife -benchtime 300x
 func BenchmarkTaskLife(b *testing.B) {
-	for _, engine := range []string{"sqlite", "postgres"} {
+	for _, engine := range testdb.Engines {
 		for _, n := range []int{16, 100} {
 			b.Run(fmt.Sprintf("%s/n=%d", engine, n), func(b *testing.B) {
 				s := benchStore(b, engine)

@@ -26,7 +26,7 @@ func (s *Store) Start(ctx context.Context, refs []store.Ref, leaseUntil time.Tim
 	var out started
 	err = forEachDB(s.refGroups(refs), func(gs []group) error {
 		var got []*task.Task
-		if s.writeAsOne(gs) {
+		if s.d.name == "postgres" && s.writeAsOne(gs) {
 			parts := make([]stmtPart, len(gs))
 			for i, g := range gs {
 				set, setArgs, _ := startSet(leaseUntil)
