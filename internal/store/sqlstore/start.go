@@ -3,8 +3,11 @@ package sqlstore
 import (
 	"context"
 	"database/sql"
+	"database/sql/driver"
+	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -26,39 +29,15 @@ func (s *Store) Start(ctx context.Context, refs []store.Ref, leaseUntil time.Tim
 	var out started
 	err = forEachDB(s.refGroups(refs), func(gs []group) error {
 		var got []*task.Task
-		if s.d.name == "postgres" && s.writeAsOne(gs) {
-			parts := make([]stmtPart, len(gs))
-			for i, g := range gs {
-				set, setArgs, _ := startSet(leaseUntil)
-				where, wargs := startWhere(pick(refs, g.idx))
-				parts[i] = stmtPart{q: `UPDATE ` + s.names[g.table] + ` SET ` + set + ` WHERE ` + where + ` RETURNING ` + cols, args: append(setArgs, wargs...)}
-			}
-			q, args := joinParts(parts, true)
-			err := withRetry(ctx, func() error {
-				var err error
-				got, err = s.queryTasks(ctx, s.w[gs[0].db], q, args...)
-				return err
-			})
-			if err != nil {
-				return err
-			}
-			out.add(got)
-			return nil
+		var err error
+		switch {
+		case !s.writeAsOne(gs):
+			got, err = s.startTx(ctx, gs, refs, leaseUntil)
+		case s.d.name == "postgres":
+			got, err = s.startOne(ctx, gs, refs, leaseUntil)
+		default:
+			got, err = s.startMulti(ctx, gs, refs, leaseUntil)
 		}
-		err := s.retryTx(ctx, gs[0].db, nil, func(tx *sql.Tx) error {
-			got = got[:0]
-			for _, g := range gs {
-				for start := 0; start < len(g.idx); start += batchLimit {
-					part := pick(refs, g.idx[start:min(start+batchLimit, len(g.idx))])
-					ts, err := s.startChunk(ctx, tx, s.names[g.table], part, leaseUntil)
-					if err != nil {
-						return err
-					}
-					got = append(got, ts...)
-				}
-			}
-			return nil
-		})
 		if err != nil {
 			return err
 		}
@@ -71,6 +50,124 @@ func (s *Store) Start(ctx context.Context, refs []store.Ref, leaseUntil time.Tim
 		return nil, fmt.Errorf("start: %w", err)
 	}
 	return out.byDue(), nil
+}
+
+// startTx starts the refs of one database's groups gs in a transaction, a
+// statement (MariaDB: a read and a statement) per table and batchLimit
+// rows.
+func (s *Store) startTx(ctx context.Context, gs []group, refs []store.Ref, leaseUntil time.Time) ([]*task.Task, error) {
+	var got []*task.Task
+	err := s.retryTx(ctx, gs[0].db, nil, func(tx *sql.Tx) error {
+		got = got[:0]
+		for _, g := range gs {
+			for start := 0; start < len(g.idx); start += batchLimit {
+				part := pick(refs, g.idx[start:min(start+batchLimit, len(g.idx))])
+				ts, err := s.startChunk(ctx, tx, s.names[g.table], part, leaseUntil)
+				if err != nil {
+					return err
+				}
+				got = append(got, ts...)
+			}
+		}
+		return nil
+	})
+	return got, err
+}
+
+// startOne starts them in one statement (PostgreSQL, onestatement.go).
+func (s *Store) startOne(ctx context.Context, gs []group, refs []store.Ref, leaseUntil time.Time) ([]*task.Task, error) {
+	parts := make([]stmtPart, len(gs))
+	for i, g := range gs {
+		set, setArgs, _ := startSet(leaseUntil)
+		where, wargs := startWhere(pick(refs, g.idx))
+		parts[i] = stmtPart{q: `UPDATE ` + s.names[g.table] + ` SET ` + set + ` WHERE ` + where + ` RETURNING ` + cols, args: append(setArgs, wargs...)}
+	}
+	q, args := joinParts(parts, true)
+	var got []*task.Task
+	err := withRetry(ctx, func() error {
+		var err error
+		got, err = s.queryTasks(ctx, s.w[gs[0].db], q, args...)
+		return err
+	})
+	return got, err
+}
+
+// startMulti starts them in one multi-statement query (MariaDB):
+// "START TRANSACTION; SELECT … FOR UPDATE; UPDATE …; …; COMMIT", each
+// table's rows read (locked) before its UPDATE, as startChunk does in
+// a transaction of a round trip per statement.
+func (s *Store) startMulti(ctx context.Context, gs []group, refs []store.Ref, leaseUntil time.Time) ([]*task.Task, error) {
+	var got []*task.Task
+	err := withRetry(ctx, func() error {
+		var err error
+		for range 3 {
+			if got, err = s.startMultiOnce(ctx, gs, refs, leaseUntil); !errors.As(err, new(errRetryConn)) {
+				return err
+			}
+		}
+		return err
+	})
+	return got, err
+}
+
+func (s *Store) startMultiOnce(ctx context.Context, gs []group, refs []store.Ref, leaseUntil time.Time) ([]*task.Task, error) {
+	var q strings.Builder
+	var args []any
+	set, setArgs, now := startSet(leaseUntil)
+	q.WriteString("START TRANSACTION")
+	for _, g := range gs {
+		t := s.names[g.table]
+		where, wargs := startWhere(pick(refs, g.idx))
+		q.WriteString(`;SELECT ` + cols + ` FROM ` + t + ` WHERE ` + where + ` FOR UPDATE;UPDATE ` + t + ` SET ` + set + ` WHERE ` + where)
+		args = append(append(append(args, wargs...), setArgs...), wargs...)
+	}
+	q.WriteString(";COMMIT")
+	c, err := s.w[gs[0].db].Conn(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer c.Close()
+	var got []*task.Task
+	rows, err := c.QueryContext(ctx, q.String(), args...)
+	if err == nil {
+		for {
+			for rows.Next() {
+				tk, serr := scanTask(rows)
+				if serr != nil {
+					err = serr
+					break
+				}
+				got = append(got, tk)
+			}
+			if err != nil || !rows.NextResultSet() {
+				break
+			}
+		}
+		if cerr := rows.Close(); err == nil {
+			err = cerr
+		}
+		if err == nil {
+			err = rows.Err()
+		}
+	} else if errors.Is(err, driver.ErrBadConn) {
+		// Nothing ran: a pooled connection found dead.
+		return nil, errRetryConn{err}
+	}
+	if err != nil {
+		// A statement failed and the transaction may be open on the
+		// connection: roll it back there, or drop the connection.
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		_, rerr := c.ExecContext(rctx, "ROLLBACK")
+		cancel()
+		if rerr != nil {
+			_ = c.Raw(func(any) error { return driver.ErrBadConn })
+		}
+		return nil, err
+	}
+	for _, tk := range got {
+		tk.Status, tk.Attempts, tk.LeaseUntil, tk.UpdatedAt = task.StatusRunning, tk.Attempts+1, fromMicros(micros(leaseUntil)), fromMicros(now)
+	}
+	return got, nil
 }
 
 // started gathers the tasks a Start moved to running, from the
