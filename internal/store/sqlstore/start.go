@@ -6,6 +6,7 @@ import (
 	"database/sql/driver"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -171,22 +172,30 @@ func (s *Store) startMultiOnce(ctx context.Context, gs []group, refs []store.Ref
 }
 
 // started gathers the tasks a Start moved to running, from the
-// transactions of its databases, which run at once.
+// transactions of its databases, which run at once. A task added again
+// replaces the first: SQLite's transaction (liteTxRuns) adds as it reads,
+// and a transaction retried whole after SQLITE_BUSY reads its tasks anew.
 type started struct {
 	mu    sync.Mutex
-	tasks []*task.Task
+	tasks map[string]*task.Task
 }
 
 func (c *started) add(ts []*task.Task) {
 	c.mu.Lock()
-	c.tasks = append(c.tasks, ts...)
-	c.mu.Unlock()
+	defer c.mu.Unlock()
+	if c.tasks == nil {
+		c.tasks = make(map[string]*task.Task, len(ts))
+	}
+	for _, t := range ts {
+		c.tasks[t.ID] = t
+	}
 }
 
 // byDue is the tasks in due order, the order Start answers in.
 func (c *started) byDue() []*task.Task {
-	slices.SortFunc(c.tasks, func(a, b *task.Task) int { return a.DueAt.Compare(b.DueAt) })
-	return c.tasks
+	out := slices.Collect(maps.Values(c.tasks))
+	slices.SortFunc(out, func(a, b *task.Task) int { return a.DueAt.Compare(b.DueAt) })
+	return out
 }
 
 // startSet is the SET of a Start's UPDATE, its values, and its now.
