@@ -34,6 +34,7 @@ func (s *Store) Finish(ctx context.Context, outcomes []store.Outcome) (err error
 		}
 		switch {
 		case !s.writeAsOne(gs):
+			// Too many rows for one round trip: the transaction below.
 		case s.d.name == "postgres":
 			q, args := joinParts(parts, false)
 			_, err := s.execRetried(ctx, gs[0].db, s.d.rebind(q), args...)

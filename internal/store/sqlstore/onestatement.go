@@ -6,10 +6,11 @@ package sqlstore
 // thousand tasks a second spread over 16 tables a Start or a Finish
 // touches about one row per table, so that was several round trips (and
 // statements to parse and plan) per task. A statement is atomic on its
-// own, as the transaction was. MariaDB has no data-modifying CTEs: its
-// Finish sends the transaction as one multi-statement query instead, and
-// its Start stays a transaction (it reads each table's rows before their
-// UPDATE). SQLite writes through its own path (start_sqlite.go).
+// own, as the transaction was. MariaDB has no data-modifying CTEs: it
+// sends the transaction as one multi-statement query instead ("START
+// TRANSACTION; …; COMMIT", runMulti; a Start reads each table's rows FOR
+// UPDATE before their UPDATE, startMulti). SQLite writes through its own
+// path (start_sqlite.go).
 
 // stmtPart is one write of a call, with ? placeholders.
 type stmtPart struct {
@@ -24,8 +25,7 @@ const oneStatementMax = batchLimit
 
 // writeAsOne reports whether the groups of one database (a Start's or a
 // Finish's) are written in one round trip: on PostgreSQL as one statement,
-// on MariaDB (a Finish) as one multi-statement query, "START TRANSACTION;
-// UPDATE …; …; COMMIT" (runMulti).
+// on MariaDB as one multi-statement query.
 func (s *Store) writeAsOne(gs []group) bool {
 	if s.d.name != "postgres" && !s.ins.multi {
 		return false
