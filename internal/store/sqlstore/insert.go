@@ -3,7 +3,6 @@ package sqlstore
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -94,15 +93,7 @@ func (s *Store) insertTx(ctx context.Context, gs []group, tasks []store.NewTask,
 		})
 	}
 	if s.multiable(gs, tasks) {
-		return withRetry(ctx, func() error {
-			var err error
-			for range 3 {
-				if err = s.multiInsert(ctx, gs, tasks, out, time.Now()); !errors.As(err, new(errRetryConn)) {
-					return err
-				}
-			}
-			return err
-		})
+		return withConnRetry(ctx, func() error { return s.multiInsert(ctx, gs, tasks, out, time.Now()) })
 	}
 	var opts *sql.TxOptions
 	if s.d.name == "mysql" {

@@ -2,6 +2,7 @@ package sqlstore
 
 import (
 	"context"
+	"database/sql"
 	"database/sql/driver"
 	"errors"
 	"strings"
@@ -90,24 +91,36 @@ func (s *Store) runMulti(ctx context.Context, db int, queries []*multiQuery) err
 			// does not retry that; the pool would have, for a statement.
 			return errRetryConn{err}
 		}
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-		_, rerr := c.ExecContext(rctx, "ROLLBACK")
-		cancel()
-		if rerr != nil {
-			_ = c.Raw(func(any) error { return driver.ErrBadConn })
-		}
+		abandonTx(ctx, c)
 		return err
 	}
 	return nil
 }
 
-// runMultiRetried is runMulti run again on transient conflicts
-// (withRetry) and, up to three times, on a dead pooled connection.
+// abandonTx ends a multi-statement query's transaction that a failed
+// statement may have left open on c: rolled back there, or the connection
+// dropped (the server rolls back a closed session's transaction).
+func abandonTx(ctx context.Context, c *sql.Conn) {
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	if _, err := c.ExecContext(rctx, "ROLLBACK"); err != nil {
+		_ = c.Raw(func(any) error { return driver.ErrBadConn })
+	}
+}
+
+// runMultiRetried is runMulti run again as withConnRetry runs it.
 func (s *Store) runMultiRetried(ctx context.Context, db int, queries func() []*multiQuery) error {
+	return withConnRetry(ctx, func() error { return s.runMulti(ctx, db, queries()) })
+}
+
+// withConnRetry runs f again on transient conflicts (withRetry) and, up
+// to three times, when it did not reach the server on a dead pooled
+// connection (errRetryConn).
+func withConnRetry(ctx context.Context, f func() error) error {
 	return withRetry(ctx, func() error {
 		var err error
 		for range 3 {
-			if err = s.runMulti(ctx, db, queries()); !errors.As(err, new(errRetryConn)) {
+			if err = f(); !errors.As(err, new(errRetryConn)) {
 				return err
 			}
 		}

@@ -99,13 +99,9 @@ func (s *Store) startOne(ctx context.Context, gs []group, refs []store.Ref, leas
 // a transaction of a round trip per statement.
 func (s *Store) startMulti(ctx context.Context, gs []group, refs []store.Ref, leaseUntil time.Time) ([]*task.Task, error) {
 	var got []*task.Task
-	err := withRetry(ctx, func() error {
+	err := withConnRetry(ctx, func() error {
 		var err error
-		for range 3 {
-			if got, err = s.startMultiOnce(ctx, gs, refs, leaseUntil); !errors.As(err, new(errRetryConn)) {
-				return err
-			}
-		}
+		got, err = s.startMultiOnce(ctx, gs, refs, leaseUntil)
 		return err
 	})
 	return got, err
@@ -155,14 +151,7 @@ func (s *Store) startMultiOnce(ctx context.Context, gs []group, refs []store.Ref
 		return nil, errRetryConn{err}
 	}
 	if err != nil {
-		// A statement failed and the transaction may be open on the
-		// connection: roll it back there, or drop the connection.
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-		_, rerr := c.ExecContext(rctx, "ROLLBACK")
-		cancel()
-		if rerr != nil {
-			_ = c.Raw(func(any) error { return driver.ErrBadConn })
-		}
+		abandonTx(ctx, c)
 		return nil, err
 	}
 	for _, tk := range got {
