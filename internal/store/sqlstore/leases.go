@@ -81,7 +81,9 @@ func (s *Store) EndLeases(ctx context.Context, it store.Item, now time.Time, h s
 // waits once for a busy writer (SQLite has one) rather than once per
 // table. Rows another holder took since carry another token and are not
 // touched; rows whose lease is not near its end are not written at all,
-// so a heartbeat costs the store little when nothing is behind.
+// so a heartbeat costs the store little when nothing is behind. On
+// PostgreSQL it is one statement per database that skips the rows
+// another write holds (extendPostgres).
 func (s *Store) ExtendHeld(ctx context.Context, status task.Status, tokens []int64, except []string, soon, until time.Time) (_ int, err error) {
 	defer classify(&err)
 	if status != task.StatusClaimed && status != task.StatusRunning {
@@ -104,38 +106,50 @@ func (s *Store) ExtendHeld(ctx context.Context, status task.Status, tokens []int
 	for db := range perDB {
 		perDB[db] = group{db: db}
 	}
+	// part is table t's UPDATE of one chunk of tokens.
+	part := func(db, t int, chunk []int64) stmtPart {
+		q := extendQuery(s.names[t], s.cfg.Segments, len(chunk))
+		args := make([]any, 0, 4+len(chunk))
+		args = append(args, micros(until), now, int(status), micros(soon))
+		for _, tok := range chunk {
+			args = append(args, tok)
+		}
+		if ids := skip[[2]int{db, t}]; len(ids) > 0 {
+			q += ` AND id NOT IN (` + placeholders(len(ids)) + `)`
+			args = append(args, ids...)
+		}
+		return stmtPart{q: q, args: args}
+	}
 	var mu sync.Mutex
 	var total int64
 	err = forEachGroup(perDB, func(g group) error {
 		var n int64
-		err := s.retryTx(ctx, g.db, nil, func(tx *sql.Tx) error {
-			n = 0
-			for start := 0; start < len(tokens); start += heldChunk {
-				part := tokens[start:min(start+heldChunk, len(tokens))]
-				for t, name := range s.names {
-					q := extendQuery(name, s.cfg.Segments, len(part))
-					args := make([]any, 0, 4+len(part))
-					args = append(args, micros(until), now, int(status), micros(soon))
-					for _, tok := range part {
-						args = append(args, tok)
+		var err error
+		if s.d.name == "postgres" {
+			n, err = s.extendPostgres(ctx, g.db, tokens, part)
+		} else {
+			err = s.retryTx(ctx, g.db, nil, func(tx *sql.Tx) error {
+				n = 0
+				// Table by table, each table's chunks together: a
+				// transaction that came back to a table after the others
+				// locked rows out of order with a Start's or a Finish's.
+				for t := range s.names {
+					for start := 0; start < len(tokens); start += heldChunk {
+						p := part(g.db, t, tokens[start:min(start+heldChunk, len(tokens))])
+						res, err := tx.ExecContext(ctx, s.d.rebind(p.q), p.args...)
+						if err != nil {
+							return err
+						}
+						k, err := res.RowsAffected()
+						if err != nil {
+							return err
+						}
+						n += k
 					}
-					if ids := skip[[2]int{g.db, t}]; len(ids) > 0 {
-						q += ` AND id NOT IN (` + placeholders(len(ids)) + `)`
-						args = append(args, ids...)
-					}
-					res, err := tx.ExecContext(ctx, s.d.rebind(q), args...)
-					if err != nil {
-						return err
-					}
-					k, err := res.RowsAffected()
-					if err != nil {
-						return err
-					}
-					n += k
 				}
-			}
-			return nil
-		})
+				return nil
+			})
+		}
 		if err != nil {
 			return err
 		}
@@ -148,6 +162,56 @@ func (s *Store) ExtendHeld(ctx context.Context, status task.Status, tokens []int
 		return int(total), fmt.Errorf("extend held: %w", err)
 	}
 	return int(total), nil
+}
+
+// extendPostgres extends one database's leases, per chunk of tokens one
+// statement over every table (a data-modifying CTE per table), locking
+// the rows it writes FOR UPDATE SKIP LOCKED. A heartbeat that waited for
+// rows met a Start or a Finish locking the same rows in another order
+// (several tables, several rows of a table): PostgreSQL finds such a
+// deadlock only after deadlock_timeout (1 s by default), so every task
+// of that Start, about a second's worth at a steady rate, went out a
+// second late. A skipped row is being written by its Start (which sets
+// its lease), its Finish, a cancel or a claim of another holder; should
+// that write fail, the lease is still at least about a quarter of a lease
+// away (heartbeats come that often and move what ends within half of one),
+// far more than fire's or the completer's retry of the write takes.
+func (s *Store) extendPostgres(ctx context.Context, db int, tokens []int64, part func(db, t int, chunk []int64) stmtPart) (int64, error) {
+	var total int64
+	for start := 0; start < len(tokens); start += heldChunk {
+		chunk := tokens[start:min(start+heldChunk, len(tokens))]
+		var b strings.Builder
+		var args []any
+		b.WriteString("WITH ")
+		for t, name := range s.names {
+			p := part(db, t, chunk)
+			// part's WHERE becomes the subquery that picks and locks
+			// the rows; the UPDATE writes only those.
+			set, where, _ := strings.Cut(p.q, " WHERE ")
+			if t > 0 {
+				b.WriteString(", ")
+			}
+			fmt.Fprintf(&b, "p%d AS (%s WHERE id IN (SELECT id FROM %s WHERE %s FOR UPDATE SKIP LOCKED) RETURNING 1)", t, set, name, where)
+			args = append(args, p.args...)
+		}
+		b.WriteString(" SELECT ")
+		for t := range s.names {
+			if t > 0 {
+				b.WriteString(" + ")
+			}
+			fmt.Fprintf(&b, "(SELECT count(*) FROM p%d)", t)
+		}
+		q := s.d.rebind(b.String())
+		var n int64
+		err := withRetry(ctx, func() error {
+			return s.w[db].QueryRowContext(ctx, q, args...).Scan(&n)
+		})
+		if err != nil {
+			return total, err
+		}
+		total += n
+	}
+	return total, nil
 }
 
 // heldChunk bounds the tokens of one ExtendHeld statement.

@@ -1,0 +1,97 @@
+package sqlstore
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/ontimehq/ontime/internal/store"
+	"github.com/ontimehq/ontime/internal/task"
+	"github.com/ontimehq/ontime/internal/testdb"
+)
+
+// On PostgreSQL a heartbeat never waits for a row another transaction
+// holds: it skips it and extends the rest. Waiting made it one side of a
+// deadlock with a Start or a Finish locking the same rows in another
+// order, which PostgreSQL breaks only after deadlock_timeout (a second):
+// every task of that Start went out a second late. The locked row is left
+// as it was, and the next heartbeat, once the lock is gone, extends it.
+func TestExtendHeldSkipsLockedRows(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	const tables, segs = 2, 2
+	s := openT(t, "postgres", testdb.DSNs(t, "postgres", 1), tables, segs)
+	now := time.Now()
+	var news []store.NewTask
+	for table := range tables {
+		for i := range 3 {
+			news = append(news, keyedIn(t, tables, table, fmt.Sprintf("held-%d-%d", table, i), now.Add(-time.Second)))
+		}
+	}
+	if _, err := s.Insert(ctx, news); err != nil {
+		t.Fatal(err)
+	}
+	const token = 7
+	soonEnd := now.Add(2 * time.Second)
+	claimed := 0
+	for table := range tables {
+		for seg := range segs {
+			refs, err := s.Claim(ctx, store.Item{Table: table, Segment: seg}, now, now, store.Lease{Owner: "n1", Until: soonEnd, Token: token}, 10)
+			if err != nil {
+				t.Fatal(err)
+			}
+			claimed += len(refs)
+		}
+	}
+	if claimed != len(news) {
+		t.Fatalf("claimed %d of %d", claimed, len(news))
+	}
+	// More tokens than one statement takes: two chunks.
+	tokens := []int64{token}
+	for i := range heldChunk + 100 {
+		tokens = append(tokens, int64(1000+i))
+	}
+
+	locked := news[len(news)-1].ID // in the last table
+	tx, err := s.w[0].BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback()
+	if _, err := tx.ExecContext(ctx, `SELECT id FROM `+s.names[tables-1]+` WHERE id = $1 FOR UPDATE`, locked); err != nil {
+		t.Fatal(err)
+	}
+	until := now.Add(time.Minute)
+	// A heartbeat that waited for the lock would run into this deadline:
+	// the lock is held until it returns.
+	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	n, err := s.ExtendHeld(wctx, task.StatusClaimed, tokens, nil, now.Add(10*time.Second), until)
+	cancel()
+	if err != nil {
+		t.Fatalf("ExtendHeld with a row locked: %v", err)
+	}
+	if n != len(news)-1 {
+		t.Fatalf("ExtendHeld moved %d leases with one row locked, want %d", n, len(news)-1)
+	}
+	if err := tx.Rollback(); err != nil {
+		t.Fatal(err)
+	}
+	for _, nt := range news {
+		got, err := s.Get(ctx, nt.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := until
+		if nt.ID == locked {
+			want = soonEnd
+		}
+		if got.LeaseUntil.UnixMicro() != want.UnixMicro() {
+			t.Fatalf("task %s: lease %v, want %v (locked: %v)", nt.ID, got.LeaseUntil, want, nt.ID == locked)
+		}
+	}
+	n, err = s.ExtendHeld(ctx, task.StatusClaimed, tokens, nil, now.Add(10*time.Second), until)
+	if err != nil || n != 1 {
+		t.Fatalf("ExtendHeld after the lock: %d %v, want the one row left", n, err)
+	}
+}
