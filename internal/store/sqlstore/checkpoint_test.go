@@ -13,7 +13,7 @@ import (
 // The writer never checkpoints (wal_autocheckpoint 0), so without the
 // checkpointer the WAL would only grow: after a burst of inserts it must be
 // folded into the database file in the background, and the writer must
-// not have done it.
+// not have done it, nor truncate the WAL file.
 func TestCheckpointerFoldsWALIn(t *testing.T) {
 	t.Parallel()
 	path := filepath.Join(t.TempDir(), "ontime.db")
@@ -35,6 +35,13 @@ func TestCheckpointerFoldsWALIn(t *testing.T) {
 	}
 	if auto != 0 {
 		t.Fatalf("writer wal_autocheckpoint %d, want 0: commits would checkpoint themselves", auto)
+	}
+	var limit int64
+	if err := s.w[0].QueryRowContext(ctx, "PRAGMA journal_size_limit").Scan(&limit); err != nil {
+		t.Fatal(err)
+	}
+	if limit != -1 {
+		t.Fatalf("writer journal_size_limit %d, want -1: the commit that restarts the WAL would truncate its file, holding the write lock", limit)
 	}
 	// Only a checkpoint moves rows from the WAL into the database file;
 	// this test runs none itself.

@@ -231,8 +231,16 @@ func (s *Store) connect(dsn string) (w, r *sql.DB, err error) {
 	// up front so transactions never fail to upgrade it.
 	opts := "_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)"
 	// The writer never checkpoints (wal_autocheckpoint 0): the
-	// checkpointer does, on a connection and a core of its own.
-	w, err = sqldb.Open(sqldb.SQLite, dsn, sqldb.Options{SQLite: opts + "&_txlock=immediate&_pragma=wal_autocheckpoint(0)&_pragma=journal_size_limit(67108864)" + liteWriterPragmas})
+	// checkpointer does, on a connection and a core of its own. Nor does
+	// it truncate the WAL file (journal_size_limit -1): with a limit, the
+	// first commit after a checkpoint that emptied the WAL cut the file
+	// down to the limit while holding the only write lock, an ftruncate of
+	// tens of megabytes that held every Start back 100-280 ms (the steady
+	// benchmark's late tail, seen when the submits stopped and the
+	// checkpoint could finish). The file keeps the size its busiest moment
+	// gave it, bounded by the checkpointer's RESTART; the last connection
+	// to close removes it.
+	w, err = sqldb.Open(sqldb.SQLite, dsn, sqldb.Options{SQLite: opts + "&_txlock=immediate&_pragma=wal_autocheckpoint(0)&_pragma=journal_size_limit(-1)" + liteWriterPragmas})
 	if err != nil {
 		return nil, nil, err
 	}
