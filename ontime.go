@@ -446,7 +446,7 @@ func (n *Node) build(ctx context.Context, resolver Resolver) error {
 		n.tier, tierListener = t, []startstop.Service{t}
 	}
 	m := metrics.NewWith(n.reg, cfg.metricsOptions())
-	planner := hot.NewPlanner(FireLead, maxFireLead(cfg.Hot.MaxFireLead, window))
+	planner := hot.NewPlanner(FireLead, maxFireLead(cfg.Hot.MaxFireLead, window)).AssumeStart(hot.ColdStart)
 	// A started task's running lease covers the wait until its due time
 	// (at most maxLead) and its delivery, which may last the webhook
 	// timeout; the claim lease is the margin beyond that.

@@ -133,3 +133,33 @@ func TestLeadPlannerLeadFollowsSlowStarts(t *testing.T) {
 		t.Fatalf("20 s after the slow Start: lead %s, want back at about 20ms (base)", got)
 	}
 }
+
+// A node that has not finished a Start yet books as if one took the
+// assumed time; the first measured Start replaces the assumption, fast or
+// slow, and a planner told nothing books at base.
+func TestLeadPlannerAssumesAStartUntilOneEnds(t *testing.T) {
+	t0 := time.Unix(1_000_000, 0)
+	due := t0.Add(time.Minute)
+	p := NewPlanner(20*time.Millisecond, 5*time.Second).AssumeStart(100 * time.Millisecond)
+	if got := due.Sub(p.FireAt(t0, due)); got != 200*time.Millisecond {
+		t.Fatalf("before any Start: lead %s, want 200ms (twice the assumed Start)", got)
+	}
+	p.StartBegin(t0)
+	p.StartEnd(t0.Add(2*time.Millisecond), 10, 2*time.Millisecond)
+	due = due.Add(time.Second)
+	if got := due.Sub(p.FireAt(t0, due)); got != 20*time.Millisecond {
+		t.Fatalf("after a 2 ms Start: lead %s, want base 20ms", got)
+	}
+
+	slow := NewPlanner(20*time.Millisecond, 5*time.Second).AssumeStart(100 * time.Millisecond)
+	slow.StartBegin(t0)
+	slow.StartEnd(t0.Add(300*time.Millisecond), 10, 300*time.Millisecond)
+	if got := slow.Lead(); got != 600*time.Millisecond {
+		t.Fatalf("after a 300 ms first Start: lead %s, want 600ms", got)
+	}
+
+	capped := NewPlanner(20*time.Millisecond, 150*time.Millisecond).AssumeStart(100 * time.Millisecond)
+	if got := capped.Lead(); got != 150*time.Millisecond {
+		t.Fatalf("assumed Start beyond max: lead %s, want max 150ms", got)
+	}
+}
