@@ -150,7 +150,7 @@ func TestRetryWithinWindowGoesToTheHotTier(t *testing.T) {
 	// The entry pops at its due time less the planner's lead, under the row's token.
 	ctx, cancel := context.WithTimeout(context.Background(), stagetest.Deadline)
 	defer cancel()
-	got, err := tier.Pop(ctx, 10)
+	got, err := tier.Pop(ctx, 10, 0)
 	if err != nil || len(got) != 1 || got[0].ID != soon.ID || got[0].Token != row.Token || got[0].DueAt.After(row.DueAt) {
 		t.Fatalf("hot tier pop: %v %+v; want the retry under token %d due %s", err, got, row.Token, row.DueAt)
 	}

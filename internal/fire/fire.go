@@ -45,7 +45,7 @@ type Store interface {
 
 // Tier is the consuming side of the hot tier.
 type Tier interface {
-	Pop(ctx context.Context, max int) ([]hot.Entry, error)
+	Pop(ctx context.Context, max int, ahead time.Duration) ([]hot.Entry, error)
 	Ack(ctx context.Context, entries ...hot.Entry) error
 	Nack(ctx context.Context, retryAt time.Time, entries ...hot.Entry) error
 }
@@ -200,9 +200,12 @@ func (f *Firer) loop(ctx context.Context) {
 			}
 		}
 		var popAt time.Time
+		var ahead time.Duration
 		entries, err := f.gate.pop(ctx, func(ctx context.Context) ([]hot.Entry, error) {
 			popAt = time.Now()
-			return f.cfg.Tier.Pop(ctx, f.cfg.Batch)
+			// Entries booked before the lead grew leave that much sooner.
+			ahead = f.cfg.Planner.PopAhead()
+			return f.cfg.Tier.Pop(ctx, f.cfg.Batch, ahead)
 		})
 		if err != nil {
 			if ctx.Err() != nil || errors.Is(err, hot.ErrClosed) {
@@ -212,7 +215,7 @@ func (f *Firer) loop(ctx context.Context) {
 			startstop.Sleep(ctx, 100*time.Millisecond)
 			continue
 		}
-		f.notePop(popAt, time.Now(), entries)
+		f.notePop(popAt, time.Now(), ahead, entries)
 		if entries = f.holdPaused(wctx, entries); len(entries) == 0 {
 			continue
 		}
@@ -222,7 +225,7 @@ func (f *Firer) loop(ctx context.Context) {
 		// need its leases rewritten while the store is busiest.
 		t0 := time.Now()
 		f.cfg.Planner.StartBegin(t0)
-		leaseUntil := t0.Add(f.cfg.MaxLead + f.cfg.DeliveryLease)
+		leaseUntil := t0.Add(f.cfg.MaxLead + ahead + f.cfg.DeliveryLease)
 		if f.cfg.Wait != nil {
 			leaseUntil = leaseUntil.Add(f.cfg.Wait(len(entries)))
 		}

@@ -14,13 +14,15 @@ import (
 // (a burst, a restart). The planner's lead takes it in, so the tasks
 // planned next are started before they are due despite it
 // (hot.Planner.PopEnd); delivery still waits for each due time.
-func (f *Firer) notePop(popAt, now time.Time, entries []hot.Entry) {
+func (f *Firer) notePop(popAt, now time.Time, ahead time.Duration, entries []hot.Entry) {
 	if len(entries) == 0 {
 		return
 	}
+	// An entry could be taken ahead of its time: from then on, a Pop
+	// that had not returned it was late.
 	from := popAt
 	for _, e := range entries {
-		from = later(from, e.DueAt)
+		from = later(from, e.DueAt.Add(-ahead))
 	}
 	f.cfg.Planner.PopEnd(now, now.Sub(from))
 }

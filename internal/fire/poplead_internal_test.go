@@ -28,11 +28,11 @@ func TestNotePopMeasuresTheTiersDelayOnly(t *testing.T) {
 			for _, d := range c.dues {
 				entries = append(entries, hot.Entry{ID: "x", DueAt: popAt.Add(d)})
 			}
-			f.notePop(popAt, popAt.Add(c.now), entries)
+			f.notePop(popAt, popAt.Add(c.now), 0, entries)
 			if got := p.Lead(); got != 2*c.delay {
 				t.Fatalf("lead %s, want twice the delay %s", got, c.delay)
 			}
-			f.notePop(popAt, popAt.Add(time.Hour), nil) // no entries: nothing measured
+			f.notePop(popAt, popAt.Add(time.Hour), 0, nil) // no entries: nothing measured
 			if got := p.Lead(); got != 2*c.delay {
 				t.Fatalf("an empty Pop moved the lead to %s", got)
 			}

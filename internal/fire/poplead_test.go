@@ -7,6 +7,7 @@ import (
 	"github.com/ontimehq/ontime/internal/fire"
 	"github.com/ontimehq/ontime/internal/hot"
 	"github.com/ontimehq/ontime/internal/stagetest"
+	"github.com/ontimehq/ontime/internal/task"
 )
 
 // A tier slow to pop lengthens the planner's lead: the tasks leave the
@@ -42,5 +43,41 @@ func TestSlowPopsLengthenLeadNeverEarly(t *testing.T) {
 	}
 	if l := p.Lead(); l < base || l > maxLead {
 		t.Fatalf("lead %s after the run, want within [%s, %s]", l, base, maxLead)
+	}
+}
+
+// Entries booked while the lead was short leave the tier sooner once the
+// store's Starts have slowed (PopAhead): started well before their due
+// time, not at base before it, and still sent at it, never before.
+func TestGrownLeadTakesEntriesBookedBeforeAhead(t *testing.T) {
+	const base, maxLead = 20 * time.Millisecond, 2 * time.Second
+	p := hot.NewPlanner(base, maxLead)
+	x := setupWith(t, base, func(c *fire.Config) { c.Planner, c.MaxLead = p, maxLead })
+	x.planner = p
+	due := time.Now().Add(2 * time.Second)
+	tasks := x.hold(t, "grown", due, due.Add(10*time.Millisecond))
+	// Booked at base; then a Start takes 500 ms (a store under load): the
+	// lead is 1 s now, so they leave the tier about 1 s before due.
+	p.StartBegin(time.Now())
+	p.StartEnd(time.Now(), 1, 500*time.Millisecond)
+	if a := p.PopAhead(); a != time.Second-base {
+		t.Fatalf("PopAhead %s, want the lead's growth %s", a, time.Second-base)
+	}
+	x.start(t)
+	time.Sleep(time.Until(due.Add(-400 * time.Millisecond)))
+	for _, tk := range tasks {
+		got, err := x.st.Get(x.ctx, tk.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.Status != task.StatusRunning {
+			t.Fatalf("task %s is %v 400 ms before due, want started (running) about 1 s before", tk.ID, got.Status)
+		}
+	}
+	stagetest.Eventually(t, "every task sent", func() bool { return len(x.send.sent()) >= len(tasks) })
+	for _, s := range x.send.sent() {
+		if s.at.Before(s.task.DueAt) {
+			t.Errorf("task %s sent %s before its due time", s.task.ID, s.task.DueAt.Sub(s.at))
+		}
 	}
 }

@@ -54,7 +54,7 @@ func TestReceiverTakesHandoffs(t *testing.T) {
 	r.Take(ctx) // taken once
 	pctx, cancel := context.WithTimeout(ctx, stagetest.Deadline)
 	defer cancel()
-	got, err := tier.Pop(pctx, 10)
+	got, err := tier.Pop(pctx, 10, 0)
 	if err != nil || len(got) != 1 || got[0].ID != ref.ID || got[0].Token != ref.Token || got[0].Topic != "h" {
 		t.Fatalf("hot tier: %+v %v; want the handoff under its token", got, err)
 	}

@@ -44,14 +44,17 @@ type Tier interface {
 	// Add puts entries in the tier. It never blocks on due times.
 	Add(ctx context.Context, entries ...Entry) error
 
-	// Pop blocks until at least one entry is due (DueAt <= now, never
-	// earlier) and returns up to max due entries, earliest first within the
-	// call (across calls, a tier with slots may return a later-due entry
-	// before an earlier one of another slot: both are due). Popped
-	// entries are in flight: they are not returned by another Pop until they
-	// are acked, nacked, or their visibility timeout passes. Pop returns
-	// ctx.Err() when ctx ends and ErrClosed after Close.
-	Pop(ctx context.Context, max int) ([]Entry, error)
+	// Pop blocks until at least one entry is due (DueAt <= now+ahead,
+	// never earlier) and returns up to max due entries, earliest first
+	// within the call (across calls, a tier with slots may return a
+	// later-due entry before an earlier one of another slot: both are
+	// due). ahead (>= 0) is how much earlier than booked the caller takes
+	// entries now: the lead has grown since they were booked (Planner's
+	// PopAhead). Popped entries are in flight: they are not returned by
+	// another Pop until they are acked, nacked, or their visibility timeout
+	// passes (judged by now alone). Pop returns ctx.Err() when ctx ends and
+	// ErrClosed after Close.
+	Pop(ctx context.Context, max int, ahead time.Duration) ([]Entry, error)
 
 	// Ack removes in-flight entries for good.
 	Ack(ctx context.Context, entries ...Entry) error

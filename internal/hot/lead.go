@@ -135,6 +135,22 @@ func (p *Planner) leadLocked() time.Duration {
 	return min(max(p.base, 2*(slow+p.popSlow)), p.max)
 }
 
+// PopAhead is how much earlier than booked entries are taken from the
+// tier now: the lead's growth over base since. An entry is booked once,
+// when it enters the tier, with the lead of that moment; when the store's
+// Starts (or the tier's Pops) have since become slower, the entries booked
+// before would leave too late for them, so they leave this much sooner.
+// An entry booked with a longer lead leaves that much sooner too: never
+// later than it needs, at most twice max ahead of its due time.
+func (p *Planner) PopAhead() time.Duration {
+	if p.max <= p.base {
+		return 0
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return max(p.leadLocked()-p.base, 0)
+}
+
 // gc forgets buckets in the past, about once a second.
 func (p *Planner) gc(nowB int64) {
 	if nowB-p.prune < int64(time.Second/p.bucket) {

@@ -163,3 +163,24 @@ func TestLeadPlannerAssumesAStartUntilOneEnds(t *testing.T) {
 		t.Fatalf("assumed Start beyond max: lead %s, want max 150ms", got)
 	}
 }
+
+// PopAhead is the lead's growth over base: 0 while Starts are fast, the
+// growth once one was slow, 0 for a planner that does not plan.
+func TestLeadPlannerPopAhead(t *testing.T) {
+	t0 := time.Unix(1_000_000, 0)
+	p := NewPlanner(20*time.Millisecond, 5*time.Second)
+	if a := p.PopAhead(); a != 0 {
+		t.Fatalf("fresh planner: PopAhead %s, want 0", a)
+	}
+	p.StartBegin(t0)
+	p.StartEnd(t0, 10, 70*time.Millisecond)
+	if a := p.PopAhead(); a != 120*time.Millisecond {
+		t.Fatalf("after a 70 ms Start: PopAhead %s, want 120ms (lead 140ms less base)", a)
+	}
+	off := NewPlanner(20*time.Millisecond, 0)
+	off.StartBegin(t0)
+	off.StartEnd(t0, 10, 70*time.Millisecond)
+	if a := off.PopAhead(); a != 0 {
+		t.Fatalf("planner off: PopAhead %s, want 0", a)
+	}
+}

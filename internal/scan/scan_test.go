@@ -356,7 +356,7 @@ func TestMaxEntriesLeavesTasksInTheStore(t *testing.T) {
 	// Firing makes room: the rest are claimed, never more than max at once.
 	left := len(due)
 	for left > 0 {
-		entries, err := tier.Pop(ctx, 100)
+		entries, err := tier.Pop(ctx, 100, 0)
 		if err != nil {
 			t.Fatal(err)
 		}

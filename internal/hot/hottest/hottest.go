@@ -28,7 +28,7 @@ func Run(t *testing.T, newTier func(t *testing.T) hot.Tier) {
 		t.Helper()
 		c, cancel := context.WithTimeout(ctx, d)
 		defer cancel()
-		got, err := tr.Pop(c, max)
+		got, err := tr.Pop(c, max, 0)
 		if err != nil && !errors.Is(err, context.DeadlineExceeded) {
 			t.Fatalf("pop: %v", err)
 		}
@@ -115,6 +115,48 @@ func Run(t *testing.T, newTier func(t *testing.T) hot.Tier) {
 		tr.Ack(ctx, got...)
 		if n, _ := tr.Len(ctx); n != 7 {
 			t.Fatalf("len after ack %d, want 7", n)
+		}
+	})
+
+	// A Pop taking entries ahead returns those due within ahead, no
+	// sooner (a sleeping one wakes ahead of the head, not at it), and
+	// leaves the rest; in-flight entries still expire by now alone.
+	t.Run("Ahead", func(t *testing.T) {
+		t.Parallel()
+		tr := newTier(t)
+		now := time.Now()
+		near, far := now.Add(3*time.Second), now.Add(time.Hour)
+		tr.Add(ctx, entry("near", near), entry("far", far))
+		if got := popWithin(t, tr, 10, 100*time.Millisecond); len(got) != 0 {
+			t.Fatalf("pop without ahead returned %+v, nothing is due", got)
+		}
+		const ahead = 2500 * time.Millisecond
+		c, cancel := context.WithTimeout(ctx, 10*time.Second)
+		got, err := tr.Pop(c, 10, ahead)
+		cancel()
+		at := time.Now()
+		if err != nil || len(got) != 1 || got[0].ID != "near" {
+			t.Fatalf("pop ahead %s: %+v %v, want near alone", ahead, got, err)
+		}
+		if at.Before(near.Add(-ahead)) {
+			t.Fatalf("pop ahead %s returned the entry %s before it was due within ahead", ahead, near.Add(-ahead).Sub(at))
+		}
+		if !at.Before(near) {
+			t.Fatalf("pop ahead %s returned at %s, not before the entry's time: it slept to the head", ahead, at.Sub(near))
+		}
+		// Not acked: hidden for the visibility timeout even to a Pop that
+		// looks an hour ahead, then back.
+		c, cancel = context.WithTimeout(ctx, VisibilityForTests/4)
+		got, _ = tr.Pop(c, 10, time.Millisecond)
+		cancel()
+		if len(got) != 0 {
+			t.Fatalf("in-flight entry popped again before its visibility timeout: %+v", got)
+		}
+		c, cancel = context.WithTimeout(ctx, 10*VisibilityForTests)
+		got, err = tr.Pop(c, 10, 30*time.Second)
+		cancel()
+		if err != nil || len(got) != 1 || got[0].ID != "near" {
+			t.Fatalf("after the visibility timeout: %+v %v, want near again (and not far)", got, err)
 		}
 	})
 
@@ -208,13 +250,13 @@ func Run(t *testing.T, newTier func(t *testing.T) hot.Tier) {
 		tr := newTier(t)
 		c, cancel := context.WithCancel(ctx)
 		errc := make(chan error, 1)
-		go func() { _, err := tr.Pop(c, 1); errc <- err }()
+		go func() { _, err := tr.Pop(c, 1, 0); errc <- err }()
 		time.Sleep(50 * time.Millisecond)
 		cancel()
 		if err := <-errc; !errors.Is(err, context.Canceled) {
 			t.Fatalf("pop after cancel: %v", err)
 		}
-		go func() { _, err := tr.Pop(ctx, 1); errc <- err }()
+		go func() { _, err := tr.Pop(ctx, 1, 0); errc <- err }()
 		time.Sleep(50 * time.Millisecond)
 		if err := tr.Close(); err != nil {
 			t.Fatal(err)

@@ -42,7 +42,7 @@ func RunPriority(t *testing.T, newTier func(t *testing.T) hot.Tier) {
 	var order []hot.Entry
 	for len(order) < len(entries) {
 		c, cancel := context.WithTimeout(ctx, 5*time.Second)
-		got, err := tr.Pop(c, 7)
+		got, err := tr.Pop(c, 7, 0)
 		cancel()
 		if err != nil {
 			t.Fatalf("pop after %d: %v", len(order), err)

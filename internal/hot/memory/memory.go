@@ -151,10 +151,14 @@ func (t *Tier) Add(_ context.Context, entries ...hot.Entry) error {
 	return nil
 }
 
-// Pop waits until an entry is due and returns up to max due entries.
-func (t *Tier) Pop(ctx context.Context, max int) ([]hot.Entry, error) {
+// Pop waits until an entry is due (at most ahead before its time) and
+// returns up to max due entries.
+func (t *Tier) Pop(ctx context.Context, max int, ahead time.Duration) ([]hot.Entry, error) {
 	if max < 1 {
 		max = 1
+	}
+	if ahead < 0 {
+		ahead = 0
 	}
 	var timer *time.Timer
 	defer func() {
@@ -169,17 +173,17 @@ func (t *Tier) Pop(ctx context.Context, max int) ([]hot.Entry, error) {
 			return nil, hot.ErrClosed
 		}
 		now := time.Now()
-		nowUs := now.UnixMicro()
+		horizon := now.Add(ahead).UnixMicro()
 		t.expire(now)
 		var out []hot.Entry
 		if t.prio == 0 && len(t.ready) == 0 {
-			for len(out) < max && len(t.waiting) > 0 && t.waiting[0].at <= nowUs {
+			for len(out) < max && len(t.waiting) > 0 && t.waiting[0].at <= horizon {
 				e := heap.Pop(&t.waiting).(*entry)
 				t.fly(e, now)
 				out = append(out, e.Entry)
 			}
 		} else {
-			for len(t.waiting) > 0 && t.waiting[0].at <= nowUs {
+			for len(t.waiting) > 0 && t.waiting[0].at <= horizon {
 				e := heap.Pop(&t.waiting).(*entry)
 				e.ready = true
 				heap.Push(&t.ready, e)
@@ -197,7 +201,7 @@ func (t *Tier) Pop(ctx context.Context, max int) ([]hot.Entry, error) {
 		}
 		var next time.Time
 		if len(t.waiting) > 0 {
-			next = time.UnixMicro(t.waiting[0].at)
+			next = time.UnixMicro(t.waiting[0].at).Add(-ahead)
 		}
 		if len(t.flight) > 0 && (next.IsZero() || time.UnixMicro(t.flight[0].at).Before(next)) {
 			next = time.UnixMicro(t.flight[0].at)

@@ -60,7 +60,7 @@ func BenchmarkAddPop(b *testing.B) {
 		tr, _ := New(Config{})
 		tr.Add(ctx, es...)
 		for left := n; left > 0; {
-			got, err := tr.Pop(ctx, 512)
+			got, err := tr.Pop(ctx, 512, 0)
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -108,7 +108,7 @@ func BenchmarkLateness(b *testing.B) {
 		}
 		var late []time.Duration
 		for len(late) < n {
-			got, _ := tr.Pop(ctx, 64)
+			got, _ := tr.Pop(ctx, 64, 0)
 			now := time.Now()
 			for _, e := range got {
 				late = append(late, now.Sub(e.DueAt))

@@ -69,7 +69,7 @@ func BenchmarkPopAck(b *testing.B) {
 			go func() {
 				for got.Load() < n {
 					c, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
-					es, _ := tr.Pop(c, 512)
+					es, _ := tr.Pop(c, 512, 0)
 					cancel()
 					if len(es) > 0 {
 						tr.Ack(ctx, es...)
@@ -110,7 +110,7 @@ func BenchmarkLateness(b *testing.B) {
 		var late []time.Duration
 		for len(late) < n {
 			c, cancel := context.WithTimeout(ctx, 10*time.Second)
-			es, err := tr.Pop(c, 64)
+			es, err := tr.Pop(c, 64, 0)
 			cancel()
 			if err != nil {
 				b.Fatal(err)

@@ -93,7 +93,7 @@ type Tier struct {
 	log *slog.Logger
 
 	mu      sync.Mutex
-	next    map[slotKey]int64 // earliest time (µs) a slot may have work: head of store or prepare; 0 = look now
+	next    map[slotKey]slotNext // when a slot may next have work
 	changed chan struct{}     // closed and replaced when next moves earlier
 	closed  bool
 
@@ -103,6 +103,12 @@ type Tier struct {
 var _ hot.Tier = (*Tier)(nil)
 
 const never = math.MaxInt64
+
+// slotNext is when a slot may next have work, in µs: its earliest entry's
+// time (a Pop taking entries ahead looks that much sooner) and its
+// earliest in-flight entry's visibility deadline (judged by now alone).
+// 0: look now.
+type slotNext struct{ due, flight int64 }
 
 // New connects, checks Redis answers and starts the wake-up listener.
 func New(ctx context.Context, cfg Config) (*Tier, error) {
@@ -119,7 +125,7 @@ func New(ctx context.Context, cfg Config) (*Tier, error) {
 		rdb.Close()
 		return nil, fmt.Errorf("hot.redis_addrs: cannot reach Redis at %s: %w", strings.Join(opts.Addrs, ","), err)
 	}
-	t := &Tier{cfg: cfg, rdb: rdb, log: cfg.Logger, next: map[slotKey]int64{}, changed: make(chan struct{})}
+	t := &Tier{cfg: cfg, rdb: rdb, log: cfg.Logger, next: map[slotKey]slotNext{}, changed: make(chan struct{})}
 	if err := t.refresh(pctx); err != nil {
 		rdb.Close()
 		return nil, err
@@ -230,15 +236,26 @@ func (t *Tier) notifyLocked() {
 	t.changed = make(chan struct{})
 }
 
-// lower moves a slot's next time earlier and wakes Pops if it did.
+// lower moves a slot's next entry time earlier and wakes Pops if it did.
 func (t *Tier) lower(k slotKey, at int64) {
+	t.lowerBoth(k, slotNext{due: at, flight: at})
+}
+
+// lowerBoth moves a slot's next times earlier, each to at most to's, and
+// wakes Pops if either moved.
+func (t *Tier) lowerBoth(k slotKey, to slotNext) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if cur, ok := t.next[k]; !ok || at < cur {
-		t.next[k] = at
-		if !t.closed {
-			t.notifyLocked()
-		}
+	cur, ok := t.next[k]
+	if !ok {
+		cur = slotNext{due: never, flight: never}
+	}
+	if to.due >= cur.due && to.flight >= cur.flight {
+		return
+	}
+	t.next[k] = slotNext{due: min(cur.due, to.due), flight: min(cur.flight, to.flight)}
+	if !t.closed {
+		t.notifyLocked()
 	}
 }
 
@@ -252,7 +269,7 @@ func (t *Tier) refresh(ctx context.Context) error {
 	for _, m := range members {
 		if k, ok := parseRegistryMember(m); ok {
 			if _, known := t.next[k]; !known {
-				t.next[k] = 0
+				t.next[k] = slotNext{}
 			}
 		}
 	}
@@ -302,7 +319,7 @@ func (t *Tier) resync(ctx context.Context) {
 // Pops; t.mu is held.
 func (t *Tier) lookAgainLocked() {
 	for k := range t.next {
-		t.next[k] = 0
+		t.next[k] = slotNext{}
 	}
 	if !t.closed {
 		t.notifyLocked()
@@ -454,10 +471,15 @@ func (t *Tier) publish(ctx context.Context, msgs []string) error {
 	return err
 }
 
-// Pop returns due entries, sleeping until the earliest slot head.
-func (t *Tier) Pop(ctx context.Context, max int) ([]hot.Entry, error) {
+// Pop returns due entries (at most ahead before their time), sleeping
+// until the earliest slot head.
+func (t *Tier) Pop(ctx context.Context, max int, ahead time.Duration) ([]hot.Entry, error) {
 	if max < 1 {
 		max = 1
+	}
+	var aheadUs int64
+	if ahead > 0 {
+		aheadUs = ahead.Microseconds()
 	}
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
@@ -471,18 +493,22 @@ func (t *Tier) Pop(ctx context.Context, max int) ([]hot.Entry, error) {
 		nowUs := micros(now)
 		var ready []slotKey
 		soonest := int64(never)
-		for k, at := range t.next {
-			if at <= nowUs {
+		for k, n := range t.next {
+			if n.due <= nowUs+aheadUs || n.flight <= nowUs {
 				ready = append(ready, k)
-				t.next[k] = never // claimed for this look; the script says what is next
-			} else if at < soonest {
-				soonest = at
+				// Claimed for this look; the script says what is next.
+				t.next[k] = slotNext{due: never, flight: never}
+				continue
 			}
+			if n.due != never {
+				soonest = min(soonest, n.due-aheadUs)
+			}
+			soonest = min(soonest, n.flight)
 		}
 		changed := t.changed
 		t.mu.Unlock()
 
-		out, firstErr := t.popReady(ctx, ready, now, max)
+		out, firstErr := t.popReady(ctx, ready, now, aheadUs, max)
 		if len(out) > 0 {
 			slices.SortFunc(out, func(a, b hot.Entry) int { return a.DueAt.Compare(b.DueAt) })
 			return out, nil
@@ -519,9 +545,12 @@ func (t *Tier) Pop(ctx context.Context, max int) ([]hot.Entry, error) {
 // popReady runs the pop script on the ready slots, all in one round trip,
 // sharing max between them; a slot that filled its share may hold more
 // due entries, so while there is room the slots that did go again. It
-// sets each slot's next time and returns what it moved to prepare, and
+// sets each slot's next times and returns what it moved to prepare, and
 // the first error (the slots that failed are looked at again at once).
-func (t *Tier) popReady(ctx context.Context, ready []slotKey, now time.Time, max int) ([]hot.Entry, error) {
+// Entries count as due aheadUs before their time; in-flight ones expire by
+// now alone.
+func (t *Tier) popReady(ctx context.Context, ready []slotKey, now time.Time, aheadUs int64, max int) ([]hot.Entry, error) {
+	horizon := micros(now) + aheadUs
 	var out []hot.Entry
 	var firstErr error
 	for len(ready) > 0 {
@@ -546,12 +575,12 @@ func (t *Tier) popReady(ctx context.Context, ready []slotKey, now time.Time, max
 			}
 			calls[i] = scriptCall{keys: t.keys(k), args: []any{
 				strconv.FormatInt(micros(now), 10), strconv.FormatInt(micros(now.Add(t.cfg.Visibility)), 10), shares[i],
-				task.DefaultPriorityStep.Microseconds()}}
+				task.DefaultPriorityStep.Microseconds(), strconv.FormatInt(horizon, 10)}}
 		}
 		cmds, _ := t.runScripts(ctx, popScript, calls, nil)
 		ready = nil
 		for i, k := range look {
-			got, nextAt, err := parsePop(cmds[i], k)
+			got, next, err := parsePop(cmds[i], k)
 			if err != nil {
 				t.lower(k, 0)
 				if firstErr == nil {
@@ -560,11 +589,11 @@ func (t *Tier) popReady(ctx context.Context, ready []slotKey, now time.Time, max
 				continue
 			}
 			out = append(out, got...)
-			if len(got) == shares[i] && nextAt <= micros(now) {
+			if len(got) == shares[i] && next.due <= horizon {
 				ready = append(ready, k) // its share was full: there may be more due
 				continue
 			}
-			t.lower(k, nextAt)
+			t.lowerBoth(k, next)
 		}
 	}
 	return out, firstErr
@@ -572,13 +601,13 @@ func (t *Tier) popReady(ctx context.Context, ready []slotKey, now time.Time, max
 
 // parsePop reads one pop script's answer: the entries it moved to prepare
 // and when the slot next has work.
-func parsePop(cmd *goredis.Cmd, k slotKey) ([]hot.Entry, int64, error) {
+func parsePop(cmd *goredis.Cmd, k slotKey) ([]hot.Entry, slotNext, error) {
 	res, err := cmd.StringSlice()
 	if err != nil {
-		return nil, 0, fmt.Errorf("hot: redis pop: %w", err)
+		return nil, slotNext{}, fmt.Errorf("hot: redis pop: %w", err)
 	}
 	if len(res) < 2 {
-		return nil, 0, fmt.Errorf("hot: redis pop: short reply %v", res)
+		return nil, slotNext{}, fmt.Errorf("hot: redis pop: short reply %v", res)
 	}
 	var out []hot.Entry
 	for i := 0; i+1 < len(res)-2; i += 2 {
@@ -598,17 +627,14 @@ func parsePop(cmd *goredis.Cmd, k slotKey) ([]hot.Entry, int64, error) {
 		}
 		out = append(out, hot.Entry{ID: res[i], Topic: k.topic, DueAt: time.UnixMicro(d), Token: tk, Priority: prio})
 	}
-	next := int64(never)
-	for _, s := range res[len(res)-2:] {
-		if s == "" {
-			continue
-		}
+	score := func(s string) int64 {
 		f, err := strconv.ParseFloat(s, 64)
-		if err == nil && int64(f) < next {
-			next = int64(f)
+		if s == "" || err != nil {
+			return never
 		}
+		return int64(f)
 	}
-	return out, next, nil
+	return out, slotNext{due: score(res[len(res)-2]), flight: score(res[len(res)-1])}, nil
 }
 
 // Ack removes in-flight entries, every slot's in one round trip.

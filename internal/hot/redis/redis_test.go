@@ -106,7 +106,7 @@ func TestTwoNodesShareSlots(t *testing.T) {
 					return
 				}
 				c, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
-				got, _ := tr.Pop(c, 20)
+				got, _ := tr.Pop(c, 20, 0)
 				cancel()
 				now := time.Now()
 				mu.Lock()
@@ -152,7 +152,7 @@ func TestRestartAndFlushAll(t *testing.T) {
 		deadline := time.Now().Add(15 * time.Second)
 		for time.Now().Before(deadline) {
 			c, cancel := context.WithTimeout(ctx, time.Second)
-			got, err := tr.Pop(c, 10)
+			got, err := tr.Pop(c, 10, 0)
 			cancel()
 			if err == nil && len(got) == 1 && got[0].ID == id {
 				tr.Ack(ctx, got...)

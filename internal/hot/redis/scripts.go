@@ -4,7 +4,8 @@ import goredis "github.com/redis/go-redis/v9"
 
 // Every state change is one Lua script, atomic on the node that holds the
 // slot. Times are unix microseconds passed by the client (its clock judges
-// "due", so a node never returns an entry due after its own now); scores
+// "due", so a node never returns an entry due after its own now, or its
+// own now plus the ahead its Pop asked for); scores
 // stay exact as doubles up to 2^53 µs (year 2255).
 //
 // A token record is "token|priority|due" ("token|due" from before
@@ -39,7 +40,8 @@ return {before, after}
 // prepare, scored by their visibility deadline.
 //
 //	KEYS[1] store, KEYS[2] prepare, KEYS[3] tok, KEYS[4] ready
-//	ARGV[1] now, ARGV[2] visibility deadline, ARGV[3] max, ARGV[4] priority step (µs)
+//	ARGV[1] now, ARGV[2] visibility deadline, ARGV[3] max, ARGV[4] priority step (µs),
+//	ARGV[5] horizon: entries due by it are taken (now, or later by the Pop's ahead)
 //	returns {id1, "token|priority|due", id2, …, next store score, next prepare score}
 //	(the next store score is ready's lowest rank while ready holds entries)
 var popScript = goredis.NewScript(`
@@ -52,10 +54,10 @@ for _, id in ipairs(expired) do
   end
 end
 local max = tonumber(ARGV[3])
-local due = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[1], 'LIMIT', 0, max)
-if redis.call('ZCARD', KEYS[4]) > 0 or (#due == max and #redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[1], 'LIMIT', max, 1) > 0) then
+local due = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[5], 'LIMIT', 0, max)
+if redis.call('ZCARD', KEYS[4]) > 0 or (#due == max and #redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[5], 'LIMIT', max, 1) > 0) then
   -- a backlog: what is due goes to ready by rank (10,000 per call)
-  local all = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[1], 'WITHSCORES', 'LIMIT', 0, 10000)
+  local all = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[5], 'WITHSCORES', 'LIMIT', 0, 10000)
   for i = 1, #all, 2 do
     local v = redis.call('HGET', KEYS[3], all[i]) or ''
     local prio = tonumber(string.match(v, '^%-?%d+|(%d)|') or '0')

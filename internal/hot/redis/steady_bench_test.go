@@ -102,7 +102,7 @@ func steadyPop(b *testing.B, tr hot.Tier, p *hot.Planner, rate int, dur time.Dur
 			}
 			c, cancel := context.WithTimeout(ctx, time.Second)
 			popAt := time.Now()
-			es, err := tr.Pop(c, 2048)
+			es, err := tr.Pop(c, 2048, 0)
 			cancel()
 			if err != nil || len(es) == 0 {
 				continue
