@@ -94,7 +94,7 @@ type Tier struct {
 
 	mu      sync.Mutex
 	next    map[slotKey]slotNext // when a slot may next have work
-	changed chan struct{}     // closed and replaced when next moves earlier
+	changed chan struct{}        // closed and replaced when next moves earlier
 	closed  bool
 
 	epoch string // the epoch key's value as this tier last saw it
