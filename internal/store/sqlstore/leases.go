@@ -106,9 +106,10 @@ func (s *Store) ExtendHeld(ctx context.Context, status task.Status, tokens []int
 	for db := range perDB {
 		perDB[db] = group{db: db}
 	}
-	// part is table t's UPDATE of one chunk of tokens.
-	part := func(db, t int, chunk []int64) stmtPart {
-		q := extendQuery(s.names[t], s.cfg.Segments, len(chunk))
+	// where matches table t's rows of one chunk of tokens; args are
+	// extendSet's, then its own.
+	where := func(db, t int, chunk []int64) (string, []any) {
+		q := extendWhere(s.cfg.Segments, len(chunk))
 		args := make([]any, 0, 4+len(chunk))
 		args = append(args, micros(until), now, int(status), micros(soon))
 		for _, tok := range chunk {
@@ -118,7 +119,7 @@ func (s *Store) ExtendHeld(ctx context.Context, status task.Status, tokens []int
 			q += ` AND id NOT IN (` + placeholders(len(ids)) + `)`
 			args = append(args, ids...)
 		}
-		return stmtPart{q: q, args: args}
+		return q, args
 	}
 	var mu sync.Mutex
 	var total int64
@@ -126,7 +127,7 @@ func (s *Store) ExtendHeld(ctx context.Context, status task.Status, tokens []int
 		var n int64
 		var err error
 		if s.d.name == "postgres" {
-			n, err = s.extendPostgres(ctx, g.db, tokens, part)
+			n, err = s.extendPostgres(ctx, g.db, tokens, where)
 		} else {
 			err = s.retryTx(ctx, g.db, nil, func(tx *sql.Tx) error {
 				n = 0
@@ -135,8 +136,8 @@ func (s *Store) ExtendHeld(ctx context.Context, status task.Status, tokens []int
 				// locked rows out of order with a Start's or a Finish's.
 				for t := range s.names {
 					for start := 0; start < len(tokens); start += heldChunk {
-						p := part(g.db, t, tokens[start:min(start+heldChunk, len(tokens))])
-						res, err := tx.ExecContext(ctx, s.d.rebind(p.q), p.args...)
+						w, args := where(g.db, t, tokens[start:min(start+heldChunk, len(tokens))])
+						res, err := tx.ExecContext(ctx, s.d.rebind(extendSet(s.names[t])+` WHERE `+w), args...)
 						if err != nil {
 							return err
 						}
@@ -176,7 +177,7 @@ func (s *Store) ExtendHeld(ctx context.Context, status task.Status, tokens []int
 // that write fail, the lease is still at least about a quarter of a lease
 // away (heartbeats come that often and move what ends within half of one),
 // far more than fire's or the completer's retry of the write takes.
-func (s *Store) extendPostgres(ctx context.Context, db int, tokens []int64, part func(db, t int, chunk []int64) stmtPart) (int64, error) {
+func (s *Store) extendPostgres(ctx context.Context, db int, tokens []int64, where func(db, t int, chunk []int64) (string, []any)) (int64, error) {
 	var total int64
 	for start := 0; start < len(tokens); start += heldChunk {
 		chunk := tokens[start:min(start+heldChunk, len(tokens))]
@@ -184,15 +185,14 @@ func (s *Store) extendPostgres(ctx context.Context, db int, tokens []int64, part
 		var args []any
 		b.WriteString("WITH ")
 		for t, name := range s.names {
-			p := part(db, t, chunk)
-			// part's WHERE becomes the subquery that picks and locks
-			// the rows; the UPDATE writes only those.
-			set, where, _ := strings.Cut(p.q, " WHERE ")
+			// The subquery picks and locks the rows; the UPDATE writes
+			// only those.
+			w, wargs := where(db, t, chunk)
 			if t > 0 {
 				b.WriteString(", ")
 			}
-			fmt.Fprintf(&b, "p%d AS (%s WHERE id IN (SELECT id FROM %s WHERE %s FOR UPDATE SKIP LOCKED) RETURNING 1)", t, set, name, where)
-			args = append(args, p.args...)
+			fmt.Fprintf(&b, "p%d AS (%s WHERE id IN (SELECT id FROM %s WHERE %s FOR UPDATE SKIP LOCKED) RETURNING 1)", t, extendSet(name), name, w)
+			args = append(args, wargs...)
 		}
 		b.WriteString(" SELECT ")
 		for t := range s.names {
@@ -223,10 +223,22 @@ const heldChunk = 500
 // first up to that time: the leases that need moving, not every lease held
 // (the (status, id) index read a burst's whole backlog at every heartbeat).
 func extendQuery(t string, segments, n int) string {
+	return extendSet(t) + ` WHERE ` + extendWhere(segments, n)
+}
+
+// extendSet is a heartbeat's UPDATE of table t without its WHERE: two
+// arguments, the new lease end and the time.
+func extendSet(t string) string {
+	return `UPDATE ` + t + ` SET lease_until = ?, updated_at = ?`
+}
+
+// extendWhere matches the rows of n tokens in one status whose leases end
+// before a time (its arguments in that order).
+func extendWhere(segments, n int) string {
 	segs := make([]string, segments)
 	for i := range segs {
 		segs[i] = strconv.Itoa(i)
 	}
-	return `UPDATE ` + t + ` SET lease_until = ?, updated_at = ? WHERE seg IN (` + strings.Join(segs, ", ") + `) AND ` + leaseHeld +
+	return `seg IN (` + strings.Join(segs, ", ") + `) AND ` + leaseHeld +
 		` AND status = ? AND lease_until < ? AND token IN (` + placeholders(n) + `)`
 }
