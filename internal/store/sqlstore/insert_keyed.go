@@ -123,6 +123,7 @@ func (s *Store) keyedInsert(ctx context.Context, gs []group, tasks []store.NewTa
 	mode := s.ins.mode
 	tables := make([][]int, 0, len(gs)) // per statement table: its rows
 	var names []string
+	batched := false
 	switch {
 	case len(gs) == 1:
 		mode = pgx.QueryExecModeCacheStatement
@@ -134,13 +135,17 @@ func (s *Store) keyedInsert(ctx context.Context, gs []group, tasks []store.NewTa
 			tables[g.table] = g.idx
 		}
 	default:
+		// A few tables: each table's own statement, prepared, all of
+		// them in one round trip (pgbatch.go). One statement naming these
+		// tables was one of thousands of table sets, planned on every
+		// call (15–23 ms for 9–16 tables under load).
+		batched = true
 		for _, g := range gs {
 			names, tables = append(names, s.names[g.table]), append(tables, g.idx)
 		}
 	}
-	args := make([]any, 0, 3+len(tables)*len(keyedArrayTypes))
-	args = append(args, mode, nowUs, cutoff)
-	for _, rows := range tables {
+	arrays := make([][]any, len(tables))
+	for n, rows := range tables {
 		// Rows in key order, as insertStatement's: concurrent statements
 		// take the same keys in one order.
 		idx := slices.Clone(rows)
@@ -149,26 +154,48 @@ func (s *Store) keyedInsert(ctx context.Context, gs []group, tasks []store.NewTa
 		for j, i := range idx {
 			repl[j] = tasks[i].ReplaceFinal
 		}
-		args = append(args, arrayColumns(idx, tasks, out, nowUs)...)
-		args = append(args, repl)
+		arrays[n] = append(arrayColumns(idx, tasks, out, nowUs), repl)
 	}
 	db := s.w[gs[0].db]
 	inserted := map[string]bool{}
-	err := func() error {
-		rows, err := db.QueryContext(ctx, keyedInsertQuery(names), args...)
-		if err != nil {
-			return err
-		}
-		defer rows.Close()
-		for rows.Next() {
+	var err error
+	if batched {
+		row := func(r pgx.Rows) error {
 			var id string
-			if err := rows.Scan(&id); err != nil {
+			if err := r.Scan(&id); err != nil {
 				return err
 			}
 			inserted[id] = true
+			return nil
 		}
-		return rows.Err()
-	}()
+		stmts := make([]pgStmt, len(names))
+		for n, t := range names {
+			stmts[n] = pgStmt{q: keyedInsertQuery([]string{t}), args: append([]any{nowUs, cutoff}, arrays[n]...), fixed: true, row: row}
+		}
+		// Not retried here: insertTx's caller retries the whole insert.
+		err = s.pgBatchOnce(ctx, gs[0].db, stmts)
+	} else {
+		args := make([]any, 0, 3+len(tables)*len(keyedArrayTypes))
+		args = append(args, mode, nowUs, cutoff)
+		for _, a := range arrays {
+			args = append(args, a...)
+		}
+		err = func() error {
+			rows, err := db.QueryContext(ctx, keyedInsertQuery(names), args...)
+			if err != nil {
+				return err
+			}
+			defer rows.Close()
+			for rows.Next() {
+				var id string
+				if err := rows.Scan(&id); err != nil {
+					return err
+				}
+				inserted[id] = true
+			}
+			return rows.Err()
+		}()
+	}
 	if err != nil {
 		return nil, err
 	}

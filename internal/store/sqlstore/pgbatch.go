@@ -1,0 +1,122 @@
+package sqlstore
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/stdlib"
+
+	"github.com/ontimehq/ontime/internal/store"
+)
+
+// PostgreSQL runs the writes of a Start, a Finish or a keyed insert to one
+// database as statements of a fixed text per table, each prepared once per
+// connection, sent together in one round trip (a pgx batch: every
+// statement's Bind and Execute, then one Sync, so the server runs them in
+// one implicit transaction and rolls all of them back if one fails).
+//
+// They were one statement per database, the tables' writes as
+// data-modifying CTEs (onestatement.go): one round trip too, but a text
+// for every set of tables touched and every IN-list length, so nothing
+// could be prepared, and the server planned each call anew. Planning was
+// half of the store's statement time on PostgreSQL (pg_stat_statements
+// with track_planning under issue 28's latency benchmark: a Start's CTE
+// 0.7 ms to plan, a Finish's 1.1–1.5 ms, a keyed insert over a few tables
+// 15–23 ms under load), on a machine that the benchmark keeps busy. A
+// table's statement here matches its rows by arrays (unnest of IDs and
+// tokens), so its text is one per table and kind.
+
+// pgStmt is one statement of a pgBatch.
+type pgStmt struct {
+	q    string // $n placeholders
+	args []any
+	// fixed: q is one of a bounded set of texts (one per table and
+	// kind), prepared once per connection and kept; otherwise it is sent
+	// unprepared (planned on each call, nothing kept).
+	fixed bool
+	// row reads each row the statement returns; nil: none read.
+	row func(pgx.Rows) error
+}
+
+// pgBatch runs stmts on one connection of database db in one round trip,
+// in one implicit transaction (see above), run again whole on transient
+// conflicts. Each statement's row function may see its rows again on a
+// retry: it must start over when it is called for a new attempt (begin,
+// when set, is called before each attempt).
+func (s *Store) pgBatch(ctx context.Context, db int, begin func(), stmts []pgStmt) error {
+	return withRetry(ctx, func() error {
+		if begin != nil {
+			begin()
+		}
+		return s.pgBatchOnce(ctx, db, stmts)
+	})
+}
+
+func (s *Store) pgBatchOnce(ctx context.Context, db int, stmts []pgStmt) error {
+	c, err := s.w[db].Conn(ctx)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	return c.Raw(func(dc any) error {
+		sc, ok := dc.(*stdlib.Conn)
+		if !ok {
+			return fmt.Errorf("batch: a PostgreSQL connection is a %T", dc)
+		}
+		pc := sc.Conn()
+		var b pgx.Batch
+		for _, st := range stmts {
+			if st.fixed {
+				// Idempotent: a statement prepared on this connection
+				// before costs no round trip. The batch then sends it by
+				// name (pgx looks prepared statements up by their text).
+				if _, err := pc.Prepare(ctx, st.q, st.q); err != nil {
+					return err
+				}
+			}
+			b.Queue(st.q, st.args...)
+		}
+		br := pc.SendBatch(ctx, &b)
+		for _, st := range stmts {
+			if err := readBatched(br, st); err != nil {
+				_ = br.Close()
+				return err
+			}
+		}
+		return br.Close()
+	})
+}
+
+func readBatched(br pgx.BatchResults, st pgStmt) error {
+	if st.row == nil {
+		_, err := br.Exec()
+		return err
+	}
+	rows, err := br.Query()
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		if err := st.row(rows); err != nil {
+			return err
+		}
+	}
+	return rows.Err()
+}
+
+// refArrays are refs as the arrays a batched statement matches rows by:
+// their IDs and, at the same index, their tokens.
+func refArrays(refs []store.Ref) ([]string, []int64) {
+	ids := make([]string, len(refs))
+	toks := make([]int64, len(refs))
+	for i, r := range refs {
+		ids[i], toks[i] = r.ID, r.Token
+	}
+	return ids, toks
+}
+
+// refsIn is the condition of a batched statement that its row is one of
+// refs' (refArrays), with ? placeholders for the two arrays.
+const refsIn = `(id, token) IN (SELECT * FROM unnest(?::text[], ?::bigint[]))`
