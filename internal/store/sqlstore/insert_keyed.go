@@ -173,7 +173,7 @@ func (s *Store) keyedInsert(ctx context.Context, gs []group, tasks []store.NewTa
 			stmts[n] = pgStmt{q: keyedInsertQuery([]string{t}), args: append([]any{nowUs, cutoff}, arrays[n]...), fixed: true, row: row}
 		}
 		// Not retried here: insertTx's caller retries the whole insert.
-		err = s.pgBatchOnce(ctx, gs[0].db, stmts)
+		err = pgBatchOnce(ctx, db, stmts)
 	} else {
 		args := make([]any, 0, 3+len(tables)*len(keyedArrayTypes))
 		args = append(args, mode, nowUs, cutoff)

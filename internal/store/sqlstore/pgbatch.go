@@ -2,6 +2,7 @@ package sqlstore
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
@@ -49,12 +50,13 @@ func (s *Store) pgBatch(ctx context.Context, db int, begin func(), stmts []pgStm
 		if begin != nil {
 			begin()
 		}
-		return s.pgBatchOnce(ctx, db, stmts)
+		return pgBatchOnce(ctx, s.w[db], stmts)
 	})
 }
 
-func (s *Store) pgBatchOnce(ctx context.Context, db int, stmts []pgStmt) error {
-	c, err := s.w[db].Conn(ctx)
+// pgBatchOnce runs stmts on one connection of pool in one round trip.
+func pgBatchOnce(ctx context.Context, pool *sql.DB, stmts []pgStmt) error {
+	c, err := pool.Conn(ctx)
 	if err != nil {
 		return err
 	}
