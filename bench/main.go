@@ -703,7 +703,7 @@ func main() {
 		}
 	}
 	var intake []intakeResult
-	if wanted("sequential") || wanted("batch") {
+	if wanted("sequential") || wanted("batch") || wantedKeyed {
 		nb := 0
 		if wanted("batch") {
 			nb = batches
@@ -712,15 +712,21 @@ func main() {
 			if _, ok := skipped[sys.name()]; ok || !issueSystem(sys) && !intakeOnly(sys) {
 				continue
 			}
-			log.Printf("%s: intake (sequential %t, batches %d)", sys.name(), wanted("sequential"), nb)
-			r, err := runIntake(ctx, sys, singleN, wanted("sequential"), nb)
+			// keyed16 alone asks the engines alone for their 16-client
+			// floor, nothing of the others.
+			if !wanted("sequential") && !wanted("batch") && !intakeOnly(sys) {
+				continue
+			}
+			conc := wantedKeyed && intakeOnly(sys)
+			log.Printf("%s: intake (sequential %t, batches %d, 16 clients %t)", sys.name(), wanted("sequential"), nb, conc)
+			r, err := runIntake(ctx, sys, singleN, wanted("sequential"), nb, conc)
 			if _, ok := skip(sys, "intake", err); ok {
 				continue
 			}
 			if err != nil {
 				log.Fatal(err)
 			}
-			log.Printf("%s: sequential %s, batch keyless %s, keyed %s; %s", r.System, rate(r.Sequential), rate(r.BatchKeyless), rate(r.BatchKeyed), r.Durability)
+			log.Printf("%s: sequential %s, 16 clients %s, batch keyless %s, keyed %s; %s", r.System, rate(r.Sequential), rate(r.Concurrent16), rate(r.BatchKeyless), rate(r.BatchKeyed), r.Durability)
 			intake = append(intake, r)
 		}
 	}

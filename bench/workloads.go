@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	goredis "github.com/redis/go-redis/v9"
@@ -102,15 +103,19 @@ type intakeResult struct {
 	System, Path string
 	Durability   string // what a commit waits for: synchronous_commit, fsync …
 	Sequential   float64
+	// Concurrent16: single keyed submits from 16 clients at once, as
+	// fast as they go (the engines alone: keyed16's floor).
+	Concurrent16 float64
 	BatchKeyless float64
 	BatchKeyed   float64
 	Batch        string // the call a batch is
 }
 
-// runIntake measures sys's sequential keyed submits (n of them, when seq)
-// and batches of 1,000 (batches calls keyless, then as many keyed, when
-// batches > 0), on one freshly started system.
-func runIntake(ctx context.Context, sys system, n int, seq bool, batches int) (intakeResult, error) {
+// runIntake measures sys's sequential keyed submits (n of them, when seq),
+// n keyed submits from 16 clients at once (when conc) and batches of 1,000
+// (batches calls keyless, then as many keyed, when batches > 0), on one
+// freshly started system.
+func runIntake(ctx context.Context, sys system, n int, seq bool, batches int, conc bool) (intakeResult, error) {
 	out := intakeResult{System: sys.name(), Path: sys.path(), Batch: "enqueue of 1,000"}
 	rec := newRecorder()
 	if err := sys.start(ctx, rec.rec); err != nil {
@@ -132,6 +137,36 @@ func runIntake(ctx context.Context, sys system, n int, seq bool, batches int) (i
 			}
 		}
 		out.Sequential = float64(n) / time.Since(t0).Seconds()
+	}
+	if conc {
+		one := sys.enqueueOne
+		if s, ok := sys.(singleSubmitter); ok {
+			one = s.enqueueSingle
+		}
+		var next atomic.Int64
+		errs := make(chan error, 16)
+		t0 := time.Now()
+		for range 16 {
+			go func() {
+				for i := next.Add(1) - 1; i < int64(n); i = next.Add(1) - 1 {
+					if err := one(ctx, job{ID: fmt.Sprintf("conc-%d", i), Due: due.Add(time.Duration(i) * time.Millisecond), Keyed: true}); err != nil {
+						errs <- err
+						return
+					}
+				}
+				errs <- nil
+			}()
+		}
+		var first error
+		for range 16 {
+			if err := <-errs; err != nil && first == nil {
+				first = err
+			}
+		}
+		if first != nil {
+			return out, fmt.Errorf("%s submit from 16 clients: %w", sys.name(), first)
+		}
+		out.Concurrent16 = float64(n) / time.Since(t0).Seconds()
 	}
 	if batches > 0 {
 		call := sys.enqueue
@@ -272,6 +307,25 @@ func (ri reportInfo) issueSection() string {
 	if ri.floor != nil {
 		floor16, floor1 = ri.floor.Enq.Single16, ri.floor.Enq.Single
 	}
+	find := func(name string) *intakeResult {
+		for i := range ri.intake {
+			if ri.intake[i].System == name {
+				return &ri.intake[i]
+			}
+		}
+		return nil
+	}
+	river, asynqT := find("River tuned"), find("asynq tuned")
+	// bareOf is the engine an ontime system stores in, by its name, and
+	// that engine alone's figures (nil: it did not run).
+	bareOf := func(system string) (string, *intakeResult) {
+		for _, e := range []string{"PostgreSQL", "MariaDB", "SQLite"} {
+			if strings.Contains(system, e) {
+				return e, find(bareName(e))
+			}
+		}
+		return "", nil
+	}
 	if len(keyed) > 0 {
 		fmt.Fprintf(&b, "**keyed16**: 16 clients each submitting single tasks, each with a business key (its ID, unique per task), due %s after the call, "+
 			"on the steady schedule for %s, deliveries running meanwhile (ontime by webhook to the bench's receiver, one `POST /v1/tasks` per submit with the Go client's coalescing off, as the floor is called; asynq with `TaskID`, River with unique args, to their Go handlers).\n\n",
@@ -302,6 +356,13 @@ func (ri reportInfo) issueSection() string {
 					x := r.AcceptedPerSec / floor16
 					parts = append(parts, fmt.Sprintf("accepted / floor 16 clients (%s) %s (≥ %.1f×: %s)", rate(floor16), times(r.AcceptedPerSec, floor16), goalKeyedFloor, met(x >= goalKeyedFloor)))
 				}
+				if engine, bare := bareOf(r.System); bare != nil && bare.Concurrent16 > 0 {
+					parts = append(parts, fmt.Sprintf("/ %s from 16 clients (%s, nothing delivered) %s", bare.System, rate(bare.Concurrent16), times(r.AcceptedPerSec, bare.Concurrent16)))
+					if floor16 > 0 && goalKeyedFloor*floor16 > bare.Concurrent16 && r.AcceptedPerSec/floor16 < goalKeyedFloor {
+						parts = append(parts, fmt.Sprintf("out of reach: %s alone commits %s keyed inserts from 16 clients, below %.1f× the floor's %s",
+							engine, rate(bare.Concurrent16), goalKeyedFloor, rate(floor16)))
+					}
+				}
 				parts = append(parts, fmt.Sprintf("p99 %s (≤ %s: %s)", ms(r.P99), goalKeyedP99, met(r.P99 <= goalKeyedP99)),
 					fmt.Sprintf("early %d (0: %s)", r.Early, met(r.Early == 0)))
 				fmt.Fprintf(&b, "- %s, %s: %s\n", w, r.System, strings.Join(parts, "; "))
@@ -310,25 +371,6 @@ func (ri reportInfo) issueSection() string {
 	}
 	if len(ri.intake) == 0 {
 		return b.String()
-	}
-	find := func(name string) *intakeResult {
-		for i := range ri.intake {
-			if ri.intake[i].System == name {
-				return &ri.intake[i]
-			}
-		}
-		return nil
-	}
-	river, asynqT := find("River tuned"), find("asynq tuned")
-	// bareOf is the engine an ontime system stores in, by its name, and
-	// that engine alone's figures (nil: it did not run).
-	bareOf := func(system string) (string, *intakeResult) {
-		for _, e := range []string{"PostgreSQL", "MariaDB", "SQLite"} {
-			if strings.Contains(system, e) {
-				return e, find(bareName(e))
-			}
-		}
-		return "", nil
 	}
 	if slices.ContainsFunc(ri.intake, func(r intakeResult) bool { return r.Sequential > 0 }) {
 		fmt.Fprintf(&b, "\n**sequential**: one client, %s keyed single submits one after the other (ontime: `POST /v1/tasks` each; River `Insert`; asynq `Enqueue`; a bare engine: one INSERT of one row in autocommit), due in an hour.\n\n", thousands(ri.sizes.single))

@@ -158,6 +158,39 @@ func TestIssueSectionBare(t *testing.T) {
 	}
 }
 
+// keyed16 beside the engines alone from 16 clients: a goal the engine
+// alone cannot reach (it commits less than 0.3× the floor with nothing
+// delivered) is called out of reach; one it can is not.
+func TestIssueSectionBareKeyed16(t *testing.T) {
+	ri := reportInfo{
+		floor: &floorFigures{Enq: enqRates{Single: 5000, Single16: 30000}},
+		sizes: sizes{single: 2000, steadyFor: 15 * time.Second},
+		results: []result{
+			{System: "ontime service (PostgreSQL)", Path: "service (HTTP + webhook)", Workload: "keyed16 5000/s", AskedPerSec: 5000, AcceptedPerSec: 2000, P99: 9 * time.Millisecond},
+			{System: "ontime service (SQLite)", Path: "service (HTTP + webhook)", Workload: "keyed16 5000/s", AskedPerSec: 5000, AcceptedPerSec: 3000, P99: 13 * time.Millisecond},
+		},
+		intake: []intakeResult{
+			{System: "bare PostgreSQL", Concurrent16: 8000},
+			{System: "bare SQLite", Concurrent16: 25000},
+		},
+	}
+	s := ri.issueSection()
+	for _, want := range []string{
+		"keyed16 5000/s, ontime service (PostgreSQL): accepted / floor 16 clients (30,000/s) 0.07× (≥ 0.3×: **not met**); " +
+			"/ bare PostgreSQL from 16 clients (8,000/s, nothing delivered) 0.25×; " +
+			"out of reach: PostgreSQL alone commits 8,000/s keyed inserts from 16 clients, below 0.3× the floor's 30,000/s; p99 9.0 ms",
+		"keyed16 5000/s, ontime service (SQLite): accepted / floor 16 clients (30,000/s) 0.10× (≥ 0.3×: **not met**); " +
+			"/ bare SQLite from 16 clients (25,000/s, nothing delivered) 0.12×; p99 13.0 ms",
+	} {
+		if !strings.Contains(s, want) {
+			t.Errorf("section lacks %q:\n%s", want, s)
+		}
+	}
+	if n := strings.Count(s, "out of reach"); n != 1 {
+		t.Errorf("%d out-of-reach lines, want 1 (PostgreSQL's):\n%s", n, s)
+	}
+}
+
 func TestBareSystemsSelection(t *testing.T) {
 	var names []string
 	for _, sys := range allSystems(nil) {
