@@ -159,6 +159,12 @@ func (s *serviceSys) config(dir string) (string, error) {
 		s.cleanup = append(s.cleanup, sink.stop)
 		fmt.Fprintf(&b, "tracing:\n  enabled: true\n  endpoint: %q\n  protocol: http/protobuf\n  sample_ratio: 1\n", sink.url())
 	}
+	if addr := os.Getenv("ONTIME_BENCH_PPROF"); addr != "" {
+		// To profile the node during a run (go tool pprof
+		// http://ADDR/debug/pprof/profile?seconds=10); one system at a
+		// time (-only), or the next node's listen fails.
+		fmt.Fprintf(&b, "debug:\n  pprof_listen: %q\n", addr)
+	}
 	path := filepath.Join(dir, "ontime.yaml")
 	return path, os.WriteFile(path, []byte(b.String()), 0o600)
 }
