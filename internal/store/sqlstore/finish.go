@@ -11,9 +11,9 @@ import (
 )
 
 // Finish records delivery outcomes under their tokens: one transaction per
-// database; done rows in one statement per table (PostgreSQL: one
-// statement per database; MariaDB: the transaction in one query;
-// onestatement.go).
+// database; done rows in one statement per table (PostgreSQL: the
+// statements in one pgx batch, pgbatch.go; MariaDB: the transaction in one
+// query, onestatement.go).
 func (s *Store) Finish(ctx context.Context, outcomes []store.Outcome) (err error) {
 	defer classify(&err)
 	if err := s.fenced(); err != nil {

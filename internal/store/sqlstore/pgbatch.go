@@ -18,7 +18,7 @@ import (
 // one implicit transaction and rolls all of them back if one fails).
 //
 // They were one statement per database, the tables' writes as
-// data-modifying CTEs (onestatement.go): one round trip too, but a text
+// data-modifying CTEs: one round trip too, but a text
 // for every set of tables touched and every IN-list length, so nothing
 // could be prepared, and the server planned each call anew. Planning was
 // half of the store's statement time on PostgreSQL (pg_stat_statements

@@ -19,8 +19,9 @@ import (
 )
 
 // Start moves claimed tasks to running under their tokens: one
-// transaction per database, one statement per table (PostgreSQL: one
-// statement per database, onestatement.go).
+// transaction per database, one statement per table (PostgreSQL: the
+// statements in one pgx batch, pgbatch.go; MariaDB: one multi-statement
+// query, onestatement.go).
 func (s *Store) Start(ctx context.Context, refs []store.Ref, leaseUntil time.Time) (_ []*task.Task, err error) {
 	defer classify(&err)
 	if err := s.fenced(); err != nil {
