@@ -185,15 +185,7 @@ func (s *Store) keyedInsert(ctx context.Context, gs []group, tasks []store.NewTa
 			if err != nil {
 				return err
 			}
-			defer rows.Close()
-			for rows.Next() {
-				var id string
-				if err := rows.Scan(&id); err != nil {
-					return err
-				}
-				inserted[id] = true
-			}
-			return rows.Err()
+			return scanIDs(rows, inserted)
 		}()
 	}
 	if err != nil {

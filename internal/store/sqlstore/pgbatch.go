@@ -54,8 +54,9 @@ func (s *Store) pgBatch(ctx context.Context, db int, begin func(), stmts []pgStm
 	})
 }
 
-// pgBatchOnce runs stmts on one connection of pool in one round trip.
-func pgBatchOnce(ctx context.Context, pool *sql.DB, stmts []pgStmt) error {
+// withPgConn runs f on the pgx connection under one of pool's
+// connections (what names the caller in an error).
+func withPgConn(ctx context.Context, pool *sql.DB, what string, f func(*pgx.Conn) error) error {
 	c, err := pool.Conn(ctx)
 	if err != nil {
 		return err
@@ -64,9 +65,15 @@ func pgBatchOnce(ctx context.Context, pool *sql.DB, stmts []pgStmt) error {
 	return c.Raw(func(dc any) error {
 		sc, ok := dc.(*stdlib.Conn)
 		if !ok {
-			return fmt.Errorf("batch: a PostgreSQL connection is a %T", dc)
+			return fmt.Errorf("%s: a PostgreSQL connection is a %T", what, dc)
 		}
-		pc := sc.Conn()
+		return f(sc.Conn())
+	})
+}
+
+// pgBatchOnce runs stmts on one connection of pool in one round trip.
+func pgBatchOnce(ctx context.Context, pool *sql.DB, stmts []pgStmt) error {
+	return withPgConn(ctx, pool, "batch", func(pc *pgx.Conn) error {
 		var b pgx.Batch
 		for _, st := range stmts {
 			if st.fixed {
