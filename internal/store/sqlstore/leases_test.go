@@ -2,7 +2,6 @@ package sqlstore
 
 import (
 	"context"
-	"fmt"
 	"testing"
 	"time"
 
@@ -23,30 +22,9 @@ func TestExtendHeldSkipsLockedRows(t *testing.T) {
 	const tables, segs = 2, 2
 	s := openT(t, "postgres", testdb.DSNs(t, "postgres", 1), tables, segs)
 	now := time.Now()
-	var news []store.NewTask
-	for table := range tables {
-		for i := range 3 {
-			news = append(news, keyedIn(t, tables, table, fmt.Sprintf("held-%d-%d", table, i), now.Add(-time.Second)))
-		}
-	}
-	if _, err := s.Insert(ctx, news); err != nil {
-		t.Fatal(err)
-	}
 	const token = 7
 	soonEnd := now.Add(2 * time.Second)
-	claimed := 0
-	for table := range tables {
-		for seg := range segs {
-			refs, err := s.Claim(ctx, store.Item{Table: table, Segment: seg}, now, now, store.Lease{Owner: "n1", Until: soonEnd, Token: token}, 10)
-			if err != nil {
-				t.Fatal(err)
-			}
-			claimed += len(refs)
-		}
-	}
-	if claimed != len(news) {
-		t.Fatalf("claimed %d of %d", claimed, len(news))
-	}
+	news, _ := claimedIn(t, s, tables, segs, "held", now, store.Lease{Owner: "n1", Until: soonEnd, Token: token})
 	// More tokens than one statement takes: two chunks.
 	tokens := []int64{token}
 	for i := range heldChunk + 100 {

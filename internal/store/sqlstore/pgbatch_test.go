@@ -24,28 +24,7 @@ func TestPgBatchIsAtomicAndPreparedOnce(t *testing.T) {
 	// One connection: every call below meets the same prepared statements.
 	s.w[0].SetMaxOpenConns(1)
 	now := time.Now()
-	var news []store.NewTask
-	for table := range tables {
-		for i := range 3 {
-			news = append(news, keyedIn(t, tables, table, fmt.Sprintf("b-%d-%d", table, i), now.Add(-time.Second)))
-		}
-	}
-	if _, err := s.Insert(ctx, news); err != nil {
-		t.Fatal(err)
-	}
-	var refs []store.Ref
-	for table := range tables {
-		for seg := range 2 {
-			got, err := s.Claim(ctx, store.Item{Table: table, Segment: seg}, now, now, store.Lease{Owner: "n1", Until: now.Add(time.Minute), Token: 3}, 10)
-			if err != nil {
-				t.Fatal(err)
-			}
-			refs = append(refs, got...)
-		}
-	}
-	if len(refs) != len(news) {
-		t.Fatalf("claimed %d of %d", len(refs), len(news))
-	}
+	_, refs := claimedIn(t, s, tables, 2, "b", now, store.Lease{Owner: "n1", Until: now.Add(time.Minute), Token: 3})
 
 	// A Start's statements for both tables, then one that fails.
 	set, setArgs, _ := startSet(now.Add(time.Minute))
@@ -136,4 +115,35 @@ func TestPgBatchIsAtomicAndPreparedOnce(t *testing.T) {
 			t.Fatalf("task %s is %v after Finish", r.ID, tk.Status)
 		}
 	}
+}
+
+// claimedIn inserts three tasks due now in each of the tables of s (one
+// database, segs segments each), claims them all under lease and returns
+// the tasks and the claims' refs.
+func claimedIn(t *testing.T, s *Store, tables, segs int, prefix string, now time.Time, lease store.Lease) ([]store.NewTask, []store.Ref) {
+	t.Helper()
+	ctx := context.Background()
+	var news []store.NewTask
+	for table := range tables {
+		for i := range 3 {
+			news = append(news, keyedIn(t, tables, table, fmt.Sprintf("%s-%d-%d", prefix, table, i), now.Add(-time.Second)))
+		}
+	}
+	if _, err := s.Insert(ctx, news); err != nil {
+		t.Fatal(err)
+	}
+	var refs []store.Ref
+	for table := range tables {
+		for seg := range segs {
+			got, err := s.Claim(ctx, store.Item{Table: table, Segment: seg}, now, now, lease, 10)
+			if err != nil {
+				t.Fatal(err)
+			}
+			refs = append(refs, got...)
+		}
+	}
+	if len(refs) != len(news) {
+		t.Fatalf("claimed %d of %d", len(refs), len(news))
+	}
+	return news, refs
 }
