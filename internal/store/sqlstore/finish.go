@@ -41,7 +41,7 @@ func (s *Store) Finish(ctx context.Context, outcomes []store.Outcome) (err error
 		case arrays:
 			stmts := make([]pgStmt, len(parts))
 			for i, p := range parts {
-				stmts[i] = pgStmt{q: s.d.rebind(p.q), args: p.args, fixed: true}
+				stmts[i] = pgStmt{q: s.d.rebind(p.q), args: p.args}
 			}
 			return s.pgBatch(ctx, gs[0].db, nil, stmts)
 		default:

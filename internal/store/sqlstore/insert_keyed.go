@@ -135,10 +135,9 @@ func (s *Store) keyedInsert(ctx context.Context, gs []group, tasks []store.NewTa
 			tables[g.table] = g.idx
 		}
 	default:
-		// A few tables: each table's own statement, prepared, all of
-		// them in one round trip (pgbatch.go). One statement naming these
-		// tables was one of thousands of table sets, planned on every
-		// call (15–23 ms for 9–16 tables under load).
+		// A few tables: each table's own statement, all of them in one
+		// round trip (pgbatch.go). One statement naming these tables
+		// was planned as one (15–23 ms for 9–16 tables under load).
 		batched = true
 		for _, g := range gs {
 			names, tables = append(names, s.names[g.table]), append(tables, g.idx)
@@ -170,7 +169,7 @@ func (s *Store) keyedInsert(ctx context.Context, gs []group, tasks []store.NewTa
 		}
 		stmts := make([]pgStmt, len(names))
 		for n, t := range names {
-			stmts[n] = pgStmt{q: keyedInsertQuery([]string{t}), args: append([]any{nowUs, cutoff}, arrays[n]...), fixed: true, row: row}
+			stmts[n] = pgStmt{q: keyedInsertQuery([]string{t}), args: append([]any{nowUs, cutoff}, arrays[n]...), row: row}
 		}
 		// Not retried here: insertTx's caller retries the whole insert.
 		err = pgBatchOnce(ctx, db, stmts)

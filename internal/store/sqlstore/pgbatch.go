@@ -12,30 +12,33 @@ import (
 )
 
 // PostgreSQL runs the writes of a Start, a Finish or a keyed insert to one
-// database as statements of a fixed text per table, each prepared once per
-// connection, sent together in one round trip (a pgx batch: every
-// statement's Bind and Execute, then one Sync, so the server runs them in
-// one implicit transaction and rolls all of them back if one fails).
+// database, and GetMany's reads, as each table's own statement, sent
+// together in one round trip (a pgx batch: every statement's Parse, Bind
+// and Execute, then one Sync, so the server runs them in one implicit
+// transaction and rolls all of them back if one fails). Rows are matched
+// by arrays (unnest of IDs and tokens), so a table's statement has one
+// text whatever the number of rows.
 //
 // They were one statement per database, the tables' writes as
-// data-modifying CTEs: one round trip too, but a text
-// for every set of tables touched and every IN-list length, so nothing
-// could be prepared, and the server planned each call anew. Planning was
-// half of the store's statement time on PostgreSQL (pg_stat_statements
-// with track_planning under issue 28's latency benchmark: a Start's CTE
-// 0.7 ms to plan, a Finish's 1.1–1.5 ms, a keyed insert over a few tables
-// 15–23 ms under load), on a machine that the benchmark keeps busy. A
-// table's statement here matches its rows by arrays (unnest of IDs and
-// tokens), so its text is one per table and kind.
+// data-modifying CTEs: one round trip too, but the whole statement planned
+// as one (a Start's CTE 0.7 ms, a Finish's 1.1–1.5 ms, a GetMany UNION 0.8
+// ms to plan against 0.17 ms to run, in pg_stat_statements with
+// track_planning under issue 28's latency benchmark).
+//
+// The statements are not prepared, on purpose. A prepared statement is
+// planned for its values (a custom plan) five times, then PostgreSQL
+// compares a generic plan's estimate with those and, for the one or two
+// rows a table gets here, takes the generic one and keeps it for the
+// connection's life: made while the table was small, that plan was a
+// sequential scan of the table filtered by status (EXPLAIN EXECUTE after
+// 20 one-row Starts on a new store), a scan of every row per Start once
+// the table has grown — nothing re-plans it without ANALYZE. An unnamed
+// statement is planned for its values on every call.
 
 // pgStmt is one statement of a pgBatch.
 type pgStmt struct {
 	q    string // $n placeholders
 	args []any
-	// fixed: q is one of a bounded set of texts (one per table and
-	// kind), prepared once per connection and kept; otherwise it is sent
-	// unprepared (planned on each call, nothing kept).
-	fixed bool
 	// row reads each row the statement returns; nil: none read.
 	row func(pgx.Rows) error
 }
@@ -76,14 +79,6 @@ func pgBatchOnce(ctx context.Context, pool *sql.DB, stmts []pgStmt) error {
 	return withPgConn(ctx, pool, "batch", func(pc *pgx.Conn) error {
 		var b pgx.Batch
 		for _, st := range stmts {
-			if st.fixed {
-				// Idempotent: a statement prepared on this connection
-				// before costs no round trip. The batch then sends it by
-				// name (pgx looks prepared statements up by their text).
-				if _, err := pc.Prepare(ctx, st.q, st.q); err != nil {
-					return err
-				}
-			}
 			b.Queue(st.q, st.args...)
 		}
 		br := pc.SendBatch(ctx, &b)

@@ -94,7 +94,7 @@ func (s *Store) startOne(ctx context.Context, gs []group, refs []store.Ref, leas
 	for i, g := range gs {
 		ids, toks := refArrays(pick(refs, g.idx))
 		stmts[i] = pgStmt{q: s.d.rebind(`UPDATE ` + s.names[g.table] + ` SET ` + set + ` WHERE status = ? AND ` + refsIn + ` RETURNING ` + cols),
-			args: append(slices.Clip(setArgs), int(task.StatusClaimed), ids, toks), fixed: true, row: row}
+			args: append(slices.Clip(setArgs), int(task.StatusClaimed), ids, toks), row: row}
 	}
 	err := s.pgBatch(ctx, gs[0].db, func() { got = got[:0] }, stmts)
 	return got, err
