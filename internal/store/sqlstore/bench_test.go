@@ -96,11 +96,7 @@ func insertVariants(engine string) []insertVariant {
 		cached.mode = pgx.QueryExecModeCacheStatement
 		values := own
 		values.arrays, values.rows = false, 1000
-		// Most tables' keyed rows as each table's own statement in one
-		// pgx batch (pgbatch.go), not one statement naming every table.
-		batched := own
-		batched.keyedAll = false
-		out = append(out, insertVariant{"arrays_cached", &cached}, insertVariant{"values1000", &values}, insertVariant{"batched", &batched})
+		out = append(out, insertVariant{"arrays_cached", &cached}, insertVariant{"values1000", &values})
 	default:
 		for _, n := range []int{250, 1000, 2000} {
 			p := own

@@ -11,9 +11,9 @@ import (
 )
 
 // Finish records delivery outcomes under their tokens: one transaction per
-// database; done rows in one statement per table (PostgreSQL: the
-// statements in one pgx batch, pgbatch.go; MariaDB: the transaction in one
-// query, onestatement.go).
+// database; done rows in one statement per table (PostgreSQL: one
+// statement per database; MariaDB: the transaction in one query;
+// onestatement.go).
 func (s *Store) Finish(ctx context.Context, outcomes []store.Outcome) (err error) {
 	defer classify(&err)
 	if err := s.fenced(); err != nil {
@@ -28,22 +28,17 @@ func (s *Store) Finish(ctx context.Context, outcomes []store.Outcome) (err error
 	}
 	now := time.Now().UnixMicro()
 	err = forEachDB(s.refGroups(refs), func(gs []group) error {
-		one := s.writeAsOne(gs)
-		// PostgreSQL's round trip matches rows by arrays (pgbatch.go).
-		arrays := one && s.d.name == "postgres"
 		var parts []stmtPart
 		for _, g := range gs {
-			parts = append(parts, s.finishParts(g, outcomes, now, arrays)...)
+			parts = append(parts, s.finishParts(g, outcomes, now)...)
 		}
 		switch {
-		case !one:
+		case !s.writeAsOne(gs):
 			// Too many rows for one round trip: the transaction below.
-		case arrays:
-			stmts := make([]pgStmt, len(parts))
-			for i, p := range parts {
-				stmts[i] = pgStmt{q: s.d.rebind(p.q), args: p.args}
-			}
-			return s.pgBatch(ctx, gs[0].db, nil, stmts)
+		case s.d.name == "postgres":
+			q, args := joinParts(parts, false)
+			_, err := s.execRetried(ctx, gs[0].db, s.d.rebind(q), args...)
+			return err
 		default:
 			return s.runMultiRetried(ctx, gs[0].db, func() []*multiQuery {
 				m := &multiQuery{}
@@ -73,19 +68,9 @@ func (s *Store) Finish(ctx context.Context, outcomes []store.Outcome) (err error
 }
 
 // finishParts are the writes of one table's outcomes, as groupOutcomes
-// groups them, in their order. arrays: rows are matched by arrays
-// (refsIn), so that each statement's text is one per table and kind,
-// whatever the number of rows (PostgreSQL's batch, pgbatch.go); otherwise
-// by IN lists.
-func (s *Store) finishParts(g group, outcomes []store.Outcome, now int64, arrays bool) []stmtPart {
+// groups them, in their order.
+func (s *Store) finishParts(g group, outcomes []store.Outcome, now int64) []stmtPart {
 	t := s.names[g.table]
-	byRefs := refMatch
-	if arrays {
-		byRefs = func(refs []store.Ref) (string, []any) {
-			ids, toks := refArrays(refs)
-			return refsIn, []any{ids, toks}
-		}
-	}
 	og := groupOutcomes(g, outcomes)
 	var parts []stmtPart
 	for _, o := range og.final {
@@ -95,7 +80,7 @@ func (s *Store) finishParts(g group, outcomes []store.Outcome, now int64, arrays
 	for _, k := range og.keys {
 		refs := og.retries[k]
 		for start := 0; start < len(refs); start += batchLimit {
-			match, margs := byRefs(refs[start:min(start+batchLimit, len(refs))])
+			match, margs := refMatch(refs[start:min(start+batchLimit, len(refs))])
 			args := append(k.appendSet(make([]any, 0, 9+len(margs))), now, int64(task.StatusRunning))
 			parts = append(parts, stmtPart{`UPDATE ` + t + ` SET status = ?, due_at = ?, ` + setMovedRetry + `, last_error = ?, attempts = attempts - ?, owner = ?, lease_until = ?, token = ?, updated_at = ?
 				WHERE status = ? AND ` + match, append(args, margs...)})
@@ -106,7 +91,7 @@ func (s *Store) finishParts(g group, outcomes []store.Outcome, now int64, arrays
 			WHERE id = ? AND token = ? AND status = ?`, []any{int64(task.StatusDone), o.Result, now, o.ID, o.Token, int64(task.StatusRunning)}})
 	}
 	for start := 0; start < len(og.done); start += batchLimit {
-		match, margs := byRefs(og.done[start:min(start+batchLimit, len(og.done))])
+		match, margs := refMatch(og.done[start:min(start+batchLimit, len(og.done))])
 		parts = append(parts, stmtPart{`UPDATE ` + t + ` SET status = ?, owner = NULL, lease_until = 0, updated_at = ? WHERE status = ? AND ` + match,
 			append([]any{int64(task.StatusDone), now, int64(task.StatusRunning)}, margs...)})
 	}

@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/ontimehq/ontime/internal/store"
 	"github.com/ontimehq/ontime/internal/task"
 )
@@ -60,12 +58,6 @@ func (s *Store) GetMany(ctx context.Context, ids []string) (_ map[string]*task.T
 		byDB[g.db] = append(byDB[g.db], g)
 	}
 	for _, db := range dbs {
-		if s.d.name == "postgres" {
-			if err := s.getManyBatch(ctx, db, byDB[db], ids, out); err != nil {
-				return nil, err
-			}
-			continue
-		}
 		var q strings.Builder
 		var args []any
 		flush := func() error {
@@ -106,31 +98,4 @@ func (s *Store) GetMany(ctx context.Context, ids []string) (_ map[string]*task.T
 		}
 	}
 	return out, nil
-}
-
-// getManyBatch reads the tasks of groups gs (database db) in one round
-// trip on PostgreSQL: a statement per table, its IDs in an array
-// (pgbatch.go). A UNION of IN lists over the tables was planned as one,
-// which took several times as long as running it (0.8 ms against 0.17 ms
-// for the outbox relay's reads).
-func (s *Store) getManyBatch(ctx context.Context, db int, gs []group, ids []string, out map[string]*task.Task) error {
-	row := func(r pgx.Rows) error {
-		t, err := scanTask(r)
-		if err == nil {
-			out[t.ID] = t
-		}
-		return err
-	}
-	stmts := make([]pgStmt, len(gs))
-	for i, g := range gs {
-		want := make([]string, len(g.idx))
-		for j, k := range g.idx {
-			want[j] = ids[k]
-		}
-		stmts[i] = pgStmt{q: s.d.rebind(`SELECT ` + cols + ` FROM ` + s.names[g.table] + ` WHERE id = ANY(?::text[])`), args: []any{want}, row: row}
-	}
-	if err := pgBatchOnce(ctx, s.r[db], stmts); err != nil {
-		return fmt.Errorf("get %d tasks: %w", len(ids), err)
-	}
-	return nil
 }

@@ -197,8 +197,16 @@ func (s *Store) insertRound(ctx context.Context, tx txQuerier, g group, idx []in
 		if err != nil {
 			return err
 		}
+		defer rows.Close()
 		inserted = make(map[string]bool, len(idx))
-		return scanIDs(rows, inserted)
+		for rows.Next() {
+			var id string
+			if err := rows.Scan(&id); err != nil {
+				return err
+			}
+			inserted[id] = true
+		}
+		return rows.Err()
 	}()
 	if err != nil {
 		return nil, err
@@ -249,17 +257,4 @@ func (s *Store) readBackKeys(ctx context.Context, db querier, t string, unsure [
 		}
 	}
 	return again, nil
-}
-
-// scanIDs reads rows of one ID each into ids, and closes rows.
-func scanIDs(rows *sql.Rows, ids map[string]bool) error {
-	defer rows.Close()
-	for rows.Next() {
-		var id string
-		if err := rows.Scan(&id); err != nil {
-			return err
-		}
-		ids[id] = true
-	}
-	return rows.Err()
 }

@@ -123,7 +123,6 @@ func (s *Store) keyedInsert(ctx context.Context, gs []group, tasks []store.NewTa
 	mode := s.ins.mode
 	tables := make([][]int, 0, len(gs)) // per statement table: its rows
 	var names []string
-	batched := false
 	switch {
 	case len(gs) == 1:
 		mode = pgx.QueryExecModeCacheStatement
@@ -135,16 +134,13 @@ func (s *Store) keyedInsert(ctx context.Context, gs []group, tasks []store.NewTa
 			tables[g.table] = g.idx
 		}
 	default:
-		// A few tables: each table's own statement, all of them in one
-		// round trip (pgbatch.go). One statement naming these tables
-		// was planned as one (15–23 ms for 9–16 tables under load).
-		batched = true
 		for _, g := range gs {
 			names, tables = append(names, s.names[g.table]), append(tables, g.idx)
 		}
 	}
-	arrays := make([][]any, len(tables))
-	for n, rows := range tables {
+	args := make([]any, 0, 3+len(tables)*len(keyedArrayTypes))
+	args = append(args, mode, nowUs, cutoff)
+	for _, rows := range tables {
 		// Rows in key order, as insertStatement's: concurrent statements
 		// take the same keys in one order.
 		idx := slices.Clone(rows)
@@ -153,40 +149,26 @@ func (s *Store) keyedInsert(ctx context.Context, gs []group, tasks []store.NewTa
 		for j, i := range idx {
 			repl[j] = tasks[i].ReplaceFinal
 		}
-		arrays[n] = append(arrayColumns(idx, tasks, out, nowUs), repl)
+		args = append(args, arrayColumns(idx, tasks, out, nowUs)...)
+		args = append(args, repl)
 	}
 	db := s.w[gs[0].db]
 	inserted := map[string]bool{}
-	var err error
-	if batched {
-		row := func(r pgx.Rows) error {
+	err := func() error {
+		rows, err := db.QueryContext(ctx, keyedInsertQuery(names), args...)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
 			var id string
-			if err := r.Scan(&id); err != nil {
+			if err := rows.Scan(&id); err != nil {
 				return err
 			}
 			inserted[id] = true
-			return nil
 		}
-		stmts := make([]pgStmt, len(names))
-		for n, t := range names {
-			stmts[n] = pgStmt{q: keyedInsertQuery([]string{t}), args: append([]any{nowUs, cutoff}, arrays[n]...), row: row}
-		}
-		// Not retried here: insertTx's caller retries the whole insert.
-		err = pgBatchOnce(ctx, db, stmts)
-	} else {
-		args := make([]any, 0, 3+len(tables)*len(keyedArrayTypes))
-		args = append(args, mode, nowUs, cutoff)
-		for _, a := range arrays {
-			args = append(args, a...)
-		}
-		err = func() error {
-			rows, err := db.QueryContext(ctx, keyedInsertQuery(names), args...)
-			if err != nil {
-				return err
-			}
-			return scanIDs(rows, inserted)
-		}()
-	}
+		return rows.Err()
+	}()
 	if err != nil {
 		return nil, err
 	}

@@ -8,9 +8,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgproto3"
+	"github.com/jackc/pgx/v5/stdlib"
 
 	"github.com/ontimehq/ontime/internal/store"
 )
@@ -57,8 +57,17 @@ func (s *Store) copyable(gs []group, tasks []store.NewTask) bool {
 // of one COPY per table and sets out. It reports a unique violation as
 // such: insertTx then inserts with statements that skip existing IDs.
 func (s *Store) copyInsert(ctx context.Context, gs []group, tasks []store.NewTask, out []store.Inserted, now time.Time) error {
-	return withPgConn(ctx, s.w[gs[0].db], "copy insert", func(pc *pgx.Conn) error {
-		return s.copyOn(ctx, pc.PgConn(), gs, tasks, out, now)
+	c, err := s.w[gs[0].db].Conn(ctx)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	return c.Raw(func(dc any) error {
+		sc, ok := dc.(*stdlib.Conn)
+		if !ok {
+			return fmt.Errorf("copy insert: a PostgreSQL connection is a %T", dc)
+		}
+		return s.copyOn(ctx, sc.Conn().PgConn(), gs, tasks, out, now)
 	})
 }
 

@@ -2,6 +2,7 @@ package sqlstore
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -72,4 +73,35 @@ func TestExtendHeldSkipsLockedRows(t *testing.T) {
 	if err != nil || n != 1 {
 		t.Fatalf("ExtendHeld after the lock: %d %v, want the one row left", n, err)
 	}
+}
+
+// claimedIn inserts three tasks due now in each of the tables of s (one
+// database, segs segments each), claims them all under lease and returns
+// the tasks and the claims' refs.
+func claimedIn(t *testing.T, s *Store, tables, segs int, prefix string, now time.Time, lease store.Lease) ([]store.NewTask, []store.Ref) {
+	t.Helper()
+	ctx := context.Background()
+	var news []store.NewTask
+	for table := range tables {
+		for i := range 3 {
+			news = append(news, keyedIn(t, tables, table, fmt.Sprintf("%s-%d-%d", prefix, table, i), now.Add(-time.Second)))
+		}
+	}
+	if _, err := s.Insert(ctx, news); err != nil {
+		t.Fatal(err)
+	}
+	var refs []store.Ref
+	for table := range tables {
+		for seg := range segs {
+			got, err := s.Claim(ctx, store.Item{Table: table, Segment: seg}, now, now, lease, 10)
+			if err != nil {
+				t.Fatal(err)
+			}
+			refs = append(refs, got...)
+		}
+	}
+	if len(refs) != len(news) {
+		t.Fatalf("claimed %d of %d", len(refs), len(news))
+	}
+	return news, refs
 }

@@ -12,16 +12,13 @@ import (
 	"sync"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/ontimehq/ontime/internal/store"
 	"github.com/ontimehq/ontime/internal/task"
 )
 
 // Start moves claimed tasks to running under their tokens: one
-// transaction per database, one statement per table (PostgreSQL: the
-// statements in one pgx batch, pgbatch.go; MariaDB: one multi-statement
-// query, onestatement.go).
+// transaction per database, one statement per table (PostgreSQL: one
+// statement per database, onestatement.go).
 func (s *Store) Start(ctx context.Context, refs []store.Ref, leaseUntil time.Time) (_ []*task.Task, err error) {
 	defer classify(&err)
 	if err := s.fenced(); err != nil {
@@ -78,25 +75,21 @@ func (s *Store) startTx(ctx context.Context, gs []group, refs []store.Ref, lease
 	return got, err
 }
 
-// startOne starts them in one round trip (PostgreSQL, pgbatch.go): a
-// statement per table.
+// startOne starts them in one statement (PostgreSQL, onestatement.go).
 func (s *Store) startOne(ctx context.Context, gs []group, refs []store.Ref, leaseUntil time.Time) ([]*task.Task, error) {
-	var got []*task.Task
-	row := func(r pgx.Rows) error {
-		tk, err := scanTask(r)
-		if err == nil {
-			got = append(got, tk)
-		}
-		return err
-	}
-	set, setArgs, _ := startSet(leaseUntil)
-	stmts := make([]pgStmt, len(gs))
+	parts := make([]stmtPart, len(gs))
 	for i, g := range gs {
-		ids, toks := refArrays(pick(refs, g.idx))
-		stmts[i] = pgStmt{q: s.d.rebind(`UPDATE ` + s.names[g.table] + ` SET ` + set + ` WHERE status = ? AND ` + refsIn + ` RETURNING ` + cols),
-			args: append(slices.Clip(setArgs), int(task.StatusClaimed), ids, toks), row: row}
+		set, setArgs, _ := startSet(leaseUntil)
+		where, wargs := startWhere(pick(refs, g.idx))
+		parts[i] = stmtPart{q: `UPDATE ` + s.names[g.table] + ` SET ` + set + ` WHERE ` + where + ` RETURNING ` + cols, args: append(setArgs, wargs...)}
 	}
-	err := s.pgBatch(ctx, gs[0].db, func() { got = got[:0] }, stmts)
+	q, args := joinParts(parts, true)
+	var got []*task.Task
+	err := withRetry(ctx, func() error {
+		var err error
+		got, err = s.queryTasks(ctx, s.w[gs[0].db], q, args...)
+		return err
+	})
 	return got, err
 }
 
