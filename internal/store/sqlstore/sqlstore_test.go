@@ -166,6 +166,13 @@ func TestQueriesUseScanIndex(t *testing.T) {
 				"next due, a topic paused":      {nextDueQuery(tn, ` AND topic NOT IN (?)`), []any{1, 0, "paused.topic", 1, 1, 1, 2}},
 				"extend leases":                 {extendQuery(tn, 4, 2), []any{0, 0, 1, h, 1, 2}},
 			}
+			if engine == "postgres" {
+				// What NextDue sends there (scan.go, nextDueOwnedQuery).
+				queries["next due, in order"] = struct {
+					q    string
+					args []any
+				}{nextDueText(tn, "", "", true), []any{1, 0, 1, 1, 1, 2}}
+			}
 			for name, q := range queries {
 				plan := explain(t, engine, db, s.d.rebind(q.q), q.args)
 				if fullScan(engine, plan) {

@@ -1,0 +1,130 @@
+package sqlstore
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/ontimehq/ontime/internal/store"
+	"github.com/ontimehq/ontime/internal/testdb"
+)
+
+// NextDue is prepared on PostgreSQL, and after five plans for their values
+// PostgreSQL keeps a generic plan for the connection's life, made while the
+// table was small. That plan must read the first entry of the segment's
+// pending range, whatever the table grows to: for a MIN it aggregated
+// every pending entry of the range.
+func TestNextDueGenericPlanReadsOneEntry(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := openT(t, "postgres", testdb.DSNs(t, "postgres", 1), 1, 1)
+	// One connection: the calls below and the EXPLAIN meet the same
+	// prepared statement.
+	s.w[0].SetMaxOpenConns(1)
+	s.r[0].SetMaxOpenConns(1)
+	now := time.Now()
+	for i := range 12 {
+		if _, err := s.Insert(ctx, []store.NewTask{newTask(t, fmt.Sprintf("nd-%d", i), now.Add(time.Hour), 1)}); err != nil {
+			t.Fatal(err)
+		}
+		due, _, err := s.NextDue(ctx, store.Item{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if due.IsZero() {
+			t.Fatalf("NextDue found nothing pending after %d inserts", i+1)
+		}
+	}
+	var name, types string
+	var generic int
+	if err := s.r[0].QueryRowContext(ctx, `SELECT name, parameter_types::text, generic_plans FROM pg_prepared_statements WHERE statement LIKE '%MIN(lease_until)%'`).Scan(&name, &types, &generic); err != nil {
+		t.Fatal(err)
+	}
+	if generic == 0 {
+		t.Fatalf("NextDue's statement got no generic plan in 12 calls: the test no longer sees what it checks")
+	}
+	params := strings.TrimSuffix(strings.Repeat("1, ", strings.Count(types, ",")+1), ", ")
+	rows, err := s.r[0].QueryContext(ctx, `EXPLAIN EXECUTE `+name+`(`+params+`)`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var plan []string
+	for rows.Next() {
+		var l string
+		if err := rows.Scan(&l); err != nil {
+			t.Fatal(err)
+		}
+		plan = append(plan, l)
+	}
+	if err := rows.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// The due time's subplan, the first: a Limit over the scan index.
+	var first []string
+	for i, l := range plan {
+		if i > 1 && strings.Contains(l, "InitPlan") {
+			break
+		}
+		first = append(first, l)
+	}
+	due := strings.Join(first, "\n")
+	if !strings.Contains(due, "Limit") || !strings.Contains(due, s.names[0]+"_scan") {
+		t.Fatalf("NextDue's generic plan does not read the first entry of the scan index:\n%s", strings.Join(plan, "\n"))
+	}
+}
+
+// BenchmarkNextDueAfterGrowth: NextDue's statement on PostgreSQL, prepared
+// on a new store's connection and planned generically there (12 calls),
+// then run once the table holds 200,000 pending tasks: as a MIN (its
+// generic plan aggregates every pending entry of the range) and in order
+// (ORDER BY due_at LIMIT 1, what NextDue sends).
+func BenchmarkNextDueAfterGrowth(b *testing.B) {
+	for _, v := range []struct {
+		name    string
+		ordered bool
+	}{{"min", false}, {"ordered", true}} {
+		b.Run(v.name, func(b *testing.B) {
+			ctx := context.Background()
+			s, err := Open(ctx, Config{Driver: "postgres", DSNs: testdb.DSNs(b, "postgres", 1), Tables: 1, Segments: 1})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer s.Close()
+			s.r[0].SetMaxOpenConns(1)
+			q := s.d.rebind(nextDueText(s.names[0], "", "", v.ordered))
+			args := []any{pgx.QueryExecModeCacheStatement, 0, 0, 0, 1, 0, 2}
+			next := func() {
+				var due, c, r sql.NullInt64
+				if err := s.r[0].QueryRowContext(ctx, q, args...).Scan(&due, &c, &r); err != nil {
+					b.Fatal(err)
+				}
+			}
+			now := time.Now()
+			add := func(n int) {
+				for start := 0; start < n; start += 5000 {
+					var news []store.NewTask
+					for range min(5000, n-start) {
+						news = append(news, newTask(b, "", now.Add(time.Hour), 1))
+					}
+					if _, err := s.Insert(ctx, news); err != nil {
+						b.Fatal(err)
+					}
+				}
+			}
+			add(10)
+			for range 12 {
+				next()
+			}
+			add(200000)
+			b.ResetTimer()
+			for range b.N {
+				next()
+			}
+		})
+	}
+}
