@@ -42,7 +42,7 @@ func TestNextDueGenericPlanReadsOneEntry(t *testing.T) {
 	}
 	var name, types string
 	var generic int
-	if err := s.r[0].QueryRowContext(ctx, `SELECT name, parameter_types::text, generic_plans FROM pg_prepared_statements WHERE statement LIKE '%MIN(lease_until)%'`).Scan(&name, &types, &generic); err != nil {
+	if err := s.r[0].QueryRowContext(ctx, `SELECT name, parameter_types::text, generic_plans FROM pg_prepared_statements WHERE statement LIKE 'SELECT%lease_until%'`).Scan(&name, &types, &generic); err != nil {
 		t.Fatal(err)
 	}
 	if generic == 0 {
@@ -64,25 +64,30 @@ func TestNextDueGenericPlanReadsOneEntry(t *testing.T) {
 	if err := rows.Close(); err != nil {
 		t.Fatal(err)
 	}
-	// The due time's subplan, the first: a Limit over the scan index.
-	var first []string
-	for i, l := range plan {
-		if i > 1 && strings.Contains(l, "InitPlan") {
-			break
+	// Each of its three subplans (the due time, then the lease ends of
+	// claimed and of running tasks) is a Limit over its index.
+	var subplans []string
+	for _, l := range plan {
+		if strings.Contains(l, "InitPlan") || len(subplans) == 0 {
+			subplans = append(subplans, "")
 		}
-		first = append(first, l)
+		subplans[len(subplans)-1] += l + "\n"
 	}
-	due := strings.Join(first, "\n")
-	if !strings.Contains(due, "Limit") || !strings.Contains(due, s.names[0]+"_scan") {
-		t.Fatalf("NextDue's generic plan does not read the first entry of the scan index:\n%s", strings.Join(plan, "\n"))
+	if len(subplans) != 4 { // the Result, then three InitPlans
+		t.Fatalf("NextDue's plan has %d parts, want the result and 3 subplans:\n%s", len(subplans), strings.Join(plan, "\n"))
+	}
+	for i, index := range []string{"_scan", "_lease", "_lease"} {
+		if sp := subplans[i+1]; !strings.Contains(sp, "Limit") || !strings.Contains(sp, s.names[0]+index) {
+			t.Errorf("NextDue's generic plan, subplan %d, is not a Limit over %s:\n%s", i+1, index, strings.Join(plan, "\n"))
+		}
 	}
 }
 
 // BenchmarkNextDueAfterGrowth: NextDue's statement on PostgreSQL, prepared
 // on a new store's connection and planned generically there (12 calls),
-// then run once the table holds 200,000 pending tasks: as a MIN (its
-// generic plan aggregates every pending entry of the range) and in order
-// (ORDER BY due_at LIMIT 1, what NextDue sends).
+// then run once the table holds 200,000 pending tasks: as MINs (their
+// generic plan aggregates every entry of each range) and in order
+// (ORDER BY … LIMIT 1, what NextDue sends).
 func BenchmarkNextDueAfterGrowth(b *testing.B) {
 	for _, v := range []struct {
 		name    string
@@ -96,7 +101,7 @@ func BenchmarkNextDueAfterGrowth(b *testing.B) {
 			}
 			defer s.Close()
 			s.r[0].SetMaxOpenConns(1)
-			q := s.d.rebind(nextDueText(s.names[0], "", "", v.ordered))
+			q := s.d.rebind(nextDueText(s.names[0], "", "", v.ordered, v.ordered))
 			args := []any{pgx.QueryExecModeCacheStatement, 0, 0, 0, 1, 0, 2}
 			next := func() {
 				var due, c, r sql.NullInt64

@@ -58,20 +58,28 @@ func nextDueQuery(t, paused string) string { return nextDueOwnedQuery(t, "", pau
 // entry of the segment's range in the scan index (EXPLAIN EXECUTE after 30
 // NextDue calls on a new store: 5 custom, then generic) — every pending
 // row of a burst per call, once the table had grown. ORDER BY … LIMIT 1
-// reads the range's first entry in any plan.
+// reads the range's first entry in any plan; so for the lease ends.
 func nextDueOwnedQuery(t, owned, paused string) string {
-	return nextDueText(t, owned, paused, owned != "" || paused != "")
+	return nextDueText(t, owned, paused, owned != "" || paused != "", false)
 }
 
-func nextDueText(t, owned, paused string, ordered bool) string {
+// nextDueText is NextDue's query: the earliest due time in order (ordered)
+// or as a MIN, and the earliest lease ends in order (leasesOrdered: the
+// held leases of a burst, claimed ahead by the hundred thousand, are a
+// range a generic plan's MIN would read whole) or as MINs.
+func nextDueText(t, owned, paused string, ordered, leasesOrdered bool) string {
 	due := `(SELECT MIN(due_at) FROM ` + t + ` WHERE seg = ? AND status = ?` + owned + paused + `)`
 	if ordered {
 		due = `(SELECT due_at FROM ` + t + ` WHERE seg = ? AND status = ?` + owned + paused + ` ORDER BY due_at LIMIT 1)`
 	}
+	lease := `(SELECT MIN(lease_until) FROM ` + t + ` WHERE seg = ? AND ` + leaseHeld + ` AND status = ?` + owned + `)`
+	if leasesOrdered {
+		lease = `(SELECT lease_until FROM ` + t + ` WHERE seg = ? AND ` + leaseHeld + ` AND status = ?` + owned + ` ORDER BY lease_until LIMIT 1)`
+	}
 	return `SELECT
 		` + due + `,
-		(SELECT MIN(lease_until) FROM ` + t + ` WHERE seg = ? AND ` + leaseHeld + ` AND status = ?` + owned + `),
-		(SELECT MIN(lease_until) FROM ` + t + ` WHERE seg = ? AND ` + leaseHeld + ` AND status = ?` + owned + `)`
+		` + lease + `,
+		` + lease
 }
 
 // Scan reads pending tasks of an item after a keyset cursor. The cursor
@@ -131,7 +139,8 @@ func (s *Store) NextDue(ctx context.Context, it store.Item) (_ time.Time, _ time
 		args = append([]any{pgx.QueryExecModeCacheStatement}, args...)
 	}
 	owned := s.owned(it.DB)
-	q := nextDueText(t, owned, paused, owned != "" || paused != "" || s.d.name == "postgres")
+	pg := s.d.name == "postgres"
+	q := nextDueText(t, owned, paused, owned != "" || paused != "" || pg, pg)
 	err = s.r[it.DB].QueryRowContext(ctx, s.d.rebind(q), args...).Scan(&due, &claimed, &running)
 	if err != nil {
 		return time.Time{}, time.Time{}, fmt.Errorf("next due %v: %w", it, err)

@@ -171,7 +171,7 @@ func TestQueriesUseScanIndex(t *testing.T) {
 				queries["next due, in order"] = struct {
 					q    string
 					args []any
-				}{nextDueText(tn, "", "", true), []any{1, 0, 1, 1, 1, 2}}
+				}{nextDueText(tn, "", "", true, true), []any{1, 0, 1, 1, 1, 2}}
 			}
 			for name, q := range queries {
 				plan := explain(t, engine, db, s.d.rebind(q.q), q.args)
