@@ -49,21 +49,7 @@ func TestNextDueGenericPlanReadsOneEntry(t *testing.T) {
 		t.Fatalf("NextDue's statement got no generic plan in 12 calls: the test no longer sees what it checks")
 	}
 	params := strings.TrimSuffix(strings.Repeat("1, ", strings.Count(types, ",")+1), ", ")
-	rows, err := s.r[0].QueryContext(ctx, `EXPLAIN EXECUTE `+name+`(`+params+`)`)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var plan []string
-	for rows.Next() {
-		var l string
-		if err := rows.Scan(&l); err != nil {
-			t.Fatal(err)
-		}
-		plan = append(plan, l)
-	}
-	if err := rows.Close(); err != nil {
-		t.Fatal(err)
-	}
+	plan := strings.Split(strings.TrimSpace(explain(t, "postgres", s.r[0], `EXECUTE `+name+`(`+params+`)`, nil)), "\n")
 	// Each of its three subplans (the due time, then the lease ends of
 	// claimed and of running tasks) is a Limit over its index.
 	var subplans []string
@@ -101,7 +87,7 @@ func BenchmarkNextDueAfterGrowth(b *testing.B) {
 			}
 			defer s.Close()
 			s.r[0].SetMaxOpenConns(1)
-			q := s.d.rebind(nextDueText(s.names[0], "", "", v.ordered, v.ordered))
+			q := s.d.rebind(nextDueText(s.names[0], "", "", v.ordered))
 			args := []any{pgx.QueryExecModeCacheStatement, 0, 0, 0, 1, 0, 2}
 			next := func() {
 				var due, c, r sql.NullInt64

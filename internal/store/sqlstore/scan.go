@@ -51,7 +51,7 @@ func nextDueQuery(t, paused string) string { return nextDueOwnedQuery(t, "", pau
 // flight only: a MIN over them stays cheap, and keeps SQLite from sorting
 // (its index walks status IN (1, 2) as two ranges).
 //
-// PostgreSQL always takes the first row in order (ordered): NextDue is a
+// PostgreSQL takes every earliest value in order (nextDueText): NextDue is a
 // prepared statement there, and after five plans for their values
 // PostgreSQL keeps one generic plan for the connection's life. For a MIN
 // that plan, made while the table was small, aggregated every pending
@@ -60,20 +60,20 @@ func nextDueQuery(t, paused string) string { return nextDueOwnedQuery(t, "", pau
 // row of a burst per call, once the table had grown. ORDER BY … LIMIT 1
 // reads the range's first entry in any plan; so for the lease ends.
 func nextDueOwnedQuery(t, owned, paused string) string {
-	return nextDueText(t, owned, paused, owned != "" || paused != "", false)
+	return nextDueText(t, owned, paused, false)
 }
 
-// nextDueText is NextDue's query: the earliest due time in order (ordered)
-// or as a MIN, and the earliest lease ends in order (leasesOrdered: the
-// held leases of a burst, claimed ahead by the hundred thousand, are a
-// range a generic plan's MIN would read whole) or as MINs.
-func nextDueText(t, owned, paused string, ordered, leasesOrdered bool) string {
+// nextDueText is NextDue's query, in PostgreSQL's form when pg: every
+// earliest value read in order (see above; the held leases of a burst,
+// claimed ahead by the hundred thousand, are a range a generic plan's MIN
+// would read whole).
+func nextDueText(t, owned, paused string, pg bool) string {
 	due := `(SELECT MIN(due_at) FROM ` + t + ` WHERE seg = ? AND status = ?` + owned + paused + `)`
-	if ordered {
+	if pg || owned != "" || paused != "" {
 		due = `(SELECT due_at FROM ` + t + ` WHERE seg = ? AND status = ?` + owned + paused + ` ORDER BY due_at LIMIT 1)`
 	}
 	lease := `(SELECT MIN(lease_until) FROM ` + t + ` WHERE seg = ? AND ` + leaseHeld + ` AND status = ?` + owned + `)`
-	if leasesOrdered {
+	if pg {
 		lease = `(SELECT lease_until FROM ` + t + ` WHERE seg = ? AND ` + leaseHeld + ` AND status = ?` + owned + ` ORDER BY lease_until LIMIT 1)`
 	}
 	return `SELECT
@@ -131,17 +131,15 @@ func (s *Store) NextDue(ctx context.Context, it store.Item) (_ time.Time, _ time
 	var due, claimed, running sql.NullInt64
 	paused, pargs := s.pausedClause()
 	args := append(append([]any{it.Segment, int(task.StatusPending)}, pargs...), it.Segment, int(task.StatusClaimed), it.Segment, int(task.StatusRunning))
-	if s.d.name == "postgres" {
+	pg := s.d.name == "postgres"
+	if pg {
 		// Prepared once per connection: its three subqueries over a table
 		// of nine indexes took 0.3–2 ms to plan and 0.2 ms to run, and
 		// every idle scanner asks it, and the cluster view once per item
 		// (64 items: 42 ms a view at 10 M rows).
 		args = append([]any{pgx.QueryExecModeCacheStatement}, args...)
 	}
-	owned := s.owned(it.DB)
-	pg := s.d.name == "postgres"
-	q := nextDueText(t, owned, paused, owned != "" || paused != "" || pg, pg)
-	err = s.r[it.DB].QueryRowContext(ctx, s.d.rebind(q), args...).Scan(&due, &claimed, &running)
+	err = s.r[it.DB].QueryRowContext(ctx, s.d.rebind(nextDueText(t, s.owned(it.DB), paused, pg)), args...).Scan(&due, &claimed, &running)
 	if err != nil {
 		return time.Time{}, time.Time{}, fmt.Errorf("next due %v: %w", it, err)
 	}

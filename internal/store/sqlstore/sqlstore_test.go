@@ -167,11 +167,11 @@ func TestQueriesUseScanIndex(t *testing.T) {
 				"extend leases":                 {extendQuery(tn, 4, 2), []any{0, 0, 1, h, 1, 2}},
 			}
 			if engine == "postgres" {
-				// What NextDue sends there (scan.go, nextDueOwnedQuery).
+				// What NextDue sends there (scan.go, nextDueText).
 				queries["next due, in order"] = struct {
 					q    string
 					args []any
-				}{nextDueText(tn, "", "", true, true), []any{1, 0, 1, 1, 1, 2}}
+				}{nextDueText(tn, "", "", true), []any{1, 0, 1, 1, 1, 2}}
 			}
 			for name, q := range queries {
 				plan := explain(t, engine, db, s.d.rebind(q.q), q.args)
