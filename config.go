@@ -98,12 +98,24 @@ type OperationsConfig struct {
 	PagePause Duration `yaml:"page_pause"` // rest between pages (room for the delivery path); default 0, at most 10s
 }
 
+// newTables is the tables a new store of this config gets.
+func (c StoreConfig) newTables() int {
+	if c.Tables != 0 {
+		return c.Tables
+	}
+	return sqlstore.NewTables(c.Driver)
+}
+
 // StoreConfig configures the task store.
 type StoreConfig struct {
 	Driver    string   `yaml:"driver"`    // sqlite | mysql | postgres
 	Databases []string `yaml:"databases"` // one DSN per database; sqlite default: data_dir/ontime.db
-	Tables    int      `yaml:"tables"`    // N task tables per database; default 16
-	Segments  int      `yaml:"segments"`  // scan segments per table; default 4
+	// Tables is N, the task tables per database. Unset (0): the
+	// number the store was created with, and for a new store 1 on SQLite
+	// (one writer: more tables add pages to every commit, not parallelism)
+	// and 16 on MariaDB and PostgreSQL.
+	Tables   int `yaml:"tables"`
+	Segments int `yaml:"segments"` // scan segments per table; default 4
 	// DatabasesFile, when set, replaces databases with the DSNs in this
 	// file, one a line, so passwords stay out of the config.
 	DatabasesFile string `yaml:"databases_file"`
@@ -256,7 +268,8 @@ type HTTPConfig struct {
 const (
 	DefaultListen              = "127.0.0.1:7070"
 	DefaultDataDir             = "./ontime-data"
-	DefaultTables              = 16
+	DefaultTables              = sqlstore.DefaultTables       // a new MariaDB or PostgreSQL store's
+	DefaultSQLiteTables        = sqlstore.DefaultSQLiteTables // a new SQLite store's
 	DefaultSegments            = 4
 	MaxTables                  = router.MaxTables
 	MaxSegments                = router.MaxSegments
@@ -308,7 +321,7 @@ func DefaultConfig() Config {
 		DataDir:   DefaultDataDir,
 		LogLevel:  "info",
 		LogFormat: "json",
-		Store:     StoreConfig{Driver: "sqlite", Tables: DefaultTables, Segments: DefaultSegments, MaxConnections: DefaultStoreMaxConnections},
+		Store:     StoreConfig{Driver: "sqlite", Segments: DefaultSegments, MaxConnections: DefaultStoreMaxConnections},
 		Hot: HotConfig{
 			Tier: "memory", Window: Duration(DefaultWindow), Slots: DefaultSlots, RedisPrefix: DefaultRedisPrefix,
 			MaxFireLead: Duration(DefaultMaxFireLead), MaxEntries: DefaultMaxEntries, MaxBytes: DefaultHotMaxBytes,
@@ -466,7 +479,7 @@ func (c *Config) Validate() error {
 	if err := cluster.CheckZone("cluster.zone", c.Cluster.Zone); err != nil {
 		return err
 	}
-	if err := (router.Topology{Databases: len(c.Store.Databases), Tables: c.Store.Tables}).Validate(); err != nil {
+	if err := (router.Topology{Databases: len(c.Store.Databases), Tables: c.Store.newTables()}).Validate(); err != nil {
 		return err
 	}
 	if c.Store.Segments < 1 || c.Store.Segments > MaxSegments {

@@ -33,7 +33,11 @@ func TestConfigBoundsAreThePartsBounds(t *testing.T) {
 				t.Errorf("%s = %d: %v, want accepted", tc.key, v, err)
 			}
 		}
-		for _, v := range []int{0, tc.max + 1} {
+		low := 0
+		if tc.key == "store.tables" {
+			low = -1 // 0 is unset: what the store records
+		}
+		for _, v := range []int{low, tc.max + 1} {
 			c := ontime.DefaultConfig()
 			tc.set(&c, v)
 			c.Store.Databases = []string{"x.db"}
@@ -41,6 +45,14 @@ func TestConfigBoundsAreThePartsBounds(t *testing.T) {
 			if err == nil || !strings.Contains(err.Error(), tc.wantKey) {
 				t.Errorf("%s = %d: %v, want an error naming %s", tc.key, v, err, tc.wantKey)
 			}
+		}
+	}
+	// store.tables unset (0) is valid on every engine: the store settles it.
+	for _, driver := range []string{"sqlite", "mysql", "postgres"} {
+		c := ontime.DefaultConfig()
+		c.Store.Driver, c.Store.Databases = driver, []string{"x"}
+		if err := c.Validate(); err != nil {
+			t.Errorf("store.tables unset, %s: %v, want accepted", driver, err)
 		}
 	}
 	// store.max_connections: a pool of one could not run a claim beside a
@@ -61,7 +73,7 @@ func TestConfigBoundsAreThePartsBounds(t *testing.T) {
 	if d := ontime.DefaultConfig(); d.Store.MaxConnections != ontime.DefaultStoreMaxConnections {
 		t.Fatalf("store.max_connections defaults to %d, want %d", d.Store.MaxConnections, ontime.DefaultStoreMaxConnections)
 	}
-	if d := ontime.DefaultConfig(); d.Store.Tables != ontime.DefaultTables || int(d.Hot.Slots) != ontime.DefaultSlots ||
+	if d := ontime.DefaultConfig(); d.Store.Tables != 0 || int(d.Hot.Slots) != ontime.DefaultSlots ||
 		d.Delivery.MaxAttempts != ontime.DefaultMaxAttempts || d.Delivery.Concurrency != ontime.DefaultConcurrency ||
 		d.Metrics.MaxTopics != ontime.DefaultMetricsMaxTopics {
 		t.Fatalf("DefaultConfig disagrees with the exported defaults: %+v", d)

@@ -371,6 +371,8 @@ func NewNode(ctx context.Context, cfg Config, opts ...NodeOption) (_ *Node, err 
 	if err != nil {
 		return nil, err
 	}
+	// Unset, the tables are what the store records (or a new store's).
+	cfg.Store.Tables = st.Tables()
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), newStoreCollector(st))
 	n := &Node{cfg: cfg, log: o.logger, store: st, reg: reg, sec: sec, inc: store.NewIncarnation(), topicDefaults: o.topics,

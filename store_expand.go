@@ -106,7 +106,7 @@ func (x *Expander) begin(ctx context.Context, req apiv1.StoreExpandRequest) (*ap
 	}
 	x.busy = true
 	x.jobs <- req // room for one: busy was false
-	return storeStatusView(s, x.cfg.Store.Tables), nil
+	return storeStatusView(s, st.Tables()), nil
 }
 
 // expand runs a recorded expansion: the copy, then with req.Cutover the

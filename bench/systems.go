@@ -125,7 +125,11 @@ func (s *ontimeSys) knobs() string {
 	case "postgres":
 		b.WriteString("store postgres: 127.0.0.1:5432, a fresh database per run, pool 32")
 	}
-	fmt.Fprintf(&b, ", 1 database × %d tables × %d segments; ", c.Store.Tables, c.Store.Segments)
+	tables := ontime.DefaultTables // a new store's, store.tables unset
+	if s.driver == "sqlite" {
+		tables = ontime.DefaultSQLiteTables
+	}
+	fmt.Fprintf(&b, ", 1 database × %d tables × %d segments; ", tables, c.Store.Segments)
 	if s.redis {
 		fmt.Fprintf(&b, "hot tier redis (%s DB 0, %d slots, prefix ontime_bench_<random>, its keys deleted after)", redisAddr, c.Hot.Slots)
 	} else {

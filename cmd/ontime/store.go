@@ -55,7 +55,11 @@ func (f *storeFlags) open(ctx context.Context, extra []string) (*sqlstore.Store,
 	}
 	dsns := append(append([]string{}, cfg.Store.Databases...), extra...)
 	st, err := sqlstore.Open(ctx, sqlstore.Config{Driver: cfg.Store.Driver, DSNs: dsns, Tables: cfg.Store.Tables, Segments: cfg.Store.Segments, MaxConns: cfg.Store.MaxConnections})
-	return st, cfg, err
+	if err != nil {
+		return nil, cfg, err
+	}
+	cfg.Store.Tables = st.Tables()
+	return st, cfg, nil
 }
 
 func newStoreExpandCmd(g *globals) *cobra.Command {

@@ -45,10 +45,12 @@ import (
 
 // Config configures a store.
 type Config struct {
-	Driver   string   // "sqlite" | "mysql" | "postgres"
-	DSNs     []string // one per database (M); sqlite: a file path
-	Tables   int      // N task tables per database
-	Segments int      // scan segments per table
+	Driver string   // "sqlite" | "mysql" | "postgres"
+	DSNs   []string // one per database (M); sqlite: a file path
+	// Tables is N, the task tables per database; 0: as many as the
+	// store was created with, NewTables for a new store.
+	Tables   int
+	Segments int // scan segments per table
 	// KeyHold is how long a final task keeps its key from a new task
 	// (retention.key_hold): until then Insert returns it. 0: free at once.
 	KeyHold time.Duration
@@ -60,6 +62,25 @@ type Config struct {
 
 // DefaultMaxConns is a server database's pool size when Config.MaxConns is 0.
 const DefaultMaxConns = 32
+
+// The tables a new store gets when Config.Tables is 0. SQLite writes
+// through one connection, so its tables bring no parallelism, only pages:
+// a commit of keyed tasks spread over 16 tables dirtied each table's index
+// pages, and one table took 1.6× the keyed submits of 16 clients
+// (docs/operations.md, Capacity).
+const (
+	DefaultTables       = 16
+	DefaultSQLiteTables = 1
+)
+
+// NewTables is how many task tables a new store of driver gets when
+// Config.Tables is 0.
+func NewTables(driver string) int {
+	if driver == "sqlite" {
+		return DefaultSQLiteTables
+	}
+	return DefaultTables
+}
 
 // Store is the SQL task store.
 type Store struct {
@@ -118,21 +139,19 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	if cfg.Segments < 1 || cfg.Segments > router.MaxSegments {
 		return nil, fmt.Errorf("store.segments: %d is out of range 1..%d", cfg.Segments, router.MaxSegments)
 	}
-	topo := router.Topology{Databases: len(cfg.DSNs), Tables: cfg.Tables}
-	if err := topo.Validate(); err != nil {
-		return nil, err
+	if cfg.Tables != 0 {
+		if err := (router.Topology{Databases: len(cfg.DSNs), Tables: cfg.Tables}).Validate(); err != nil {
+			return nil, err
+		}
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	s := &Store{cfg: cfg, d: d, topo: topo, log: cfg.Logger, ins: planFor(d)}
+	s := &Store{cfg: cfg, d: d, log: cfg.Logger, ins: planFor(d)}
 	s.fence.born = time.Now()
 	if d.name == "sqlite" {
 		s.lite = newLiteStmts()
 		s.liteOps = newLiteOpStmts()
-	}
-	for i := range cfg.Tables {
-		s.names = append(s.names, tableName(i))
 	}
 	for i, dsn := range cfg.DSNs {
 		w, r, err := s.connect(dsn)
@@ -147,6 +166,12 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 			// One line: pgx lists every address it tried on lines of its own.
 			msg := strings.Join(strings.Fields(err.Error()), " ")
 			return nil, fmt.Errorf("store.databases[%d]: cannot reach the %s database: %s", i, cfg.Driver, msg)
+		}
+		if i == 0 {
+			if err := s.setTables(ctx, w); err != nil {
+				s.Close()
+				return nil, err
+			}
 		}
 		if err := whileBusy(ctx, startBusyWait, func() error {
 			return withRetry(ctx, func() error { return s.migrate(ctx, w) })
@@ -175,6 +200,77 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	s.epoch = first.epoch
 	return s, nil
 }
+
+// setTables settles the topology: the configured tables, or when the
+// config leaves them unset (0) the count databases[0] records, or
+// NewTables for a new store.
+func (s *Store) setTables(ctx context.Context, db *sql.DB) error {
+	if s.cfg.Tables == 0 {
+		n, err := recordedTables(ctx, s.d, db)
+		if err != nil {
+			return fmt.Errorf("store.databases[0]: %w", err)
+		}
+		if n == 0 {
+			n = NewTables(s.cfg.Driver)
+		}
+		s.cfg.Tables = n
+	}
+	s.topo = router.Topology{Databases: len(s.cfg.DSNs), Tables: s.cfg.Tables}
+	if err := s.topo.Validate(); err != nil {
+		return err
+	}
+	s.names = s.names[:0]
+	for i := range s.cfg.Tables {
+		s.names = append(s.names, tableName(i))
+	}
+	return nil
+}
+
+// recordedTables is the task tables a database's store was created with,
+// 0 for a database that holds no store yet.
+func recordedTables(ctx context.Context, d *dialect, db *sql.DB) (int, error) {
+	var v string
+	err := whileBusy(ctx, startBusyWait, func() error {
+		return withRetry(ctx, func() error {
+			c, err := db.Conn(ctx)
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			// Under the migration lock, as migrate creates ontime_meta:
+			// two nodes starting on a new PostgreSQL store would race
+			// to create it.
+			unlock, err := d.lock(ctx, c)
+			if err != nil {
+				return err
+			}
+			defer unlock()
+			if _, err := c.ExecContext(ctx, d.createMeta); err != nil {
+				return err
+			}
+			v = ""
+			err = c.QueryRowContext(ctx, `SELECT v FROM ontime_meta WHERE k = 'tables'`).Scan(&v)
+			if errors.Is(err, sql.ErrNoRows) {
+				return nil
+			}
+			return err
+		})
+	})
+	if err != nil {
+		return 0, fmt.Errorf("read the recorded tables: %w", err)
+	}
+	if v == "" {
+		return 0, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 {
+		return 0, fmt.Errorf("ontime_meta records %q tables", v)
+	}
+	return n, nil
+}
+
+// Tables is N, the task tables per database the store was opened with.
+func (s *Store) Tables() int { return s.cfg.Tables }
 
 // startBusyWait is how long Open waits for a server that is at its
 // connection limit or still starting: both pass on their own (other

@@ -50,7 +50,7 @@ func TestOpenValidatesConfig(t *testing.T) {
 	}{
 		"driver":        {Config{Driver: "oracle", DSNs: []string{"x"}, Tables: 1, Segments: 1}, "store.driver"},
 		"no dbs":        {Config{Driver: "sqlite", Tables: 1, Segments: 1}, "store.databases"},
-		"tables":        {Config{Driver: "sqlite", DSNs: []string{"x"}, Tables: 0, Segments: 1}, "store.tables"},
+		"tables":        {Config{Driver: "sqlite", DSNs: []string{"x"}, Tables: -1, Segments: 1}, "store.tables"},
 		"segments":      {Config{Driver: "sqlite", DSNs: []string{"x"}, Tables: 1, Segments: 0}, "store.segments"},
 		"mysql dsn":     {Config{Driver: "mysql", DSNs: []string{"root:secretpw@tcp(127.0.0.1:3306"}, Tables: 1, Segments: 1}, "store.databases[0]: malformed"},
 		"mysql no db":   {Config{Driver: "mysql", DSNs: []string{"root@tcp(127.0.0.1:3306)/"}, Tables: 1, Segments: 1}, "store.databases[0]"},
@@ -112,6 +112,56 @@ func TestMigrateConcurrentAndIdempotent(t *testing.T) {
 			}
 			if _, err := Open(context.Background(), Config{Driver: engine, DSNs: dsns, Tables: 3, Segments: 3}); err == nil || !strings.Contains(err.Error(), "store.segments") {
 				t.Fatalf("different segment count: %v", err)
+			}
+		})
+	}
+}
+
+// TestTablesUnset: a config without store.tables opens a new store with
+// the engine's tables (1 on SQLite, 16 on the others) and records them; an
+// existing store opens with the tables it records, whatever they are, and
+// a config that names another count is still refused.
+func TestTablesUnset(t *testing.T) {
+	for _, engine := range testdb.Engines {
+		t.Run(engine, func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			fresh := testdb.DSNs(t, engine, 2)
+			s := openT(t, engine, fresh, 0, 2)
+			want := DefaultTables
+			if engine == "sqlite" {
+				want = DefaultSQLiteTables
+			}
+			if s.Tables() != want || NewTables(engine) != want {
+				t.Fatalf("a new store without store.tables has %d tables (NewTables %d), want %d", s.Tables(), NewTables(engine), want)
+			}
+			for i, db := range s.w {
+				var v string
+				if err := db.QueryRowContext(ctx, `SELECT v FROM ontime_meta WHERE k = 'tables'`).Scan(&v); err != nil || v != strconv.Itoa(want) {
+					t.Fatalf("databases[%d] records %q tables (%v), want %d", i, v, err, want)
+				}
+			}
+			// A task written through it is found again by a store opened
+			// with the count named.
+			nt := newTask(t, "k", time.Now().Add(time.Hour), 2)
+			if _, err := s.Insert(ctx, []store.NewTask{nt}); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := openT(t, engine, fresh, want, 2).Get(ctx, nt.ID); err != nil {
+				t.Fatalf("store opened with store.tables %d: %v", want, err)
+			}
+
+			old := testdb.DSNs(t, engine, 2)
+			openT(t, engine, old, 5, 2).Close()
+			s = openT(t, engine, old, 0, 2)
+			if s.Tables() != 5 {
+				t.Fatalf("a store created with 5 tables opens with %d when store.tables is unset", s.Tables())
+			}
+			if len(s.names) != 5 || s.topo.Tables != 5 {
+				t.Fatalf("topology %+v, %d table names, want 5 tables", s.topo, len(s.names))
+			}
+			if _, err := Open(ctx, Config{Driver: engine, DSNs: old, Tables: want, Segments: 2}); err == nil || !strings.Contains(err.Error(), "store.tables") {
+				t.Fatalf("store.tables %d on a store of 5: %v, want refused", want, err)
 			}
 		})
 	}
