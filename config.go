@@ -106,6 +106,17 @@ func (c StoreConfig) newTables() int {
 	return sqlstore.NewTables(c.Driver)
 }
 
+// maxEntries is hot.max_entries, or its tier's default when unset.
+func (h HotConfig) maxEntries() int {
+	switch {
+	case h.MaxEntries != 0:
+		return h.MaxEntries
+	case h.Tier == "redis":
+		return DefaultMaxEntries
+	}
+	return DefaultMemoryMaxEntries
+}
+
 // StoreConfig configures the task store.
 type StoreConfig struct {
 	Driver    string   `yaml:"driver"`    // sqlite | mysql | postgres
@@ -154,7 +165,10 @@ type HotConfig struct {
 	MaxFireLead Duration `yaml:"max_fire_lead"`
 	// MaxEntries bounds the entries the hot tier holds (with redis, the
 	// tier the cluster shares): past it, scanners leave due tasks in the
-	// store until there is room. Default 1,000,000.
+	// store until there is room. Unset (0): 250,000 with the memory tier,
+	// whose entries are in the node's memory (about 170 bytes each, and
+	// each claim's lease kept alive by the node's heartbeat), 1,000,000
+	// with redis.
 	MaxEntries int `yaml:"max_entries"`
 	// MaxBytes bounds the payload bytes of the tasks this node has started
 	// and not delivered yet, which it holds in memory: past it, the fire
@@ -279,7 +293,8 @@ const (
 	DefaultWindow              = 30 * time.Second
 	MinWindow, MaxWindow       = 100 * time.Millisecond, 24 * time.Hour
 	DefaultMaxFireLead         = 5 * time.Second
-	DefaultMaxEntries          = 1000000
+	DefaultMaxEntries          = 1000000 // with the redis tier
+	DefaultMemoryMaxEntries    = 250000  // with the memory tier
 	DefaultHotMaxBytes         = 256 << 20
 	MinHotMaxBytes             = 1 << 20
 	MaxHotMaxBytes             = 1 << 40
@@ -324,7 +339,7 @@ func DefaultConfig() Config {
 		Store:     StoreConfig{Driver: "sqlite", Segments: DefaultSegments, MaxConnections: DefaultStoreMaxConnections},
 		Hot: HotConfig{
 			Tier: "memory", Window: Duration(DefaultWindow), Slots: DefaultSlots, RedisPrefix: DefaultRedisPrefix,
-			MaxFireLead: Duration(DefaultMaxFireLead), MaxEntries: DefaultMaxEntries, MaxBytes: DefaultHotMaxBytes,
+			MaxFireLead: Duration(DefaultMaxFireLead), MaxBytes: DefaultHotMaxBytes,
 		},
 		Cluster: ClusterConfig{Coordinator: "none", LeaseTTL: Duration(DefaultClusterLeaseTTL)},
 		Delivery: DeliveryConfig{
@@ -504,8 +519,8 @@ func (c *Config) Validate() error {
 	if l := time.Duration(c.Hot.MaxFireLead); l < 0 || l > MaxMaxFireLead {
 		return fmt.Errorf("hot.max_fire_lead: %s is out of range 0..%s", l, MaxMaxFireLead)
 	}
-	if c.Hot.MaxEntries < 1 || c.Hot.MaxEntries > MaxMaxEntries {
-		return fmt.Errorf("hot.max_entries: %d is out of range 1..%d", c.Hot.MaxEntries, MaxMaxEntries)
+	if c.Hot.MaxEntries < 0 || c.Hot.MaxEntries > MaxMaxEntries {
+		return fmt.Errorf("hot.max_entries: %d is out of range 1..%d (0: the tier's default)", c.Hot.MaxEntries, MaxMaxEntries)
 	}
 	if c.Hot.MaxBytes < MinHotMaxBytes || c.Hot.MaxBytes > MaxHotMaxBytes {
 		return fmt.Errorf("hot.max_bytes: %d is out of range %d..%d", c.Hot.MaxBytes, MinHotMaxBytes, MaxHotMaxBytes)

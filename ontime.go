@@ -371,8 +371,10 @@ func NewNode(ctx context.Context, cfg Config, opts ...NodeOption) (_ *Node, err 
 	if err != nil {
 		return nil, err
 	}
-	// Unset, the tables are what the store records (or a new store's).
+	// Unset, the tables are what the store records (or a new store's),
+	// and the tier's entries its tier's default: Config reports both.
 	cfg.Store.Tables = st.Tables()
+	cfg.Hot.MaxEntries = cfg.Hot.maxEntries()
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), newStoreCollector(st))
 	n := &Node{cfg: cfg, log: o.logger, store: st, reg: reg, sec: sec, inc: store.NewIncarnation(), topicDefaults: o.topics,
@@ -543,7 +545,7 @@ func (n *Node) build(ctx context.Context, resolver Resolver) error {
 	if err != nil {
 		return err
 	}
-	n.scan, err = scan.New(scan.Config{Store: n.store, Tier: n.tier, Planner: planner, NodeID: cfg.NodeID, Incarnation: n.inc, MaxEntries: cfg.Hot.MaxEntries,
+	n.scan, err = scan.New(scan.Config{Store: n.store, Tier: n.tier, Planner: planner, NodeID: cfg.NodeID, Incarnation: n.inc, MaxEntries: cfg.Hot.maxEntries(),
 		Window: window, LeaseTTL: time.Duration(cfg.Delivery.LeaseTTL), Logger: n.log, Metrics: m, Live: n.liveNodes, Wait: comp.Wait, Tracer: n.tracer})
 	if err != nil {
 		return err
