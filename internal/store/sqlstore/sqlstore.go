@@ -139,16 +139,18 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	if cfg.Segments < 1 || cfg.Segments > router.MaxSegments {
 		return nil, fmt.Errorf("store.segments: %d is out of range 1..%d", cfg.Segments, router.MaxSegments)
 	}
-	if cfg.Tables != 0 {
-		if err := (router.Topology{Databases: len(cfg.DSNs), Tables: cfg.Tables}).Validate(); err != nil {
-			return nil, err
-		}
-	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	s := &Store{cfg: cfg, d: d, log: cfg.Logger, ins: planFor(d)}
 	s.fence.born = time.Now()
+	// Unset (0), the tables are settled by the first migrate, which reads
+	// what databases[0] records.
+	if cfg.Tables != 0 {
+		if err := s.setTables(cfg.Tables); err != nil {
+			return nil, err
+		}
+	}
 	if d.name == "sqlite" {
 		s.lite = newLiteStmts()
 		s.liteOps = newLiteOpStmts()
@@ -166,12 +168,6 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 			// One line: pgx lists every address it tried on lines of its own.
 			msg := strings.Join(strings.Fields(err.Error()), " ")
 			return nil, fmt.Errorf("store.databases[%d]: cannot reach the %s database: %s", i, cfg.Driver, msg)
-		}
-		if i == 0 {
-			if err := s.setTables(ctx, w); err != nil {
-				s.Close()
-				return nil, err
-			}
 		}
 		if err := whileBusy(ctx, startBusyWait, func() error {
 			return withRetry(ctx, func() error { return s.migrate(ctx, w) })
@@ -201,72 +197,17 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	return s, nil
 }
 
-// setTables settles the topology: the configured tables, or when the
-// config leaves them unset (0) the count databases[0] records, or
-// NewTables for a new store.
-func (s *Store) setTables(ctx context.Context, db *sql.DB) error {
-	if s.cfg.Tables == 0 {
-		n, err := recordedTables(ctx, s.d, db)
-		if err != nil {
-			return fmt.Errorf("store.databases[0]: %w", err)
-		}
-		if n == 0 {
-			n = NewTables(s.cfg.Driver)
-		}
-		s.cfg.Tables = n
-	}
-	s.topo = router.Topology{Databases: len(s.cfg.DSNs), Tables: s.cfg.Tables}
-	if err := s.topo.Validate(); err != nil {
+// setTables sets the topology to n tables per database.
+func (s *Store) setTables(n int) error {
+	topo := router.Topology{Databases: len(s.cfg.DSNs), Tables: n}
+	if err := topo.Validate(); err != nil {
 		return err
 	}
-	s.names = s.names[:0]
-	for i := range s.cfg.Tables {
+	s.cfg.Tables, s.topo, s.names = n, topo, nil
+	for i := range n {
 		s.names = append(s.names, tableName(i))
 	}
 	return nil
-}
-
-// recordedTables is the task tables a database's store was created with,
-// 0 for a database that holds no store yet.
-func recordedTables(ctx context.Context, d *dialect, db *sql.DB) (int, error) {
-	var v string
-	err := whileBusy(ctx, startBusyWait, func() error {
-		return withRetry(ctx, func() error {
-			c, err := db.Conn(ctx)
-			if err != nil {
-				return err
-			}
-			defer c.Close()
-			// Under the migration lock, as migrate creates ontime_meta:
-			// two nodes starting on a new PostgreSQL store would race
-			// to create it.
-			unlock, err := d.lock(ctx, c)
-			if err != nil {
-				return err
-			}
-			defer unlock()
-			if _, err := c.ExecContext(ctx, d.createMeta); err != nil {
-				return err
-			}
-			v = ""
-			err = c.QueryRowContext(ctx, `SELECT v FROM ontime_meta WHERE k = 'tables'`).Scan(&v)
-			if errors.Is(err, sql.ErrNoRows) {
-				return nil
-			}
-			return err
-		})
-	})
-	if err != nil {
-		return 0, fmt.Errorf("read the recorded tables: %w", err)
-	}
-	if v == "" {
-		return 0, nil
-	}
-	n, err := strconv.Atoi(v)
-	if err != nil || n < 1 {
-		return 0, fmt.Errorf("ontime_meta records %q tables", v)
-	}
-	return n, nil
 }
 
 // Tables is N, the task tables per database the store was opened with.
@@ -582,6 +523,19 @@ func (s *Store) migrateUpTo(ctx context.Context, db *sql.DB, target int) error {
 			return fmt.Errorf("migrate: %w", err)
 		}
 		return nil
+	}
+	if s.cfg.Tables == 0 {
+		// store.tables unset: the count the store was created with, or
+		// a new store's.
+		n := NewTables(s.cfg.Driver)
+		if t, ok := meta["tables"]; ok {
+			if n, err = strconv.Atoi(t); err != nil || n < 1 {
+				return fmt.Errorf("migrate: ontime_meta records %q tables", t)
+			}
+		}
+		if err := s.setTables(n); err != nil {
+			return err
+		}
 	}
 	from := 0
 	if v, ok := meta["schema_version"]; ok {
