@@ -605,7 +605,10 @@ func (n *Node) build(ctx context.Context, resolver Resolver) error {
 	n.submit, err = submit.New(submit.Config{Store: n.store, Tier: n.tier, Planner: planner, Notifier: n.scan,
 		Topology: router.Topology{Databases: len(cfg.Store.Databases), Tables: cfg.Store.Tables},
 		Segments: cfg.Store.Segments, NodeID: cfg.NodeID, Incarnation: n.inc, Window: window, LeaseTTL: time.Duration(cfg.Delivery.LeaseTTL),
-		Limits: limits, Logger: n.log, Metrics: m, GroupByTable: byTable, GroupWriters: groupWriters, Tracer: n.tracer})
+		Limits: limits, Logger: n.log, Metrics: m, GroupByTable: byTable, GroupWriters: groupWriters, Tracer: n.tracer,
+		// A task due at once goes from its insert to delivery, inserted
+		// running: no tier, no Start.
+		Runner: firer})
 	if err != nil {
 		return err
 	}

@@ -178,6 +178,9 @@ func runSteady(ctx context.Context, sys system, spec steadySpec, dur time.Durati
 	if lead <= 0 {
 		lead = steadyLead
 	}
+	if spec.atOnce {
+		lead = 0
+	}
 	one := sys.enqueueOne
 	if s, ok := sys.(singleSubmitter); ok && spec.keyed {
 		one = s.enqueueSingle
@@ -474,10 +477,16 @@ type steadySpec struct {
 	submitters int
 	lead       time.Duration // 0: steadyLead
 	keyed      bool
+	// atOnce: each task is due when its call starts (no lead), so its
+	// lateness is the time from the submit to its delivery.
+	atOnce bool
 }
 
 // name is the workload's name in the report and in -workloads.
 func (s steadySpec) name() string {
+	if s.atOnce {
+		return fmt.Sprintf("now%d %d/s", s.submitters, s.rate)
+	}
 	if s.keyed {
 		return fmt.Sprintf("keyed%d %d/s", s.submitters, s.rate)
 	}

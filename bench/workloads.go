@@ -21,15 +21,19 @@ import (
 // keyedLead is how far ahead of its submit call a keyed16 task is due.
 const keyedLead = 2 * time.Second
 
-// keyedSpecs are the keyed16 workloads: 16 clients asking for each rate.
+// keyedSpecs are the keyed16 workloads (16 clients asking for each rate)
+// and now16, keyed tasks due at once.
 var keyedSpecs = []steadySpec{
 	{rate: 5000, submitters: 16, lead: keyedLead, keyed: true},
 	{rate: 40000, submitters: 16, lead: keyedLead, keyed: true},
+	// Due at once (a webhook to send now, with retries): lateness is the
+	// time from the submit to the delivery.
+	{rate: 2000, submitters: 16, keyed: true, atOnce: true},
 }
 
 // workloadGroups are the names -workloads takes for several workloads:
 // each selects the workloads whose name starts with it and a space.
-var workloadGroups = []string{"steady", "keyed16"}
+var workloadGroups = []string{"steady", "keyed16", "now16"}
 
 // normWorkload is a workload's name as -workloads compares it: lower case,
 // without spaces, "/s", "-", "_" or "@" ("keyed16 5000/s" = "keyed16-5000").

@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/ontimehq/ontime/internal/hot"
@@ -129,6 +130,7 @@ type Firer struct {
 	m    *metrics.Metrics
 	gate *gate
 
+	live      atomic.Bool    // between Start and Stop: RunNow admits tasks
 	waiting   sync.WaitGroup // started tasks waiting for their due time
 	restoring sync.WaitGroup // restore of live claims whose entry lost (restore.go)
 	unsure    unsure         // entries whose Start failed, maybe committed (unsure.go)
@@ -180,8 +182,50 @@ func (f *Firer) Start(ctx context.Context) error {
 		f.waiting.Wait()   // at most MaxLead: started tasks reach their lanes
 		f.drain(context.WithoutCancel(ctx))
 	}()
+	f.live.Store(true)
+	context.AfterFunc(ctx, func() { f.live.Store(false) })
 	started()
 	return nil
+}
+
+// RunNow says whether a task of topic, due at once, may be inserted
+// running (store.NewTask.Running) and handed to Run when its row has
+// committed, and the running lease to insert it with. It may while the
+// loops run, delivery keeps up (the bound of a Start: full) and its
+// topic is not paused; otherwise the task goes the way of the others,
+// claimed into the tier. A task that does saves its Start, a write of
+// its row, and the tier's pop and start gap: the latency of a task due
+// now is its insert's commit and the delivery.
+func (f *Firer) RunNow(topic string) (leaseUntil time.Time, ok bool) {
+	if !f.live.Load() || f.full() || f.cfg.Paused != nil && f.cfg.Paused.Paused(topic) {
+		return time.Time{}, false
+	}
+	leaseUntil = time.Now().Add(f.cfg.MaxLead + f.cfg.DeliveryLease)
+	if f.cfg.Wait != nil {
+		leaseUntil = leaseUntil.Add(f.cfg.Wait(1))
+	}
+	return leaseUntil, true
+}
+
+// Run hands tasks inserted running under RunNow's lease to delivery, as a
+// Start hands those it started: their outcomes expected, each released at
+// its due time (already past, unless the wall clock stepped back since).
+func (f *Firer) Run(tasks []*task.Task) {
+	if len(tasks) == 0 {
+		return
+	}
+	lease := tasks[0].LeaseUntil
+	for _, t := range tasks[1:] {
+		if t.LeaseUntil.Before(lease) {
+			lease = t.LeaseUntil
+		}
+	}
+	tasks = slices.Clone(tasks)
+	slices.SortStableFunc(tasks, func(a, b *task.Task) int { return a.DueAt.Compare(b.DueAt) })
+	f.cfg.Outcomes.Expect(tasks, lease)
+	f.m.Started.Add(float64(len(tasks)))
+	f.m.RanAtInsert.Add(float64(len(tasks)))
+	f.releaseAt(tasks)
 }
 
 // loop pops due entries, marks them running in the store (which also
@@ -326,6 +370,12 @@ func (f *Firer) holdPaused(ctx context.Context, entries []hot.Entry) []hot.Entry
 // runtime 0.3 s before the first of them ran.
 func (f *Firer) release(tasks []*task.Task) {
 	defer f.waiting.Done()
+	f.releaseAt(tasks)
+}
+
+// releaseAt hands tasks (sorted by due time) to delivery, each at its due
+// time.
+func (f *Firer) releaseAt(tasks []*task.Task) {
 	for len(tasks) > 0 {
 		// Due times are wall-clock readings and timers run on the
 		// monotonic clock: if the wall clock was stepped back while this

@@ -14,11 +14,15 @@ type Metrics struct {
 	Submitted *prometheus.CounterVec // result: created | existing | invalid
 	Claimed   prometheus.Counter
 	Started   prometheus.Counter
-	Outcomes  *prometheus.CounterVec // outcome: done | retry | dead | deferred | snoozed | cancelled | handed_off | unhandled
-	Lateness  prometheus.Histogram   // seconds from due time to the start of delivery
-	Extended  prometheus.Counter     // running leases extended while the outcome waited
-	Scans     prometheus.Counter
-	ScanErrs  prometheus.Counter
+	// RanAtInsert: of Started, the tasks due at once that were inserted
+	// running and handed to delivery by the node that inserted them,
+	// without the hot tier and a Start.
+	RanAtInsert prometheus.Counter
+	Outcomes    *prometheus.CounterVec // outcome: done | retry | dead | deferred | snoozed | cancelled | handed_off | unhandled
+	Lateness    prometheus.Histogram   // seconds from due time to the start of delivery
+	Extended    prometheus.Counter     // running leases extended while the outcome waited
+	Scans       prometheus.Counter
+	ScanErrs    prometheus.Counter
 	// ItemsScanned: the sharding items this node scans now. An item moved
 	// here from a live node counts only once the handover is done (the
 	// old owner has surely let go), so a rebalance shows here, not in the
@@ -71,7 +75,9 @@ func NewWith(reg prometheus.Registerer, o Options) *Metrics {
 		Submitted: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "ontime_tasks_submitted_total", Help: "Per node: tasks submitted, by result."}, []string{"result"}),
 		Claimed:   prometheus.NewCounter(prometheus.CounterOpts{Name: "ontime_tasks_claimed_total", Help: "Per node: tasks claimed into the hot tier by scanners."}),
 		Started:   prometheus.NewCounter(prometheus.CounterOpts{Name: "ontime_deliveries_started_total", Help: "Per node: delivery attempts started."}),
-		Outcomes:  prometheus.NewCounterVec(prometheus.CounterOpts{Name: "ontime_deliveries_total", Help: "Per node: delivery attempts finished, by outcome."}, []string{"outcome"}),
+		RanAtInsert: prometheus.NewCounter(prometheus.CounterOpts{Name: "ontime_deliveries_started_at_insert_total",
+			Help: "Per node: of the delivery attempts started, those of tasks due at once inserted running and handed to delivery without the hot tier and a start."}),
+		Outcomes: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "ontime_deliveries_total", Help: "Per node: delivery attempts finished, by outcome."}, []string{"outcome"}),
 		Lateness: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "ontime_fire_lateness_seconds", Help: "Per node: time from a task's due time to the start of its delivery.",
 			Buckets: []float64{.0005, .001, .002, .005, .01, .025, .05, .1, .25, .5, 1, 5, 30}}),
 		Extended: prometheus.NewCounter(prometheus.CounterOpts{Name: "ontime_leases_extended_total", Help: "Per node: running leases extended because the task's outcome was not written yet."}),
@@ -106,7 +112,7 @@ func NewWith(reg prometheus.Registerer, o Options) *Metrics {
 		m.LeasesEnded.WithLabelValues(r)
 	}
 	if reg != nil {
-		reg.MustRegister(m.Submitted, m.Claimed, m.Started, m.Outcomes, m.Lateness, m.Extended, m.Scans, m.ScanErrs, m.ItemsScanned, m.LeasesEnded, m.Paused, m.GroupSubmits,
+		reg.MustRegister(m.Submitted, m.Claimed, m.Started, m.RanAtInsert, m.Outcomes, m.Lateness, m.Extended, m.Scans, m.ScanErrs, m.ItemsScanned, m.LeasesEnded, m.Paused, m.GroupSubmits,
 			m.OutcomesPending, m.ClaimsExtended, m.EntriesRestored, m.FinishSeconds, m.ExtendSeconds)
 	}
 	return m

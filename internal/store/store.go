@@ -84,6 +84,11 @@ type NewTask struct {
 	// Claim, when non-nil, inserts the task already claimed by this lease:
 	// the submit path of a task due within the preheat window.
 	Claim *Lease
+	// Running, with Claim: the task is inserted running, its first
+	// attempt begun, Claim.Until its running lease: a task due at once
+	// that the inserting node hands to delivery itself, without the
+	// hot tier and a Start (one write fewer in its life).
+	Running bool
 	// ReplaceFinal: the submitter asked for a new task over a final one
 	// (if_exists: replace), so a final task does not hold the key against
 	// it, key hold or not; a live task still does (Existing). The new row

@@ -53,6 +53,14 @@ type Notifier interface {
 	Notify(it store.Item, at time.Time)
 }
 
+// Runner takes tasks due at once straight to delivery (the fire stage):
+// inserted running under the lease RunNow gives, handed to Run once their
+// rows have committed.
+type Runner interface {
+	RunNow(topic string) (leaseUntil time.Time, ok bool)
+	Run(tasks []*task.Task)
+}
+
 // Config wires a Service. Store, Tier, Planner and Notifier are required.
 type Config struct {
 	Store    Store
@@ -85,6 +93,10 @@ type Config struct {
 	// without BEGIN and COMMIT round trips, and syncs together with the
 	// other tables' concurrent commits by itself.
 	GroupByTable bool
+	// Runner, when set, delivers the tasks due at once that it admits
+	// without the hot tier and a Start: they are inserted running. nil:
+	// every task due within the window goes to the tier claimed.
+	Runner Runner
 	// Tracer, when set (tracing on), makes a span of each submit and
 	// keeps its context with the tasks (store.NewTask.Traceparent) for
 	// their deliveries to continue; nil: no span, nothing kept.
@@ -193,7 +205,9 @@ func (s *Service) Submit(ctx context.Context, specs []task.Spec) (_ []Result, er
 		id, parsed := router.NewID(now, hash, v.Key != "")
 		// A replace asked for a new task over a final one (keys.go).
 		nt := store.NewTask{ID: id, ShardHash: parsed.ShardHash, Seg: parsed.Segment(s.cfg.Segments), Validated: v, ReplaceFinal: sp.Replace, Traceparent: traceparent}
-		if !v.DueAt.After(horizon) {
+		switch {
+		case s.runNow(v, now, &nt, token):
+		case !v.DueAt.After(horizon):
 			nt.Claim = &store.Lease{Owner: s.cfg.NodeID, Until: v.DueAt.Add(s.cfg.LeaseTTL), Token: token}
 		}
 		news = append(news, nt)
@@ -211,6 +225,26 @@ func (s *Service) Submit(ctx context.Context, specs []task.Spec) (_ []Result, er
 	}
 	s.replace(ctx, results, specs, valid)
 	return results, nil
+}
+
+// dueAtOnce is how far after the submit a task is still due at once: a
+// task without a due time is due at the submit's time rounded up to the
+// store's microsecond (task.CeilMicro); the Runner releases it no sooner
+// than its due time all the same.
+const dueAtOnce = time.Millisecond
+
+// runNow makes nt, due at once, a task inserted running when the Runner
+// admits it, and says whether it did.
+func (s *Service) runNow(v task.Validated, now time.Time, nt *store.NewTask, token int64) bool {
+	if s.cfg.Runner == nil || v.DueAt.After(now.Add(dueAtOnce)) {
+		return false
+	}
+	lease, ok := s.cfg.Runner.RunNow(v.Topic)
+	if !ok {
+		return false
+	}
+	nt.Claim, nt.Running = &store.Lease{Owner: s.cfg.NodeID, Until: lease, Token: token}, true
+	return true
 }
 
 // insert stores news and runs what follows the commit: through the group
@@ -308,6 +342,7 @@ func (s *Service) committed(ctx context.Context, news []store.NewTask, ins []sto
 	now := time.Now()
 	var entries, again []hot.Entry
 	var claimed []store.NewTask
+	var running []*task.Task
 	for j, r := range ins {
 		if r.Existing {
 			s.m.Submitted.WithLabelValues("existing").Inc()
@@ -326,7 +361,9 @@ func (s *Service) committed(ctx context.Context, news []store.NewTask, ins []sto
 		}
 		s.m.Submitted.WithLabelValues("created").Inc()
 		s.m.Topics.For(news[j].Topic).Submitted.Inc()
-		if nt := news[j]; nt.Claim != nil {
+		if nt := news[j]; nt.Running {
+			running = append(running, r.Task)
+		} else if nt.Claim != nil {
 			en := s.cfg.Planner.Entry(now, nt.ID, nt.Topic, nt.DueAt, nt.Claim.Token)
 			en.Priority = nt.Priority
 			entries = append(entries, en)
@@ -334,6 +371,12 @@ func (s *Service) committed(ctx context.Context, news []store.NewTask, ins []sto
 		} else {
 			s.cfg.Notifier.Notify(s.item(nt.ShardHash, nt.Seg), nt.DueAt.Add(-s.cfg.Window))
 		}
+	}
+	if len(running) > 0 {
+		// Committed running under this node's lease: delivered now. Should
+		// this process end before their outcomes are written, the leases
+		// lapse and the scanners take them again, the attempt counted.
+		s.cfg.Runner.Run(running)
 	}
 	if len(entries) > 0 {
 		// The rows are committed and claimed: if this Add fails (the tier is

@@ -89,6 +89,7 @@ func (p insertPlan) chunks(idx []int, tasks []store.NewTask) [][]int {
 type insertRow struct {
 	key, owner          any // nil: NULL
 	status              task.Status
+	attempts            int // 1 for a row inserted running (store.NewTask.Running)
 	lease, token, dueUs int64
 }
 
@@ -99,6 +100,9 @@ func newInsertRow(nt store.NewTask) insertRow {
 	}
 	if nt.Claim != nil {
 		r.status, r.owner, r.lease, r.token = task.StatusClaimed, nt.Claim.Owner, micros(nt.Claim.Until), nt.Claim.Token
+		if nt.Running {
+			r.status, r.attempts = task.StatusRunning, 1
+		}
 	}
 	return r
 }
@@ -106,7 +110,7 @@ func newInsertRow(nt store.NewTask) insertRow {
 // storedTask is the row as a task, for the caller's answer.
 func storedTask(nt store.NewTask, r insertRow, nowUs int64) *task.Task {
 	st := &task.Task{ID: nt.ID, Topic: nt.Topic, Key: nt.Key, ShardHash: nt.ShardHash, Seg: nt.Seg, DueAt: fromMicros(r.dueUs),
-		Payload: nt.Payload, Target: nt.Target, MaxAttempts: nt.MaxAttempts, Status: r.status,
+		Payload: nt.Payload, Target: nt.Target, MaxAttempts: nt.MaxAttempts, Attempts: r.attempts, Status: r.status,
 		CreatedAt: fromMicros(nowUs), UpdatedAt: fromMicros(nowUs), LeaseUntil: fromMicros(r.lease), Token: r.token, FirstDueAt: fromMicros(r.dueUs),
 		Traceparent: nt.Traceparent, Retry: nt.Retry, Priority: nt.Priority}
 	if r.owner != nil {
@@ -143,7 +147,7 @@ func (s *Store) insertStatement(t string, idx []int, tasks []store.NewTask, out 
 		b.WriteString(row)
 		r := newInsertRow(nt)
 		args = append(args, nt.ID, nt.Topic, r.key, int64(nt.ShardHash), nt.Seg, r.dueUs, nt.Payload, nt.Target,
-			nt.MaxAttempts, 0, int(r.status), "", nowUs, nowUs, r.owner, r.lease, r.token, r.dueUs, nt.Traceparent, nt.Retry, nt.Priority)
+			nt.MaxAttempts, r.attempts, int(r.status), "", nowUs, nowUs, r.owner, r.lease, r.token, r.dueUs, nt.Traceparent, nt.Retry, nt.Priority)
 		out[i] = store.Inserted{Task: storedTask(nt, r, nowUs)}
 	}
 	b.WriteString(s.d.onConflict)
@@ -160,7 +164,7 @@ func (s *Store) insertStatement(t string, idx []int, tasks []store.NewTask, out 
 func arrayInsertQuery(t string, first int) string {
 	var b strings.Builder
 	b.WriteString(`INSERT INTO ` + t + ` (` + insertCols + `)
-		SELECT id, topic, task_key, shard_hash, seg, due_at, payload, target, max_attempts, 0, status, '', $1, $1, owner, lease_until, token, due_at, traceparent, retry, priority
+		SELECT id, topic, task_key, shard_hash, seg, due_at, payload, target, max_attempts, ` + attemptsOfStatus + `, status, '', $1, $1, owner, lease_until, token, due_at, traceparent, retry, priority
 		FROM unnest(`)
 	for j, typ := range arrayTypes {
 		if j > 0 {
@@ -172,6 +176,11 @@ func arrayInsertQuery(t string, first int) string {
 		ON CONFLICT DO NOTHING RETURNING id`)
 	return b.String()
 }
+
+// attemptsOfStatus is the attempts of a row inserted from arrays: its
+// status says whether it was inserted running (store.NewTask.Running,
+// its first attempt begun), which spares an array per statement.
+var attemptsOfStatus = "CASE WHEN status = " + strconv.Itoa(int(task.StatusRunning)) + " THEN 1 ELSE 0 END"
 
 // arrayTypes are the element types of arrayColumns' arrays, in order.
 var arrayTypes = []string{"text", "text", "text", "int8", "int8", "int8", "bytea", "text", "int8", "int8", "text", "int8", "int8", "text", "text", "int2"}

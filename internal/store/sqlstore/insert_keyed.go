@@ -72,7 +72,7 @@ func keyedInsertQuery(tables []string) string {
 		}
 		first := 3 + n*len(keyedArrayTypes)
 		b.WriteString("i" + strconv.Itoa(n) + ` AS (INSERT INTO ` + t + ` (` + insertCols + `)
-		SELECT id, topic, task_key, shard_hash, seg, due_at, payload, target, max_attempts, 0, status, '', $1, $1, owner, lease_until, token, due_at, traceparent, retry, priority
+		SELECT id, topic, task_key, shard_hash, seg, due_at, payload, target, max_attempts, ` + attemptsOfStatus + `, status, '', $1, $1, owner, lease_until, token, due_at, traceparent, retry, priority
 		FROM unnest(`)
 		for j, typ := range keyedArrayTypes {
 			if j > 0 {

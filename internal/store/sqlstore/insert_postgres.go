@@ -36,8 +36,8 @@ import (
 // runs its statements, which skip it.
 
 // copyColumns are the columns COPY writes, in the order copyRow encodes
-// them: every column of insertCols but the two whose default a new row keeps.
-const copyColumns = `id, topic, task_key, shard_hash, seg, due_at, payload, target, max_attempts, status, created_at, updated_at, owner, lease_until, token, first_due_at, traceparent, retry, priority`
+// them: every column of insertCols but the one whose default a new row keeps.
+const copyColumns = `id, topic, task_key, shard_hash, seg, due_at, payload, target, max_attempts, attempts, status, created_at, updated_at, owner, lease_until, token, first_due_at, traceparent, retry, priority`
 
 // copyChunk is the most COPY data sent in one CopyData message; the
 // messages of one query are written to the socket every copyFlush bytes,
@@ -177,7 +177,7 @@ func copyRow(b []byte, nt store.NewTask, r insertRow, nowUs int64) []byte {
 		return binary.BigEndian.AppendUint16(binary.BigEndian.AppendUint32(b, 2), uint16(int16(v)))
 	}
 	null := func(b []byte) []byte { return binary.BigEndian.AppendUint32(b, 0xffffffff) }
-	b = binary.BigEndian.AppendUint16(b, 19) // columns
+	b = binary.BigEndian.AppendUint16(b, 20) // columns
 	b = text(b, nt.ID)
 	b = text(b, nt.Topic)
 	b = null(b) // task_key: no key goes by COPY
@@ -187,6 +187,7 @@ func copyRow(b []byte, nt store.NewTask, r insertRow, nowUs int64) []byte {
 	b = append(binary.BigEndian.AppendUint32(b, uint32(len(nt.Payload))), nt.Payload...)
 	b = text(b, nt.Target)
 	b = i4(b, nt.MaxAttempts)
+	b = i4(b, r.attempts)
 	b = i2(b, int(r.status))
 	b = i8(b, nowUs)
 	b = i8(b, nowUs)

@@ -53,11 +53,11 @@ type liteKey struct {
 
 func newLiteStmts() *liteStmts { return newStmtCache[liteKey](0) }
 
-// liteInsertQuery inserts n rows into t: every column but attempts and
-// last_error (constants) bound per row; created_at and updated_at take the
+// liteInsertQuery inserts n rows into t: every column but last_error (a
+// constant) bound per row; created_at and updated_at take the
 // time of the insert, first_due_at the due time.
 func liteInsertQuery(t string, n int) string {
-	const row = "(?, ?, ?, ?, ?, ?, ?, ?, ?, 0, ?, '', ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+	const row = "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, '', ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 	var b strings.Builder
 	b.Grow(len(t) + len(insertCols) + 64 + n*(len(row)+2))
 	b.WriteString("INSERT INTO " + t + " (" + insertCols + ") VALUES ")
@@ -85,7 +85,7 @@ func liteInsertQuery(t string, n int) string {
 // two rows of one statement with the same key both pass NOT EXISTS and
 // the live-key index keeps the second out, as in one VALUES list.
 func liteHoldQuery(t string, n int) string {
-	const row = "(?, ?, ?, ?, ?, ?, ?, ?, ?, 0, ?, '', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+	const row = "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, '', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 	var b strings.Builder
 	b.Grow(len(t)*2 + len(insertCols) + 512 + n*(len(row)+2))
 	b.WriteString("INSERT INTO " + t + " (" + insertCols + ") SELECT ")
@@ -256,7 +256,7 @@ func (s *Store) insertRoundLite(ctx context.Context, lt *liteTx, g group, idx []
 			}
 			due := any(r.dueUs)
 			args = append(args, nt.ID, nt.Topic, r.key, int64(nt.ShardHash), int64(nt.Seg), due, payload, nt.Target,
-				int64(nt.MaxAttempts), int64(r.status), nowArg, nowArg, r.owner, r.lease, r.token, due, nt.Traceparent, nt.Retry, int64(nt.Priority))
+				int64(nt.MaxAttempts), int64(r.attempts), int64(r.status), nowArg, nowArg, r.owner, r.lease, r.token, due, nt.Traceparent, nt.Retry, int64(nt.Priority))
 			if hold {
 				if nt.ReplaceFinal {
 					args = append(args, noHold)

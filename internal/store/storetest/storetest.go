@@ -116,6 +116,7 @@ func Run(t *testing.T, open Opener) {
 	t.Run("MixedBatches", func(t *testing.T) { testMixedBatches(t, open) })
 	t.Run("Priority", func(t *testing.T) { testPriority(t, open) })
 	t.Run("Purge", func(t *testing.T) { testPurge(t, open) })
+	t.Run("InsertRunning", func(t *testing.T) { testInsertRunning(t, open) })
 }
 
 func testRoundTrip(t *testing.T, open Opener) {

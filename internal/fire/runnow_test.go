@@ -1,0 +1,65 @@
+package fire_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/ontimehq/ontime/internal/fire"
+	"github.com/ontimehq/ontime/internal/task"
+)
+
+// TestRunNow: a firer admits tasks due at once for insertion running only
+// while it runs, is not at its bound and their topic is not paused, with
+// a lease that covers the delivery; Run hands them to delivery at once,
+// their outcomes expected, and one whose due time is still ahead (a wall
+// clock stepped back) no sooner than it.
+func TestRunNow(t *testing.T) {
+	x := setup(t, 20*time.Millisecond)
+	p := &pauser{paused: map[string]bool{"run.paused": true}}
+	f, err := fire.New(fire.Config{Store: x.st, Tier: x.tier, Planner: x.planner, Sender: x.send, Outcomes: x.exp,
+		MaxOutstanding: 10, MaxLead: 20 * time.Millisecond, DeliveryLease: time.Minute, Paused: p})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := f.RunNow("run.live"); ok {
+		t.Fatal("admitted before Start")
+	}
+	if err := f.Start(x.ctx); err != nil {
+		t.Fatal(err)
+	}
+	before := time.Now()
+	lease, ok := f.RunNow("run.live")
+	if !ok || lease.Before(before.Add(time.Minute)) {
+		t.Fatalf("RunNow = %v, %v: want a lease past the delivery lease", lease, ok)
+	}
+	if _, ok := f.RunNow("run.paused"); ok {
+		t.Fatal("admitted a paused topic's task")
+	}
+	now := time.Now()
+	later := now.Add(60 * time.Millisecond)
+	tasks := []*task.Task{
+		{ID: "b", Topic: "run.live", DueAt: later, LeaseUntil: lease, Status: task.StatusRunning, Attempts: 1},
+		{ID: "a", Topic: "run.live", DueAt: now, LeaseUntil: lease, Status: task.StatusRunning, Attempts: 1},
+	}
+	f.Run(tasks)
+	got := x.send.sent()
+	if len(got) != 2 || got[0].task.ID != "a" || got[1].task.ID != "b" {
+		t.Fatalf("sent %+v", got)
+	}
+	if got[1].at.Before(later) {
+		t.Fatalf("task due at %v sent early, at %v", later, got[1].at)
+	}
+	if n := x.exp.n.Load(); n != 2 {
+		t.Fatalf("%d outcomes expected, want 2", n)
+	}
+	// At the bound of started tasks without an outcome: refused.
+	x.exp.busy.Store(10)
+	if _, ok := f.RunNow("run.live"); ok {
+		t.Fatal("admitted at the bound")
+	}
+	x.exp.busy.Store(0)
+	f.Stop()
+	if _, ok := f.RunNow("run.live"); ok {
+		t.Fatal("admitted after Stop")
+	}
+}
