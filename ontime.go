@@ -545,8 +545,17 @@ func (n *Node) build(ctx context.Context, resolver Resolver) error {
 	if err != nil {
 		return err
 	}
+	firer, err := fire.New(fire.Config{Store: n.store, Tier: n.tier, Planner: planner, Sender: misfireScreen{n: n, outcomes: comp}, Outcomes: comp,
+		HeldBytes: comp.HeldBytes, Wait: comp.Wait, Drain: drain,
+		MaxLead: maxLead, DeliveryLease: deliveryLease, MaxBytes: cfg.Hot.MaxBytes, Paused: pausedTopics{n}, Logger: n.log, Metrics: m})
+	if err != nil {
+		return err
+	}
 	n.scan, err = scan.New(scan.Config{Store: n.store, Tier: n.tier, Planner: planner, NodeID: cfg.NodeID, Incarnation: n.inc, MaxEntries: cfg.Hot.maxEntries(),
-		Window: window, LeaseTTL: time.Duration(cfg.Delivery.LeaseTTL), Logger: n.log, Metrics: m, Live: n.liveNodes, Wait: comp.Wait, Tracer: n.tracer})
+		Window: window, LeaseTTL: time.Duration(cfg.Delivery.LeaseTTL), Logger: n.log, Metrics: m, Live: n.liveNodes, Wait: comp.Wait, Tracer: n.tracer,
+		// Overdue tasks are claimed running while the fire stage has room,
+		// not preheated into the tier.
+		Runner: firer})
 	if err != nil {
 		return err
 	}
@@ -578,12 +587,6 @@ func (n *Node) build(ctx context.Context, resolver Resolver) error {
 		return err
 	}
 	if n.admin, err = topics.NewAdmin(n.store, n.topics, n.counts, n.scan, n.settings); err != nil {
-		return err
-	}
-	firer, err := fire.New(fire.Config{Store: n.store, Tier: n.tier, Planner: planner, Sender: misfireScreen{n: n, outcomes: comp}, Outcomes: comp,
-		HeldBytes: comp.HeldBytes, Wait: comp.Wait, Drain: drain,
-		MaxLead: maxLead, DeliveryLease: deliveryLease, MaxBytes: cfg.Hot.MaxBytes, Paused: n.topics, Logger: n.log, Metrics: m})
-	if err != nil {
 		return err
 	}
 	// Group commit: SQLite has one writer, so one group per database at a

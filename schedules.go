@@ -263,6 +263,13 @@ func (n *Node) buildSchedules() error {
 // judges the started tasks that are late beyond the misfire threshold
 // (schedule.Service.Screen), and those its schedule's misfire policy passes
 // over end cancelled with the reason, not delivered.
+// pausedTopics is the topics watcher as the fire stage asks it, built
+// after the firer (the watcher wakes the scanner, which hands overdue
+// tasks to the firer); n.topics is set before the node starts.
+type pausedTopics struct{ n *Node }
+
+func (p pausedTopics) Paused(topic string) bool { return p.n.topics.Paused(topic) }
+
 type misfireScreen struct {
 	n        *Node // its sched is set before the node starts
 	outcomes interface{ Finish(t *task.Task, err error) }

@@ -131,6 +131,7 @@ type Firer struct {
 	gate *gate
 
 	live      atomic.Bool    // between Start and Stop: RunNow admits tasks
+	reserved  atomic.Int64   // room taken by TakeRoom, not yet given back
 	waiting   sync.WaitGroup // started tasks waiting for their due time
 	restoring sync.WaitGroup // restore of live claims whose entry lost (restore.go)
 	unsure    unsure         // entries whose Start failed, maybe committed (unsure.go)
@@ -207,8 +208,39 @@ func (f *Firer) RunNow(topic string) (leaseUntil time.Time, ok bool) {
 	return leaseUntil, true
 }
 
-// Run hands tasks inserted running under RunNow's lease to delivery, as a
-// Start hands those it started: their outcomes expected, each released at
+// TakeRoom reserves room for up to max tasks that a scanner claims
+// straight to running (overdue tasks: store ClaimRunning) and hands to
+// Run: as many as the bound of started tasks without an outcome leaves
+// (0 while the loops do not run, or at the bound of held bytes), and the
+// running lease for them. GiveRoom(n) returns the reservation once they
+// are handed to Run (which counts them itself) or were not claimed.
+func (f *Firer) TakeRoom(max int) (n int, leaseUntil time.Time) {
+	if !f.live.Load() || max <= 0 || f.cfg.HeldBytes != nil && f.cfg.MaxBytes > 0 && f.cfg.HeldBytes() >= f.cfg.MaxBytes {
+		return 0, time.Time{}
+	}
+	for {
+		r := f.reserved.Load()
+		free := int64(f.cfg.MaxOutstanding) - f.cfg.Outcomes.Busy() - r
+		if free <= 0 {
+			return 0, time.Time{}
+		}
+		n = int(min(free, int64(max)))
+		if f.reserved.CompareAndSwap(r, r+int64(n)) {
+			break
+		}
+	}
+	leaseUntil = time.Now().Add(f.cfg.MaxLead + f.cfg.DeliveryLease)
+	if f.cfg.Wait != nil {
+		leaseUntil = leaseUntil.Add(f.cfg.Wait(n))
+	}
+	return n, leaseUntil
+}
+
+// GiveRoom returns n of TakeRoom's reservation.
+func (f *Firer) GiveRoom(n int) { f.reserved.Add(-int64(n)) }
+
+// Run hands tasks inserted running under RunNow's lease, or claimed
+// running under TakeRoom's, to delivery, as a Start hands those it started: their outcomes expected, each released at
 // its due time (already past, unless the wall clock stepped back since).
 func (f *Firer) Run(tasks []*task.Task) {
 	if len(tasks) == 0 {
@@ -224,7 +256,7 @@ func (f *Firer) Run(tasks []*task.Task) {
 	slices.SortStableFunc(tasks, func(a, b *task.Task) int { return a.DueAt.Compare(b.DueAt) })
 	f.cfg.Outcomes.Expect(tasks, lease)
 	f.m.Started.Add(float64(len(tasks)))
-	f.m.RanAtInsert.Add(float64(len(tasks)))
+	f.m.StartedDirect.Add(float64(len(tasks)))
 	f.releaseAt(tasks)
 }
 
@@ -322,7 +354,7 @@ func (f *Firer) loop(ctx context.Context) {
 // full says whether the started tasks not done with are at a bound: their
 // count, or their payloads' bytes.
 func (f *Firer) full() bool {
-	if f.cfg.Outcomes.Busy() >= int64(f.cfg.MaxOutstanding) {
+	if f.cfg.Outcomes.Busy()+f.reserved.Load() >= int64(f.cfg.MaxOutstanding) {
 		return true
 	}
 	return f.cfg.HeldBytes != nil && f.cfg.MaxBytes > 0 && f.cfg.HeldBytes() >= f.cfg.MaxBytes

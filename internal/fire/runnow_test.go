@@ -52,6 +52,25 @@ func TestRunNow(t *testing.T) {
 	if n := x.exp.n.Load(); n != 2 {
 		t.Fatalf("%d outcomes expected, want 2", n)
 	}
+	// TakeRoom reserves within the bound (10), the reservations count
+	// against RunNow and each other until given back.
+	x.exp.busy.Store(4)
+	n1, lease1 := f.TakeRoom(5)
+	n2, _ := f.TakeRoom(5)
+	if n1 != 5 || n2 != 1 || lease1.Before(before.Add(time.Minute)) {
+		t.Fatalf("TakeRoom: %d then %d (lease %v), want 5 then 1 of the 6 free", n1, n2, lease1)
+	}
+	if n, _ := f.TakeRoom(5); n != 0 {
+		t.Fatalf("TakeRoom past the bound: %d", n)
+	}
+	if _, ok := f.RunNow("run.live"); ok {
+		t.Fatal("RunNow admitted with the room reserved")
+	}
+	f.GiveRoom(n1 + n2)
+	if n, _ := f.TakeRoom(100); n != 6 {
+		t.Fatalf("TakeRoom after GiveRoom: %d, want 6", n)
+	}
+	f.GiveRoom(6)
 	// At the bound of started tasks without an outcome: refused.
 	x.exp.busy.Store(10)
 	if _, ok := f.RunNow("run.live"); ok {
@@ -61,5 +80,8 @@ func TestRunNow(t *testing.T) {
 	f.Stop()
 	if _, ok := f.RunNow("run.live"); ok {
 		t.Fatal("admitted after Stop")
+	}
+	if n, _ := f.TakeRoom(1); n != 0 {
+		t.Fatal("room after Stop")
 	}
 }

@@ -14,10 +14,10 @@ type Metrics struct {
 	Submitted *prometheus.CounterVec // result: created | existing | invalid
 	Claimed   prometheus.Counter
 	Started   prometheus.Counter
-	// RanAtInsert: of Started, the tasks due at once that were inserted
-	// running and handed to delivery by the node that inserted them,
-	// without the hot tier and a Start.
-	RanAtInsert prometheus.Counter
+	// StartedDirect: of Started, the tasks that went to delivery without
+	// the hot tier and a Start: due at once, inserted running by the node
+	// that took the submit, or overdue, claimed running by a scanner.
+	StartedDirect prometheus.Counter
 	Outcomes    *prometheus.CounterVec // outcome: done | retry | dead | deferred | snoozed | cancelled | handed_off | unhandled
 	Lateness    prometheus.Histogram   // seconds from due time to the start of delivery
 	Extended    prometheus.Counter     // running leases extended while the outcome waited
@@ -73,10 +73,10 @@ func New(reg prometheus.Registerer) *Metrics { return NewWith(reg, Options{}) }
 func NewWith(reg prometheus.Registerer, o Options) *Metrics {
 	m := &Metrics{Topics: NewTopics(reg, o.MaxTopics), Dests: NewDests(reg, o.Webhooks, o.Brokers),
 		Submitted: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "ontime_tasks_submitted_total", Help: "Per node: tasks submitted, by result."}, []string{"result"}),
-		Claimed:   prometheus.NewCounter(prometheus.CounterOpts{Name: "ontime_tasks_claimed_total", Help: "Per node: tasks claimed into the hot tier by scanners."}),
+		Claimed:   prometheus.NewCounter(prometheus.CounterOpts{Name: "ontime_tasks_claimed_total", Help: "Per node: tasks claimed by scanners, into the hot tier or, overdue, straight to running."}),
 		Started:   prometheus.NewCounter(prometheus.CounterOpts{Name: "ontime_deliveries_started_total", Help: "Per node: delivery attempts started."}),
-		RanAtInsert: prometheus.NewCounter(prometheus.CounterOpts{Name: "ontime_deliveries_started_at_insert_total",
-			Help: "Per node: of the delivery attempts started, those of tasks due at once inserted running and handed to delivery without the hot tier and a start."}),
+		StartedDirect: prometheus.NewCounter(prometheus.CounterOpts{Name: "ontime_deliveries_started_direct_total",
+			Help: "Per node: of the delivery attempts started, those started without the hot tier and a start: tasks due at once inserted running, and overdue tasks claimed running."}),
 		Outcomes: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "ontime_deliveries_total", Help: "Per node: delivery attempts finished, by outcome."}, []string{"outcome"}),
 		Lateness: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "ontime_fire_lateness_seconds", Help: "Per node: time from a task's due time to the start of its delivery.",
 			Buckets: []float64{.0005, .001, .002, .005, .01, .025, .05, .1, .25, .5, 1, 5, 30}}),
@@ -112,7 +112,7 @@ func NewWith(reg prometheus.Registerer, o Options) *Metrics {
 		m.LeasesEnded.WithLabelValues(r)
 	}
 	if reg != nil {
-		reg.MustRegister(m.Submitted, m.Claimed, m.Started, m.RanAtInsert, m.Outcomes, m.Lateness, m.Extended, m.Scans, m.ScanErrs, m.ItemsScanned, m.LeasesEnded, m.Paused, m.GroupSubmits,
+		reg.MustRegister(m.Submitted, m.Claimed, m.Started, m.StartedDirect, m.Outcomes, m.Lateness, m.Extended, m.Scans, m.ScanErrs, m.ItemsScanned, m.LeasesEnded, m.Paused, m.GroupSubmits,
 			m.OutcomesPending, m.ClaimsExtended, m.EntriesRestored, m.FinishSeconds, m.ExtendSeconds)
 	}
 	return m

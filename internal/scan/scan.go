@@ -40,6 +40,12 @@ type Store interface {
 	NextDue(ctx context.Context, item store.Item) (due, leaseEnd time.Time, err error)
 	// EndLeases ends the leases in item of holders that are gone.
 	EndLeases(ctx context.Context, item store.Item, now time.Time, h store.Holders) (int, error)
+	// ClaimAhead is Claim without the pending tasks due by now (with a
+	// Runner they are claimed running).
+	ClaimAhead(ctx context.Context, item store.Item, horizon, now time.Time, lease store.Lease, limit int) ([]store.Ref, error)
+	// ClaimRunning claims up to limit tasks of item due by now straight
+	// to running under lease and returns them.
+	ClaimRunning(ctx context.Context, item store.Item, now time.Time, lease store.Lease, limit int) ([]*task.Task, error)
 	// Release hands claimed tasks back (pending).
 	Release(ctx context.Context, refs []store.Ref) error
 	// ExtendHeld moves the lease end of the claimed tasks held under these
@@ -52,6 +58,15 @@ type Tier interface {
 	Add(ctx context.Context, entries ...hot.Entry) error
 	// Len is the number of entries the tier holds.
 	Len(ctx context.Context) (int, error)
+}
+
+// Runner takes overdue tasks straight to delivery (the fire stage): room
+// for them reserved with TakeRoom, claimed running under its lease,
+// handed to Run, the reservation given back.
+type Runner interface {
+	TakeRoom(max int) (n int, leaseUntil time.Time)
+	GiveRoom(n int)
+	Run(tasks []*task.Task)
 }
 
 // lenEvery bounds how often the tier's size is read: every item scanner
@@ -101,6 +116,14 @@ type Config struct {
 	// Tracer, when set (tracing on), makes a span of each claim that took
 	// tasks ("ontime.claim": the item, the count); nil: none.
 	Tracer trace.Tracer
+	// Runner, when set, takes the overdue tasks: they are claimed running
+	// while it has room and handed to it, never put in the tier (whose
+	// claims, lease extensions and Starts are three more writes of each
+	// row in a burst's drain, which the store's writes bound), and wait in
+	// the store, pending and claimable by any node, while it has none.
+	// The tier then preheats only tasks not due yet. nil: overdue tasks go
+	// through the tier like the others.
+	Runner Runner
 }
 
 // Node is a live node as the coordinator sees it.
@@ -173,6 +196,9 @@ type item struct {
 	// started is when the node was given the item: its first adopt reads
 	// the live nodes afresh unless they were read since (liveNodes).
 	started time.Time
+	// overdue: its last scan left pending tasks due (the Runner had no
+	// room). Only the item's own goroutine reads and writes it.
+	overdue bool
 }
 
 // New checks cfg and builds a Scanner; nothing runs until Start.
@@ -331,7 +357,7 @@ func (s *Scanner) scanItem(ctx context.Context, it store.Item, is *item) {
 		if lost {
 			s.reclaim(ctx, it, log)
 		}
-		next, err := s.scanOnce(ctx, it)
+		next, err := s.scanOnce(ctx, it, is)
 		if ctx.Err() != nil {
 			return
 		}
@@ -527,7 +553,11 @@ func (s *Scanner) claim(ctx context.Context, it store.Item, limit int) ([]store.
 	now := time.Now()
 	horizon := now.Add(s.cfg.Window)
 	lease := store.Lease{Owner: s.cfg.NodeID, Until: horizon.Add(s.cfg.LeaseTTL + s.backlog(limit)), Token: s.token()}
-	refs, err := s.cfg.Store.Claim(ctx, it, horizon, now, lease, limit)
+	claim := s.cfg.Store.Claim
+	if s.cfg.Runner != nil {
+		claim = s.cfg.Store.ClaimAhead
+	}
+	refs, err := claim(ctx, it, horizon, now, lease, limit)
 	if err != nil {
 		s.unreserve(limit, 0)
 		return nil, err
@@ -634,7 +664,18 @@ func (s *Scanner) unreserve(limit, used int) {
 
 // scanOnce claims everything due within the window in it and returns when
 // to look again.
-func (s *Scanner) scanOnce(ctx context.Context, it store.Item) (time.Time, error) {
+func (s *Scanner) scanOnce(ctx context.Context, it store.Item, is *item) (time.Time, error) {
+	if s.cfg.Runner != nil {
+		full, err := s.runOverdue(ctx, it)
+		if err != nil {
+			return time.Time{}, err
+		}
+		if full && is.overdue {
+			// Overdue tasks wait for room: look again soon, reading
+			// nothing meanwhile.
+			return time.Now().Add(5 * minSleep), nil
+		}
+	}
 	for {
 		limit, err := s.room(ctx)
 		if err != nil {
@@ -666,10 +707,38 @@ func (s *Scanner) scanOnce(ctx context.Context, it store.Item) (time.Time, error
 	if !leaseEnd.IsZero() && leaseEnd.Before(next) {
 		next = leaseEnd.Add(time.Millisecond) // claimable once strictly past
 	}
-	if floor := now.Add(minSleep); next.Before(floor) {
+	floor := now.Add(minSleep)
+	// Pending tasks due already, left by a Runner without room: they
+	// wait for it to make some.
+	if is.overdue = s.cfg.Runner != nil && !due.IsZero() && !due.After(now); is.overdue {
+		floor = now.Add(5 * minSleep)
+	}
+	if next.Before(floor) {
 		next = floor
 	}
 	return next, nil
+}
+
+// runOverdue claims the item's overdue tasks running, as many as the
+// Runner has room for, and hands them to it; full says it ran out of room
+// (overdue tasks may be left).
+func (s *Scanner) runOverdue(ctx context.Context, it store.Item) (full bool, err error) {
+	for {
+		n, leaseUntil := s.cfg.Runner.TakeRoom(s.cfg.ClaimBatch)
+		if n == 0 {
+			return true, nil
+		}
+		tasks, err := s.cfg.Store.ClaimRunning(ctx, it, time.Now(), store.Lease{Owner: s.cfg.NodeID, Until: leaseUntil, Token: s.token()}, n)
+		if len(tasks) > 0 {
+			// Committed running (also when an error follows): delivered.
+			s.m.Claimed.Add(float64(len(tasks)))
+			s.cfg.Runner.Run(tasks)
+		}
+		s.cfg.Runner.GiveRoom(n)
+		if err != nil || len(tasks) < n {
+			return false, err
+		}
+	}
 }
 
 // Owned returns the items this node owns: those of the last SetItems (the

@@ -197,6 +197,15 @@ type Store interface {
 	// Concurrent claimers get disjoint sets (SKIP LOCKED where the engine has
 	// it). Returned refs carry lease.Token.
 	Claim(ctx context.Context, item Item, horizon, now time.Time, lease Lease, limit int) ([]Ref, error)
+	// ClaimAhead is Claim without the pending tasks due by now: a node
+	// that delivers those at once claims them with ClaimRunning.
+	ClaimAhead(ctx context.Context, item Item, horizon, now time.Time, lease Lease, limit int) ([]Ref, error)
+	// ClaimRunning claims up to limit tasks of item due by now — those
+	// whose lease ended, then pending ones, none of a paused topic — as
+	// running under lease, their attempt counted (a Start's write in the
+	// claim's), and returns them sorted by due time. Concurrent claimers
+	// get disjoint sets.
+	ClaimRunning(ctx context.Context, item Item, now time.Time, lease Lease, limit int) ([]*task.Task, error)
 
 	// NextDue returns the earliest due_at of a pending task in item, and the
 	// earliest lease end of a claimed or running task in item; zero times

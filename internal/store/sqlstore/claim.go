@@ -21,6 +21,18 @@ func claimSelect(t, where, order string) string {
 // Claim leases due pending tasks and tasks whose lease ended.
 func (s *Store) Claim(ctx context.Context, it store.Item, horizon, now time.Time, lease store.Lease, limit int) (_ []store.Ref, err error) {
 	defer classify(&err)
+	return s.claim(ctx, it, horizon, now, lease, limit, false)
+}
+
+// ClaimAhead is Claim of the pending tasks not due yet at now (and of
+// every task whose lease ended): the pending ones due already go to
+// ClaimRunning, straight to delivery, rather than through the hot tier.
+func (s *Store) ClaimAhead(ctx context.Context, it store.Item, horizon, now time.Time, lease store.Lease, limit int) (_ []store.Ref, err error) {
+	defer classify(&err)
+	return s.claim(ctx, it, horizon, now, lease, limit, true)
+}
+
+func (s *Store) claim(ctx context.Context, it store.Item, horizon, now time.Time, lease store.Lease, limit int, ahead bool) ([]store.Ref, error) {
 	if err := s.fenced(); err != nil {
 		return nil, err
 	}
@@ -29,7 +41,15 @@ func (s *Store) Claim(ctx context.Context, it store.Item, horizon, now time.Time
 	}
 	limit = clampLimit(limit)
 	t := s.names[it.Table]
-	// Expired leases first: those tasks are overdue.
+	var notDue string
+	var nargs []any
+	if ahead {
+		notDue, nargs = ` AND due_at > ?`, []any{micros(now)}
+	}
+	// Expired leases first: those tasks are overdue. Also with ahead:
+	// ClaimRunning leaves those of paused topics, and those it had no
+	// room for, which the hot tier takes (the fire stage hands a paused
+	// topic's back, pending).
 	expired, err := s.claimWhere(ctx, it.DB, t, expiredWhere+s.owned(it.DB),
 		[]any{it.Segment, micros(now)}, expiredOrder, lease, limit)
 	if err != nil {
@@ -39,12 +59,115 @@ func (s *Store) Claim(ctx context.Context, it store.Item, horizon, now time.Time
 		return expired, nil
 	}
 	paused, pargs := s.pausedClause()
-	due, err := s.claimWhere(ctx, it.DB, t, dueWhere+s.owned(it.DB)+paused,
-		append([]any{it.Segment, int(task.StatusPending), micros(horizon)}, pargs...), dueOrder, lease, limit-len(expired))
+	due, err := s.claimWhere(ctx, it.DB, t, dueWhere+notDue+s.owned(it.DB)+paused,
+		append(append([]any{it.Segment, int(task.StatusPending), micros(horizon)}, nargs...), pargs...), dueOrder, lease, limit-len(expired))
 	if err != nil {
 		return expired, fmt.Errorf("claim %v: %w", it, err)
 	}
 	return append(expired, due...), nil
+}
+
+// ClaimRunning claims up to limit tasks of it that are due by now (those
+// whose lease ended, then pending ones; of topics not paused) straight to
+// running under lease, their attempt counted, and returns them: overdue
+// tasks that a node with room delivers at once, without the hot tier and
+// a Start, one write of their rows fewer (a burst's drain is the store's
+// writes).
+func (s *Store) ClaimRunning(ctx context.Context, it store.Item, now time.Time, lease store.Lease, limit int) (_ []*task.Task, err error) {
+	defer classify(&err)
+	if err := s.fenced(); err != nil {
+		return nil, err
+	}
+	if err := s.checkItem(it); err != nil {
+		return nil, err
+	}
+	limit = clampLimit(limit)
+	t := s.names[it.Table]
+	paused, pargs := s.pausedClause()
+	expired, err := s.claimRunningWhere(ctx, it.DB, t, expiredWhere+` AND due_at <= ?`+s.owned(it.DB)+paused,
+		append([]any{it.Segment, micros(now), micros(now)}, pargs...), expiredOrder, lease, limit)
+	if err != nil {
+		return nil, fmt.Errorf("claim running, expired %v: %w", it, err)
+	}
+	if len(expired) >= limit {
+		return byDue(expired), nil
+	}
+	due, err := s.claimRunningWhere(ctx, it.DB, t, dueWhere+s.owned(it.DB)+paused,
+		append([]any{it.Segment, int(task.StatusPending), micros(now)}, pargs...), dueOrder, lease, limit-len(expired))
+	if err != nil {
+		// The expired ones are running, committed: the caller delivers them.
+		return byDue(expired), fmt.Errorf("claim running %v: %w", it, err)
+	}
+	return byDue(append(expired, due...)), nil
+}
+
+// byDue sorts tasks by due time, then ID.
+func byDue(tasks []*task.Task) []*task.Task {
+	slices.SortFunc(tasks, func(a, b *task.Task) int {
+		if c := a.DueAt.Compare(b.DueAt); c != 0 {
+			return c
+		}
+		return strings.Compare(a.ID, b.ID)
+	})
+	return tasks
+}
+
+// claimRunningWhere claims up to limit rows matching where, in order,
+// as running, and returns them as they are now.
+func (s *Store) claimRunningWhere(ctx context.Context, db int, t, where string, args []any, order string, lease store.Lease, limit int) ([]*task.Task, error) {
+	nowUs := time.Now().UnixMicro()
+	set := `status = ?, attempts = attempts + 1, owner = ?, lease_until = ?, token = ?, updated_at = ?`
+	setArgs := []any{int(task.StatusRunning), lease.Owner, micros(lease.Until), lease.Token, nowUs}
+	sel := claimSelect(t, where, order)
+	var out []*task.Task
+	err := withRetry(ctx, func() error {
+		var err error
+		switch s.d.name {
+		case "postgres":
+			q := `WITH c AS MATERIALIZED (` + sel + ` FOR UPDATE SKIP LOCKED) UPDATE ` + t + ` SET ` + set +
+				` FROM c WHERE ` + t + `.id = c.id RETURNING ` + qualifiedCols(t)
+			out, err = s.queryTasks(ctx, s.w[db], q, append(append(append([]any{}, args...), limit), setArgs...)...)
+		case "sqlite":
+			q := `UPDATE ` + t + ` SET ` + set + ` WHERE id IN (` + sel + `) RETURNING ` + cols
+			out, err = s.queryTasks(ctx, s.w[db], q, append(append(append([]any{}, setArgs...), args...), limit)...)
+		default:
+			err = s.writeTx(ctx, db, nil, func(tx *sql.Tx) error {
+				got, err := s.queryTasks(ctx, tx, `SELECT `+cols+` FROM `+t+` WHERE `+where+` ORDER BY `+order+` LIMIT ? FOR UPDATE SKIP LOCKED`, append(append([]any{}, args...), limit)...)
+				if err != nil || len(got) == 0 {
+					out = nil
+					return err
+				}
+				ids := make([]any, len(got))
+				for i, tk := range got {
+					ids[i] = tk.ID
+				}
+				if _, err := tx.ExecContext(ctx, `UPDATE `+t+` SET `+set+` WHERE id IN (`+placeholders(len(ids))+`)`, append(setArgs, ids...)...); err != nil {
+					return err
+				}
+				for _, tk := range got {
+					tk.Status, tk.Attempts, tk.Owner = task.StatusRunning, tk.Attempts+1, lease.Owner
+					tk.LeaseUntil, tk.Token, tk.UpdatedAt = fromMicros(micros(lease.Until)), lease.Token, fromMicros(nowUs)
+				}
+				out = got
+				return nil
+			})
+		}
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// qualifiedCols is cols, each named with table t (an UPDATE … FROM names
+// id twice).
+func qualifiedCols(t string) string {
+	parts := strings.Split(cols, ", ")
+	for i, c := range parts {
+		parts[i] = t + "." + c
+	}
+	return strings.Join(parts, ", ")
 }
 
 // claimWhere claims up to limit rows matching where, in order.

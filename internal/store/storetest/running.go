@@ -2,6 +2,7 @@ package storetest
 
 import (
 	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -98,5 +99,115 @@ func testInsertRunning(t *testing.T, open Opener) {
 	}
 	if st, err := b.s.Start(b.ctx, again, later.Add(time.Hour)); err != nil || len(st) != 1 || st[0].Attempts != 2 {
 		t.Fatalf("start after the lapse: %v %+v", err, st)
+	}
+}
+
+// testClaimRunning: ClaimRunning takes the tasks due by now — pending
+// ones and those whose lease ended — straight to running under its lease,
+// their attempt counted, sorted by due time, never one not due yet or of
+// a paused topic; ClaimAhead takes the pending tasks not due yet and every
+// expired lease, never a pending task due already; two concurrent
+// ClaimRunning get disjoint sets.
+func testClaimRunning(t *testing.T, open Opener) {
+	b := setup(t, open, 1, 1, 1)
+	tp := topicsOf(t, b.s)
+	now := time.Now().Truncate(time.Microsecond)
+	var overdue []store.NewTask
+	for i := range 30 {
+		overdue = append(overdue, b.newTask("cr.live", fmt.Sprintf("o%02d", i), now.Add(-time.Duration(30-i)*time.Second)))
+	}
+	future := b.newTask("cr.live", "future", now.Add(time.Minute))
+	pausedDue := b.newTask("cr.paused", "p", now.Add(-time.Minute))
+	expiredDue := b.newTask("cr.live", "expired-due", now.Add(-2*time.Minute))
+	expiredDue.Claim = &store.Lease{Owner: "gone", Until: now.Add(-time.Second), Token: 5}
+	expiredAhead := b.newTask("cr.live", "expired-ahead", now.Add(time.Minute))
+	expiredAhead.Claim = &store.Lease{Owner: "gone", Until: now.Add(-time.Second), Token: 6}
+	b.insert(append(overdue, future, pausedDue, expiredDue, expiredAhead)...)
+	tp.SetClaimFilter([]string{"cr.paused"})
+	it := b.item(future)
+
+	// ClaimAhead: the not-due pending task and both expired leases.
+	ahead, err := b.s.ClaimAhead(b.ctx, it, now.Add(time.Hour), now, store.Lease{Owner: "n1", Until: now.Add(time.Hour), Token: 10}, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]bool{}
+	for _, r := range ahead {
+		got[r.ID] = true
+	}
+	if len(ahead) != 3 || !got[future.ID] || !got[expiredDue.ID] || !got[expiredAhead.ID] {
+		t.Fatalf("ClaimAhead took %d: %v", len(ahead), got)
+	}
+	// Their leases end again, at once: ClaimRunning takes the expired one
+	// due already, never the one ahead.
+	if _, err := b.s.EndLeases(b.ctx, it, now, store.Holders{Only: []string{"n1"}}); err != nil {
+		t.Fatal(err)
+	}
+
+	lease := store.Lease{Owner: "n2", Until: now.Add(time.Minute), Token: 20}
+	var mu sync.Mutex
+	won := map[string]int{}
+	var all []*task.Task
+	var wg sync.WaitGroup
+	for w := range 2 {
+		wg.Go(func() {
+			l := lease
+			l.Token += int64(w)
+			for {
+				ts, err := b.s.ClaimRunning(b.ctx, it, time.Now(), l, 4)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if len(ts) == 0 {
+					return
+				}
+				for i := 1; i < len(ts); i++ {
+					if ts[i].DueAt.Before(ts[i-1].DueAt) {
+						t.Errorf("ClaimRunning answered out of due order")
+					}
+				}
+				mu.Lock()
+				for _, tk := range ts {
+					won[tk.ID]++
+				}
+				all = append(all, ts...)
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	if len(won) != len(overdue)+1 || len(all) != len(won) {
+		t.Fatalf("ClaimRunning took %d distinct in %d: want the %d overdue and the expired one, each once", len(won), len(all), len(overdue)+1)
+	}
+	if won[future.ID]+won[pausedDue.ID]+won[expiredAhead.ID] != 0 || won[expiredDue.ID] != 1 {
+		t.Fatalf("ClaimRunning took a task not due, or paused: %v", won)
+	}
+	for _, tk := range all {
+		row := b.get(tk.ID)
+		wantAttempts := 1 // the expired one was claimed twice, never started
+		if tk.Status != task.StatusRunning || row.Status != task.StatusRunning || row.Attempts != wantAttempts || tk.Attempts != wantAttempts ||
+			row.Owner != "n2" || row.Token != tk.Token || !row.LeaseUntil.Equal(lease.Until) {
+			t.Fatalf("claimed running: answered %v/%d, stored %+v", tk.Status, tk.Attempts, row)
+		}
+	}
+	// A task claimed running finishes under its token; its Start would
+	// find nothing claimed.
+	tk := all[0]
+	ref := store.Ref{ID: tk.ID, Token: tk.Token, DueAt: tk.DueAt, Topic: tk.Topic}
+	if st, err := b.s.Start(b.ctx, []store.Ref{ref}, now.Add(time.Hour)); err != nil || len(st) != 0 {
+		t.Fatalf("start of a task claimed running: %v %+v", err, st)
+	}
+	if err := b.s.Finish(b.ctx, []store.Outcome{{Ref: ref, Done: true}}); err != nil {
+		t.Fatal(err)
+	}
+	if row := b.get(tk.ID); row.Status != task.StatusDone || row.Attempts != 1 {
+		t.Fatalf("finished: %+v", row)
+	}
+	// Resumed, the paused topic's overdue task is taken too.
+	tp.SetClaimFilter(nil)
+	ts, err := b.s.ClaimRunning(b.ctx, it, time.Now(), lease, 10)
+	if err != nil || len(ts) != 1 || ts[0].ID != pausedDue.ID {
+		t.Fatalf("after resume: %v %+v", err, ts)
 	}
 }

@@ -117,6 +117,7 @@ func Run(t *testing.T, open Opener) {
 	t.Run("Priority", func(t *testing.T) { testPriority(t, open) })
 	t.Run("Purge", func(t *testing.T) { testPurge(t, open) })
 	t.Run("InsertRunning", func(t *testing.T) { testInsertRunning(t, open) })
+	t.Run("ClaimRunning", func(t *testing.T) { testClaimRunning(t, open) })
 }
 
 func testRoundTrip(t *testing.T, open Opener) {
