@@ -18,11 +18,11 @@ type Metrics struct {
 	// the hot tier and a Start: due at once, inserted running by the node
 	// that took the submit, or overdue, claimed running by a scanner.
 	StartedDirect prometheus.Counter
-	Outcomes    *prometheus.CounterVec // outcome: done | retry | dead | deferred | snoozed | cancelled | handed_off | unhandled
-	Lateness    prometheus.Histogram   // seconds from due time to the start of delivery
-	Extended    prometheus.Counter     // running leases extended while the outcome waited
-	Scans       prometheus.Counter
-	ScanErrs    prometheus.Counter
+	Outcomes      *prometheus.CounterVec // outcome: done | retry | dead | deferred | snoozed | cancelled | handed_off | unhandled
+	Lateness      prometheus.Histogram   // seconds from due time to the start of delivery
+	Extended      prometheus.Counter     // running leases extended while the outcome waited
+	Scans         prometheus.Counter
+	ScanErrs      prometheus.Counter
 	// ItemsScanned: the sharding items this node scans now. An item moved
 	// here from a live node counts only once the handover is done (the
 	// old owner has surely let go), so a rebalance shows here, not in the
