@@ -362,7 +362,10 @@ func (s *Service) committed(ctx context.Context, news []store.NewTask, ins []sto
 		s.m.Submitted.WithLabelValues("created").Inc()
 		s.m.Topics.For(news[j].Topic).Submitted.Inc()
 		if nt := news[j]; nt.Running {
-			running = append(running, r.Task)
+			// A copy: the submit answers r.Task while delivery writes to
+			// its own (the result, the outcome).
+			c := *r.Task
+			running = append(running, &c)
 		} else if nt.Claim != nil {
 			en := s.cfg.Planner.Entry(now, nt.ID, nt.Topic, nt.DueAt, nt.Claim.Token)
 			en.Priority = nt.Priority
