@@ -665,8 +665,10 @@ func (s *Scanner) unreserve(limit, used int) {
 // scanOnce claims everything due within the window in it and returns when
 // to look again.
 func (s *Scanner) scanOnce(ctx context.Context, it store.Item, is *item) (time.Time, error) {
+	full := false
 	if s.cfg.Runner != nil {
-		full, err := s.runOverdue(ctx, it)
+		var err error
+		full, err = s.runOverdue(ctx, it)
 		if err != nil {
 			return time.Time{}, err
 		}
@@ -708,9 +710,9 @@ func (s *Scanner) scanOnce(ctx context.Context, it store.Item, is *item) (time.T
 		next = leaseEnd.Add(time.Millisecond) // claimable once strictly past
 	}
 	floor := now.Add(minSleep)
-	// Pending tasks due already, left by a Runner without room: they
-	// wait for it to make some.
-	if is.overdue = s.cfg.Runner != nil && !due.IsZero() && !due.After(now); is.overdue {
+	// Pending tasks due already: left by a Runner without room, they wait
+	// for it to make some; else they fell due since runOverdue looked.
+	if is.overdue = s.cfg.Runner != nil && !due.IsZero() && !due.After(now); is.overdue && full {
 		floor = now.Add(5 * minSleep)
 	}
 	if next.Before(floor) {
