@@ -32,15 +32,23 @@ func (s *Store) ClaimAhead(ctx context.Context, it store.Item, horizon, now time
 	return s.claim(ctx, it, horizon, now, lease, limit, true)
 }
 
-func (s *Store) claim(ctx context.Context, it store.Item, horizon, now time.Time, lease store.Lease, limit int, ahead bool) ([]store.Ref, error) {
+// claimable checks a claim of item it may run and returns its table.
+func (s *Store) claimable(it store.Item) (string, error) {
 	if err := s.fenced(); err != nil {
-		return nil, err
+		return "", err
 	}
 	if err := s.checkItem(it); err != nil {
+		return "", err
+	}
+	return s.names[it.Table], nil
+}
+
+func (s *Store) claim(ctx context.Context, it store.Item, horizon, now time.Time, lease store.Lease, limit int, ahead bool) ([]store.Ref, error) {
+	t, err := s.claimable(it)
+	if err != nil {
 		return nil, err
 	}
 	limit = clampLimit(limit)
-	t := s.names[it.Table]
 	var notDue string
 	var nargs []any
 	if ahead {
@@ -75,14 +83,11 @@ func (s *Store) claim(ctx context.Context, it store.Item, horizon, now time.Time
 // writes).
 func (s *Store) ClaimRunning(ctx context.Context, it store.Item, now time.Time, lease store.Lease, limit int) (_ []*task.Task, err error) {
 	defer classify(&err)
-	if err := s.fenced(); err != nil {
-		return nil, err
-	}
-	if err := s.checkItem(it); err != nil {
+	t, err := s.claimable(it)
+	if err != nil {
 		return nil, err
 	}
 	limit = clampLimit(limit)
-	t := s.names[it.Table]
 	paused, pargs := s.pausedClause()
 	expired, err := s.claimRunningWhere(ctx, it.DB, t, expiredWhere+` AND due_at <= ?`+s.owned(it.DB)+paused,
 		append([]any{it.Segment, micros(now), micros(now)}, pargs...), expiredOrder, lease, limit)

@@ -181,11 +181,7 @@ func (c *started) add(ts []*task.Task) {
 }
 
 // byDue is the tasks in due order, the order Start answers in.
-func (c *started) byDue() []*task.Task {
-	out := slices.Collect(maps.Values(c.tasks))
-	slices.SortFunc(out, func(a, b *task.Task) int { return a.DueAt.Compare(b.DueAt) })
-	return out
-}
+func (c *started) byDue() []*task.Task { return byDue(slices.Collect(maps.Values(c.tasks))) }
 
 // startSet is the SET of a Start's UPDATE, its values, and its now.
 func startSet(leaseUntil time.Time) (string, []any, int64) {
