@@ -44,11 +44,14 @@ func TestNodeByKeyAndUpdate(t *testing.T) {
 	if err != nil || moved.ID != early.ID || !moved.DueAt.Before(early.DueAt) {
 		t.Fatalf("update by key: %v %+v", err, moved)
 	}
-	late, _, err := node.Submit(ctx, ontime.TaskSpec{Topic: "k", Key: "late", Delay: 300 * time.Millisecond})
+	late, _, err := node.Submit(ctx, ontime.TaskSpec{Topic: "k", Key: "late", Delay: 3 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
-	later, err := node.Update(ctx, late.ID, ontime.TaskPatch{Delay: 1500 * time.Millisecond})
+	// Due seconds ahead, not milliseconds: under -race on a loaded CI
+	// machine the update can come after a short due time, when the task is
+	// already running (a conflict, rightly).
+	later, err := node.Update(ctx, late.ID, ontime.TaskPatch{Delay: 4 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
