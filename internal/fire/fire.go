@@ -194,18 +194,18 @@ func (f *Firer) Start(ctx context.Context) error {
 // committed, and the running lease to insert it with. It may while the
 // loops run, delivery keeps up (the bound of a Start: full) and its
 // topic is not paused; otherwise the task goes the way of the others,
-// claimed into the tier. A task that does saves its Start, a write of
-// its row, and the tier's pop and start gap: the latency of a task due
-// now is its insert's commit and the delivery.
+// claimed into the tier. A task admitted holds one place of room, as
+// TakeRoom's, until its submitter gives it back (GiveRoom) once the task
+// is handed to Run or was not inserted: concurrent submits cannot pass
+// the bound together. A task that runs saves its Start, a write of its
+// row, and the tier's pop and start gap: the latency of a task due now is
+// its insert's commit and the delivery.
 func (f *Firer) RunNow(topic string) (leaseUntil time.Time, ok bool) {
-	if !f.live.Load() || f.full() || f.cfg.Paused != nil && f.cfg.Paused.Paused(topic) {
+	if f.cfg.Paused != nil && f.cfg.Paused.Paused(topic) {
 		return time.Time{}, false
 	}
-	leaseUntil = time.Now().Add(f.cfg.MaxLead + f.cfg.DeliveryLease)
-	if f.cfg.Wait != nil {
-		leaseUntil = leaseUntil.Add(f.cfg.Wait(1))
-	}
-	return leaseUntil, true
+	n, leaseUntil := f.TakeRoom(1)
+	return leaseUntil, n == 1
 }
 
 // TakeRoom reserves room for up to max tasks that a scanner claims

@@ -52,6 +52,21 @@ func TestRunNow(t *testing.T) {
 	if n := x.exp.n.Load(); n != 2 {
 		t.Fatalf("%d outcomes expected, want 2", n)
 	}
+	f.GiveRoom(1) // the place RunNow's admission held, back once handed to Run
+	// An admission holds its place until given back: concurrent submits
+	// cannot pass the bound together.
+	x.exp.busy.Store(9)
+	if _, ok := f.RunNow("run.live"); !ok {
+		t.Fatal("refused with one place free")
+	}
+	if _, ok := f.RunNow("run.live"); ok {
+		t.Fatal("admitted past the bound: the first admission's place not held")
+	}
+	f.GiveRoom(1)
+	if _, ok := f.RunNow("run.live"); !ok {
+		t.Fatal("refused after the place was given back")
+	}
+	f.GiveRoom(1)
 	// TakeRoom reserves within the bound (10), the reservations count
 	// against RunNow and each other until given back.
 	x.exp.busy.Store(4)

@@ -73,10 +73,13 @@ type waiter struct {
 
 // groupWork is the shared work of a group, on a context no caller
 // cancels: insert stores the tasks; after runs what follows the commit
-// (hot tier, scanner wake-ups) while the next group is already writing.
+// (hot tier, scanner wake-ups) while the next group is already writing;
+// dropped, when set, is told of the tasks of a caller that left before
+// its group was taken (nothing of them written).
 type groupWork struct {
-	insert func(ctx context.Context, tasks []store.NewTask) ([]store.Inserted, error)
-	after  func(ctx context.Context, tasks []store.NewTask, ins []store.Inserted)
+	insert  func(ctx context.Context, tasks []store.NewTask) ([]store.Inserted, error)
+	after   func(ctx context.Context, tasks []store.NewTask, ins []store.Inserted)
+	dropped func(tasks []store.NewTask)
 }
 
 // do stores tasks in a group and returns their results. A caller whose
@@ -110,6 +113,9 @@ func (c *committer) do(ctx context.Context, tasks []store.NewTask, work groupWor
 			if !w.taken {
 				c.drop(w)
 				c.mu.Unlock()
+				if work.dropped != nil {
+					work.dropped(tasks)
+				}
 				return nil, ctx.Err()
 			}
 			if !w.lead {

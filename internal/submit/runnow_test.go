@@ -1,7 +1,9 @@
 package submit_test
 
 import (
+	"context"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -11,15 +13,24 @@ import (
 	"github.com/ontimehq/ontime/internal/task"
 )
 
-// runner admits the tasks of every topic but "held" and records what it
-// is handed.
+// runner admits the tasks of every topic but "held", records what it is
+// handed and counts the room its admissions hold.
 type runner struct {
 	lease time.Time
+	held  atomic.Int64
 	mu    sync.Mutex
 	ran   []*task.Task
 }
 
-func (r *runner) RunNow(topic string) (time.Time, bool) { return r.lease, topic != "held" }
+func (r *runner) RunNow(topic string) (time.Time, bool) {
+	if topic == "held" {
+		return time.Time{}, false
+	}
+	r.held.Add(1)
+	return r.lease, true
+}
+
+func (r *runner) GiveRoom(n int) { r.held.Add(-int64(n)) }
 
 func (r *runner) Run(tasks []*task.Task) {
 	r.mu.Lock()
@@ -32,7 +43,8 @@ func (r *runner) Run(tasks []*task.Task) {
 // it after the commit, not to the tier; one it refuses (a paused topic, a
 // full node), and one due later within the window, go to the tier claimed
 // as before; a resubmit of a key that ran is answered the existing task
-// and not run twice. Alone or in a group commit.
+// and not run twice. Alone or in a group commit. Every admission's room is
+// given back: after Run, for a key found taken, and when the insert fails.
 func TestRunNow(t *testing.T) {
 	t.Parallel()
 	st, tier := stagetest.Store(t), stagetest.Tier(t)
@@ -111,5 +123,23 @@ func TestRunNow(t *testing.T) {
 		if got, err := st.Get(ctx, en.ID); err != nil || got.Status != task.StatusClaimed || got.Attempts != 0 {
 			t.Fatalf("tier entry's row %+v (%v)", got, err)
 		}
+	}
+	// Every place of room RunNow gave is back, the taken key's too.
+	if n := r.held.Load(); n != 0 {
+		t.Fatalf("%d places of room held after the submits", n)
+	}
+	// An insert that fails (its context ended: a batch too big for a group
+	// commit goes to the store at once) gives its room back too.
+	specs := make([]task.Spec, 300)
+	for i := range specs {
+		specs[i] = task.Spec{Topic: "now", Target: "http://127.0.0.1:1/c"}
+	}
+	cctx, cancel := context.WithCancel(ctx)
+	cancel()
+	if _, err := svc.Submit(cctx, specs); err == nil {
+		t.Fatal("submit on an ended context stored its tasks")
+	}
+	if n := r.held.Load(); n != 0 {
+		t.Fatalf("%d places of room held after a failed insert", n)
 	}
 }

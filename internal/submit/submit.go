@@ -55,10 +55,13 @@ type Notifier interface {
 
 // Runner takes tasks due at once straight to delivery (the fire stage):
 // inserted running under the lease RunNow gives, handed to Run once their
-// rows have committed.
+// rows have committed. Each task RunNow admits holds a place of the
+// Runner's room until GiveRoom returns it: after Run, or when the insert
+// failed or found the key taken.
 type Runner interface {
 	RunNow(topic string) (leaseUntil time.Time, ok bool)
 	Run(tasks []*task.Task)
+	GiveRoom(n int)
 }
 
 // Config wires a Service. Store, Tier, Planner and Notifier are required.
@@ -153,7 +156,7 @@ func New(cfg Config) (*Service, error) {
 			s.groups = append(s.groups, &committer{max: cfg.GroupMax, writers: cfg.GroupWriters, sizes: cfg.Metrics.GroupSubmits})
 		}
 	}
-	s.work = groupWork{insert: s.insertGroup, after: s.committed}
+	s.work = groupWork{insert: s.insertGroup, after: s.committed, dropped: s.giveRoom}
 	return s, nil
 }
 
@@ -256,10 +259,26 @@ func (s *Service) insert(ctx context.Context, news []store.NewTask) ([]store.Ins
 	}
 	ins, err := s.cfg.Store.Insert(ctx, news)
 	if err != nil {
+		s.giveRoom(news)
 		return nil, err
 	}
 	s.committed(ctx, news, ins)
 	return ins, nil
+}
+
+// giveRoom returns the Runner's room held by the tasks of news admitted to
+// run (nothing was inserted, or what was is handed to Run already, which
+// counts it).
+func (s *Service) giveRoom(news []store.NewTask) {
+	n := 0
+	for i := range news {
+		if news[i].Running {
+			n++
+		}
+	}
+	if n > 0 {
+		s.cfg.Runner.GiveRoom(n)
+	}
 }
 
 // committerOf returns the committer news may share a commit in, or nil:
@@ -288,7 +307,12 @@ func (s *Service) lane(hash uint32) int {
 // insertGroup writes the tasks of a group commit. The claimed ones share
 // one claim token, as the tasks of one submit do: the store matches a
 // batch's claims by token, and fewer tokens make a shorter predicate.
-func (s *Service) insertGroup(ctx context.Context, tasks []store.NewTask) ([]store.Inserted, error) {
+func (s *Service) insertGroup(ctx context.Context, tasks []store.NewTask) (_ []store.Inserted, err error) {
+	defer func() {
+		if err != nil {
+			s.giveRoom(tasks)
+		}
+	}()
 	if err := oneTable(tasks); err != nil {
 		return nil, err
 	}
@@ -381,6 +405,8 @@ func (s *Service) committed(ctx context.Context, news []store.NewTask, ins []sto
 		// lapse and the scanners take them again, the attempt counted.
 		s.cfg.Runner.Run(running)
 	}
+	// Run counts what it was handed; a key found taken ran nothing.
+	s.giveRoom(news)
 	if len(entries) > 0 {
 		// The rows are committed and claimed: if this Add fails (the tier is
 		// away) they are handed back to the scanner, not left to wait out
