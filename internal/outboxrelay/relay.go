@@ -33,6 +33,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -194,6 +195,7 @@ type Relay struct {
 	counts map[int]itemCounts    // item → its rows by status, held keys (refreshed every reportEvery)
 	tables []tableCounters       // db*Tables+table → what this node relayed of it
 	wake   chan struct{}         // Wake: a message was written
+	ended  chan struct{}         // TasksEnded: a watched task ended
 	// watch: item → the tasks its in-flight rows wait on (TasksEnded).
 	watch map[int]map[string]struct{}
 	// listeners: database → its LISTEN connection (PostgreSQL).
@@ -212,7 +214,7 @@ func New(cfg Config, tasks Tasks, log *slog.Logger, m *metrics.Outbox) (*Relay, 
 		m = metrics.NewOutbox(nil)
 	}
 	r := &Relay{cfg: cfg, d: outbox.Dialect(cfg.Driver), tasks: tasks, log: log, m: m, oldest: map[int]time.Duration{},
-		counts: map[int]itemCounts{}, watch: map[int]map[string]struct{}{}, listeners: map[int]*listener{}, tables: make([]tableCounters, len(cfg.Databases)*cfg.Tables), wake: make(chan struct{})}
+		counts: map[int]itemCounts{}, watch: map[int]map[string]struct{}{}, listeners: map[int]*listener{}, tables: make([]tableCounters, len(cfg.Databases)*cfg.Tables), wake: make(chan struct{}), ended: make(chan struct{})}
 	for i, dsn := range cfg.Databases {
 		db, err := sqldb.Open(cfg.Driver, dsn, sqldb.Options{SQLite: "_pragma=busy_timeout(10000)&_txlock=immediate"})
 		if err != nil {
@@ -222,11 +224,11 @@ func New(cfg Config, tasks Tasks, log *slog.Logger, m *metrics.Outbox) (*Relay, 
 		if cfg.Driver == sqldb.SQLite {
 			db.SetMaxOpenConns(1)
 		} else {
-			// Every item of the database runs at once: as many idle
-			// connections as open ones, or each pass past the second
-			// would open a connection (a PostgreSQL backend's fork) and
-			// close it again.
-			n := cfg.Tables*cfg.Segments + 2
+			// Every item of the database runs at once, each with its
+			// finisher: as many idle connections as open ones, or each
+			// pass past the second would open a connection (a PostgreSQL
+			// backend's fork) and close it again.
+			n := 2*cfg.Tables*cfg.Segments + 2
 			db.SetMaxOpenConns(n)
 			db.SetMaxIdleConns(n)
 			db.SetConnMaxIdleTime(time.Minute)
@@ -274,6 +276,18 @@ func (r *Relay) Run(ctx context.Context, i int, stopping func() bool, report fun
 	defer r.setCounts(i, nil)
 	defer r.setWatch(i, nil)
 	defer r.listen(it.db)()
+	// The item's in-flight rows are finished by a loop of their own
+	// (finish), beside the passes that relay heads: a message's latency is
+	// the wait for the pass under way, and reading every in-flight row's
+	// task made each pass longer. They signal each other: a pass that put
+	// keyed rows in flight (relayed), a finish that freed keys (freed).
+	f := &finisher{relayed: make(chan struct{}, 1), freed: make(chan struct{}, 1), errc: make(chan error, 1)}
+	fctx, stopFinish := context.WithCancel(ctx)
+	go func() { f.errc <- r.finish(fctx, it, f) }()
+	defer func() {
+		stopFinish()
+		<-f.errc
+	}()
 	wait := busyPoll
 	cause := "poll"
 	lastReport := time.Now()
@@ -281,6 +295,7 @@ func (r *Relay) Run(ctx context.Context, i int, stopping func() bool, report fun
 	defer func() {
 		// What the last passes did, unless the item is gone or the node
 		// is stopping (ctx ended: nothing more can be written).
+		unreported.addFinished(f.finished.Swap(0))
 		if ctx.Err() == nil && unreported.worked() {
 			_ = unreported.report(ctx, report)
 		}
@@ -309,12 +324,16 @@ func (r *Relay) Run(ctx context.Context, i int, stopping func() bool, report fun
 			}
 			return fmt.Errorf("outbox %s item %d (%s): %w", r.cfg.Name, i, it.name, err)
 		}
+		if st.inFlight > 0 {
+			signal(f.relayed)
+		}
 		if withOldest {
 			lastOldest = time.Now()
 		}
 		r.m.Passes.WithLabelValues(r.cfg.Name, cause, strconv.FormatBool(st.fetched > 0)).Inc()
 		cause = "poll"
 		unreported.add(st)
+		unreported.addFinished(f.finished.Swap(0))
 		if since := time.Since(lastReport); unreported.worked() && since >= reportGap || since > reportEvery {
 			if err := unreported.report(ctx, report); err != nil {
 				return err
@@ -322,16 +341,13 @@ func (r *Relay) Run(ctx context.Context, i int, stopping func() bool, report fun
 			lastReport = time.Now()
 		}
 		switch {
-		case st.relayed+st.finished+st.setAside > 0:
+		case st.relayed+st.setAside > 0:
 			wait = busyPoll
-		case st.inFlight == 0 && r.listening(it.db):
-			// Nothing to finish, and a new row wakes the item (NOTIFY):
+		case r.listening(it.db):
+			// A new row wakes the item (NOTIFY), a freed key the finisher:
 			// polls would find nothing.
 			wait = r.cfg.IdlePoll
 		default:
-			// Rows in flight: their tasks may end on other nodes, which
-			// do not tell this one (this node's completer does,
-			// TasksEnded).
 			wait = min(max(wait*2, busyPoll), r.cfg.IdlePoll)
 		}
 		t := time.NewTimer(wait)
@@ -339,13 +355,90 @@ func (r *Relay) Run(ctx context.Context, i int, stopping func() bool, report fun
 		case <-ctx.Done():
 			t.Stop()
 			return nil
+		case err := <-f.errc:
+			t.Stop()
+			f.errc <- nil // for the deferred wait
+			if ctx.Err() != nil {
+				return nil
+			}
+			return fmt.Errorf("outbox %s item %d (%s): %w", r.cfg.Name, i, it.name, err)
 		case <-woken:
 			t.Stop()
 			wait, cause = busyPoll, "wake"
+		case <-f.freed:
+			// Keys freed: their next rows are heads now.
+			t.Stop()
+			wait, cause = busyPoll, "freed"
 		case <-t.C:
 		}
 	}
 	return nil
+}
+
+// finisher is what an item's relay passes and its finish loop share.
+type finisher struct {
+	relayed, freed chan struct{} // cap 1: signal
+	errc           chan error    // the finish loop's end
+	finished       atomic.Int64  // rows finished, not reported yet
+}
+
+// signal wakes the waiter of c, at most one signal pending.
+func signal(c chan struct{}) {
+	select {
+	case c <- struct{}{}:
+	default:
+	}
+}
+
+// finish finishes item it's in-flight rows whose tasks ended, until ctx
+// ends: at once when a task this node delivered ends (TasksEnded) or a
+// pass put rows in flight, else polling (tasks delivered by other nodes
+// tell nobody here), backing off to IdlePoll while nothing ends, and
+// waiting for a pass while nothing is in flight.
+func (r *Relay) finish(ctx context.Context, it item, f *finisher) error {
+	db := r.dbs[it.db]
+	q := outbox.Quote(it.name, r.d)
+	wait := busyPoll
+	for {
+		ended := r.endedCh()
+		n, watch, err := r.finishEnded(ctx, db, q, it)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return err
+		}
+		inFlight := len(watch)
+		r.setWatch(it.n, watch) // the relay's now: passes add to it
+		if n > 0 {
+			f.finished.Add(int64(n))
+			signal(f.freed)
+		}
+		switch {
+		case n > 0:
+			wait = busyPoll
+		case inFlight == 0:
+			// Nothing in flight: a pass that relays keyed rows says so.
+			wait = r.cfg.IdlePoll
+		default:
+			wait = min(max(wait*2, busyPoll), r.cfg.IdlePoll)
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil
+		case <-ended:
+			t.Stop()
+			wait = busyPoll
+		case <-f.relayed:
+			// Rows put in flight since the watch was read: read it again,
+			// or their tasks' ends would not wake this loop.
+			t.Stop()
+			wait = busyPoll
+		case <-t.C:
+		}
+	}
 }
 
 // pageCounts are the counts of passes not reported yet.
@@ -353,9 +446,12 @@ type pageCounts struct{ fetched, processed, failed int }
 
 func (c *pageCounts) add(st passStats) {
 	c.fetched += st.fetched
-	c.processed += st.relayed + st.finished
+	c.processed += st.relayed
 	c.failed += st.setAside + st.retried
 }
+
+// addFinished adds the rows the finish loop finished.
+func (c *pageCounts) addFinished(n int64) { c.processed += int(n) }
 
 func (c *pageCounts) worked() bool { return c.processed+c.failed > 0 }
 
@@ -366,8 +462,8 @@ func (c *pageCounts) report(ctx context.Context, report func(ctx context.Context
 }
 
 type passStats struct {
-	fetched, relayed, finished, setAside, retried int
-	inFlight                                      int // rows left in flight after the pass
+	fetched, relayed, setAside, retried int
+	inFlight                            int // rows the pass put in flight
 }
 
 func (r *Relay) setOldest(i int, age time.Duration) {
@@ -413,22 +509,16 @@ func (r *Relay) segWhere(it item, a string) string {
 	return fmt.Sprintf(" AND %skey_shard %% %d = %d", a, r.cfg.Segments, it.seg)
 }
 
-// pass does one round of an item: finish ended in-flight rows, relay the
-// heads of keys; withOldest: and publish the age of its oldest row.
+// pass does one round of an item: relay the heads of keys; withOldest:
+// and publish the age of its oldest row. The rows it puts in flight are
+// added to the item's watch (their tasks' ends wake the finisher).
 func (r *Relay) pass(ctx context.Context, it item, withOldest bool) (st passStats, err error) {
 	db := r.dbs[it.db]
 	q := outbox.Quote(it.name, r.d)
-	n, watch, err := r.finishEnded(ctx, db, q, it)
-	if err != nil {
-		return st, err
-	}
-	st.finished = n
-	if watch == nil {
-		watch = map[string]struct{}{}
-	}
+	watch := map[string]struct{}{}
 	defer func() {
 		st.inFlight = len(watch)
-		r.setWatch(it.n, watch)
+		r.addWatch(it.n, watch)
 	}()
 	now := time.Now()
 	// The heads: waiting rows with no unfinished earlier row of their key

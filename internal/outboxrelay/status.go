@@ -55,8 +55,17 @@ func (r *Relay) TasksEnded(batch []store.Outcome) {
 	r.mu.Unlock()
 	if hit {
 		r.m.Wakeups.WithLabelValues(r.cfg.Name, "ended").Inc()
-		r.wakeAll()
+		r.mu.Lock()
+		close(r.ended)
+		r.ended = make(chan struct{})
+		r.mu.Unlock()
 	}
+}
+
+func (r *Relay) endedCh() <-chan struct{} {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.ended
 }
 
 // setWatch records the tasks item i's in-flight rows wait on (nil: none).
@@ -67,6 +76,23 @@ func (r *Relay) setWatch(i int, ids map[string]struct{}) {
 		delete(r.watch, i)
 	} else {
 		r.watch[i] = ids
+	}
+}
+
+// addWatch adds to item i's watch the tasks of rows just put in flight.
+func (r *Relay) addWatch(i int, ids map[string]struct{}) {
+	if len(ids) == 0 {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	w := r.watch[i]
+	if w == nil {
+		w = make(map[string]struct{}, len(ids))
+		r.watch[i] = w
+	}
+	for id := range ids {
+		w[id] = struct{}{}
 	}
 }
 

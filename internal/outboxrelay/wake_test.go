@@ -8,8 +8,9 @@ import (
 )
 
 // TestTasksEndedWakes: the end of a task an item's in-flight row waits on
-// wakes the relay; a retry of it, or the end of a task nobody waits on,
-// does not.
+// wakes the items' finish loops (not their passes: no message was
+// written); a retry of it, or the end of a task nobody waits on, does
+// not. Rows a pass puts in flight are added to the watch.
 func TestTasksEndedWakes(t *testing.T) {
 	r, err := New(Config{Name: "w", Driver: "sqlite", Databases: []string{filepath.Join(t.TempDir(), "o.db")}, Table: "outbox"}, nil, nil, nil)
 	if err != nil {
@@ -17,8 +18,13 @@ func TestTasksEndedWakes(t *testing.T) {
 	}
 	defer r.Close()
 	woken := func(batch ...store.Outcome) bool {
-		ch := r.wakeCh()
+		ch, pass := r.endedCh(), r.wakeCh()
 		r.TasksEnded(batch)
+		select {
+		case <-pass:
+			t.Fatal("a task's end woke the passes")
+		default:
+		}
 		select {
 		case <-ch:
 			return true
@@ -38,6 +44,10 @@ func TestTasksEndedWakes(t *testing.T) {
 		if !woken(o) {
 			t.Fatalf("not woken by a watched task ending %s", name)
 		}
+	}
+	r.addWatch(0, map[string]struct{}{"c": {}})
+	if !woken(store.Outcome{Ref: store.Ref{ID: "c"}, Done: true}) || !woken(store.Outcome{Ref: store.Ref{ID: "a"}, Done: true}) {
+		t.Fatal("a task added to the watch, or one watched before, does not wake")
 	}
 	r.setWatch(0, nil)
 	if woken(store.Outcome{Ref: store.Ref{ID: "a"}, Done: true}) {
