@@ -8,7 +8,7 @@ type Outbox struct {
 	Oldest   *prometheus.GaugeVec   // outbox: age in seconds of the oldest unfinished message of this node's items
 	Rows     *prometheus.GaugeVec   // outbox, status: waiting | in_flight | set_aside rows of this node's items
 	HeldKeys *prometheus.GaugeVec   // outbox: keys held back by a failing message, in this node's items
-	Passes   *prometheus.CounterVec // outbox, cause: poll | wake, found: true | false (waiting rows read)
+	Passes   *prometheus.CounterVec // outbox, cause: poll | wake | freed, found: true | false (waiting rows read)
 	Wakeups  *prometheus.CounterVec // outbox, source: call (Node.WakeOutbox) | notify (PostgreSQL) | ended (a watched task ended here)
 }
 
@@ -28,7 +28,7 @@ func NewOutbox(reg prometheus.Registerer) *Outbox {
 			Help: "Per outbox, keys whose first unfinished message is failing (its task failed an attempt, or it could not be relayed yet), holding back that key's later messages only; among the items this node relays. Refreshed every 5s."},
 			[]string{"outbox"}),
 		Passes: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "ontime_outbox_passes_total",
-			Help: "Passes of the relay over its items (each a few queries), by cause: poll (the adaptive timer) or wake (a PostgreSQL notification or Node.WakeOutbox), and whether it found waiting messages. Its rate when nothing is written is the relay's idle cost."},
+			Help: "Passes of the relay over its items (each a few queries), by cause: poll (the adaptive timer), wake (a PostgreSQL notification or Node.WakeOutbox) or freed (in-flight messages finished, their keys' next ones free to go), and whether it found waiting messages. Its rate when nothing is written is the relay's idle cost."},
 			[]string{"outbox", "cause", "found"}),
 		Wakeups: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "ontime_outbox_wakeups_total",
 			Help: "Wake-ups of the relay, by source: call (Node.WakeOutbox after an embedded write), notify (the PostgreSQL table's trigger) or ended (this node wrote the end of a task an in-flight message waits on)."},

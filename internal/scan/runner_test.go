@@ -20,12 +20,14 @@ type runner struct {
 	mu       sync.Mutex
 	room     int
 	reserved int
+	takes    int // TakeRoom calls
 	ran      []*task.Task
 }
 
 func (r *runner) TakeRoom(max int) (int, time.Time) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	r.takes++
 	n := min(max, r.room-len(r.ran)-r.reserved)
 	if n <= 0 {
 		return 0, time.Time{}
@@ -113,4 +115,46 @@ func TestRunnerTakesOverdue(t *testing.T) {
 	if n, err := tier.Len(context.Background()); err != nil || n != 1 {
 		t.Fatalf("tier holds %d (%v), want only the task due soon", n, err)
 	}
+}
+
+func (r *runner) takeCalls() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.takes
+}
+
+// TestRunnerLooksOnlyWhereOverdue: an item looks for overdue tasks (and
+// reserves the Runner's room for them) on its first scan, and afterwards
+// only when what its last scan read says some may be there: scans of an
+// item whose tasks are all due later take no room (64 items taking it on
+// every scan starved the fire stage of a burst). A task that falls
+// overdue unannounced (inserted pending by another node, its due time
+// already past) is found by the scan after the one that read it.
+func TestRunnerLooksOnlyWhereOverdue(t *testing.T) {
+	t.Parallel()
+	st, tier := stagetest.Store(t), stagetest.Tier(t)
+	r := &runner{room: 100}
+	sc, err := scan.New(scan.Config{Store: st, Tier: tier, Planner: hot.NewPlanner(20*time.Millisecond, 0),
+		NodeID: node, Window: window, LeaseTTL: time.Minute, Runner: r, Idle: 20 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(sc.Stop)
+	it := st.Items()[0]
+	stagetest.Insert(t, st, stagetest.NewTaskIn(t, it, "scan", "later", time.Now().Add(time.Hour)))
+	sc.SetItems([]store.Item{it})
+	if err := sc.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	stagetest.Eventually(t, "the first scan's look", func() bool { return r.takeCalls() >= 1 })
+	time.Sleep(300 * time.Millisecond) // about 15 scans at Idle 20ms
+	if n := r.takeCalls(); n != 1 {
+		t.Fatalf("%d looks for overdue tasks with none due, want the first scan's alone", n)
+	}
+	od := stagetest.Insert(t, st, stagetest.NewTaskIn(t, it, "scan", "od", time.Now().Add(-time.Second)))[0]
+	stagetest.Eventually(t, "the unannounced overdue task handed", func() bool {
+		h := r.handed()
+		return len(h) == 1 && h[0].ID == od.ID
+	})
+	stagetest.StatusIs(t, st, od.ID, task.StatusRunning)
 }
