@@ -293,16 +293,30 @@ func met(ok bool) string {
 	return "**not met**"
 }
 
-// issueSection renders issue 24's workloads: keyed16 (from the results),
+// lateTable renders results of single submits with their lateness.
+func lateTable(b *strings.Builder, rs []result) {
+	b.WriteString("| workload | system | asked | accepted | submit call p99 | p50 | p99 | max | early | lost | dup |\n|---|---|---|---|---|---|---|---|---|---|---|\n")
+	for _, r := range rs {
+		fmt.Fprintf(b, "| %s | %s | %s | %s | %s | %s | %s | %s | %d | %d | %d |\n", r.Workload, r.System, rate(r.AskedPerSec), rate(r.AcceptedPerSec),
+			ms(r.CallP99), ms(r.P50), ms(r.P99), ms(r.Mx), r.Early, r.Lost, r.Dup)
+	}
+	b.WriteString("\n")
+}
+
+// issueSection renders issue 24's workloads: keyed16 and now16 (from the results),
 // sequential and batch (intake), with the goals' ratios; "" when none ran.
 func (ri reportInfo) issueSection() string {
-	var keyed []result
+	var keyed, now []result
 	for _, r := range ri.results {
-		if strings.HasPrefix(r.Workload, "keyed16 ") && !r.Skipped {
+		switch {
+		case r.Skipped:
+		case strings.HasPrefix(r.Workload, "keyed16 "):
 			keyed = append(keyed, r)
+		case strings.HasPrefix(r.Workload, "now16 "):
+			now = append(now, r)
 		}
 	}
-	if len(keyed) == 0 && len(ri.intake) == 0 {
+	if len(keyed) == 0 && len(now) == 0 && len(ri.intake) == 0 {
 		return ""
 	}
 	var b strings.Builder
@@ -334,12 +348,7 @@ func (ri reportInfo) issueSection() string {
 		fmt.Fprintf(&b, "**keyed16**: 16 clients each submitting single tasks, each with a business key (its ID, unique per task), due %s after the call, "+
 			"on the steady schedule for %s, deliveries running meanwhile (ontime by webhook to the bench's receiver, one `POST /v1/tasks` per submit with the Go client's coalescing off, as the floor is called; asynq with `TaskID`, River with unique args, to their Go handlers).\n\n",
 			keyedLead, ri.sizes.steadyFor)
-		b.WriteString("| workload | system | asked | accepted | submit call p99 | p50 | p99 | max | early | lost | dup |\n|---|---|---|---|---|---|---|---|---|---|---|\n")
-		for _, r := range keyed {
-			fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s | %s | %d | %d | %d |\n", r.Workload, r.System, rate(r.AskedPerSec), rate(r.AcceptedPerSec),
-				ms(r.CallP99), ms(r.P50), ms(r.P99), ms(r.Mx), r.Early, r.Lost, r.Dup)
-		}
-		b.WriteString("\n")
+		lateTable(&b, keyed)
 		for _, w := range uniqueWorkloads(keyed) {
 			var river *result
 			for i := range keyed {
@@ -372,6 +381,11 @@ func (ri reportInfo) issueSection() string {
 				fmt.Fprintf(&b, "- %s, %s: %s\n", w, r.System, strings.Join(parts, "; "))
 			}
 		}
+	}
+	if len(now) > 0 {
+		fmt.Fprintf(&b, "\n**now16**: 16 clients each submitting single keyed tasks due at once (no due time) on the steady schedule for %s, deliveries running meanwhile; "+
+			"lateness here is the time from the submit call to the delivery (ontime inserts such a task running and delivers it from the node that took the submit).\n\n", ri.sizes.steadyFor)
+		lateTable(&b, now)
 	}
 	if len(ri.intake) == 0 {
 		return b.String()

@@ -340,16 +340,9 @@ func (r *Relay) Run(ctx context.Context, i int, stopping func() bool, report fun
 			}
 			lastReport = time.Now()
 		}
-		switch {
-		case st.relayed+st.setAside > 0:
-			wait = busyPoll
-		case r.listening(it.db):
-			// A new row wakes the item (NOTIFY), a freed key the finisher:
-			// polls would find nothing.
-			wait = r.cfg.IdlePoll
-		default:
-			wait = min(max(wait*2, busyPoll), r.cfg.IdlePoll)
-		}
+		// Listening, a new row wakes the item (NOTIFY), a freed key the
+		// finisher: polls would find nothing.
+		wait = r.nextWait(wait, st.relayed+st.setAside > 0, r.listening(it.db))
 		t := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():
@@ -373,6 +366,20 @@ func (r *Relay) Run(ctx context.Context, i int, stopping func() bool, report fun
 		}
 	}
 	return nil
+}
+
+// nextWait is a loop's pause before its next round: busyPoll after one
+// that worked; IdlePoll when quiet (something else wakes the loop);
+// else the last pause doubled, up to IdlePoll.
+func (r *Relay) nextWait(last time.Duration, worked, quiet bool) time.Duration {
+	switch {
+	case worked:
+		return busyPoll
+	case quiet:
+		return r.cfg.IdlePoll
+	default:
+		return min(max(last*2, busyPoll), r.cfg.IdlePoll)
+	}
 }
 
 // finisher is what an item's relay passes and its finish loop share.
@@ -414,15 +421,8 @@ func (r *Relay) finish(ctx context.Context, it item, f *finisher) error {
 			f.finished.Add(int64(n))
 			signal(f.freed)
 		}
-		switch {
-		case n > 0:
-			wait = busyPoll
-		case inFlight == 0:
-			// Nothing in flight: a pass that relays keyed rows says so.
-			wait = r.cfg.IdlePoll
-		default:
-			wait = min(max(wait*2, busyPoll), r.cfg.IdlePoll)
-		}
+		// Nothing in flight: a pass that relays keyed rows says so.
+		wait = r.nextWait(wait, n > 0, inFlight == 0)
 		t := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():
