@@ -117,13 +117,13 @@ func byDue(tasks []*task.Task) []*task.Task {
 	return tasks
 }
 
-// leaseIndexHint makes MariaDB read the lapsed leases of ClaimRunning
-// through the leases index. Its `due_at <= ?` let the optimizer take the
-// scan index instead, on (seg, status IN (1, 2), due_at): in a burst past
-// its instant that is every claimed row of the segment, each read FOR
-// UPDATE and sorted by lease end — 24 scanners at once held the rows the
-// fire stage was starting, and a 50,000 burst drained in 47 s instead of
-// 3, its leases lapsing (duplicates).
+// leaseIndexHint keeps MariaDB's locking read of the lapsed leases of
+// ClaimRunning on the leases index. Its `due_at <= ?` makes the scan
+// index, (seg, status, due_at), a candidate too; through it, a burst past
+// its instant would be every claimed row of the segment read FOR UPDATE
+// and sorted by lease end, while the fire stage starts those rows. (The
+// 47 s MariaDB burst of 2026-12-06 was the scans' room reservations, not
+// this: its EXPLAIN with the hint chose the same index.)
 func (s *Store) leaseIndexHint(t string) string {
 	if s.d.name == "mysql" {
 		return ` FORCE INDEX (` + t + `_lease)`
