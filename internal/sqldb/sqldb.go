@@ -7,9 +7,11 @@
 package sqldb
 
 import (
+	"context"
 	"database/sql"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -39,6 +41,13 @@ type Options struct {
 	// separated by ";". Only SQL built by ontime, never from input, may be
 	// sent on such a pool.
 	MultiStatements bool
+	// GenericPlans makes a PostgreSQL session (servers from 12) plan its
+	// prepared statements once, for any values (plan_cache_mode
+	// force_generic_plan), unless the DSN sets plan_cache_mode itself. It
+	// applies to every statement of the pool, each unprepared one too
+	// (planned without its values): only for pools that run prepared
+	// statements whose plan does not depend on their values.
+	GenericPlans bool
 }
 
 // connectTimeout bounds the dial of a MySQL connection.
@@ -105,14 +114,30 @@ func Open(driver, dsn string, o Options) (*sql.DB, error) {
 		if !strings.Contains(dsn, "default_query_exec_mode") {
 			pc.DefaultQueryExecMode = pgx.QueryExecModeExec
 		}
-		if !multiHost(pc) {
-			return stdlib.OpenDB(*pc), nil
+		var after []func(context.Context, *pgx.Conn) error
+		if o.GenericPlans && !strings.Contains(dsn, "plan_cache_mode") {
+			after = append(after, genericPlans)
 		}
-		if pc.ConnectTimeout == 0 {
-			pc.ConnectTimeout = MultiHostConnectTimeout
+		var opts []stdlib.OptionOpenDB
+		if multiHost(pc) {
+			if pc.ConnectTimeout == 0 {
+				pc.ConnectTimeout = MultiHostConnectTimeout
+			}
+			h := newHostOrder()
+			opts = append(opts, stdlib.OptionBeforeConnect(h.beforeConnect))
+			after = append(after, h.afterConnect)
 		}
-		h := newHostOrder()
-		return stdlib.OpenDB(*pc, stdlib.OptionBeforeConnect(h.beforeConnect), stdlib.OptionAfterConnect(h.afterConnect)), nil
+		if len(after) > 0 {
+			opts = append(opts, stdlib.OptionAfterConnect(func(ctx context.Context, c *pgx.Conn) error {
+				for _, f := range after {
+					if err := f(ctx, c); err != nil {
+						return err
+					}
+				}
+				return nil
+			}))
+		}
+		return stdlib.OpenDB(*pc, opts...), nil
 	default:
 		return nil, fmt.Errorf("driver %q is not one of %s, %s, %s", driver, SQLite, MySQL, Postgres)
 	}
@@ -143,4 +168,23 @@ func SQLiteDSN(dsn, params string) string {
 		sep = "&"
 	}
 	return dsn + sep + params
+}
+
+// genericPlans sets a new session's plan_cache_mode to force_generic_plan
+// (Options.GenericPlans) on servers that have it (12 and later): sent in
+// the startup packet instead, a pooler such as PgBouncer would refuse the
+// unknown parameter.
+func genericPlans(ctx context.Context, c *pgx.Conn) error {
+	v := c.PgConn().ParameterStatus("server_version") // "15.20 (Debian …)", "12.1"
+	end := strings.IndexFunc(v, func(r rune) bool { return r < '0' || r > '9' })
+	if end < 0 {
+		end = len(v)
+	}
+	if major, err := strconv.Atoi(v[:end]); err != nil || major < 12 {
+		return nil
+	}
+	if _, err := c.Exec(ctx, "SET plan_cache_mode = force_generic_plan"); err != nil {
+		return fmt.Errorf("set plan_cache_mode: %w", err)
+	}
+	return nil
 }

@@ -189,3 +189,47 @@ func TestOpenPostgresMultiHost(t *testing.T) {
 		}
 	}
 }
+
+// GenericPlans sets each session's plan_cache_mode, beside the multi-host
+// hooks, unless the DSN sets one; without it the server's default stays.
+func TestOpenPostgresGenericPlans(t *testing.T) {
+	t.Parallel()
+	dsn := testdb.Postgres(t)
+	u, err := url.Parse(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	two := *u
+	two.Host = u.Host + "," + u.Host
+	with := func(dsn, param string) string {
+		v, err := url.Parse(dsn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		q := v.Query()
+		q.Set("plan_cache_mode", param)
+		v.RawQuery = q.Encode()
+		return v.String()
+	}
+	for _, c := range []struct {
+		name, dsn string
+		generic   bool
+		want      string
+	}{
+		{"off", dsn, false, "auto"},
+		{"on", dsn, true, "force_generic_plan"},
+		{"on, multi-host", two.String(), true, "force_generic_plan"},
+		{"on, the DSN's own", with(dsn, "force_custom_plan"), true, "force_custom_plan"},
+	} {
+		db, err := Open(Postgres, c.dsn, Options{GenericPlans: c.generic})
+		if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		var mode string
+		err = db.QueryRowContext(ctx(t), `SHOW plan_cache_mode`).Scan(&mode)
+		db.Close()
+		if err != nil || mode != c.want {
+			t.Errorf("%s: plan_cache_mode %q, %v; want %q", c.name, mode, err, c.want)
+		}
+	}
+}

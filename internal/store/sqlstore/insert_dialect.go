@@ -39,9 +39,9 @@ type insertPlan struct {
 	// keyed: PostgreSQL's batches with keys go in one statement over
 	// every table (insert_keyed.go); false: the statements of insertTx.
 	keyed bool
-	// keyedAll: a keyed statement over most of a database's tables names
-	// them all, the others with no rows, so that its text is the same
-	// for every such batch and is prepared once per connection
+	// keyedAll: a keyed statement over more than one of a database's
+	// tables names them all, the others with no rows, so that its text is
+	// the same for every such batch and is prepared once per connection
 	// (insert_keyed.go, allTables).
 	keyedAll bool
 	// hold: SQLite's keyed rows skip held keys in the INSERT itself

@@ -2,13 +2,16 @@ package sqlstore
 
 import (
 	"context"
-	"github.com/jackc/pgx/v5"
+	"database/sql"
 	"math"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
+	"github.com/ontimehq/ontime/internal/sqldb"
 	"github.com/ontimehq/ontime/internal/store"
 )
 
@@ -25,6 +28,22 @@ import (
 // time on the client in a CPU profile of BenchmarkInsertSmallKeyed). The
 // statement's planning grows with its tables (EXPLAIN ANALYZE: 0.35 ms
 // for one table, 15–23 ms for 9–16 under load), as the statements' does.
+//
+// The statement runs on a pool of its own (keyedPool) whose sessions plan
+// prepared statements generically, once: PostgreSQL otherwise plans it
+// anew on every call, for its values — it compares the generic plan, which
+// assumes 100 rows per unnest, with custom ones that see each array's
+// length, and keeps the custom plans however often it runs. Planning was
+// as much as running it (0.36–0.9 ms a call in pg_stat_statements under
+// the outbox benchmark's load), and every group commit of keyed submits
+// paid it. A statement over more than one table names every table, the
+// others with empty arrays, so that one statement per store is prepared
+// and planned once per connection whatever tables a group touches (with
+// custom plans, naming every table cost more than it saved below three
+// quarters of them). BenchmarkInsertSmallKeyed/postgres, test binaries
+// before and after alternated: 1 task 1.15–1.36× (synchronous_commit off
+// 1.26–1.54×), 16 tasks 1.96–2.66× (2.0–2.7×), 100 tasks 1.37–1.63×
+// (1.56–2.49×).
 //
 // Only the keyed rows the statement skipped are read back, afterwards, on
 // the writer: whoever holds the key answers them (Existing). A key whose
@@ -96,9 +115,24 @@ func keyedInsertQuery(tables []string) string {
 }
 
 // allTables reports whether a keyed statement over n of the database's
-// tables names them all: from three quarters of them.
+// tables names them all: over more than one (see above).
 func (s *Store) allTables(n int) bool {
-	return s.ins.keyedAll && n > 1 && 4*n >= 3*len(s.names)
+	return s.ins.keyedAll && n > 1
+}
+
+// keyedPool opens the pool of the keyed statement for dsn: its sessions
+// plan prepared statements generically (sqldb.Options.GenericPlans). The
+// statement's plan does not depend on its values (each table's rows are
+// found by the key index, whatever the arrays hold), and nothing else runs
+// on the pool: the store's other statements are planned for their values
+// (a lease or due-time range, an IN list), as they were.
+func (s *Store) keyedPool(dsn string) (*sql.DB, error) {
+	db, err := sqldb.Open(s.cfg.Driver, dsn, sqldb.Options{GenericPlans: true})
+	if err != nil {
+		return nil, err
+	}
+	poolLimits(db, s.cfg.MaxConns)
+	return db, nil
 }
 
 // keyedInsert writes gs (one database) in one keyedInsertQuery, sets out
@@ -109,17 +143,11 @@ func (s *Store) keyedInsert(ctx context.Context, gs []group, tasks []store.NewTa
 	if s.cfg.KeyHold > 0 {
 		cutoff = now.Add(-s.cfg.KeyHold).UnixMicro()
 	}
-	// One table's statement (a keyed single submit, or a group commit of
-	// them: 16 statements in all) is prepared once per connection: its
-	// plan cost more than the insert (n=1, synchronous_commit off: 0.50–0.55
-	// → 0.37–0.40 ms). A statement over a few tables is one of thousands
-	// of table sets, which would miss the cache and pay a prepare round
-	// trip each (n=16: 0.76–0.89× with it), so it is sent unprepared. One
-	// over most tables names every table (allTables), so it is one
-	// statement per store, prepared: planning a 16-table statement took a
-	// fifth of a 1,000-task batch (BenchmarkInsertBatch/postgres/plan
-	// 1.24–1.27×, InsertSmallKeyed n=100 1.18–1.31×; n=16, about ten
-	// tables, 0.93× that way, so it stays unprepared).
+	// Prepared once per connection: one table's statement (a keyed single
+	// submit, or a group commit of them: 16 statements in all), or the one
+	// naming every table (allTables). Naming only the tables with rows
+	// would make one of thousands of table sets, each missing the cache
+	// and paying a prepare round trip.
 	mode := s.ins.mode
 	tables := make([][]int, 0, len(gs)) // per statement table: its rows
 	var names []string
@@ -153,9 +181,13 @@ func (s *Store) keyedInsert(ctx context.Context, gs []group, tasks []store.NewTa
 		args = append(args, repl)
 	}
 	db := s.w[gs[0].db]
+	ins := db
+	if s.kw != nil {
+		ins = s.kw[gs[0].db]
+	}
 	inserted := map[string]bool{}
 	err := func() error {
-		rows, err := db.QueryContext(ctx, keyedInsertQuery(names), args...)
+		rows, err := ins.QueryContext(ctx, keyedInsertQuery(names), args...)
 		if err != nil {
 			return err
 		}

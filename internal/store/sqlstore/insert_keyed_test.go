@@ -3,6 +3,7 @@ package sqlstore
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -42,8 +43,8 @@ func TestKeyedStatementChosen(t *testing.T) {
 // tables; and a statement that fails writes nothing in any table.
 func TestKeyedInsertStatement(t *testing.T) {
 	t.Parallel()
-	// all: the statement names all four tables, prepared (three of them
-	// have rows, so at least three quarters); else only those with rows.
+	// all: the statement names all four tables, prepared (more than one
+	// has rows); else only those with rows.
 	for _, all := range []bool{true, false} {
 		t.Run(fmt.Sprintf("all=%v", all), func(t *testing.T) {
 			t.Parallel()
@@ -150,5 +151,66 @@ func testKeyedInsertStatement(t *testing.T, all bool) {
 		if n != 0 {
 			t.Fatalf("a failed statement left %d rows in %s", n, tb)
 		}
+	}
+}
+
+// The keyed statement is planned once per connection on PostgreSQL: its
+// pool's sessions keep the generic plan (keyedPool) where the server would
+// plan every call for its values. Groups over different sets of tables
+// share the one statement naming every table; the store's other
+// statements run on the other pool, planned as before.
+func TestKeyedStatementPlannedOnce(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := openT(t, "postgres", testdb.DSNs(t, "postgres", 1), 4, 2)
+	s.kw[0].SetMaxOpenConns(1) // one session: its prepared statements below
+	due := time.Now().Add(time.Hour)
+	sets := [][]int{{0}, {0}, {1, 2}, {0, 3}, {1, 2, 3}, {2}, {0, 1}, {3, 1}, {0}, {2, 0}}
+	for i, tables := range sets {
+		var tasks []store.NewTask
+		for _, tb := range tables {
+			tasks = append(tasks, keyedIn(t, 4, tb, fmt.Sprintf("plan%d-%d", i, tb), due))
+		}
+		res, err := s.Insert(ctx, tasks)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for j, r := range res {
+			if r.Existing || r.Task.ID != tasks[j].ID {
+				t.Fatalf("set %d, task %d: existing %v, id %s; want %s created", i, j, r.Existing, r.Task.ID, tasks[j].ID)
+			}
+		}
+	}
+	rows, err := s.kw[0].QueryContext(ctx, `SELECT statement, generic_plans, custom_plans FROM pg_prepared_statements`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var every, one int
+	for rows.Next() {
+		var stmt string
+		var generic, custom int
+		if err := rows.Scan(&stmt, &generic, &custom); err != nil {
+			t.Fatal(err)
+		}
+		if custom != 0 || generic == 0 {
+			t.Errorf("%d custom and %d generic plans of %.80q…", custom, generic, stmt)
+		}
+		switch n := strings.Count(stmt, "INSERT INTO"); n {
+		case 4:
+			every += generic
+		case 1:
+			one += generic
+		default:
+			t.Errorf("a statement over %d tables: %.80q…", n, stmt)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	// Six groups of several tables ran the statement naming all four;
+	// four of one table ran the one-table statements.
+	if every != 6 || one != 4 {
+		t.Fatalf("%d runs of the statement over every table, %d of one table's; want 6 and 4", every, one)
 	}
 }

@@ -32,6 +32,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -91,7 +92,10 @@ type Store struct {
 	// the same pools except for SQLite, whose single writer connection
 	// would otherwise also queue every read.
 	w, r []*sql.DB
-	log  *slog.Logger
+	// kw are PostgreSQL's pools of the keyed insert statement alone, whose
+	// sessions plan it once (insert_keyed.go, keyedPool); nil elsewhere.
+	kw  []*sql.DB
+	log *slog.Logger
 	// names[t] is the name of task table t.
 	names []string
 	ckpt  []*checkpointer // SQLite only
@@ -162,6 +166,14 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 			return nil, fmt.Errorf("store.databases[%d]: %w", i, err)
 		}
 		s.w, s.r = append(s.w, w), append(s.r, r)
+		if s.ins.keyed {
+			k, err := s.keyedPool(dsn)
+			if err != nil {
+				s.Close()
+				return nil, fmt.Errorf("store.databases[%d]: %w", i, err)
+			}
+			s.kw = append(s.kw, k)
+		}
 		err = ping(ctx, w)
 		if err != nil {
 			s.Close()
@@ -588,7 +600,7 @@ func (s *Store) Close() error {
 		errs = append(errs, c.close())
 	}
 	seen := map[*sql.DB]bool{}
-	for _, db := range append(append([]*sql.DB(nil), s.w...), s.r...) {
+	for _, db := range slices.Concat(s.w, s.r, s.kw) {
 		if db != nil && !seen[db] {
 			seen[db] = true
 			errs = append(errs, db.Close())
