@@ -125,13 +125,14 @@ func (s *Store) allTables(n int) bool {
 // statement's plan does not depend on its values (each table's rows are
 // found by the key index, whatever the arrays hold), and nothing else runs
 // on the pool: the store's other statements are planned for their values
-// (a lease or due-time range, an IN list), as they were.
-func (s *Store) keyedPool(dsn string) (*sql.DB, error) {
+// (a lease or due-time range, an IN list), as they were. Its size is taken
+// from the store's connections (poolSizes).
+func (s *Store) keyedPool(dsn string, size int) (*sql.DB, error) {
 	db, err := sqldb.Open(s.cfg.Driver, dsn, sqldb.Options{GenericPlans: true})
 	if err != nil {
 		return nil, err
 	}
-	poolLimits(db, s.cfg.MaxConns)
+	poolLimits(db, size)
 	return db, nil
 }
 

@@ -166,8 +166,8 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 			return nil, fmt.Errorf("store.databases[%d]: %w", i, err)
 		}
 		s.w, s.r = append(s.w, w), append(s.r, r)
-		if s.ins.keyed {
-			k, err := s.keyedPool(dsn)
+		if _, keyed := s.poolSizes(); keyed > 0 {
+			k, err := s.keyedPool(dsn, keyed)
 			if err != nil {
 				s.Close()
 				return nil, fmt.Errorf("store.databases[%d]: %w", i, err)
@@ -271,7 +271,8 @@ func (s *Store) connect(dsn string) (w, r *sql.DB, err error) {
 		if err != nil {
 			return nil, nil, err
 		}
-		poolLimits(db, s.cfg.MaxConns)
+		main, _ := s.poolSizes()
+		poolLimits(db, main)
 		return db, db, nil
 	}
 	// WAL lets readers run beside the writer; synchronous=NORMAL is
@@ -726,6 +727,22 @@ func scanTasks(rows *sql.Rows) ([]*task.Task, error) {
 
 func placeholders(n int) string {
 	return strings.TrimSuffix(strings.Repeat("?, ", n), ", ")
+}
+
+// poolSizes splits a server database's connections (Config.MaxConns)
+// between the main pool and PostgreSQL's keyed-insert pool (keyedPool):
+// a quarter to the keyed pool from 8 connections on, none below (the
+// keyed statement then runs on the main pool, planned per call), so a
+// node opens no more than MaxConns to a database either way.
+func (s *Store) poolSizes() (main, keyed int) {
+	n := s.cfg.MaxConns
+	if n <= 0 {
+		n = DefaultMaxConns
+	}
+	if !s.ins.keyed || n < 8 {
+		return n, 0
+	}
+	return n - n/4, n / 4
 }
 
 // poolLimits sizes a server engine's pool: up to n connections (0:
