@@ -655,24 +655,17 @@ func (r *Relay) spec(it item, m msgRow) (task.Spec, error) {
 	return sp, nil
 }
 
-// write records a pass's outcomes in one transaction.
+// write records a pass's outcomes, atomically: one statement alone (the
+// usual case: all keyless, or all keyed) commits by itself, without the
+// round trips of BEGIN and COMMIT; several run in one transaction.
 func (r *Relay) write(ctx context.Context, db *sql.DB, q string, finish []int64, inflight, aside, retry []outcome, now time.Time) error {
-	if len(finish)+len(inflight)+len(aside)+len(retry) == 0 {
-		return nil
+	type stmt struct {
+		what, query string
+		args        []any
 	}
-	tx, err := db.BeginTx(ctx, nil)
-	if err != nil {
-		return fmt.Errorf("record relayed messages: %w", err)
-	}
-	defer func() { _ = tx.Rollback() }()
-	if err := r.finishRows(ctx, tx, q, finish); err != nil {
-		return err
-	}
-	set := func(what, query string, args ...any) error {
-		if _, err := tx.ExecContext(ctx, query, args...); err != nil {
-			return fmt.Errorf("record %s messages: %w", what, err)
-		}
-		return nil
+	var stmts []stmt
+	if len(finish) > 0 {
+		stmts = append(stmts, stmt{"relayed", r.finishStmt(q, finish), nil})
 	}
 	// The in-flight rows in one statement per inflightChunk rows, each
 	// row's task ID by a CASE on its id: a statement per row cost a round
@@ -689,20 +682,35 @@ func (r *Relay) write(ctx context.Context, db *sql.DB, q string, finish []int64,
 			}
 			ids.WriteString(strconv.FormatInt(o.id, 10))
 		}
-		if err := set("relayed", fmt.Sprintf(`UPDATE %s SET status = %d, task_id = CASE id%s END, last_error = '' WHERE id IN (%s)`,
-			q, outbox.StatusInFlight, cases.String(), ids.String()), args...); err != nil {
-			return err
-		}
+		stmts = append(stmts, stmt{"relayed", fmt.Sprintf(`UPDATE %s SET status = %d, task_id = CASE id%s END, last_error = '' WHERE id IN (%s)`,
+			q, outbox.StatusInFlight, cases.String(), ids.String()), args})
 	}
 	for _, o := range aside {
-		if err := set("set-aside", fmt.Sprintf(`UPDATE %s SET status = %d, last_error = %s WHERE id = %s`, q, outbox.StatusSetAside, r.ph(1), r.ph(2)), clip(o.err), o.id); err != nil {
-			return err
-		}
+		stmts = append(stmts, stmt{"set-aside", fmt.Sprintf(`UPDATE %s SET status = %d, last_error = %s WHERE id = %s`, q, outbox.StatusSetAside, r.ph(1), r.ph(2)),
+			[]any{clip(o.err), o.id}})
 	}
 	for _, o := range retry {
 		next := now.Add(backoff(o.retries)).UnixMicro()
-		if err := set("retried", fmt.Sprintf(`UPDATE %s SET retry_count = retry_count + 1, next_select_time = %s, last_error = %s WHERE id = %s`, q, r.ph(1), r.ph(2), r.ph(3)), next, clip(o.err), o.id); err != nil {
-			return err
+		stmts = append(stmts, stmt{"retried", fmt.Sprintf(`UPDATE %s SET retry_count = retry_count + 1, next_select_time = %s, last_error = %s WHERE id = %s`, q, r.ph(1), r.ph(2), r.ph(3)),
+			[]any{next, clip(o.err), o.id}})
+	}
+	switch len(stmts) {
+	case 0:
+		return nil
+	case 1:
+		if _, err := db.ExecContext(ctx, stmts[0].query, stmts[0].args...); err != nil {
+			return fmt.Errorf("record %s messages: %w", stmts[0].what, err)
+		}
+		return nil
+	}
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("record relayed messages: %w", err)
+	}
+	defer func() { _ = tx.Rollback() }()
+	for _, st := range stmts {
+		if _, err := tx.ExecContext(ctx, st.query, st.args...); err != nil {
+			return fmt.Errorf("record %s messages: %w", st.what, err)
 		}
 	}
 	if err := tx.Commit(); err != nil {
@@ -741,6 +749,14 @@ func (r *Relay) finishRows(ctx context.Context, ex execer, q string, ids []int64
 	if len(ids) == 0 {
 		return nil
 	}
+	if _, err := ex.ExecContext(ctx, r.finishStmt(q, ids)); err != nil {
+		return fmt.Errorf("finish relayed messages: %w", err)
+	}
+	return nil
+}
+
+// finishStmt deletes the rows of ids, or marks them relayed.
+func (r *Relay) finishStmt(q string, ids []int64) string {
 	var sb strings.Builder
 	for i, id := range ids {
 		if i > 0 {
@@ -748,14 +764,10 @@ func (r *Relay) finishRows(ctx context.Context, ex execer, q string, ids []int64
 		}
 		sb.WriteString(strconv.FormatInt(id, 10))
 	}
-	stmt := fmt.Sprintf(`DELETE FROM %s WHERE id IN (%s)`, q, sb.String())
 	if r.cfg.OnRelay == "mark" {
-		stmt = fmt.Sprintf(`UPDATE %s SET status = %d WHERE id IN (%s)`, q, outbox.StatusRelayed, sb.String())
+		return fmt.Sprintf(`UPDATE %s SET status = %d WHERE id IN (%s)`, q, outbox.StatusRelayed, sb.String())
 	}
-	if _, err := ex.ExecContext(ctx, stmt); err != nil {
-		return fmt.Errorf("finish relayed messages: %w", err)
-	}
-	return nil
+	return fmt.Sprintf(`DELETE FROM %s WHERE id IN (%s)`, q, sb.String())
 }
 
 // finishEnded finishes the in-flight rows whose task has ended (or is
