@@ -181,17 +181,21 @@ func TestKeyedStatementPlannedOnce(t *testing.T) {
 			}
 		}
 	}
-	rows, err := s.kw[0].QueryContext(ctx, `SELECT statement, generic_plans, custom_plans FROM pg_prepared_statements`)
+	rows, err := s.kw[0].QueryContext(ctx, `SELECT name, parameter_types::text, statement, generic_plans, custom_plans FROM pg_prepared_statements`)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer rows.Close()
 	var every, one int
+	var everyName, everyTypes string
 	for rows.Next() {
-		var stmt string
+		var name, types, stmt string
 		var generic, custom int
-		if err := rows.Scan(&stmt, &generic, &custom); err != nil {
+		if err := rows.Scan(&name, &types, &stmt, &generic, &custom); err != nil {
 			t.Fatal(err)
+		}
+		if strings.Count(stmt, "INSERT INTO") == 4 {
+			everyName, everyTypes = name, types
 		}
 		if custom != 0 || generic == 0 {
 			t.Errorf("%d custom and %d generic plans of %.80q…", custom, generic, stmt)
@@ -212,6 +216,15 @@ func TestKeyedStatementPlannedOnce(t *testing.T) {
 	// four of one table ran the one-table statements.
 	if every != 6 || one != 4 {
 		t.Fatalf("%d runs of the statement over every table, %d of one table's; want 6 and 4", every, one)
+	}
+	rows.Close()
+	// The plan was made once, over near-empty tables, and serves the
+	// connection's life whatever they grow to: each table's key hold must
+	// be an index probe per row, never a scan of the table.
+	params := strings.TrimSuffix(strings.Repeat("NULL, ", strings.Count(everyTypes, ",")+1), ", ")
+	plan := explain(t, "postgres", s.kw[0], `EXECUTE `+everyName+`(`+params+`)`, nil)
+	if strings.Contains(plan, "Seq Scan on ontime_tasks") || strings.Count(plan, "_keyed on ontime_tasks_") != 4 {
+		t.Fatalf("the generic plan does not probe each table's key index:\n%s", plan)
 	}
 }
 
