@@ -101,22 +101,30 @@ func TestWhileBusyGivesUp(t *testing.T) {
 	}
 }
 
-// TestMaxConnsBoundsThePool: store.max_connections is each server
-// database's pool size, and 0 means the default.
+// TestMaxConnsBoundsThePool: store.max_connections bounds each server
+// database's pools together (on PostgreSQL the keyed insert's pool takes
+// its share of them), and 0 means the default.
 func TestMaxConnsBoundsThePool(t *testing.T) {
 	t.Parallel()
 	for _, engine := range []string{"mysql", "postgres"} {
 		t.Run(engine, func(t *testing.T) {
 			t.Parallel()
-			for conns, want := range map[int]int{0: DefaultMaxConns, 3: 3} {
+			for conns, want := range map[int]int{0: DefaultMaxConns, 3: 3, 12: 12, 20: 20} {
 				s, err := Open(context.Background(), Config{Driver: engine, DSNs: testdb.DSNs(t, engine, 2), Tables: 2, Segments: 1, MaxConns: conns})
 				if err != nil {
 					t.Fatal(err)
 				}
 				for i, db := range s.w {
-					if got := db.Stats().MaxOpenConnections; got != want {
-						t.Errorf("MaxConns %d: database %d's pool holds %d, want %d", conns, i, got, want)
+					got := db.Stats().MaxOpenConnections
+					if s.kw != nil {
+						got += s.kw[i].Stats().MaxOpenConnections
 					}
+					if got != want {
+						t.Errorf("MaxConns %d: database %d's pools hold %d, want %d", conns, i, got, want)
+					}
+				}
+				if keyed := s.kw != nil; keyed != (engine == "postgres" && want >= 16) {
+					t.Errorf("MaxConns %d: a keyed pool %v", conns, keyed)
 				}
 				s.Close()
 			}

@@ -229,12 +229,12 @@ func TestKeyedStatementPlannedOnce(t *testing.T) {
 }
 
 // The keyed pool's connections come out of store.max_connections: a node
-// opens no more than that to a database; below 8 there is no keyed pool.
+// opens no more than that to a database; below 16 there is no keyed pool.
 func TestPoolSizes(t *testing.T) {
 	for _, c := range []struct {
 		driver           string
 		max, main, keyed int
-	}{{"postgres", 0, 24, 8}, {"postgres", 32, 24, 8}, {"postgres", 8, 6, 2}, {"postgres", 7, 7, 0}, {"postgres", 2, 2, 0}, {"postgres", 1000, 750, 250}, {"mysql", 32, 32, 0}} {
+	}{{"postgres", 0, 24, 8}, {"postgres", 32, 24, 8}, {"postgres", 16, 12, 4}, {"postgres", 15, 15, 0}, {"postgres", 8, 8, 0}, {"postgres", 2, 2, 0}, {"postgres", 1000, 750, 250}, {"mysql", 32, 32, 0}} {
 		s := &Store{cfg: Config{MaxConns: c.max}, ins: planFor(dialects[c.driver])}
 		if main, keyed := s.poolSizes(); main != c.main || keyed != c.keyed {
 			t.Errorf("%s, %d connections: %d main and %d keyed; want %d and %d", c.driver, c.max, main, keyed, c.main, c.keyed)

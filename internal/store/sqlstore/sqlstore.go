@@ -731,15 +731,19 @@ func placeholders(n int) string {
 
 // poolSizes splits a server database's connections (Config.MaxConns)
 // between the main pool and PostgreSQL's keyed-insert pool (keyedPool):
-// a quarter to the keyed pool from 8 connections on, none below (the
+// a quarter to the keyed pool from 16 connections on, none below (the
 // keyed statement then runs on the main pool, planned per call), so a
-// node opens no more than MaxConns to a database either way.
+// node opens no more than MaxConns to a database either way. A small
+// pool is left whole: writes that wait on a server (a synchronous
+// standby lost with its zone) can hold every connection of a pool, and
+// the cluster's rounds need one to let a fenced node's items go
+// (TestChaosZoneLoss with max_connections 8: 6 were not enough).
 func (s *Store) poolSizes() (main, keyed int) {
 	n := s.cfg.MaxConns
 	if n <= 0 {
 		n = DefaultMaxConns
 	}
-	if !s.ins.keyed || n < 8 {
+	if !s.ins.keyed || n < 16 {
 		return n, 0
 	}
 	return n - n/4, n / 4
