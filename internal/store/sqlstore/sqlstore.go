@@ -749,15 +749,12 @@ func (s *Store) poolSizes() (main, keyed int) {
 	return n - n/4, n / 4
 }
 
-// poolLimits sizes a server engine's pool: up to n connections (0:
-// DefaultMaxConns) while they are used (group commit writes several tables
+// poolLimits sizes a server engine's pool: up to n connections (a share
+// of poolSizes) while they are used (group commit writes several tables
 // at once), closed after idleConnTTL unused, so a burst's connections do
 // not stay held against the server's max_connections (PostgreSQL's default
 // is 100, shared by every node and client).
 func poolLimits(db *sql.DB, n int) {
-	if n <= 0 {
-		n = DefaultMaxConns
-	}
 	db.SetMaxOpenConns(n)
 	db.SetMaxIdleConns(n)
 	db.SetConnMaxIdleTime(idleConnTTL)
