@@ -462,13 +462,15 @@ func (n *Node) build(ctx context.Context, resolver Resolver) error {
 		// topic's (n.settings is built below, before anything runs).
 		Policy: func(t *task.Task) task.Retry { return n.settings.RetryOf(t) },
 		// An outbox relay of this node waiting on a task that just ended
-		// lets its key's next message go at once (n.relays is built
-		// before anything runs).
+		// lets its key's next message go at once, without reading the
+		// task back (n.relays is built before anything runs). Nodes'
+		// clocks are each within MaxClockSkew of the first database's.
 		Written: func(batch []store.Outcome) {
 			for _, r := range n.relays {
 				r.TasksEnded(batch)
 			}
 		},
+		ClockSkew: 2 * sqlstore.MaxClockSkew,
 		Hot: &complete.HotRetry{Tier: n.tier, Planner: planner, NodeID: cfg.NodeID, Incarnation: n.inc, Window: window, LeaseTTL: time.Duration(cfg.Delivery.LeaseTTL),
 			Open: n.firing.Load},
 		// A task without a target this node has no handler for goes to a

@@ -76,11 +76,19 @@ type Config struct {
 	// written together. 0 is DefaultFlushGap; negative, no gap.
 	FlushGap time.Duration
 	// Written, when set, is told the outcomes the store has just
-	// committed (after each batch, on the completer's goroutine: it must
-	// not block): the outbox relay wakes when a task it waits on ended.
-	Written func(batch []store.Outcome)
-	Logger  *slog.Logger
-	Metrics *metrics.Metrics // nil: series kept but not registered
+	// committed for certain (after each batch, on the completer's
+	// goroutine: it must not block): those written while their task's
+	// running lease, as this node holds it, had more than ClockSkew to
+	// run — no other node can have claimed the task meanwhile, so the
+	// write matched its row (a write under a spent token matches none,
+	// and says nothing). The outbox relay finishes a message whose task
+	// ended here without reading the task back.
+	Written func(applied []store.Outcome)
+	// ClockSkew is how far another node's clock may be ahead of this
+	// one's (Written).
+	ClockSkew time.Duration
+	Logger    *slog.Logger
+	Metrics   *metrics.Metrics // nil: series kept but not registered
 	// Unhandled decides what becomes of a task without a target this
 	// node has no Go handler for (unhandled.go).
 	Unhandled *Unhandled
@@ -136,6 +144,7 @@ type Completer struct {
 
 	unhand    *Unhandled
 	onWritten func(batch []store.Outcome) // Config.Written
+	skew      time.Duration               // Config.ClockSkew
 	topics    unhandledTopics             // the topics no live node handles, as seen here
 
 	// outstanding counts started tasks whose outcome is not in yet
@@ -199,7 +208,7 @@ func New(cfg Config) (*Completer, error) {
 	}
 	return &Completer{st: cfg.Store, retry: cfg.Retry, policy: cfg.Policy, lease: cfg.Lease, hot: cfg.Hot, log: cfg.Logger, m: cfg.Metrics,
 		wake: make(chan struct{}, 1), held: map[string]int64{}, tokens: map[int64]*hold{}, gaveUp: map[int64][]string{},
-		gap: max(cfg.FlushGap, 0), after: time.After, unhand: cfg.Unhandled, onWritten: cfg.Written}, nil
+		gap: max(cfg.FlushGap, 0), after: time.After, unhand: cfg.Unhandled, onWritten: cfg.Written, skew: cfg.ClockSkew}, nil
 }
 
 // Start runs the writer.
@@ -291,6 +300,26 @@ func (c *Completer) release(tok int64) {
 			delete(c.gaveUp, tok)
 		}
 	}
+}
+
+// applied returns the outcomes of batch, just written at now, whose task
+// this node still held with more than the clock skew left on its running
+// lease (Config.Written).
+func (c *Completer) applied(batch []store.Outcome, now time.Time) []store.Outcome {
+	if c.lease <= 0 {
+		return nil
+	}
+	c.heldMu.Lock()
+	defer c.heldMu.Unlock()
+	out := make([]store.Outcome, 0, len(batch))
+	for _, o := range batch {
+		if tok, ok := c.held[o.Ref.ID]; ok && tok == o.Ref.Token {
+			if h := c.tokens[tok]; h != nil && h.until.Sub(now) > c.skew {
+				out = append(out, o)
+			}
+		}
+	}
+	return out
 }
 
 // written ends the hold of outcomes the store has taken or given up (those
@@ -511,7 +540,11 @@ func (c *Completer) extend(ctx context.Context, now time.Time) {
 	c.m.Extended.Add(float64(n))
 	c.heldMu.Lock()
 	for _, tok := range tokens {
-		if h := c.tokens[tok]; h != nil && h.until.Before(until) {
+		// A lease that had run out before this extend may have been
+		// claimed by another node (its rows then carry another token and
+		// were not extended): its until stays, so that its outcomes are
+		// not taken as applied; the next heartbeat tries it again.
+		if h := c.tokens[tok]; h != nil && h.until.Before(until) && !h.until.Before(now) {
 			h.until = until
 		}
 	}
@@ -655,14 +688,19 @@ func (c *Completer) flushAll(ctx context.Context, quit <-chan struct{}, tries in
 			ok := c.flush(ctx, quit, batch, tries, &lost)
 			took := time.Since(t0)
 			c.m.FinishSeconds.Observe(took.Seconds())
+			var applied []store.Outcome
 			if ok {
 				c.pace.add(took, len(batch))
+				if c.onWritten != nil {
+					// Before written ends the holds it reads.
+					applied = c.applied(batch, time.Now())
+				}
 			}
 			c.written(batch, lost)
 			if ok {
 				c.handOff(ctx, batch)
-				if c.onWritten != nil {
-					c.onWritten(batch)
+				if len(applied) > 0 {
+					c.onWritten(applied)
 				}
 			}
 			if ok && len(entries) > 0 {

@@ -2,6 +2,7 @@ package complete_test
 
 import (
 	"context"
+	"sync"
 	"testing"
 	"time"
 
@@ -94,5 +95,86 @@ func TestStopNeverStarted(t *testing.T) {
 	case <-done:
 	case <-time.After(10 * time.Second):
 		t.Fatal("Stop of a never started completer waits for outcomes no writer will take")
+	}
+}
+
+// Written is told only the outcomes the store surely took: those written
+// while this node's lease on their task had more than the clock skew to
+// run. An outcome under a lease that ran out and that another node then
+// claimed matches no row (the write says nothing of it); one whose lease
+// is within the skew of its end might have been claimed by a node whose
+// clock runs ahead. Neither is passed on, so the outbox relay reads their
+// tasks back instead of trusting them.
+func TestWrittenOnlyWhatTheStoreSurelyTook(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	st := stagetest.Store(t)
+	const skew = 2 * time.Second
+	sure := startedKeyed(t, st, "sure", 3, time.Minute)
+	near := startedKeyed(t, st, "near", 3, time.Second)
+	stale := startedKeyed(t, st, "stale", 3, 100*time.Millisecond)
+	var mu sync.Mutex
+	got := map[string]bool{}
+	c, err := complete.New(complete.Config{Store: st, Lease: time.Minute, ClockSkew: skew, Written: func(applied []store.Outcome) {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, o := range applied {
+			got[o.Ref.ID] = true
+		}
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer c.Stop()
+	now := time.Now()
+	c.Expect(sure, now.Add(time.Minute))
+	c.Expect(near, now.Add(time.Second))
+	c.Expect(stale, now.Add(100*time.Millisecond))
+	time.Sleep(200 * time.Millisecond)
+	other := store.Lease{Owner: "n2", Until: time.Now().Add(time.Minute), Token: store.NewToken()}
+	claimed := 0
+	for _, it := range st.Items() {
+		refs, err := st.Claim(ctx, it, time.Now().Add(time.Hour), time.Now(), other, 100)
+		if err != nil {
+			t.Fatal(err)
+		}
+		claimed += len(refs)
+	}
+	if claimed != len(stale) {
+		t.Fatalf("another node claimed %d tasks, want the %d whose lease ran out", claimed, len(stale))
+	}
+	for _, group := range [][]*task.Task{sure, near, stale} {
+		for _, tk := range group {
+			c.Finish(tk, nil)
+		}
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for c.Busy() > 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d outcomes still unwritten", c.Busy())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for _, tk := range sure {
+		if !got[tk.ID] {
+			t.Errorf("task %s, written under a lease with a minute to run, was not passed on", tk.ID)
+		}
+		stagetest.StatusIs(t, st, tk.ID, task.StatusDone)
+	}
+	for _, tk := range near {
+		if got[tk.ID] {
+			t.Errorf("task %s, written within the clock skew of its lease's end, was passed on", tk.ID)
+		}
+	}
+	for _, tk := range stale {
+		if got[tk.ID] {
+			t.Errorf("task %s, claimed by another node before its outcome was written, was passed on", tk.ID)
+		}
+		stagetest.StatusIs(t, st, tk.ID, task.StatusClaimed)
 	}
 }

@@ -8,7 +8,9 @@
 // until the item leaves the node:
 //
 //  1. in-flight rows (status 1) whose task has ended are finished (deleted,
-//     or marked relayed);
+//     or marked relayed), by a loop of the item's own: at once for a task
+//     this node's completer ended (TasksEnded), else when a periodic read
+//     of the tasks finds it ended;
 //  2. the waiting rows (status 0, next_select_time passed) with no
 //     unfinished earlier row of their key, in id order, are submitted as
 //     tasks, keyed by "KEY#OUTBOX/DB.TABLE/ID": a re-relay after a crash
@@ -73,6 +75,15 @@ const (
 	// inflightChunk bounds the rows of one UPDATE that puts rows in
 	// flight (its parameters).
 	inflightChunk = 500
+	// readTasksEvery bounds how often a finish loop reads the tasks of its
+	// in-flight rows. It finishes the rows of tasks this node's completer
+	// ended without reading them (TasksEnded); those ended elsewhere (a
+	// retry another node claimed, a task of a failed-over item) and
+	// failed attempts (the row's last_error) are seen this late. Read on
+	// every round, under load, the tasks were the store's costliest
+	// statement of the outbox's path (a read of ~20 tasks per finished
+	// message, planned anew each time).
+	readTasksEvery = 250 * time.Millisecond
 	// oldestEvery bounds how often a run reads its oldest row's age (two
 	// queries): every pass, they were two of a busy pass's round trips,
 	// every 5 ms, for a gauge.
@@ -200,6 +211,9 @@ type Relay struct {
 	watch map[int]map[string]struct{}
 	// listeners: database → its LISTEN connection (PostgreSQL).
 	listeners map[int]*listener
+	// ends, endsPrev: the tasks this node's completer ended lately
+	// (TasksEnded), two generations of at most endsMax.
+	ends, endsPrev map[string]localEnd
 }
 
 // New opens the outbox's databases (lazily: nothing connects yet).
@@ -214,7 +228,7 @@ func New(cfg Config, tasks Tasks, log *slog.Logger, m *metrics.Outbox) (*Relay, 
 		m = metrics.NewOutbox(nil)
 	}
 	r := &Relay{cfg: cfg, d: outbox.Dialect(cfg.Driver), tasks: tasks, log: log, m: m, oldest: map[int]time.Duration{},
-		counts: map[int]itemCounts{}, watch: map[int]map[string]struct{}{}, listeners: map[int]*listener{}, tables: make([]tableCounters, len(cfg.Databases)*cfg.Tables), wake: make(chan struct{}), ended: make(chan struct{})}
+		counts: map[int]itemCounts{}, watch: map[int]map[string]struct{}{}, listeners: map[int]*listener{}, ends: map[string]localEnd{}, tables: make([]tableCounters, len(cfg.Databases)*cfg.Tables), wake: make(chan struct{}), ended: make(chan struct{})}
 	for i, dsn := range cfg.Databases {
 		db, err := sqldb.Open(cfg.Driver, dsn, sqldb.Options{SQLite: "_pragma=busy_timeout(10000)&_txlock=immediate"})
 		if err != nil {
@@ -406,9 +420,14 @@ func (r *Relay) finish(ctx context.Context, it item, f *finisher) error {
 	db := r.dbs[it.db]
 	q := outbox.Quote(it.name, r.d)
 	wait := busyPoll
+	var lastRead time.Time
 	for {
 		ended := r.endedCh()
-		n, watch, err := r.finishEnded(ctx, db, q, it)
+		read := time.Since(lastRead) >= readTasksEvery
+		n, watch, err := r.finishEnded(ctx, db, q, it, read)
+		if read {
+			lastRead = time.Now()
+		}
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil
@@ -771,8 +790,10 @@ func (r *Relay) finishStmt(q string, ids []int64) string {
 }
 
 // finishEnded finishes the in-flight rows whose task has ended (or is
-// gone: deleted by retention), which lets their keys' next rows go.
-func (r *Relay) finishEnded(ctx context.Context, db *sql.DB, q string, it item) (int, map[string]struct{}, error) {
+// gone: deleted by retention), which lets their keys' next rows go. Those
+// whose task this node's completer ended go at once; with readTasks, the
+// tasks of the others are read.
+func (r *Relay) finishEnded(ctx context.Context, db *sql.DB, q string, it item, readTasks bool) (int, map[string]struct{}, error) {
 	rows, err := db.QueryContext(ctx, fmt.Sprintf(`SELECT id, task_id, last_error FROM %s WHERE status = %d%s ORDER BY id LIMIT %d`,
 		q, outbox.StatusInFlight, r.segWhere(it, ""), r.cfg.Batch), r.prepared()...)
 	if err != nil {
@@ -798,23 +819,42 @@ func (r *Relay) finishEnded(ctx context.Context, db *sql.DB, q string, it item) 
 	if len(all) == 0 {
 		return 0, nil, nil
 	}
-	// One read of every in-flight row's task (a query per store
-	// database), not a Get per row: at 1,000 messages/s a pass has
-	// hundreds in flight.
-	ids := make([]string, len(all))
-	for i, f := range all {
-		ids[i] = f.task
+	// The rest: one read of their tasks (a query per store database),
+	// not a Get per row: at 1,000 messages/s hundreds are in flight.
+	tasks := make(map[string]*task.Task, len(all))
+	var ids []string
+	for _, f := range all {
+		if e, ok := r.endedHere(f.task); ok {
+			tasks[f.task] = &task.Task{ID: f.task, Status: e.status, LastError: e.err}
+		} else if readTasks {
+			ids = append(ids, f.task)
+		}
 	}
-	tasks, err := r.tasks.GetMany(ctx, ids)
-	if err != nil {
-		return 0, nil, fmt.Errorf("tasks of %d in-flight messages: %w", len(all), err)
+	if len(ids) > 0 {
+		read, err := r.tasks.GetMany(ctx, ids)
+		if err != nil {
+			return 0, nil, fmt.Errorf("tasks of %d in-flight messages: %w", len(ids), err)
+		}
+		for _, id := range ids {
+			if t, ok := read[id]; ok {
+				tasks[id] = t
+			} else {
+				tasks[id] = nil // gone
+			}
+		}
 	}
 	var done []int64
 	var failing []outcome
 	watch := make(map[string]struct{}, len(all))
 	delivered, dead := 0, 0
 	for _, f := range all {
-		t, ok := tasks[f.task]
+		t, known := tasks[f.task]
+		if !known {
+			// Not ended here, not read this round.
+			watch[f.task] = struct{}{}
+			continue
+		}
+		ok := t != nil
 		ended := !ok || t.Status == task.StatusDone || t.Status == task.StatusDead || t.Status == task.StatusCancelled
 		if !ended {
 			watch[f.task] = struct{}{}

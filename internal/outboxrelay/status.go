@@ -9,6 +9,7 @@ import (
 
 	"github.com/ontimehq/ontime/apiv1"
 	"github.com/ontimehq/ontime/internal/store"
+	"github.com/ontimehq/ontime/internal/task"
 	"github.com/ontimehq/ontime/outbox"
 )
 
@@ -30,16 +31,33 @@ func (r *Relay) wakeAll() {
 	r.wake = make(chan struct{})
 }
 
-// TasksEnded is told the outcomes a node's completer has just written:
-// when one ends (done, dead, cancelled) a task that an in-flight row of
-// this node's items waits on, the items pass at once, so the key's next
-// message goes without waiting for a poll. Tasks delivered by other nodes
-// are found by the poll.
+// TasksEnded is told the outcomes a node's completer has just written
+// for certain (complete.Config.Written): the ended ones (done, dead,
+// cancelled) are kept a while, so that the finish loops finish their rows
+// without reading the tasks back, and when one ends a task that an
+// in-flight row of this node's items waits on, the items' finish loops
+// run at once: the key's next message goes without waiting for a poll.
+// Tasks ended by other nodes are found by the loops' periodic reads.
 func (r *Relay) TasksEnded(batch []store.Outcome) {
 	r.mu.Lock()
 	hit := false
 	for _, o := range batch {
-		if !o.Done && !o.Dead && !o.Cancelled {
+		var e localEnd
+		switch {
+		case o.Done:
+			e.status = task.StatusDone
+		case o.Cancelled:
+			e.status, e.err = task.StatusCancelled, o.Error
+		case o.Dead:
+			e.status, e.err = task.StatusDead, o.Error
+		default:
+			continue
+		}
+		if len(r.ends) >= endsMax {
+			r.endsPrev, r.ends = r.ends, make(map[string]localEnd, endsMax)
+		}
+		r.ends[o.Ref.ID] = e
+		if hit {
 			continue
 		}
 		for _, ids := range r.watch {
@@ -48,18 +66,38 @@ func (r *Relay) TasksEnded(batch []store.Outcome) {
 				break
 			}
 		}
-		if hit {
-			break
-		}
+	}
+	if hit {
+		close(r.ended)
+		r.ended = make(chan struct{})
 	}
 	r.mu.Unlock()
 	if hit {
 		r.m.Wakeups.WithLabelValues(r.cfg.Name, "ended").Inc()
-		r.mu.Lock()
-		close(r.ended)
-		r.ended = make(chan struct{})
-		r.mu.Unlock()
 	}
+}
+
+// localEnd is how a task this node's completer ended, ended.
+type localEnd struct {
+	status task.Status
+	err    string // dead, cancelled: the outcome's error
+}
+
+// endsMax bounds each of the two generations of ended tasks a relay keeps
+// (TasksEnded): a row whose task's end was dropped is finished by the
+// next periodic read of its task.
+const endsMax = 4096
+
+// endedHere reports how a task ended if this node's completer ended it
+// lately.
+func (r *Relay) endedHere(id string) (localEnd, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if e, ok := r.ends[id]; ok {
+		return e, true
+	}
+	e, ok := r.endsPrev[id]
+	return e, ok
 }
 
 func (r *Relay) endedCh() <-chan struct{} {
