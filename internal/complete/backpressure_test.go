@@ -82,7 +82,9 @@ func (c *counting) ExtendHeld(ctx context.Context, status task.Status, tokens []
 func TestHeartbeatByToken(t *testing.T) {
 	t.Parallel()
 	st := stagetest.Store(t)
-	const lease = 800 * time.Millisecond
+	// Long enough that a heartbeat held up under CI's load (-race, every
+	// package at once) still comes before the first end.
+	const lease = 2 * time.Second
 	var tasks []*task.Task
 	for i := range 3 {
 		tasks = append(tasks, startedKeyed(t, st, fmt.Sprint("c", i, "-"), 100, lease)...)

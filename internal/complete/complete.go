@@ -179,8 +179,9 @@ type Completer struct {
 
 // hold is what the completer holds under one claim token.
 type hold struct {
-	n     int       // held tasks
-	until time.Time // the earliest of their running leases as last written
+	n      int       // held tasks
+	until  time.Time // the earliest of their running leases as last written
+	lapsed bool      // a lease ran out before a heartbeat extended it
 }
 
 // New builds a completer; nothing runs until Start.
@@ -314,7 +315,7 @@ func (c *Completer) applied(batch []store.Outcome, now time.Time) []store.Outcom
 	out := make([]store.Outcome, 0, len(batch))
 	for _, o := range batch {
 		if tok, ok := c.held[o.Ref.ID]; ok && tok == o.Ref.Token {
-			if h := c.tokens[tok]; h != nil && h.until.Sub(now) > c.skew {
+			if h := c.tokens[tok]; h != nil && !h.lapsed && h.until.Sub(now) > c.skew {
 				out = append(out, o)
 			}
 		}
@@ -540,11 +541,18 @@ func (c *Completer) extend(ctx context.Context, now time.Time) {
 	c.m.Extended.Add(float64(n))
 	c.heldMu.Lock()
 	for _, tok := range tokens {
-		// A lease that had run out before this extend may have been
-		// claimed by another node (its rows then carry another token and
-		// were not extended): its until stays, so that its outcomes are
-		// not taken as applied; the next heartbeat tries it again.
-		if h := c.tokens[tok]; h != nil && h.until.Before(until) && !h.until.Before(now) {
+		h := c.tokens[tok]
+		if h == nil {
+			continue
+		}
+		if h.until.Before(now) {
+			// The lease had run out before this extend: another node may
+			// have claimed some of its tasks (their rows now carry another
+			// token and were not extended), so their outcomes are never
+			// taken as applied (Config.Written).
+			h.lapsed = true
+		}
+		if h.until.Before(until) {
 			h.until = until
 		}
 	}

@@ -178,3 +178,61 @@ func TestWrittenOnlyWhatTheStoreSurelyTook(t *testing.T) {
 		stagetest.StatusIs(t, st, tk.ID, task.StatusClaimed)
 	}
 }
+
+// A hold whose lease ran out before a heartbeat extended it is never
+// passed on to Written again, though the heartbeat extends what is still
+// this node's: another node may have claimed some of its tasks meanwhile.
+func TestWrittenSkipsALapsedHold(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	st := stagetest.Store(t)
+	const lease = 400 * time.Millisecond
+	tasks := startedKeyed(t, st, "lapsed", 5, time.Minute)
+	cs := &counting{Store: st}
+	var mu sync.Mutex
+	var got []store.Outcome
+	c, err := complete.New(complete.Config{Store: cs, Lease: lease, ClockSkew: time.Millisecond, Written: func(applied []store.Outcome) {
+		mu.Lock()
+		defer mu.Unlock()
+		got = append(got, applied...)
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer c.Stop()
+	// Held as if its lease had ended a moment ago.
+	c.Expect(tasks, time.Now().Add(-time.Millisecond))
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		cs.mu.Lock()
+		calls := cs.calls
+		cs.mu.Unlock()
+		if calls > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no heartbeat")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	for _, tk := range tasks {
+		c.Finish(tk, nil)
+	}
+	for c.Busy() > 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d outcomes still unwritten", c.Busy())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	for _, tk := range tasks {
+		stagetest.StatusIs(t, st, tk.ID, task.StatusDone)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(got) > 0 {
+		t.Fatalf("%d outcomes of a lapsed hold passed on as surely applied", len(got))
+	}
+}

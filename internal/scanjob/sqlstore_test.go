@@ -223,9 +223,21 @@ func TestServiceOnSQLStore(t *testing.T) {
 	}
 
 	n1 := node("n1")
+	waitFrom := time.Now()
 	clk.WaitTimer(t, base.Add(10*time.Second))
 	clk.AdvanceTo(base.Add(10 * time.Second))
-	scanjob.WaitUntil(t, "the cron run", func() bool { rs := runs(); return len(rs) == 1 && rs[0].Status == store.RunDone })
+	// Once under CI's load this gave up: say what the runs were.
+	scanjob.WaitUntil(t, "the cron run", func() bool {
+		rs := runs()
+		if len(rs) == 1 && rs[0].Status == store.RunDone {
+			return true
+		}
+		if t.Context().Err() == nil && time.Since(waitFrom) > 25*time.Second {
+			t.Logf("runs so far: %+v; %d rows pending, %d sent", rs, pending(), sent.Load())
+			waitFrom = time.Now()
+		}
+		return false
+	})
 	if r := runs()[0]; r.Trigger != "cron" || !r.FireAt.Equal(base.Add(10*time.Second)) || r.Processed != 3 || r.Node != "n1" || pending() != 0 {
 		t.Fatalf("cron run %+v, %d rows pending", r, pending())
 	}
