@@ -456,20 +456,26 @@ func (n *Node) build(ctx context.Context, resolver Resolver) error {
 	// timeout; the claim lease is the margin beyond that.
 	maxLead := max(maxFireLead(cfg.Hot.MaxFireLead, window), FireLead)
 	deliveryLease := cfg.deliveryTimeout() + time.Duration(cfg.Delivery.LeaseTTL)
+	// An outbox relay of this node waiting on a task that just ended lets
+	// its key's next message go at once, without reading the task back
+	// (n.relays is built before anything runs). Without outboxes nothing
+	// listens, and the completer does not sort its batches for nobody.
+	var written func([]store.Outcome)
+	if len(cfg.Outboxes) > 0 {
+		written = func(batch []store.Outcome) {
+			for _, r := range n.relays {
+				r.TasksEnded(batch)
+			}
+		}
+	}
 	comp, err := complete.New(complete.Config{Store: n.store, Logger: n.log, Metrics: m, Lease: maxLead + deliveryLease,
 		Retry: deliver.RetryPolicy{Base: time.Duration(cfg.Delivery.RetryBase), Max: time.Duration(cfg.Delivery.RetryMax)},
 		// A failed attempt waits by the task's own retry policy, else its
 		// topic's (n.settings is built below, before anything runs).
 		Policy: func(t *task.Task) task.Retry { return n.settings.RetryOf(t) },
-		// An outbox relay of this node waiting on a task that just ended
-		// lets its key's next message go at once, without reading the
-		// task back (n.relays is built before anything runs). Nodes'
-		// clocks are each within MaxClockSkew of the first database's.
-		Written: func(batch []store.Outcome) {
-			for _, r := range n.relays {
-				r.TasksEnded(batch)
-			}
-		},
+		// Nodes' clocks are each within MaxClockSkew of the first
+		// database's.
+		Written:   written,
 		ClockSkew: 2 * sqlstore.MaxClockSkew,
 		Hot: &complete.HotRetry{Tier: n.tier, Planner: planner, NodeID: cfg.NodeID, Incarnation: n.inc, Window: window, LeaseTTL: time.Duration(cfg.Delivery.LeaseTTL),
 			Open: n.firing.Load},

@@ -151,13 +151,7 @@ func TestWrittenOnlyWhatTheStoreSurelyTook(t *testing.T) {
 			c.Finish(tk, nil)
 		}
 	}
-	deadline := time.Now().Add(30 * time.Second)
-	for c.Busy() > 0 {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d outcomes still unwritten", c.Busy())
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	waitWritten(t, c)
 	mu.Lock()
 	defer mu.Unlock()
 	for _, tk := range sure {
@@ -221,12 +215,7 @@ func TestWrittenSkipsALapsedHold(t *testing.T) {
 	for _, tk := range tasks {
 		c.Finish(tk, nil)
 	}
-	for c.Busy() > 0 {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d outcomes still unwritten", c.Busy())
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	waitWritten(t, c)
 	for _, tk := range tasks {
 		stagetest.StatusIs(t, st, tk.ID, task.StatusDone)
 	}
@@ -234,5 +223,17 @@ func TestWrittenSkipsALapsedHold(t *testing.T) {
 	defer mu.Unlock()
 	if len(got) > 0 {
 		t.Fatalf("%d outcomes of a lapsed hold passed on as surely applied", len(got))
+	}
+}
+
+// waitWritten waits until every outcome c was given is written.
+func waitWritten(t *testing.T, c *complete.Completer) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for c.Busy() > 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d outcomes still unwritten", c.Busy())
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }
