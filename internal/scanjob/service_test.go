@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -842,6 +843,39 @@ func TestTriggerDuringLookIsKept(t *testing.T) {
 	want := []call{{node: "n1", item: "0", trigger: "cron", total: 1, fireAt: sec(10)}}
 	if got := rc.list(); !slices.Equal(got, want) {
 		t.Fatalf("calls %+v, want %+v", got, want)
+	}
+}
+
+// TestTriggerRightAfterALookIsKept: a trigger that comes just after a look
+// at a newly owned item decided to run nothing (no fire time missed) runs
+// the item: the look had left it free in the same step (before, the item
+// stayed "running" until the look's goroutine ended, and such a trigger
+// was skipped as an overlap: e2e TestJobTriggerRightAfterStart lost items
+// under CI's load).
+func TestTriggerRightAfterALookIsKept(t *testing.T) {
+	t.Parallel()
+	st := newMemState()
+	clk := NewFakeClock(sec(5))
+	s := newService(t, st, clk, "n1", nil)
+	var rc recorder
+	addGo(t, s, GoJob{Name: "tick", Cron: "0 0 0 1 1 *", Items: 3, Run: func(_ context.Context, r *ItemRun) error { rc.add(r); return nil }})
+	var triggered atomic.Int32
+	s.looked = func(item string) {
+		triggered.Add(1)
+		s.trigger(s.ctx, s.jobs["tick"], item, "manual", clk.Now())
+	}
+	s.OwnAll()
+	start(t, s)
+	WaitUntil(t, "every item looked at", func() bool { return triggered.Load() == 3 })
+	waitIdle(t, s)
+	got := rc.list()
+	if len(got) != 3 {
+		t.Fatalf("calls %+v, want a manual run of each of the 3 items", got)
+	}
+	for _, c := range got {
+		if c.trigger != "manual" {
+			t.Fatalf("calls %+v, want manual runs only", got)
+		}
 	}
 }
 
