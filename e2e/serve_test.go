@@ -123,8 +123,24 @@ func spawnCmd(t testing.TB, cmd *exec.Cmd, env ...string) *serveProc {
 			_ = cmd.Process.Kill()
 			<-p.done
 		}
+		if t.Failed() {
+			// What went wrong inside is in the process's warnings: CI's
+			// output is all a failure there leaves.
+			t.Logf("%s %s: its last warnings:\n%s", filepath.Base(cmd.Path), strings.Join(env, " "), lastWarnings(p.log(), 30))
+		}
 	})
 	return p
+}
+
+// lastWarnings is the last n lines of a process's log at WARN or ERROR.
+func lastWarnings(log string, n int) string {
+	var out []string
+	for line := range strings.Lines(log) {
+		if strings.Contains(line, "level=WARN") || strings.Contains(line, "level=ERROR") {
+			out = append(out, line)
+		}
+	}
+	return strings.Join(out[max(0, len(out)-n):], "")
 }
 
 // waitReady waits up to a minute for ready, failing the test if the

@@ -137,6 +137,39 @@ func TestAdoptLiveFails(t *testing.T) {
 	}
 }
 
+// TestAdoptRetriedAfterAFailure: an adoption that failed (the membership
+// did not answer) is tried again at the item's next round, and takes the
+// dead node's tasks then: no membership change comes later to do it, and
+// they would otherwise wait for their hour-long leases.
+func TestAdoptRetriedAfterAFailure(t *testing.T) {
+	f := setup(t, 0)
+	it := f.st.Items()[0]
+	held := stagetest.Insert(t, f.st, stagetest.Claimed(stagetest.NewTaskIn(t, it, "scan", "dead-claimed", time.Now().Add(time.Hour)), "dead", 51))[0]
+	var mu sync.Mutex
+	failures := 3
+	sc := newScanner(t, f, func(context.Context) ([]scan.Node, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		if failures > 0 {
+			failures--
+			return nil, errors.New("membership unreachable")
+		}
+		return []scan.Node{{ID: "alive"}}, nil
+	})
+	sc.SetItems([]store.Item{it})
+	if err := sc.Start(f.ctx); err != nil {
+		t.Fatal(err)
+	}
+	stagetest.Eventually(t, "the dead node's task is claimed here after the failures", func() bool {
+		return stagetest.Get(t, f.st, held.ID).Owner == node
+	})
+	mu.Lock()
+	defer mu.Unlock()
+	if failures != 0 {
+		t.Fatalf("%d failures left: the task was taken without asking", failures)
+	}
+}
+
 // TestTierLost: after the tier lost its entries, TierLost makes the item
 // scanners claim this node's tasks again, under new tokens, back into the
 // tier; running tasks are left alone.

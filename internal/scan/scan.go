@@ -351,7 +351,11 @@ func (s *Scanner) scanItem(ctx context.Context, it store.Item, is *item) {
 	timer := time.NewTimer(0)
 	defer timer.Stop()
 	<-timer.C
-	s.adopt(ctx, it, log, is.started)
+	if !s.adopt(ctx, it, log, is.started) {
+		is.mu.Lock()
+		is.adopt = true // again at the next round
+		is.mu.Unlock()
+	}
 	is.check = true
 	for {
 		is.mu.Lock()
@@ -362,8 +366,10 @@ func (s *Scanner) scanItem(ctx context.Context, it store.Item, is *item) {
 		if lost || adopt {
 			is.check = true
 		}
-		if adopt {
-			s.adopt(ctx, it, log, time.Time{})
+		if adopt && !s.adopt(ctx, it, log, time.Time{}) {
+			is.mu.Lock()
+			is.adopt = true // again at the next round
+			is.mu.Unlock()
 		}
 		if lost {
 			s.reclaim(ctx, it, log)
@@ -411,12 +417,14 @@ func (s *Scanner) scanItem(ctx context.Context, it store.Item, is *item) {
 // after: an item just given to this node is adopted by the membership
 // read since (liveNodes), which no longer lists the dead node whose items
 // it was — a list from before its death would leave its tasks to wait for
-// the next poll or their leases.
-func (s *Scanner) adopt(ctx context.Context, it store.Item, log *slog.Logger, after time.Time) {
+// the next poll or their leases. false: it failed (the membership or the
+// store did not answer) and must be tried again at the item's next round:
+// nothing else would adopt those tasks before their leases run out.
+func (s *Scanner) adopt(ctx context.Context, it store.Item, log *slog.Logger, after time.Time) bool {
 	live, err := s.liveNodes(ctx, after)
 	if err != nil {
-		log.Warn("cannot tell which nodes are alive; a dead node's tasks wait for their leases", "err", err)
-		return
+		log.Warn("cannot tell which nodes are alive; trying again at the next round", "err", err)
+		return false
 	}
 	h := store.Holders{Except: make([]string, len(live)), Restarted: make(map[string]time.Time, len(live)),
 		Incarnations: make(map[string]int64, len(live))}
@@ -429,13 +437,14 @@ func (s *Scanner) adopt(ctx context.Context, it store.Item, log *slog.Logger, af
 	}
 	n, err := s.cfg.Store.EndLeases(ctx, it, time.Now(), h)
 	if err != nil {
-		log.Warn("ending the leases of dead nodes failed; their tasks wait for their leases", "err", err)
-		return
+		log.Warn("ending the leases of dead nodes failed; trying again at the next round", "err", err)
+		return false
 	}
 	if n > 0 {
 		s.m.LeasesEnded.WithLabelValues("node_gone").Add(float64(n))
 		log.Info("took the tasks of nodes that are gone", "tasks", n)
 	}
+	return true
 }
 
 // liveNodes is Live as asked after after, at most once a second: the
