@@ -143,7 +143,9 @@ func TestChaosBurst(t *testing.T) {
 		store = fmt.Sprintf("store:\n  driver: %s\n  databases: [%q]\n", engine, testdb.DSNs(t, engine, 1)[0])
 	}
 	rcv := newChaosReceiver(t, nil)
-	cfg := writeChaosConfig(t, t.TempDir(), "log_level: warn\n"+store)
+	// ONTIME_CHAOS_BURST_CONFIG: more of the node's config (YAML), to
+	// measure a setting against the default.
+	cfg := writeChaosConfig(t, t.TempDir(), "log_level: warn\n"+store+os.Getenv("ONTIME_CHAOS_BURST_CONFIG"))
 	cl := startChaosCluster(t, cfg, 1)
 	load := newChaosLoad(t, "burst", rcv.srv.URL, cl.addrs...)
 	load.payload = []byte(`{"pad":"` + strings.Repeat("x", 1000) + `"}`)
