@@ -2,6 +2,7 @@ package complete_test
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -113,22 +114,8 @@ func TestWrittenOnlyWhatTheStoreSurelyTook(t *testing.T) {
 	sure := startedKeyed(t, st, "sure", 3, time.Minute)
 	near := startedKeyed(t, st, "near", 3, time.Second)
 	stale := startedKeyed(t, st, "stale", 3, 100*time.Millisecond)
-	var mu sync.Mutex
-	got := map[string]bool{}
-	c, err := complete.New(complete.Config{Store: st, Lease: time.Minute, ClockSkew: skew, Written: func(applied []store.Outcome) {
-		mu.Lock()
-		defer mu.Unlock()
-		for _, o := range applied {
-			got[o.Ref.ID] = true
-		}
-	}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := c.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	defer c.Stop()
+	var w writtenLog
+	c := startCompleter(t, complete.Config{Store: st, Lease: time.Minute, ClockSkew: skew, Written: w.add})
 	now := time.Now()
 	c.Expect(sure, now.Add(time.Minute))
 	c.Expect(near, now.Add(time.Second))
@@ -152,8 +139,10 @@ func TestWrittenOnlyWhatTheStoreSurelyTook(t *testing.T) {
 		}
 	}
 	waitWritten(t, c)
-	mu.Lock()
-	defer mu.Unlock()
+	got := map[string]bool{}
+	for _, o := range w.outcomes() {
+		got[o.Ref.ID] = true
+	}
 	for _, tk := range sure {
 		if !got[tk.ID] {
 			t.Errorf("task %s, written under a lease with a minute to run, was not passed on", tk.ID)
@@ -178,25 +167,12 @@ func TestWrittenOnlyWhatTheStoreSurelyTook(t *testing.T) {
 // this node's: another node may have claimed some of its tasks meanwhile.
 func TestWrittenSkipsALapsedHold(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
 	st := stagetest.Store(t)
 	const lease = 400 * time.Millisecond
 	tasks := startedKeyed(t, st, "lapsed", 5, time.Minute)
 	cs := &counting{Store: st}
-	var mu sync.Mutex
-	var got []store.Outcome
-	c, err := complete.New(complete.Config{Store: cs, Lease: lease, ClockSkew: time.Millisecond, Written: func(applied []store.Outcome) {
-		mu.Lock()
-		defer mu.Unlock()
-		got = append(got, applied...)
-	}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := c.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	defer c.Stop()
+	var w writtenLog
+	c := startCompleter(t, complete.Config{Store: cs, Lease: lease, ClockSkew: time.Millisecond, Written: w.add})
 	// Held as if its lease had ended a moment ago.
 	c.Expect(tasks, time.Now().Add(-time.Millisecond))
 	deadline := time.Now().Add(30 * time.Second)
@@ -219,11 +195,42 @@ func TestWrittenSkipsALapsedHold(t *testing.T) {
 	for _, tk := range tasks {
 		stagetest.StatusIs(t, st, tk.ID, task.StatusDone)
 	}
-	mu.Lock()
-	defer mu.Unlock()
-	if len(got) > 0 {
+	if got := w.outcomes(); len(got) > 0 {
 		t.Fatalf("%d outcomes of a lapsed hold passed on as surely applied", len(got))
 	}
+}
+
+// writtenLog records what a completer's Written is told.
+type writtenLog struct {
+	mu  sync.Mutex
+	got []store.Outcome
+}
+
+func (w *writtenLog) add(applied []store.Outcome) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.got = append(w.got, applied...)
+}
+
+func (w *writtenLog) outcomes() []store.Outcome {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return slices.Clone(w.got)
+}
+
+// startCompleter builds a completer of cfg and starts it; it stops at the
+// test's end.
+func startCompleter(t *testing.T, cfg complete.Config) *complete.Completer {
+	t.Helper()
+	c, err := complete.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Stop)
+	return c
 }
 
 // waitWritten waits until every outcome c was given is written.
