@@ -2,12 +2,14 @@ package e2e
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"fmt"
 	"hash/crc32"
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"strings"
 	"sync"
@@ -187,8 +189,52 @@ func TestChaosBurst(t *testing.T) {
 	// a task claimed more than once was claimed again after its lease ran
 	// out or was handed back.
 	claims := counter(t, "http://"+cl.addrs[0], "ontime_tasks_claimed_total") / float64(n)
-	chaosVerdict(t, "burst", res, false, fmt.Sprintf("%d tasks with 1 KB payloads due at one instant, %s, one node; submitted in %s; last delivery %s after the instant; peak RSS of ontime serve %d MB; %.3f scanner claims per task",
-		n, engine, submitted.Round(time.Second), res.Max.Round(time.Millisecond), peakRSS(cl.procs[0].cmd.Process.Pid)>>20, claims))
+	floor := ""
+	if chaosFull() {
+		// The floor of the drain in the same run: net/http alone sending
+		// the same calls to a receiver doing nothing.
+		rate := webhookFloor(t, min(n, 50000), load.payload)
+		floor = fmt.Sprintf("; net/http floor %.0f calls/s (the drain %.2f× it; %d calls at the floor take %s)",
+			rate, float64(n)/res.Max.Seconds()/rate, n, time.Duration(float64(n)/rate*float64(time.Second)).Round(time.Second))
+	}
+	chaosVerdict(t, "burst", res, false, fmt.Sprintf("%d tasks with 1 KB payloads due at one instant, %s, one node; submitted in %s; last delivery %s after the instant; peak RSS of ontime serve %d MB; %.3f scanner claims per task%s",
+		n, engine, submitted.Round(time.Second), res.Max.Round(time.Millisecond), peakRSS(cl.procs[0].cmd.Process.Pid)>>20, claims, floor))
+}
+
+// webhookFloor is the rate at which net/http alone, over loopback, makes
+// n webhook-sized calls (payload in a webhook's body) from 32 goroutines
+// (a lane's default concurrency) to a receiver that only reads them: what
+// no store or scheduler behind the calls can beat on this machine.
+func webhookFloor(t *testing.T, n int, payload []byte) float64 {
+	t.Helper()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = io.Copy(io.Discard, r.Body) }))
+	defer srv.Close()
+	tr := &http.Transport{MaxIdleConnsPerHost: 32, DisableCompression: true}
+	defer tr.CloseIdleConnections()
+	hc := &http.Client{Transport: tr}
+	body := []byte(`{"id":"01JD0000000000000000000000","topic":"chaos.burst","key":"","payload":` + string(payload) + `,"due_at":"2026-12-06T00:00:00Z","attempt":1}`)
+	var next atomic.Int64
+	var failed atomic.Int64
+	var wg sync.WaitGroup
+	start := time.Now()
+	for range 32 {
+		wg.Go(func() {
+			for next.Add(1) <= int64(n) {
+				resp, err := hc.Post(srv.URL+"/hook", "application/json", bytes.NewReader(body))
+				if err != nil {
+					failed.Add(1)
+					continue
+				}
+				_, _ = io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+			}
+		})
+	}
+	wg.Wait()
+	if f := failed.Load(); f > 0 {
+		t.Fatalf("webhook floor: %d of %d calls failed", f, n)
+	}
+	return float64(n) / time.Since(start).Seconds()
 }
 
 // TestChaosSlowClients: while tasks stream in through one node, hundreds of
