@@ -124,7 +124,8 @@ type StoreConfig struct {
 	// Tables is N, the task tables per database. Unset (0): the
 	// number the store was created with, and for a new store 1 on SQLite
 	// (one writer: more tables add pages to every commit, not parallelism)
-	// and 16 on MariaDB and PostgreSQL.
+	// and PostgreSQL (a statement pays for every table it names), 16 on
+	// MariaDB.
 	Tables   int `yaml:"tables"`
 	Segments int `yaml:"segments"` // scan segments per table; default 4
 	// DatabasesFile, when set, replaces databases with the DSNs in this
@@ -282,8 +283,9 @@ type HTTPConfig struct {
 const (
 	DefaultListen              = "127.0.0.1:7070"
 	DefaultDataDir             = "./ontime-data"
-	DefaultTables              = sqlstore.DefaultTables       // a new MariaDB or PostgreSQL store's
-	DefaultSQLiteTables        = sqlstore.DefaultSQLiteTables // a new SQLite store's
+	DefaultTables              = sqlstore.DefaultTables         // a new MariaDB store's
+	DefaultSQLiteTables        = sqlstore.DefaultSQLiteTables   // a new SQLite store's
+	DefaultPostgresTables      = sqlstore.DefaultPostgresTables // a new PostgreSQL store's
 	DefaultSegments            = 4
 	MaxTables                  = router.MaxTables
 	MaxSegments                = router.MaxSegments

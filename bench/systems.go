@@ -126,8 +126,11 @@ func (s *ontimeSys) knobs() string {
 		b.WriteString("store postgres: 127.0.0.1:5432, a fresh database per run, pool 32")
 	}
 	tables := ontime.DefaultTables // a new store's, store.tables unset
-	if s.driver == "sqlite" {
+	switch s.driver {
+	case "sqlite":
 		tables = ontime.DefaultSQLiteTables
+	case "postgres":
+		tables = ontime.DefaultPostgresTables
 	}
 	fmt.Fprintf(&b, ", 1 database × %d tables × %d segments; ", tables, c.Store.Segments)
 	if s.redis {

@@ -532,6 +532,9 @@ func benchOutboxLatency(b *testing.B, engine string) {
 	cfg.DataDir = b.TempDir()
 	cfg.Store.Driver = engine
 	cfg.Store.Databases = testdb.DSNs(b, engine, 1)
+	// The store's tables: a new store's default unless asked
+	// (ONTIME_OUTBOX_BENCH_STORE_TABLES=16: PostgreSQL's before it was 1).
+	cfg.Store.Tables = envInt("ONTIME_OUTBOX_BENCH_STORE_TABLES", 0)
 	oc := outboxConfig(engine, app.dsn)
 	oc.IdlePoll = ontime.Duration(100 * time.Millisecond)
 	// The config's default, one segment, unless asked: more items per

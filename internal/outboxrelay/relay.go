@@ -230,7 +230,15 @@ func New(cfg Config, tasks Tasks, log *slog.Logger, m *metrics.Outbox) (*Relay, 
 	r := &Relay{cfg: cfg, d: outbox.Dialect(cfg.Driver), tasks: tasks, log: log, m: m, oldest: map[int]time.Duration{},
 		counts: map[int]itemCounts{}, watch: map[int]map[string]struct{}{}, listeners: map[int]*listener{}, ends: map[string]localEnd{}, tables: make([]tableCounters, len(cfg.Databases)*cfg.Tables), wake: make(chan struct{}), ended: make(chan struct{})}
 	for i, dsn := range cfg.Databases {
-		db, err := sqldb.Open(cfg.Driver, dsn, sqldb.Options{SQLite: "_pragma=busy_timeout(10000)&_txlock=immediate"})
+		// The relay's writes to an outbox table (a row in flight,
+		// finished, set aside, waiting to retry) are safe to lose: the
+		// task store's commit of a message's task is what makes it
+		// relayed, and a row the server forgot it had moved is relayed
+		// again and finds that task (its key). So on PostgreSQL they
+		// commit without waiting for the disk: a pass had two commits to
+		// wait for (the task's and the row's), and commit → delivery
+		// was mostly the wait for the pass under way.
+		db, err := sqldb.Open(cfg.Driver, dsn, sqldb.Options{SQLite: "_pragma=busy_timeout(10000)&_txlock=immediate", AsyncCommit: true})
 		if err != nil {
 			r.Close()
 			return nil, fmt.Errorf("databases[%d]: %w", i, err)

@@ -48,6 +48,13 @@ type Options struct {
 	// (planned without its values): only for pools that run prepared
 	// statements whose plan does not depend on their values.
 	GenericPlans bool
+	// AsyncCommit makes a PostgreSQL session commit without waiting for
+	// its WAL to reach the disk (synchronous_commit off), unless the DSN
+	// sets synchronous_commit itself: a server crash may lose the last
+	// commits (at most about three times wal_writer_delay), never make
+	// the database inconsistent. Only for writes that are safe to lose
+	// and do again.
+	AsyncCommit bool
 }
 
 // connectTimeout bounds the dial of a MySQL connection.
@@ -118,6 +125,9 @@ func Open(driver, dsn string, o Options) (*sql.DB, error) {
 		if o.GenericPlans && !strings.Contains(dsn, "plan_cache_mode") {
 			after = append(after, genericPlans)
 		}
+		if o.AsyncCommit && !strings.Contains(dsn, "synchronous_commit") {
+			after = append(after, asyncCommit)
+		}
 		var opts []stdlib.OptionOpenDB
 		if multiHost(pc) {
 			if pc.ConnectTimeout == 0 {
@@ -168,6 +178,16 @@ func SQLiteDSN(dsn, params string) string {
 		sep = "&"
 	}
 	return dsn + sep + params
+}
+
+// asyncCommit sets a new session's synchronous_commit to off
+// (Options.AsyncCommit), after the startup packet for the reason
+// genericPlans gives.
+func asyncCommit(ctx context.Context, c *pgx.Conn) error {
+	if _, err := c.Exec(ctx, "SET synchronous_commit = off"); err != nil {
+		return fmt.Errorf("set synchronous_commit: %w", err)
+	}
+	return nil
 }
 
 // genericPlans sets a new session's plan_cache_mode to force_generic_plan

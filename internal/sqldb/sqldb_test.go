@@ -233,3 +233,40 @@ func TestOpenPostgresGenericPlans(t *testing.T) {
 		}
 	}
 }
+
+// AsyncCommit sets each session's synchronous_commit to off, beside
+// GenericPlans, unless the DSN sets it; without it the server's default
+// (on) stays.
+func TestOpenPostgresAsyncCommit(t *testing.T) {
+	t.Parallel()
+	dsn := testdb.Postgres(t)
+	u, err := url.Parse(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	own := *u
+	q := own.Query()
+	q.Set("synchronous_commit", "local")
+	own.RawQuery = q.Encode()
+	for _, c := range []struct {
+		name, dsn      string
+		o              Options
+		want, wantPlan string
+	}{
+		{"off", dsn, Options{}, "on", "auto"},
+		{"on", dsn, Options{AsyncCommit: true}, "off", "auto"},
+		{"on, with generic plans", dsn, Options{AsyncCommit: true, GenericPlans: true}, "off", "force_generic_plan"},
+		{"on, the DSN's own", own.String(), Options{AsyncCommit: true}, "local", "auto"},
+	} {
+		db, err := Open(Postgres, c.dsn, c.o)
+		if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		var sc, plan string
+		err = db.QueryRowContext(ctx(t), `SELECT current_setting('synchronous_commit'), current_setting('plan_cache_mode')`).Scan(&sc, &plan)
+		db.Close()
+		if err != nil || sc != c.want || plan != c.wantPlan {
+			t.Errorf("%s: synchronous_commit %q, plan_cache_mode %q, %v; want %q, %q", c.name, sc, plan, err, c.want, c.wantPlan)
+		}
+	}
+}
