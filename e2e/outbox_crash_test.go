@@ -2,13 +2,6 @@ package e2e
 
 import (
 	"encoding/json"
-	"fmt"
-	"net"
-	"os"
-	"os/exec"
-	"os/user"
-	"path/filepath"
-	"sort"
 	"strconv"
 	"strings"
 	"testing"
@@ -33,24 +26,11 @@ import (
 func TestOutboxServerCrash(t *testing.T) {
 	t.Parallel()
 	const keys, perKey = 40, 5
-	pg := newPrivatePG(t)
-	pg.start()
-	dsn := pg.dsn()
-	db := sqlOpen(t, "postgres", dsn)
-	tb, err := outbox.NewTable(db, "outbox")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ddl, err := outbox.DDL(tb.Dialect, tb.Name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, s := range append(ddl, `CREATE TABLE users (account_no VARCHAR(64) NOT NULL)`) {
-		if _, err := db.Exec(s); err != nil {
-			t.Fatalf("%s: %v", s, err)
-		}
-	}
-	app := &outboxApp{engine: "postgres", dsn: dsn, db: db, tb: tb}
+	// Its WAL writer waits 10 s between rounds: commits that do not wait
+	// for the disk stay in the server's memory until then.
+	pg := testdb.StartPostgres(t, "autovacuum=off", "wal_writer_delay=10s")
+	dsn := pg.CreateDatabase()
+	app := newOutboxAppAt(t, "postgres", dsn)
 	rcv := newReceiver(t)
 	cfg := ontime.DefaultConfig()
 	cfg.DataDir = t.TempDir()
@@ -64,8 +44,8 @@ func TestOutboxServerCrash(t *testing.T) {
 	waitFor(t, 60*time.Second, "the first messages delivered and their rows finished", func() bool {
 		return len(rcv.delivered()) >= keys*(perKey/2) && countRows(t, app.db, "1 = 1") == 0
 	})
-	pg.crash()
-	pg.start()
+	pg.Crash()
+	pg.Start()
 	first := len(rcv.allCalls())
 	// The test's own pooled connections died with the server: the first
 	// queries may fail.
@@ -123,79 +103,4 @@ func TestOutboxServerCrash(t *testing.T) {
 	if dups := checkOrder(t, calls[first:], keys, perKey); dups != 0 {
 		t.Errorf("%d duplicate deliveries after the crash", dups)
 	}
-}
-
-// privatePG is a PostgreSQL server of a test's own (its data directory, a
-// free port), run as the postgres user, that the test may crash.
-type privatePG struct {
-	t        *testing.T
-	bin      string
-	root     string // owned by postgres; data in root/data
-	port     int
-	uid, gid int
-}
-
-func newPrivatePG(t *testing.T) *privatePG {
-	t.Helper()
-	bins, _ := filepath.Glob("/usr/lib/postgresql/*/bin/pg_ctl")
-	if len(bins) == 0 {
-		t.Fatal("a private PostgreSQL needs the server's binaries under /usr/lib/postgresql/*/bin (scripts/services.sh installs them)")
-	}
-	sort.Strings(bins)
-	u, err := user.Lookup("postgres")
-	if err != nil {
-		t.Fatalf("a private PostgreSQL runs as the postgres user: %v", err)
-	}
-	p := &privatePG{t: t, bin: filepath.Dir(bins[len(bins)-1])}
-	p.uid, _ = strconv.Atoi(u.Uid)
-	p.gid, _ = strconv.Atoi(u.Gid)
-	_, port, _ := net.SplitHostPort(freeAddr(t))
-	p.port, _ = strconv.Atoi(port)
-	// Not t.TempDir: the postgres user cannot enter its parents.
-	if p.root, err = os.MkdirTemp("", "ontime-private-pg-"); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Chown(p.root, p.uid, p.gid); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = p.command("pg_ctl", "-D", p.dir(), "-m", "immediate", "-w", "stop").Run()
-		os.RemoveAll(p.root)
-	})
-	p.run("initdb", "-D", p.dir(), "-U", "postgres", "--auth=trust", "-E", "UTF8", "--no-sync")
-	return p
-}
-
-func (p *privatePG) dir() string { return filepath.Join(p.root, "data") }
-
-func (p *privatePG) dsn() string {
-	return fmt.Sprintf("postgres://postgres@127.0.0.1:%d/postgres?sslmode=disable", p.port)
-}
-
-func (p *privatePG) command(name string, args ...string) *exec.Cmd {
-	cmd := exec.Command("setpriv", append([]string{"--reuid", strconv.Itoa(p.uid), "--regid", strconv.Itoa(p.gid), "--clear-groups", "--", filepath.Join(p.bin, name)}, args...)...)
-	cmd.Dir = p.root
-	return cmd
-}
-
-func (p *privatePG) run(name string, args ...string) {
-	p.t.Helper()
-	if out, err := p.command(name, args...).CombinedOutput(); err != nil {
-		p.t.Fatalf("private PostgreSQL: %s %s: %v\n%s", name, strings.Join(args, " "), err, out)
-	}
-}
-
-// start starts the server (again). Its WAL writer waits 10 s between
-// rounds, so commits that do not wait for the disk stay in its memory.
-func (p *privatePG) start() {
-	p.t.Helper()
-	opts := fmt.Sprintf("-c listen_addresses=127.0.0.1 -c port=%d -k %s -c autovacuum=off -c wal_writer_delay=10s -c max_connections=100", p.port, p.root)
-	p.run("pg_ctl", "-D", p.dir(), "-l", filepath.Join(p.root, "log"), "-o", opts, "-w", "-t", "60", "start")
-}
-
-// crash stops the server as a crash would: no checkpoint, what its
-// memory held of the WAL lost.
-func (p *privatePG) crash() {
-	p.t.Helper()
-	p.run("pg_ctl", "-D", p.dir(), "-m", "immediate", "-w", "-t", "60", "stop")
 }

@@ -27,7 +27,12 @@ type outboxApp struct {
 
 func newOutboxApp(t testing.TB, engine string) *outboxApp {
 	t.Helper()
-	dsn := testdb.DSNs(t, engine, 1)[0]
+	return newOutboxAppAt(t, engine, testdb.DSNs(t, engine, 1)[0])
+}
+
+// newOutboxAppAt makes the user's tables in the database of dsn.
+func newOutboxAppAt(t testing.TB, engine, dsn string) *outboxApp {
+	t.Helper()
 	a := &outboxApp{engine: engine, dsn: dsn, db: sqlOpen(t, engine, dsn)}
 	tb, err := outbox.NewTable(a.db, "outbox")
 	if err != nil {
