@@ -98,8 +98,10 @@ type OperationsConfig struct {
 	PagePause Duration `yaml:"page_pause"` // rest between pages (room for the delivery path); default 0, at most 10s
 }
 
-// newTables is the tables a new store of this config gets.
-func (c StoreConfig) newTables() int {
+// NewTables is the tables a new store of this config gets: Tables, or
+// when unset the engine's default (1 on SQLite and PostgreSQL, 16 on
+// MariaDB). An existing store keeps the count it records.
+func (c StoreConfig) NewTables() int {
 	if c.Tables != 0 {
 		return c.Tables
 	}
@@ -496,7 +498,7 @@ func (c *Config) Validate() error {
 	if err := cluster.CheckZone("cluster.zone", c.Cluster.Zone); err != nil {
 		return err
 	}
-	if err := (router.Topology{Databases: len(c.Store.Databases), Tables: c.Store.newTables()}).Validate(); err != nil {
+	if err := (router.Topology{Databases: len(c.Store.Databases), Tables: c.Store.NewTables()}).Validate(); err != nil {
 		return err
 	}
 	if c.Store.Segments < 1 || c.Store.Segments > MaxSegments {

@@ -125,14 +125,8 @@ func (s *ontimeSys) knobs() string {
 	case "postgres":
 		b.WriteString("store postgres: 127.0.0.1:5432, a fresh database per run, pool 32")
 	}
-	tables := ontime.DefaultTables // a new store's, store.tables unset
-	switch s.driver {
-	case "sqlite":
-		tables = ontime.DefaultSQLiteTables
-	case "postgres":
-		tables = ontime.DefaultPostgresTables
-	}
-	fmt.Fprintf(&b, ", 1 database × %d tables × %d segments; ", tables, c.Store.Segments)
+	c.Store.Driver = s.driver // store.tables unset: a new store's count
+	fmt.Fprintf(&b, ", 1 database × %d tables × %d segments; ", c.Store.NewTables(), c.Store.Segments)
 	if s.redis {
 		fmt.Fprintf(&b, "hot tier redis (%s DB 0, %d slots, prefix ontime_bench_<random>, its keys deleted after)", redisAddr, c.Hot.Slots)
 	} else {
