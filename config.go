@@ -99,13 +99,12 @@ type OperationsConfig struct {
 }
 
 // NewTables is the tables a new store of this config gets: Tables, or
-// when unset the engine's default (1 on SQLite and PostgreSQL, 16 on
-// MariaDB). An existing store keeps the count it records.
+// DefaultTables when unset. An existing store keeps the count it records.
 func (c StoreConfig) NewTables() int {
 	if c.Tables != 0 {
 		return c.Tables
 	}
-	return sqlstore.NewTables(c.Driver)
+	return DefaultTables
 }
 
 // maxEntries is hot.max_entries, or its tier's default when unset.
@@ -124,10 +123,10 @@ type StoreConfig struct {
 	Driver    string   `yaml:"driver"`    // sqlite | mysql | postgres
 	Databases []string `yaml:"databases"` // one DSN per database; sqlite default: data_dir/ontime.db
 	// Tables is N, the task tables per database. Unset (0): the
-	// number the store was created with, and for a new store 1 on SQLite
-	// (one writer: more tables add pages to every commit, not parallelism)
-	// and PostgreSQL (a statement pays for every table it names), 16 on
-	// MariaDB.
+	// number the store was created with, and 1 for a new store (more
+	// tables add pages to SQLite's commits, tables to the statements of
+	// PostgreSQL and MariaDB, and no parallelism: docs/operations.md,
+	// Capacity).
 	Tables   int `yaml:"tables"`
 	Segments int `yaml:"segments"` // scan segments per table; default 4
 	// DatabasesFile, when set, replaces databases with the DSNs in this
@@ -285,9 +284,7 @@ type HTTPConfig struct {
 const (
 	DefaultListen              = "127.0.0.1:7070"
 	DefaultDataDir             = "./ontime-data"
-	DefaultTables              = sqlstore.DefaultTables         // a new MariaDB store's
-	DefaultSQLiteTables        = sqlstore.DefaultSQLiteTables   // a new SQLite store's
-	DefaultPostgresTables      = sqlstore.DefaultPostgresTables // a new PostgreSQL store's
+	DefaultTables              = sqlstore.DefaultTables // a new store's, every engine
 	DefaultSegments            = 4
 	MaxTables                  = router.MaxTables
 	MaxSegments                = router.MaxSegments

@@ -22,9 +22,9 @@ func TestUnsetDefaultsResolved(t *testing.T) {
 	}
 	t.Cleanup(func() { n.Stop(context.Background()) })
 	got := n.Config()
-	if got.Store.Tables != DefaultSQLiteTables || got.Hot.MaxEntries != DefaultMemoryMaxEntries {
+	if got.Store.Tables != DefaultTables || got.Hot.MaxEntries != DefaultMemoryMaxEntries {
 		t.Fatalf("node runs with store.tables %d, hot.max_entries %d; want %d, %d",
-			got.Store.Tables, got.Hot.MaxEntries, DefaultSQLiteTables, DefaultMemoryMaxEntries)
+			got.Store.Tables, got.Hot.MaxEntries, DefaultTables, DefaultMemoryMaxEntries)
 	}
 	for tier, want := range map[string]int{"memory": DefaultMemoryMaxEntries, "redis": DefaultMaxEntries} {
 		if got := (HotConfig{Tier: tier}).maxEntries(); got != want {

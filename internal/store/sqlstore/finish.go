@@ -82,7 +82,7 @@ func (s *Store) finishParts(g group, outcomes []store.Outcome, now int64) []stmt
 		for start := 0; start < len(refs); start += batchLimit {
 			match, margs := refMatch(refs[start:min(start+batchLimit, len(refs))])
 			args := append(k.appendSet(make([]any, 0, 9+len(margs))), now, int64(task.StatusRunning))
-			parts = append(parts, stmtPart{`UPDATE ` + t + ` SET status = ?, due_at = ?, ` + setMovedRetry + `, last_error = ?, attempts = attempts - ?, owner = ?, lease_until = ?, token = ?, updated_at = ?
+			parts = append(parts, stmtPart{`UPDATE ` + s.byID(t) + ` SET status = ?, due_at = ?, ` + setMovedRetry + `, last_error = ?, attempts = attempts - ?, owner = ?, lease_until = ?, token = ?, updated_at = ?
 				WHERE status = ? AND ` + match, append(args, margs...)})
 		}
 	}
@@ -92,7 +92,7 @@ func (s *Store) finishParts(g group, outcomes []store.Outcome, now int64) []stmt
 	}
 	for start := 0; start < len(og.done); start += batchLimit {
 		match, margs := refMatch(og.done[start:min(start+batchLimit, len(og.done))])
-		parts = append(parts, stmtPart{`UPDATE ` + t + ` SET status = ?, owner = NULL, lease_until = 0, updated_at = ? WHERE status = ? AND ` + match,
+		parts = append(parts, stmtPart{`UPDATE ` + s.byID(t) + ` SET status = ?, owner = NULL, lease_until = 0, updated_at = ? WHERE status = ? AND ` + match,
 			append([]any{int64(task.StatusDone), now, int64(task.StatusRunning)}, margs...)})
 	}
 	return parts

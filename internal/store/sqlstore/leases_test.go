@@ -11,17 +11,27 @@ import (
 	"github.com/ontimehq/ontime/internal/testdb"
 )
 
-// On PostgreSQL a heartbeat never waits for a row another transaction
-// holds: it skips it and extends the rest. Waiting made it one side of a
-// deadlock with a Start or a Finish locking the same rows in another
-// order, which PostgreSQL breaks only after deadlock_timeout (a second):
-// every task of that Start went out a second late. The locked row is left
-// as it was, and the next heartbeat, once the lock is gone, extends it.
+// On PostgreSQL and MariaDB a heartbeat never waits for a row another
+// transaction holds: it skips it and extends the rest. Waiting made it one
+// side of a deadlock with a Start or a Finish locking the same rows in
+// another order, which PostgreSQL breaks only after deadlock_timeout (a
+// second): every task of that Start went out a second late; InnoDB breaks
+// it at once, but the Start is retried whole. The locked row is left as it
+// was, and the next heartbeat, once the lock is gone, extends it.
 func TestExtendHeldSkipsLockedRows(t *testing.T) {
 	t.Parallel()
+	for _, driver := range []string{"postgres", "mysql"} {
+		t.Run(driver, func(t *testing.T) {
+			t.Parallel()
+			testExtendHeldSkipsLockedRows(t, driver)
+		})
+	}
+}
+
+func testExtendHeldSkipsLockedRows(t *testing.T, driver string) {
 	ctx := context.Background()
 	const tables, segs = 2, 2
-	s := openT(t, "postgres", testdb.DSNs(t, "postgres", 1), tables, segs)
+	s := openT(t, driver, testdb.DSNs(t, driver, 1), tables, segs)
 	now := time.Now()
 	const token = 7
 	soonEnd := now.Add(2 * time.Second)
@@ -38,7 +48,7 @@ func TestExtendHeldSkipsLockedRows(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer tx.Rollback()
-	if _, err := tx.ExecContext(ctx, `SELECT id FROM `+s.names[tables-1]+` WHERE id = $1 FOR UPDATE`, locked); err != nil {
+	if _, err := tx.ExecContext(ctx, `SELECT id FROM `+s.names[tables-1]+s.d.rebind(` WHERE id = ? FOR UPDATE`), locked); err != nil {
 		t.Fatal(err)
 	}
 	until := now.Add(time.Minute)

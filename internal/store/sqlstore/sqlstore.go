@@ -49,7 +49,7 @@ type Config struct {
 	Driver string   // "sqlite" | "mysql" | "postgres"
 	DSNs   []string // one per database (M); sqlite: a file path
 	// Tables is N, the task tables per database; 0: as many as the
-	// store was created with, NewTables for a new store.
+	// store was created with, DefaultTables for a new store.
 	Tables   int
 	Segments int // scan segments per table
 	// KeyHold is how long a final task keeps its key from a new task
@@ -64,36 +64,21 @@ type Config struct {
 // DefaultMaxConns is a server database's pool size when Config.MaxConns is 0.
 const DefaultMaxConns = 32
 
-// The tables a new store gets when Config.Tables is 0. SQLite writes
-// through one connection, so its tables bring no parallelism, only pages:
-// a commit of keyed tasks spread over 16 tables dirtied each table's index
-// pages, and one table took 1.6× the keyed submits of 16 clients.
-// PostgreSQL pays for every table a statement names — each opened and
-// locked with its eight indexes, its count triggers fired — and the
-// store's statements over a database name every table its rows fall in:
-// a keyed group commit names all of them, a Start or a Finish of a few
-// tasks most of them. With one table, 16 keyed clients with deliveries
-// running were accepted 1.9–2.2× faster, batches 1.2–1.3×, an outbox's
-// commit → delivery p99 fell from 46–67 ms to 14–32 ms, and a burst of
-// 500,000 drained as fast (docs/operations.md, Capacity; BENCHMARKS.md).
-// MariaDB keeps 16: one table drained a burst of 50,000 at 0.7× the rate.
-const (
-	DefaultTables         = 16 // MariaDB's
-	DefaultSQLiteTables   = 1
-	DefaultPostgresTables = 1
-)
-
-// NewTables is how many task tables a new store of driver gets when
-// Config.Tables is 0.
-func NewTables(driver string) int {
-	switch driver {
-	case "sqlite":
-		return DefaultSQLiteTables
-	case "postgres":
-		return DefaultPostgresTables
-	}
-	return DefaultTables
-}
+// DefaultTables is the task tables a new store gets when Config.Tables
+// is 0, on every engine. More tables bring a database no parallelism that
+// its rows do not already have, and each costs: SQLite writes through one
+// connection, so a commit of keyed tasks spread over 16 tables dirtied
+// each table's index pages (one table took 1.6× the keyed submits of 16
+// clients); PostgreSQL pays for every table a statement names — opened
+// and locked with its indexes, its count triggers fired — and a keyed
+// group commit named all 16, a Start or a Finish of a few tasks most of
+// them (one table: 1.9–2.2× the keyed submits, 1.2–1.3× the batches, an
+// outbox's commit → delivery p99 46–67 → 14–32 ms); MariaDB's group
+// commit, Start and Finish are a statement per table in one transaction
+// (one table: 2.0–2.3× the keyed submits, a burst of 50,000 drained
+// 1.1× faster once its Starts and heartbeats lock rows by primary key,
+// byID and extendMySQL). BENCHMARKS.md, "The workloads users run".
+const DefaultTables = 1
 
 // Store is the SQL task store.
 type Store struct {
@@ -552,7 +537,7 @@ func (s *Store) migrateUpTo(ctx context.Context, db *sql.DB, target int) error {
 	if s.cfg.Tables == 0 {
 		// store.tables unset: the count the store was created with, or
 		// a new store's.
-		n := NewTables(s.cfg.Driver)
+		n := DefaultTables
 		if t, ok := meta["tables"]; ok {
 			if n, err = strconv.Atoi(t); err != nil || n < 1 {
 				return fmt.Errorf("migrate: ontime_meta records %q tables", t)

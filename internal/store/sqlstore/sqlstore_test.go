@@ -118,10 +118,9 @@ func TestMigrateConcurrentAndIdempotent(t *testing.T) {
 }
 
 // TestTablesUnset: a config without store.tables opens a new store with
-// the engine's tables (1 on SQLite and PostgreSQL, 16 on MariaDB) and
-// records them; an existing store opens with the tables it records,
-// whatever they are, and a config that names another count is still
-// refused.
+// DefaultTables (1, every engine) and records them; an existing store
+// opens with the tables it records, whatever they are, and a config that
+// names another count is still refused.
 func TestTablesUnset(t *testing.T) {
 	for _, engine := range testdb.Engines {
 		t.Run(engine, func(t *testing.T) {
@@ -129,9 +128,9 @@ func TestTablesUnset(t *testing.T) {
 			ctx := context.Background()
 			fresh := testdb.DSNs(t, engine, 2)
 			s := openT(t, engine, fresh, 0, 2)
-			want := map[string]int{"sqlite": 1, "postgres": 1, "mysql": 16}[engine]
-			if s.Tables() != want || NewTables(engine) != want {
-				t.Fatalf("a new store without store.tables has %d tables (NewTables %d), want %d", s.Tables(), NewTables(engine), want)
+			const want = 1
+			if s.Tables() != want || DefaultTables != want {
+				t.Fatalf("a new store without store.tables has %d tables (DefaultTables %d), want %d", s.Tables(), DefaultTables, want)
 			}
 			for i, db := range s.w {
 				var v string

@@ -115,7 +115,7 @@ func (s *Store) startMultiOnce(ctx context.Context, gs []group, refs []store.Ref
 	for _, g := range gs {
 		t := s.names[g.table]
 		where, wargs := startWhere(pick(refs, g.idx))
-		q.WriteString(`;SELECT ` + cols + ` FROM ` + t + ` WHERE ` + where + ` FOR UPDATE;UPDATE ` + t + ` SET ` + set + ` WHERE ` + where)
+		q.WriteString(`;` + s.startLock(t, where) + `;UPDATE ` + s.byID(t) + ` SET ` + set + ` WHERE ` + where)
 		args = append(append(append(args, wargs...), setArgs...), wargs...)
 	}
 	q.WriteString(";COMMIT")
@@ -189,6 +189,12 @@ func startSet(leaseUntil time.Time) (string, []any, int64) {
 	return `status = ?, attempts = attempts + 1, lease_until = ?, updated_at = ?`, []any{int(task.StatusRunning), micros(leaseUntil), now}, now
 }
 
+// startLock reads and locks the rows of table t that where matches, before
+// a Start's UPDATE of them (engines without RETURNING on UPDATE).
+func (s *Store) startLock(t, where string) string {
+	return `SELECT ` + cols + ` FROM ` + s.byID(t) + ` WHERE ` + where + ` FOR UPDATE`
+}
+
 // startWhere matches the claimed rows of refs.
 func startWhere(refs []store.Ref) (string, []any) {
 	match, margs := refMatch(refs)
@@ -201,11 +207,11 @@ func (s *Store) startChunk(ctx context.Context, tx *sql.Tx, t string, refs []sto
 	if s.d.returning {
 		return s.queryTasks(ctx, tx, `UPDATE `+t+` SET `+set+` WHERE `+where+` RETURNING `+cols, append(setArgs, wargs...)...)
 	}
-	out, err := s.queryTasks(ctx, tx, `SELECT `+cols+` FROM `+t+` WHERE `+where+` FOR UPDATE`, wargs...)
+	out, err := s.queryTasks(ctx, tx, s.startLock(t, where), wargs...)
 	if err != nil || len(out) == 0 {
 		return nil, err
 	}
-	if _, err := tx.ExecContext(ctx, `UPDATE `+t+` SET `+set+` WHERE `+where, append(setArgs, wargs...)...); err != nil {
+	if _, err := tx.ExecContext(ctx, `UPDATE `+s.byID(t)+` SET `+set+` WHERE `+where, append(setArgs, wargs...)...); err != nil {
 		return nil, err
 	}
 	for _, tk := range out {
