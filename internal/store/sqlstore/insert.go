@@ -3,6 +3,7 @@ package sqlstore
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -70,6 +71,13 @@ func (s *Store) insertTx(ctx context.Context, gs []group, tasks []store.NewTask,
 			return err
 		}
 		// An ID exists: the statements below skip it.
+	} else if s.keyedCopyable(gs, tasks) {
+		err := withRetry(ctx, func() error { return s.copyInsertKeyed(ctx, gs, tasks, out, time.Now()) })
+		if err == nil || !uniqueViolation(err) && !errors.Is(err, errKeysHeld) {
+			return err
+		}
+		// A key is held, or an ID exists: the statements below answer
+		// each task.
 	}
 	if s.oneStatement(gs, tasks) {
 		// PostgreSQL, keys: one statement for every table (insert_keyed.go).

@@ -33,6 +33,10 @@ type insertPlan struct {
 	// copy: PostgreSQL's batches without keys go by COPY
 	// (insert_postgres.go).
 	copy bool
+	// keyedCopy: PostgreSQL's keyed batches of at least this many rows go
+	// by COPY too, their keys checked before the commit
+	// (copyInsertKeyed); 0: never.
+	keyedCopy int
 	// multi: MariaDB's batches without keys go in one multi-statement
 	// query (insert_mysql.go).
 	multi bool
@@ -52,7 +56,7 @@ type insertPlan struct {
 func planFor(d *dialect) insertPlan {
 	switch d.name {
 	case "postgres":
-		return insertPlan{rows: 5000, bytes: 32 << 20, arrays: true, mode: pgx.QueryExecModeExec, copy: true, keyed: true, keyedAll: true}
+		return insertPlan{rows: 5000, bytes: 32 << 20, arrays: true, mode: pgx.QueryExecModeExec, copy: true, keyedCopy: 100, keyed: true, keyedAll: true}
 	case "mysql":
 		// 65,535 placeholders per statement would allow 3,640 rows; with
 		// interpolateParams there are none, and the packet is the limit.

@@ -1,0 +1,196 @@
+package sqlstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/ontimehq/ontime/internal/store"
+	"github.com/ontimehq/ontime/internal/task"
+	"github.com/ontimehq/ontime/internal/testdb"
+)
+
+// keyedCopyStore is a PostgreSQL store whose keyed batches of two rows or
+// more go by COPY (copyInsertKeyed), with a key hold of ten minutes.
+func keyedCopyStore(t *testing.T) *Store {
+	t.Helper()
+	s := openT(t, "postgres", testdb.DSNs(t, "postgres", 1), 1, 4)
+	s.cfg.KeyHold = 10 * time.Minute
+	s.ins.keyedCopy = 2
+	return s
+}
+
+func keyedBatch(t *testing.T, prefix string, n int, due time.Time) []store.NewTask {
+	t.Helper()
+	out := make([]store.NewTask, n)
+	for i := range out {
+		out[i] = newTask(t, fmt.Sprintf("%s-%d", prefix, i), due, 4)
+	}
+	return out
+}
+
+// A keyed batch by COPY: new keys are written by the COPY itself; a batch
+// that meets a key held by a live task (a unique violation) or by a task
+// that ended within the key hold (errKeysHeld) writes nothing, and Insert
+// then answers each of its tasks as the keyed statement does: the holder
+// (Existing, HeldUntil for a final one), a new task where nothing holds the
+// key, a replace over a final task, one task for a key twice in a batch.
+func TestKeyedCopy(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := keyedCopyStore(t)
+	due := time.Now().Add(time.Hour)
+	first := append(keyedBatch(t, "k", 150, due), newTask(t, "", due, 4), newTask(t, "", due, 4))
+	gs := s.groupIDs(ids(first))
+	if !s.keyedCopyable(gs, first) {
+		t.Fatal("a keyed batch of 152 rows does not go by COPY")
+	}
+	out := make([]store.Inserted, len(first))
+	if err := s.copyInsertKeyed(ctx, gs, first, out, time.Now()); err != nil {
+		t.Fatalf("keyed COPY of new keys: %v", err)
+	}
+	for i, nt := range first {
+		got, err := s.Get(ctx, nt.ID)
+		if err != nil || got.Key != nt.Key || out[i].Task == nil || out[i].Task.ID != nt.ID || out[i].Existing {
+			t.Fatalf("task %d (%q): stored %+v, %v; answered %+v", i, nt.Key, got, err, out[i])
+		}
+	}
+
+	// The same keys again, new IDs: the COPY fails on the live holders and
+	// writes nothing; Insert answers the holders.
+	again := keyedBatch(t, "k", 150, due)
+	err := s.copyInsertKeyed(ctx, s.groupIDs(ids(again)), again, make([]store.Inserted, len(again)), time.Now())
+	if !uniqueViolation(err) {
+		t.Fatalf("keyed COPY over live holders: %v, want a unique violation", err)
+	}
+	for _, nt := range again {
+		if _, err := s.Get(ctx, nt.ID); !errors.Is(err, store.ErrNotFound) {
+			t.Fatalf("task %s of a failed keyed COPY is stored: %v", nt.ID, err)
+		}
+	}
+	res, err := s.Insert(ctx, again)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, r := range res {
+		if !r.Existing || r.Task.ID != first[i].ID {
+			t.Fatalf("resubmit of %q: %+v, want the holder %s", again[i].Key, r, first[i].ID)
+		}
+	}
+
+	// Keys whose tasks ended within the hold: held, not by a live row.
+	if _, err := s.w[0].ExecContext(ctx, `UPDATE `+s.names[0]+` SET status = $1, updated_at = $2 WHERE task_key IN ('k-0', 'k-1', 'k-2')`,
+		int(task.StatusDone), time.Now().UnixMicro()); err != nil {
+		t.Fatal(err)
+	}
+	ended := keyedBatch(t, "k", 3, due)
+	ended = append(ended, newTask(t, "fresh-0", due, 4))
+	err = s.copyInsertKeyed(ctx, s.groupIDs(ids(ended)), ended, make([]store.Inserted, len(ended)), time.Now())
+	if !errors.Is(err, errKeysHeld) {
+		t.Fatalf("keyed COPY over keys held by ended tasks: %v, want errKeysHeld", err)
+	}
+	for _, nt := range ended {
+		if _, err := s.Get(ctx, nt.ID); !errors.Is(err, store.ErrNotFound) {
+			t.Fatalf("task %s (%q) of a rolled-back keyed COPY is stored: %v", nt.ID, nt.Key, err)
+		}
+	}
+	res, err = s.Insert(ctx, ended)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, r := range res[:3] {
+		if !r.Existing || r.Task.ID != first[i].ID || r.HeldUntil.IsZero() {
+			t.Fatalf("key %q held by an ended task: %+v", ended[i].Key, r)
+		}
+	}
+	if r := res[3]; r.Existing || r.Task.ID != ended[3].ID {
+		t.Fatalf("a free key in a batch with held ones: %+v", r)
+	}
+
+	// A replace over the ended tasks, and a key twice in one batch.
+	repl := keyedBatch(t, "k", 3, due)
+	for i := range repl {
+		repl[i].ReplaceFinal = true
+	}
+	twice := []store.NewTask{newTask(t, "twice", due, 4), newTask(t, "twice", due, 4)}
+	res, err = s.Insert(ctx, append(repl, twice...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, r := range res[:3] {
+		if r.Existing || r.Task.ID != repl[i].ID {
+			t.Fatalf("replace of ended key %q: %+v, want a new task", repl[i].Key, r)
+		}
+	}
+	if a, b := res[3], res[4]; a.Existing || a.Task.ID != twice[0].ID || !b.Existing || b.Task.ID != twice[0].ID {
+		t.Fatalf("a key twice in a batch: %+v, %+v; want the first created, the second answered it", a, b)
+	}
+}
+
+// Concurrent keyed batches by COPY over overlapping keys: every key has
+// exactly one live task, and every answer names a task of its key — the
+// one live task (created or Existing).
+func TestKeyedCopyConcurrent(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := keyedCopyStore(t)
+	due := time.Now().Add(time.Hour)
+	const writers, rounds, batch, keys = 8, 5, 120, 300
+	answers := make([][]store.Inserted, writers*rounds)
+	sent := make([][]store.NewTask, writers*rounds)
+	var wg sync.WaitGroup
+	errs := make(chan error, writers)
+	for w := range writers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for r := range rounds {
+				tasks := make([]store.NewTask, batch)
+				for i := range tasks {
+					tasks[i] = newTask(t, fmt.Sprintf("c-%d", (w*37+r*53+i*7)%keys), due, 4)
+				}
+				res, err := s.Insert(ctx, tasks)
+				if err != nil {
+					errs <- err
+					return
+				}
+				answers[w*rounds+r], sent[w*rounds+r] = res, tasks
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	live := map[string]string{}
+	rows, err := s.w[0].QueryContext(ctx, `SELECT task_key, id FROM `+s.names[0]+` WHERE status < 3`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var k, id string
+		if err := rows.Scan(&k, &id); err != nil {
+			t.Fatal(err)
+		}
+		if prev, ok := live[k]; ok {
+			t.Fatalf("key %q has two live tasks: %s and %s", k, prev, id)
+		}
+		live[k] = id
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	for b, res := range answers {
+		for i, r := range res {
+			k := sent[b][i].Key
+			if r.Task == nil || r.Task.Key != k || live[k] != r.Task.ID {
+				t.Fatalf("batch %d task %d (%q): answered %+v, the key's live task is %s", b, i, k, r, live[k])
+			}
+		}
+	}
+}
