@@ -79,6 +79,19 @@ func (s *Store) insertTx(ctx context.Context, gs []group, tasks []store.NewTask,
 		// A key is held, or an ID exists: the statements below answer
 		// each task.
 	}
+	if s.keyedOneMySQL(gs, tasks) {
+		// MariaDB, a few keyed tasks: one statement (insert_mysql.go).
+		var again []int
+		err := withRetry(ctx, func() error {
+			var err error
+			again, err = s.keyedInsertMySQL(ctx, gs[0], tasks, out, time.Now())
+			return err
+		})
+		if err != nil || len(again) == 0 {
+			return err
+		}
+		gs = []group{{db: gs[0].db, table: gs[0].table, idx: again}} // keys freed meanwhile
+	}
 	if s.oneStatement(gs, tasks) {
 		// PostgreSQL, keys: one statement for every table (insert_keyed.go).
 		var again []group

@@ -5,6 +5,8 @@ import (
 	"database/sql"
 	"database/sql/driver"
 	"errors"
+	"math"
+	"slices"
 	"strings"
 	"time"
 
@@ -134,3 +136,94 @@ type errRetryConn struct{ err error }
 
 func (e errRetryConn) Error() string { return e.err.Error() }
 func (e errRetryConn) Unwrap() error { return e.err }
+
+// MariaDB's insert of a few keyed tasks of one table (a keyed submit, or
+// a group commit of them): one INSERT … SELECT that skips the rows whose
+// key is held — a live row of the key, or a final one that ended within
+// the key hold, unless the task replaces final tasks — and, through ON
+// DUPLICATE KEY UPDATE, those that meet a live row committed meanwhile or
+// an ID that exists. It commits by itself, sent in one query after a SET
+// TRANSACTION that makes its transaction READ COMMITTED, where the SELECT
+// of the key's rows is a consistent read: under REPEATABLE READ it would
+// lock the key's gap in the key index against every other insert there.
+// The statements of insertTx took five round trips (the isolation level,
+// START TRANSACTION, the key hold's SELECT, the INSERT, COMMIT): a keyed
+// submit from one client went in at a quarter of the rate MariaDB commits
+// single rows (971 against 3,720/s). As on PostgreSQL (insert_keyed.go),
+// the keys of the rows it skipped are read back afterwards, and a key
+// whose holder ended in between goes in with insertTx's statements.
+
+// keyedOneRows bounds the rows of keyedInsertMySQL's statement: its
+// derived table is a SELECT per row, parsed each call.
+const keyedOneRows = 64
+
+// keyedOneMySQL reports whether the groups of one database go in
+// keyedInsertMySQL's statement: MariaDB, one table, a key among the tasks,
+// at most keyedOneRows rows and one statement's bytes.
+func (s *Store) keyedOneMySQL(gs []group, tasks []store.NewTask) bool {
+	if s.d.name != "mysql" || len(gs) != 1 || len(gs[0].idx) > keyedOneRows || !keyed(gs[0].idx, tasks) {
+		return false
+	}
+	size := 0
+	for _, i := range gs[0].idx {
+		size += len(tasks[i].Payload) + len(tasks[i].Target) + len(tasks[i].Key)
+	}
+	return size <= s.ins.bytes
+}
+
+// keyedInsertMySQL writes the tasks of g by keyedOneMySQL's statement, sets
+// out and returns the tasks still to insert: those whose key was freed
+// between the statement and the read-back of the keys it skipped.
+func (s *Store) keyedInsertMySQL(ctx context.Context, g group, tasks []store.NewTask, out []store.Inserted, now time.Time) ([]int, error) {
+	t := s.names[g.table]
+	idx := slices.Clone(g.idx)
+	// Key order, as insertStatement's: concurrent statements meet the same
+	// keys in one order.
+	slices.SortStableFunc(idx, func(a, b int) int { return strings.Compare(tasks[a].Key, tasks[b].Key) })
+	nowUs := now.UnixMicro()
+	cutoff := int64(math.MaxInt64) // no key hold: final rows hold nothing
+	if s.cfg.KeyHold > 0 {
+		cutoff = now.Add(-s.cfg.KeyHold).UnixMicro()
+	}
+	var b strings.Builder
+	b.WriteString("SET TRANSACTION ISOLATION LEVEL READ COMMITTED;INSERT INTO " + t + " (" + insertCols + `)
+		SELECT r.id, r.topic, r.task_key, r.shard_hash, r.seg, r.due_at, r.payload, r.target, r.max_attempts, r.attempts, r.status, '', r.created_at, r.created_at,
+			r.owner, r.lease_until, r.token, r.due_at, r.traceparent, r.retry, r.priority FROM (`)
+	args := make([]any, 0, len(idx)*19+1)
+	for n, i := range idx {
+		nt := tasks[i]
+		r := newInsertRow(nt)
+		if n == 0 {
+			b.WriteString(`SELECT ? AS id, ? AS topic, ? AS task_key, ? AS shard_hash, ? AS seg, ? AS due_at, ? AS payload, ? AS target, ? AS max_attempts,
+				? AS attempts, ? AS status, ? AS created_at, ? AS owner, ? AS lease_until, ? AS token, ? AS traceparent, ? AS retry, ? AS priority, ? AS replace_final`)
+		} else {
+			b.WriteString(" UNION ALL SELECT " + placeholders(19))
+		}
+		payload := nt.Payload
+		if payload == nil {
+			payload = []byte{} // NOT NULL
+		}
+		args = append(args, nt.ID, nt.Topic, r.key, int64(nt.ShardHash), nt.Seg, r.dueUs, payload, nt.Target, nt.MaxAttempts,
+			r.attempts, int(r.status), nowUs, r.owner, r.lease, r.token, nt.Traceparent, nt.Retry, nt.Priority, nt.ReplaceFinal)
+		out[i] = store.Inserted{Task: storedTask(nt, r, nowUs)}
+	}
+	b.WriteString(`) r WHERE r.task_key IS NULL OR NOT EXISTS (SELECT 1 FROM ` + t + ` x` + s.keyIndexHint() + ` WHERE x.topic = r.topic AND x.task_key = r.task_key
+		AND (x.status < 3 OR (NOT r.replace_final AND x.updated_at > ?))) ON DUPLICATE KEY UPDATE id = ` + t + `.id`)
+	args = append(args, cutoff)
+	res, err := s.w[g.db].ExecContext(ctx, b.String(), args...)
+	if err != nil {
+		return nil, err
+	}
+	// MariaDB counts an untouched duplicate as 0 rows: all in, or read
+	// back every key (insertRound's way).
+	if n, err := res.RowsAffected(); err == nil && n == int64(len(idx)) {
+		return nil, nil
+	}
+	var unsure []int
+	for _, i := range idx {
+		if tasks[i].Key != "" {
+			unsure = append(unsure, i)
+		}
+	}
+	return s.readBackKeys(ctx, s.w[g.db], t, unsure, tasks, out, now)
+}

@@ -135,19 +135,35 @@ func TestKeyedCopy(t *testing.T) {
 // one live task (created or Existing).
 func TestKeyedCopyConcurrent(t *testing.T) {
 	t.Parallel()
+	concurrentKeyed(t, keyedCopyStore(t), 120)
+}
+
+// The same with MariaDB's statement for a few keyed tasks
+// (keyedInsertMySQL): concurrent group commits of keyed submits.
+func TestKeyedInsertMySQLConcurrent(t *testing.T) {
+	t.Parallel()
+	s := openT(t, "mysql", testdb.DSNs(t, "mysql", 1), 1, 4)
+	s.cfg.KeyHold = 10 * time.Minute
+	concurrentKeyed(t, s, 16)
+}
+
+// concurrentKeyed inserts batches of batch keyed tasks from 8 writers, the
+// keys drawn from 300, and checks that each key has one live task, which
+// every answer names.
+func concurrentKeyed(t *testing.T, s *Store, batch int) {
 	ctx := context.Background()
-	s := keyedCopyStore(t)
 	due := time.Now().Add(time.Hour)
-	const writers, rounds, batch, keys = 8, 5, 120, 300
-	answers := make([][]store.Inserted, writers*rounds)
-	sent := make([][]store.NewTask, writers*rounds)
+	const writers, rounds, keys = 8, 5, 300
+	perWriter := rounds * 120 / batch
+	answers := make([][]store.Inserted, writers*perWriter)
+	sent := make([][]store.NewTask, writers*perWriter)
 	var wg sync.WaitGroup
 	errs := make(chan error, writers)
 	for w := range writers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for r := range rounds {
+			for r := range perWriter {
 				tasks := make([]store.NewTask, batch)
 				for i := range tasks {
 					tasks[i] = newTask(t, fmt.Sprintf("c-%d", (w*37+r*53+i*7)%keys), due, 4)
@@ -157,7 +173,7 @@ func TestKeyedCopyConcurrent(t *testing.T) {
 					errs <- err
 					return
 				}
-				answers[w*rounds+r], sent[w*rounds+r] = res, tasks
+				answers[w*perWriter+r], sent[w*perWriter+r] = res, tasks
 			}
 		}()
 	}
@@ -167,7 +183,7 @@ func TestKeyedCopyConcurrent(t *testing.T) {
 		t.Fatal(err)
 	}
 	live := map[string]string{}
-	rows, err := s.w[0].QueryContext(ctx, `SELECT task_key, id FROM `+s.names[0]+` WHERE status < 3`)
+	rows, err := s.w[0].QueryContext(ctx, `SELECT task_key, id FROM `+s.names[0]+` WHERE status < 3 AND task_key IS NOT NULL`)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -192,5 +208,75 @@ func TestKeyedCopyConcurrent(t *testing.T) {
 				t.Fatalf("batch %d task %d (%q): answered %+v, the key's live task is %s", b, i, k, r, live[k])
 			}
 		}
+	}
+}
+
+// MariaDB's statement for a few keyed tasks answers them as the
+// statements of insertTx do: new keys created, live holders and holders
+// that ended within the key hold answered (Existing, HeldUntil), a replace
+// over a final task created, a key twice in a group one task.
+func TestKeyedInsertMySQL(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := openT(t, "mysql", testdb.DSNs(t, "mysql", 1), 1, 4)
+	s.cfg.KeyHold = 10 * time.Minute
+	due := time.Now().Add(time.Hour)
+	first := append(keyedBatch(t, "m", 10, due), newTask(t, "", due, 4))
+	if !s.keyedOneMySQL(s.groupIDs(ids(first)), first) {
+		t.Fatal("a keyed group of 11 does not go by the one statement")
+	}
+	out := make([]store.Inserted, len(first))
+	again, err := s.keyedInsertMySQL(ctx, s.groupIDs(ids(first))[0], first, out, time.Now())
+	if err != nil || len(again) != 0 {
+		t.Fatalf("keyed statement of new keys: %v, %d again", err, len(again))
+	}
+	for i, nt := range first {
+		got, err := s.Get(ctx, nt.ID)
+		if err != nil || got.Key != nt.Key || out[i].Existing || out[i].Task.ID != nt.ID {
+			t.Fatalf("task %d (%q): stored %+v, %v; answered %+v", i, nt.Key, got, err, out[i])
+		}
+	}
+	res, err := s.Insert(ctx, keyedBatch(t, "m", 10, due))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, r := range res {
+		if !r.Existing || r.Task.ID != first[i].ID {
+			t.Fatalf("resubmit of key %d: %+v, want the live holder %s", i, r, first[i].ID)
+		}
+	}
+	if _, err := s.w[0].ExecContext(ctx, `UPDATE `+s.names[0]+` SET status = ?, updated_at = ? WHERE task_key IN ('m-0', 'm-1')`,
+		int(task.StatusDone), time.Now().UnixMicro()); err != nil {
+		t.Fatal(err)
+	}
+	ended := append(keyedBatch(t, "m", 2, due), newTask(t, "m-fresh", due, 4))
+	res, err = s.Insert(ctx, ended)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, r := range res[:2] {
+		if !r.Existing || r.Task.ID != first[i].ID || r.HeldUntil.IsZero() {
+			t.Fatalf("key %q held by an ended task: %+v", ended[i].Key, r)
+		}
+	}
+	if r := res[2]; r.Existing || r.Task.ID != ended[2].ID {
+		t.Fatalf("a free key beside held ones: %+v", r)
+	}
+	repl := keyedBatch(t, "m", 2, due)
+	for i := range repl {
+		repl[i].ReplaceFinal = true
+	}
+	twice := []store.NewTask{newTask(t, "m-twice", due, 4), newTask(t, "m-twice", due, 4)}
+	res, err = s.Insert(ctx, append(repl, twice...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, r := range res[:2] {
+		if r.Existing || r.Task.ID != repl[i].ID {
+			t.Fatalf("replace of ended key %q: %+v, want a new task", repl[i].Key, r)
+		}
+	}
+	if a, b := res[2], res[3]; a.Existing || a.Task.ID != twice[0].ID || !b.Existing || b.Task.ID != twice[0].ID {
+		t.Fatalf("a key twice in a group: %+v, %+v; want the first created, the second answered it", a, b)
 	}
 }
