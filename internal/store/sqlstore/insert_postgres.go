@@ -113,17 +113,7 @@ func (s *Store) copyInsertKeyed(ctx context.Context, gs []group, tasks []store.N
 		sorted[n] = group{db: g.db, table: g.table, idx: idx}
 	}
 	gs = sorted
-	c, err := s.w[gs[0].db].Conn(ctx)
-	if err != nil {
-		return err
-	}
-	defer c.Close()
-	return c.Raw(func(dc any) error {
-		sc, ok := dc.(*stdlib.Conn)
-		if !ok {
-			return fmt.Errorf("copy insert: a PostgreSQL connection is a %T", dc)
-		}
-		conn := sc.Conn()
+	return s.onPgConn(ctx, gs[0].db, func(conn *pgx.Conn) error {
 		pc := conn.PgConn()
 		copyErr := s.copyOn(ctx, pc, gs, tasks, out, now, true)
 		if pc.IsClosed() {
@@ -178,7 +168,15 @@ func (s *Store) copyInsertKeyed(ctx context.Context, gs []group, tasks []store.N
 // of one COPY per table and sets out. It reports a unique violation as
 // such: insertTx then inserts with statements that skip existing IDs.
 func (s *Store) copyInsert(ctx context.Context, gs []group, tasks []store.NewTask, out []store.Inserted, now time.Time) error {
-	c, err := s.w[gs[0].db].Conn(ctx)
+	return s.onPgConn(ctx, gs[0].db, func(conn *pgx.Conn) error {
+		return s.copyOn(ctx, conn.PgConn(), gs, tasks, out, now, false)
+	})
+}
+
+// onPgConn runs f on a connection of database db's write pool, as pgx's
+// own (the COPY protocol is below database/sql).
+func (s *Store) onPgConn(ctx context.Context, db int, f func(*pgx.Conn) error) error {
+	c, err := s.w[db].Conn(ctx)
 	if err != nil {
 		return err
 	}
@@ -188,7 +186,7 @@ func (s *Store) copyInsert(ctx context.Context, gs []group, tasks []store.NewTas
 		if !ok {
 			return fmt.Errorf("copy insert: a PostgreSQL connection is a %T", dc)
 		}
-		return s.copyOn(ctx, sc.Conn().PgConn(), gs, tasks, out, now, false)
+		return f(sc.Conn())
 	})
 }
 

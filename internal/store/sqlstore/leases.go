@@ -140,11 +140,7 @@ func (s *Store) ExtendHeld(ctx context.Context, status task.Status, tokens []int
 				for t := range s.names {
 					for start := 0; start < len(tokens); start += heldChunk {
 						w, args := where(g.db, t, tokens[start:min(start+heldChunk, len(tokens))])
-						res, err := tx.ExecContext(ctx, s.d.rebind(extendSet(s.names[t])+` WHERE `+w), args...)
-						if err != nil {
-							return err
-						}
-						k, err := res.RowsAffected()
+						k, err := execCount(ctx, tx, s.d.rebind(extendSet(s.names[t])+` WHERE `+w), args...)
 						if err != nil {
 							return err
 						}
@@ -256,11 +252,7 @@ func (s *Store) extendMySQL(ctx context.Context, db int, tokens []int64, where f
 				if len(ids) == 2 {
 					continue
 				}
-				res, err := tx.ExecContext(ctx, extendSet(name)+` WHERE id IN (`+placeholders(len(ids)-2)+`)`, ids...)
-				if err != nil {
-					return err
-				}
-				k, err := res.RowsAffected()
+				k, err := execCount(ctx, tx, extendSet(name)+` WHERE id IN (`+placeholders(len(ids)-2)+`)`, ids...)
 				if err != nil {
 					return err
 				}
@@ -270,6 +262,15 @@ func (s *Store) extendMySQL(ctx context.Context, db int, tokens []int64, where f
 		return nil
 	})
 	return n, err
+}
+
+// execCount runs q in tx and returns the rows it changed.
+func execCount(ctx context.Context, tx *sql.Tx, q string, args ...any) (int64, error) {
+	res, err := tx.ExecContext(ctx, q, args...)
+	if err != nil {
+		return 0, err
+	}
+	return res.RowsAffected()
 }
 
 // heldChunk bounds the tokens of one ExtendHeld statement.
