@@ -138,13 +138,18 @@ func TestKeyedCopyConcurrent(t *testing.T) {
 	concurrentKeyed(t, keyedCopyStore(t), 120)
 }
 
-// The same with MariaDB's statement for a few keyed tasks
-// (keyedInsertMySQL): concurrent group commits of keyed submits.
+// The same with MariaDB's keyed statement (keyedInsertMySQL): concurrent
+// group commits of keyed submits, and concurrent batches.
 func TestKeyedInsertMySQLConcurrent(t *testing.T) {
 	t.Parallel()
-	s := openT(t, "mysql", testdb.DSNs(t, "mysql", 1), 1, 4)
-	s.cfg.KeyHold = 10 * time.Minute
-	concurrentKeyed(t, s, 16)
+	for _, batch := range []int{16, 120} {
+		t.Run(fmt.Sprint(batch), func(t *testing.T) {
+			t.Parallel()
+			s := openT(t, "mysql", testdb.DSNs(t, "mysql", 1), 1, 4)
+			s.cfg.KeyHold = 10 * time.Minute
+			concurrentKeyed(t, s, batch)
+		})
+	}
 }
 
 // concurrentKeyed inserts batches of batch keyed tasks from 8 writers, the
@@ -211,7 +216,7 @@ func concurrentKeyed(t *testing.T, s *Store, batch int) {
 	}
 }
 
-// MariaDB's statement for a few keyed tasks answers them as the
+// MariaDB's keyed statement answers its tasks as the
 // statements of insertTx do: new keys created, live holders and holders
 // that ended within the key hold answered (Existing, HeldUntil), a replace
 // over a final task created, a key twice in a group one task.

@@ -137,8 +137,8 @@ type errRetryConn struct{ err error }
 func (e errRetryConn) Error() string { return e.err.Error() }
 func (e errRetryConn) Unwrap() error { return e.err }
 
-// MariaDB's insert of a few keyed tasks of one table (a keyed submit, or
-// a group commit of them): one INSERT … SELECT that skips the rows whose
+// MariaDB's insert of keyed tasks of one table (a keyed submit, a group
+// commit of them, a batch): one INSERT … SELECT that skips the rows whose
 // key is held — a live row of the key, or a final one that ended within
 // the key hold, unless the task replaces final tasks — and, through ON
 // DUPLICATE KEY UPDATE, those that meet a live row committed meanwhile or
@@ -153,15 +153,11 @@ func (e errRetryConn) Unwrap() error { return e.err }
 // the keys of the rows it skipped are read back afterwards, and a key
 // whose holder ended in between goes in with insertTx's statements.
 
-// keyedOneRows bounds the rows of keyedInsertMySQL's statement: its
-// derived table is a SELECT per row, parsed each call.
-const keyedOneRows = 64
-
 // keyedOneMySQL reports whether the groups of one database go in
 // keyedInsertMySQL's statement: MariaDB, one table, a key among the tasks,
-// at most keyedOneRows rows and one statement's bytes.
+// at most one statement's rows and bytes.
 func (s *Store) keyedOneMySQL(gs []group, tasks []store.NewTask) bool {
-	if s.d.name != "mysql" || len(gs) != 1 || len(gs[0].idx) > keyedOneRows || !keyed(gs[0].idx, tasks) {
+	if s.d.name != "mysql" || len(gs) != 1 || len(gs[0].idx) > s.ins.rows || !keyed(gs[0].idx, tasks) {
 		return false
 	}
 	size := 0
@@ -186,19 +182,19 @@ func (s *Store) keyedInsertMySQL(ctx context.Context, g group, tasks []store.New
 		cutoff = now.Add(-s.cfg.KeyHold).UnixMicro()
 	}
 	var b strings.Builder
+	// The rows as a table value constructor named with its columns.
+	row := "(" + placeholders(19) + ")"
 	b.WriteString("SET TRANSACTION ISOLATION LEVEL READ COMMITTED;INSERT INTO " + t + " (" + insertCols + `)
-		SELECT r.id, r.topic, r.task_key, r.shard_hash, r.seg, r.due_at, r.payload, r.target, r.max_attempts, r.attempts, r.status, '', r.created_at, r.created_at,
-			r.owner, r.lease_until, r.token, r.due_at, r.traceparent, r.retry, r.priority FROM (`)
+		WITH r (id, topic, task_key, shard_hash, seg, due_at, payload, target, max_attempts, attempts, status, created_at, owner, lease_until, token,
+			traceparent, retry, priority, replace_final) AS (VALUES `)
 	args := make([]any, 0, len(idx)*19+1)
 	for n, i := range idx {
 		nt := tasks[i]
 		r := newInsertRow(nt)
-		if n == 0 {
-			b.WriteString(`SELECT ? AS id, ? AS topic, ? AS task_key, ? AS shard_hash, ? AS seg, ? AS due_at, ? AS payload, ? AS target, ? AS max_attempts,
-				? AS attempts, ? AS status, ? AS created_at, ? AS owner, ? AS lease_until, ? AS token, ? AS traceparent, ? AS retry, ? AS priority, ? AS replace_final`)
-		} else {
-			b.WriteString(" UNION ALL SELECT " + placeholders(19))
+		if n > 0 {
+			b.WriteString(", ")
 		}
+		b.WriteString(row)
 		payload := nt.Payload
 		if payload == nil {
 			payload = []byte{} // NOT NULL
@@ -207,7 +203,9 @@ func (s *Store) keyedInsertMySQL(ctx context.Context, g group, tasks []store.New
 			r.attempts, int(r.status), nowUs, r.owner, r.lease, r.token, nt.Traceparent, nt.Retry, nt.Priority, nt.ReplaceFinal)
 		out[i] = store.Inserted{Task: storedTask(nt, r, nowUs)}
 	}
-	b.WriteString(`) r WHERE r.task_key IS NULL OR NOT EXISTS (SELECT 1 FROM ` + t + ` x` + s.keyIndexHint() + ` WHERE x.topic = r.topic AND x.task_key = r.task_key
+	b.WriteString(`) SELECT r.id, r.topic, r.task_key, r.shard_hash, r.seg, r.due_at, r.payload, r.target, r.max_attempts, r.attempts, r.status, '', r.created_at,
+			r.created_at, r.owner, r.lease_until, r.token, r.due_at, r.traceparent, r.retry, r.priority
+		FROM r WHERE r.task_key IS NULL OR NOT EXISTS (SELECT 1 FROM ` + t + ` x` + s.keyIndexHint() + ` WHERE x.topic = r.topic AND x.task_key = r.task_key
 		AND (x.status < 3 OR (NOT r.replace_final AND x.updated_at > ?))) ON DUPLICATE KEY UPDATE id = ` + t + `.id`)
 	args = append(args, cutoff)
 	res, err := s.w[g.db].ExecContext(ctx, b.String(), args...)
