@@ -469,6 +469,7 @@ func (s *Store) dropGone(ctx context.Context, tw *twins, from, page int) error {
 	topo := router.Topology{Databases: from, Tables: len(s.names)}
 	for d := range from {
 		for {
+			// On the writer: the notes the deletes committed are all there.
 			ids, err := readIDs(ctx, s.w[d], `SELECT id FROM ontime_expand_gone ORDER BY id LIMIT `+strconv.Itoa(page))
 			if err != nil {
 				return fmt.Errorf("deleted rows of database %d: %w", d, err)
@@ -506,10 +507,9 @@ func (s *Store) dropGone(ctx context.Context, tw *twins, from, page int) error {
 	return nil
 }
 
-// readIDs runs q (no arguments) on db, a writer: the notes the
-// deletes committed are all there.
-func readIDs(ctx context.Context, db *sql.DB, q string) ([]string, error) {
-	rows, err := db.QueryContext(ctx, q)
+// readIDs runs q, whose one column is an ID, on db and returns the IDs.
+func readIDs(ctx context.Context, db querier, q string, args ...any) ([]string, error) {
+	rows, err := db.QueryContext(ctx, q, args...)
 	if err != nil {
 		return nil, err
 	}

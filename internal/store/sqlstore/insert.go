@@ -79,8 +79,8 @@ func (s *Store) insertTx(ctx context.Context, gs []group, tasks []store.NewTask,
 		// A key is held, or an ID exists: the statements below answer
 		// each task.
 	}
-	if s.keyedOneMySQL(gs, tasks) {
-		// MariaDB, a few keyed tasks: one statement (insert_mysql.go).
+	if s.keyedMySQL(gs, tasks) {
+		// MariaDB, keys: one statement (insert_mysql.go).
 		var again []int
 		err := withRetry(ctx, func() error {
 			var err error

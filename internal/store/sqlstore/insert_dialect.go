@@ -128,12 +128,7 @@ func storedTask(nt store.NewTask, r insertRow, nowUs int64) *task.Task {
 // has RETURNING, naming the rows it inserted), and sets out[i] to each task
 // as it will be stored.
 func (s *Store) insertStatement(t string, idx []int, tasks []store.NewTask, out []store.Inserted, now time.Time) (string, []any) {
-	// Rows in key order: concurrent transactions inserting the same keys
-	// then take them in one order and wait for each other instead of
-	// deadlocking. Stable: of one batch's tasks with the same key, the
-	// first still goes in.
-	idx = slices.Clone(idx)
-	slices.SortStableFunc(idx, func(a, b int) int { return strings.Compare(tasks[a].Key, tasks[b].Key) })
+	idx = byKey(idx, tasks)
 	if s.ins.arrays {
 		return s.insertArrays(t, idx, tasks, out, now)
 	}
@@ -159,6 +154,16 @@ func (s *Store) insertStatement(t string, idx []int, tasks []store.NewTask, out 
 		b.WriteString(" RETURNING id")
 	}
 	return s.d.rebind(b.String()), args
+}
+
+// byKey is a copy of idx in the order of its tasks' keys: concurrent
+// statements or transactions inserting the same keys then take them in one
+// order and wait for each other instead of deadlocking. Stable: of one
+// batch's tasks with the same key, the first still goes in.
+func byKey(idx []int, tasks []store.NewTask) []int {
+	idx = slices.Clone(idx)
+	slices.SortStableFunc(idx, func(a, b int) int { return strings.Compare(tasks[a].Key, tasks[b].Key) })
+	return idx
 }
 
 // arrayInsertQuery is PostgreSQL's insert of any number of rows: one

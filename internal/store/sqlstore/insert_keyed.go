@@ -3,7 +3,6 @@ package sqlstore
 import (
 	"context"
 	"database/sql"
-	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -140,10 +139,7 @@ func (s *Store) keyedPool(dsn string, size int) (*sql.DB, error) {
 // and returns the groups of the keyed tasks still to insert (see above).
 func (s *Store) keyedInsert(ctx context.Context, gs []group, tasks []store.NewTask, out []store.Inserted, now time.Time) ([]group, error) {
 	nowUs := now.UnixMicro()
-	cutoff := int64(math.MaxInt64) // no key hold: final rows hold nothing
-	if s.cfg.KeyHold > 0 {
-		cutoff = now.Add(-s.cfg.KeyHold).UnixMicro()
-	}
+	cutoff := s.holdCutoff(now)
 	// Prepared once per connection: one table's statement (a keyed single
 	// submit, or a group commit of them: 16 statements in all), or the one
 	// naming every table (allTables). Naming only the tables with rows
@@ -170,10 +166,7 @@ func (s *Store) keyedInsert(ctx context.Context, gs []group, tasks []store.NewTa
 	args := make([]any, 0, 3+len(tables)*len(keyedArrayTypes))
 	args = append(args, mode, nowUs, cutoff)
 	for _, rows := range tables {
-		// Rows in key order, as insertStatement's: concurrent statements
-		// take the same keys in one order.
-		idx := slices.Clone(rows)
-		slices.SortStableFunc(idx, func(a, b int) int { return strings.Compare(tasks[a].Key, tasks[b].Key) })
+		idx := byKey(rows, tasks)
 		repl := make([]bool, len(idx))
 		for j, i := range idx {
 			repl[j] = tasks[i].ReplaceFinal

@@ -97,35 +97,46 @@ func TestKeyedCopy(t *testing.T) {
 			t.Fatalf("task %s (%q) of a rolled-back keyed COPY is stored: %v", nt.ID, nt.Key, err)
 		}
 	}
-	res, err = s.Insert(ctx, ended)
+	endedThenReplaced(t, s, "k", first[:3], ended, due)
+}
+
+// endedThenReplaced inserts ended (keys of prefix whose tasks, first,
+// ended within the key hold, then one free key) and expects the enders
+// answered (Existing, HeldUntil) and the free key created; then replaces
+// of the ended keys, created, and a key twice in one batch, created once
+// and answered once.
+func endedThenReplaced(t *testing.T, s *Store, prefix string, first, ended []store.NewTask, due time.Time) {
+	t.Helper()
+	ctx := context.Background()
+	n := len(first)
+	res, err := s.Insert(ctx, ended)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for i, r := range res[:3] {
+	for i, r := range res[:n] {
 		if !r.Existing || r.Task.ID != first[i].ID || r.HeldUntil.IsZero() {
 			t.Fatalf("key %q held by an ended task: %+v", ended[i].Key, r)
 		}
 	}
-	if r := res[3]; r.Existing || r.Task.ID != ended[3].ID {
+	if r := res[n]; r.Existing || r.Task.ID != ended[n].ID {
 		t.Fatalf("a free key in a batch with held ones: %+v", r)
 	}
 
-	// A replace over the ended tasks, and a key twice in one batch.
-	repl := keyedBatch(t, "k", 3, due)
+	repl := keyedBatch(t, prefix, n, due)
 	for i := range repl {
 		repl[i].ReplaceFinal = true
 	}
-	twice := []store.NewTask{newTask(t, "twice", due, 4), newTask(t, "twice", due, 4)}
+	twice := []store.NewTask{newTask(t, prefix+"-twice", due, 4), newTask(t, prefix+"-twice", due, 4)}
 	res, err = s.Insert(ctx, append(repl, twice...))
 	if err != nil {
 		t.Fatal(err)
 	}
-	for i, r := range res[:3] {
+	for i, r := range res[:n] {
 		if r.Existing || r.Task.ID != repl[i].ID {
 			t.Fatalf("replace of ended key %q: %+v, want a new task", repl[i].Key, r)
 		}
 	}
-	if a, b := res[3], res[4]; a.Existing || a.Task.ID != twice[0].ID || !b.Existing || b.Task.ID != twice[0].ID {
+	if a, b := res[n], res[n+1]; a.Existing || a.Task.ID != twice[0].ID || !b.Existing || b.Task.ID != twice[0].ID {
 		t.Fatalf("a key twice in a batch: %+v, %+v; want the first created, the second answered it", a, b)
 	}
 }
@@ -227,7 +238,7 @@ func TestKeyedInsertMySQL(t *testing.T) {
 	s.cfg.KeyHold = 10 * time.Minute
 	due := time.Now().Add(time.Hour)
 	first := append(keyedBatch(t, "m", 10, due), newTask(t, "", due, 4))
-	if !s.keyedOneMySQL(s.groupIDs(ids(first)), first) {
+	if !s.keyedMySQL(s.groupIDs(ids(first)), first) {
 		t.Fatal("a keyed group of 11 does not go by the one statement")
 	}
 	out := make([]store.Inserted, len(first))
@@ -255,33 +266,5 @@ func TestKeyedInsertMySQL(t *testing.T) {
 		t.Fatal(err)
 	}
 	ended := append(keyedBatch(t, "m", 2, due), newTask(t, "m-fresh", due, 4))
-	res, err = s.Insert(ctx, ended)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i, r := range res[:2] {
-		if !r.Existing || r.Task.ID != first[i].ID || r.HeldUntil.IsZero() {
-			t.Fatalf("key %q held by an ended task: %+v", ended[i].Key, r)
-		}
-	}
-	if r := res[2]; r.Existing || r.Task.ID != ended[2].ID {
-		t.Fatalf("a free key beside held ones: %+v", r)
-	}
-	repl := keyedBatch(t, "m", 2, due)
-	for i := range repl {
-		repl[i].ReplaceFinal = true
-	}
-	twice := []store.NewTask{newTask(t, "m-twice", due, 4), newTask(t, "m-twice", due, 4)}
-	res, err = s.Insert(ctx, append(repl, twice...))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i, r := range res[:2] {
-		if r.Existing || r.Task.ID != repl[i].ID {
-			t.Fatalf("replace of ended key %q: %+v, want a new task", repl[i].Key, r)
-		}
-	}
-	if a, b := res[2], res[3]; a.Existing || a.Task.ID != twice[0].ID || !b.Existing || b.Task.ID != twice[0].ID {
-		t.Fatalf("a key twice in a group: %+v, %+v; want the first created, the second answered it", a, b)
-	}
+	endedThenReplaced(t, s, "m", first[:2], ended, due)
 }

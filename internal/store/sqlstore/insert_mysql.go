@@ -5,8 +5,6 @@ import (
 	"database/sql"
 	"database/sql/driver"
 	"errors"
-	"math"
-	"slices"
 	"strings"
 	"time"
 
@@ -153,10 +151,10 @@ func (e errRetryConn) Unwrap() error { return e.err }
 // the keys of the rows it skipped are read back afterwards, and a key
 // whose holder ended in between goes in with insertTx's statements.
 
-// keyedOneMySQL reports whether the groups of one database go in
+// keyedMySQL reports whether the groups of one database go in
 // keyedInsertMySQL's statement: MariaDB, one table, a key among the tasks,
 // at most one statement's rows and bytes.
-func (s *Store) keyedOneMySQL(gs []group, tasks []store.NewTask) bool {
+func (s *Store) keyedMySQL(gs []group, tasks []store.NewTask) bool {
 	if s.d.name != "mysql" || len(gs) != 1 || len(gs[0].idx) > s.ins.rows || !keyed(gs[0].idx, tasks) {
 		return false
 	}
@@ -167,20 +165,14 @@ func (s *Store) keyedOneMySQL(gs []group, tasks []store.NewTask) bool {
 	return size <= s.ins.bytes
 }
 
-// keyedInsertMySQL writes the tasks of g by keyedOneMySQL's statement, sets
+// keyedInsertMySQL writes the tasks of g by keyedMySQL's statement, sets
 // out and returns the tasks still to insert: those whose key was freed
 // between the statement and the read-back of the keys it skipped.
 func (s *Store) keyedInsertMySQL(ctx context.Context, g group, tasks []store.NewTask, out []store.Inserted, now time.Time) ([]int, error) {
 	t := s.names[g.table]
-	idx := slices.Clone(g.idx)
-	// Key order, as insertStatement's: concurrent statements meet the same
-	// keys in one order.
-	slices.SortStableFunc(idx, func(a, b int) int { return strings.Compare(tasks[a].Key, tasks[b].Key) })
+	idx := byKey(g.idx, tasks)
 	nowUs := now.UnixMicro()
-	cutoff := int64(math.MaxInt64) // no key hold: final rows hold nothing
-	if s.cfg.KeyHold > 0 {
-		cutoff = now.Add(-s.cfg.KeyHold).UnixMicro()
-	}
+	cutoff := s.holdCutoff(now)
 	var b strings.Builder
 	// The rows as a table value constructor named with its columns.
 	row := "(" + placeholders(19) + ")"

@@ -5,8 +5,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"math"
-	"slices"
 	"strings"
 	"time"
 
@@ -100,17 +98,10 @@ func heldKeyQuery(t string) string {
 // the live-key unique index waits for the first and fails once it
 // commits; a holder committed before the check is seen by it.
 func (s *Store) copyInsertKeyed(ctx context.Context, gs []group, tasks []store.NewTask, out []store.Inserted, now time.Time) error {
-	cutoff := int64(math.MaxInt64) // no key hold: final rows hold nothing
-	if s.cfg.KeyHold > 0 {
-		cutoff = now.Add(-s.cfg.KeyHold).UnixMicro()
-	}
-	// Rows in key order, as the keyed statement's: concurrent batches
-	// wait for each other's keys in one order, not in a deadlock.
+	cutoff := s.holdCutoff(now)
 	sorted := make([]group, len(gs))
 	for n, g := range gs {
-		idx := slices.Clone(g.idx)
-		slices.SortStableFunc(idx, func(a, b int) int { return strings.Compare(tasks[a].Key, tasks[b].Key) })
-		sorted[n] = group{db: g.db, table: g.table, idx: idx}
+		sorted[n] = group{db: g.db, table: g.table, idx: byKey(g.idx, tasks)}
 	}
 	gs = sorted
 	return s.onPgConn(ctx, gs[0].db, func(conn *pgx.Conn) error {

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 	"time"
 
@@ -135,6 +136,15 @@ func (s *Store) holds(owner *task.Task, nt *store.NewTask, now time.Time) bool {
 		return true
 	}
 	return !nt.ReplaceFinal && now.Sub(owner.UpdatedAt) < s.cfg.KeyHold
+}
+
+// holdCutoff is the time, in microseconds, after which a final row that
+// ended still holds its key at now (no key hold: none does).
+func (s *Store) holdCutoff(now time.Time) int64 {
+	if s.cfg.KeyHold <= 0 {
+		return math.MaxInt64
+	}
+	return now.Add(-s.cfg.KeyHold).UnixMicro()
 }
 
 // heldBy is the answer of a task whose key owner holds.

@@ -230,29 +230,18 @@ func (s *Store) extendMySQL(ctx context.Context, db int, tokens []int64, where f
 			for start := 0; start < len(tokens); start += heldChunk {
 				w, args := where(db, t, tokens[start:min(start+heldChunk, len(tokens))])
 				// args are extendSet's two, then the WHERE's.
-				rows, err := tx.QueryContext(ctx, `SELECT id FROM `+name+s.leaseIndexHint(name)+` WHERE `+w+` FOR UPDATE SKIP LOCKED`, args[2:]...)
+				ids, err := readIDs(ctx, tx, `SELECT id FROM `+name+s.leaseIndexHint(name)+` WHERE `+w+` FOR UPDATE SKIP LOCKED`, args[2:]...)
 				if err != nil {
 					return err
 				}
-				ids := append([]any{}, args[:2]...)
-				for rows.Next() {
-					var id string
-					if err := rows.Scan(&id); err != nil {
-						rows.Close()
-						return err
-					}
-					ids = append(ids, id)
-				}
-				if err := rows.Close(); err != nil {
-					return err
-				}
-				if err := rows.Err(); err != nil {
-					return err
-				}
-				if len(ids) == 2 {
+				if len(ids) == 0 {
 					continue
 				}
-				k, err := execCount(ctx, tx, extendSet(name)+` WHERE id IN (`+placeholders(len(ids)-2)+`)`, ids...)
+				set := args[:2:2]
+				for _, id := range ids {
+					set = append(set, id)
+				}
+				k, err := execCount(ctx, tx, extendSet(name)+` WHERE id IN (`+placeholders(len(ids))+`)`, set...)
 				if err != nil {
 					return err
 				}

@@ -49,20 +49,7 @@ func (s *Store) listIDsBy(ctx context.Context, pick func(db int, t string) (stri
 }
 
 func (s *Store) queryIDs(ctx context.Context, db int, q string, args ...any) ([]string, error) {
-	rows, err := s.r[db].QueryContext(ctx, s.d.rebind(q), args...)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var out []string
-	for rows.Next() {
-		var id string
-		if err := rows.Scan(&id); err != nil {
-			return nil, err
-		}
-		out = append(out, id)
-	}
-	return out, rows.Err()
+	return readIDs(ctx, s.r[db], s.d.rebind(q), args...)
 }
 
 // getMany reads the tasks of ids, a table at a time, in ID order. A task
