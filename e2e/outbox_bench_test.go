@@ -219,13 +219,30 @@ func fillOutboxes(b *testing.B, ex outbox.Execer, d outbox.Dialect, rows int) {
 
 // outboxRowsLeft counts the rows of the 16 tables in one query.
 func outboxRowsLeft(b *testing.B, db *sql.DB) int {
+	return outboxSum(b, db, "(SELECT COUNT(*) FROM outbox_%d)")
+}
+
+// outboxTablesLeft counts the tables that still hold a row, each looked
+// at from its newest row: the wait polls this every 10 ms, on the database
+// server the relay being measured writes to. Counting the rows instead
+// read every row left at each poll (a tenth of MariaDB's CPU over a relay
+// of 160,000 messages), and so did looking from the oldest row (EXISTS):
+// the relay deletes the oldest first, and InnoDB walks the deleted rows
+// its purge has not removed yet before it finds a live one.
+func outboxTablesLeft(b *testing.B, db *sql.DB) int {
+	return outboxSum(b, db, "(SELECT COUNT(*) FROM (SELECT id FROM outbox_%d ORDER BY id DESC LIMIT 1) x)")
+}
+
+// outboxSum sums term (a format with the table's number) over the 16
+// tables in one query.
+func outboxSum(b *testing.B, db *sql.DB, term string) int {
 	var q strings.Builder
 	q.WriteString("SELECT ")
 	for t := range benchTables {
 		if t > 0 {
 			q.WriteString(" + ")
 		}
-		fmt.Fprintf(&q, "(SELECT COUNT(*) FROM outbox_%d)", t)
+		fmt.Fprintf(&q, term, t)
 	}
 	var n int
 	if err := db.QueryRow(q.String()).Scan(&n); err != nil {
@@ -237,7 +254,7 @@ func outboxRowsLeft(b *testing.B, db *sql.DB) int {
 // waitOutboxesEmpty polls until the 16 tables hold no row.
 func waitOutboxesEmpty(b *testing.B, db *sql.DB) {
 	deadline := time.Now().Add(5 * time.Minute)
-	for outboxRowsLeft(b, db) > 0 {
+	for outboxTablesLeft(b, db) > 0 {
 		if time.Now().After(deadline) {
 			b.Fatalf("%d outbox rows left after 5 minutes", outboxRowsLeft(b, db))
 		}
