@@ -127,7 +127,8 @@ delivery:
 // tasks (ONTIME_CHAOS_BURST_TASKS) on the embedded default, SQLite; the
 // short one 20,000 on PostgreSQL, because SQLite (modernc, Go translated
 // from C) runs about 100 times slower under the race detector.
-// ONTIME_CHAOS_BURST_ENGINE chooses.
+// ONTIME_CHAOS_BURST_ENGINE chooses; ONTIME_CHAOS_BURST_BUFFER_POOL ("4G")
+// runs MariaDB or PostgreSQL as a private server with that buffer pool.
 func TestChaosBurst(t *testing.T) {
 	chaosParallel(t)
 	n := chaosSize(t, "BURST_TASKS", 20000, 2000000)
@@ -142,7 +143,20 @@ func TestChaosBurst(t *testing.T) {
 	}
 	store := ""
 	if engine != "sqlite" {
-		store = fmt.Sprintf("store:\n  driver: %s\n  databases: [%q]\n", engine, testdb.DSNs(t, engine, 1)[0])
+		dsn := testdb.DSNs(t, engine, 1)[0]
+		if pool := os.Getenv("ONTIME_CHAOS_BURST_BUFFER_POOL"); pool != "" {
+			// A private server whose buffer pool is sized as a production
+			// server's (the shared one has 128 MiB, and InnoDB reads its
+			// pages with O_DIRECT: no page cache behind it), and
+			// PostgreSQL's shared_buffers.
+			switch engine {
+			case "mysql":
+				dsn = testdb.StartMariaDB(t, "innodb_buffer_pool_size="+pool).CreateDatabase()
+			case "postgres":
+				dsn = testdb.StartPostgres(t, "shared_buffers="+pool, "max_wal_size=8GB", "fsync=on").CreateDatabase()
+			}
+		}
+		store = fmt.Sprintf("store:\n  driver: %s\n  databases: [%q]\n", engine, dsn)
 	}
 	rcv := newChaosReceiver(t, nil)
 	// ONTIME_CHAOS_BURST_CONFIG: more of the node's config (YAML), to
