@@ -597,26 +597,29 @@ func (n *Node) build(ctx context.Context, resolver Resolver) error {
 	if n.admin, err = topics.NewAdmin(n.store, n.topics, n.counts, n.scan, n.settings); err != nil {
 		return err
 	}
-	// Group commit: SQLite has one writer, so one group per database at a
-	// time; a server engine commits in parallel, two groups at a time.
-	// MariaDB groups per table: a group of one table is one INSERT, where
-	// several tables' rows take a transaction (BEGIN and COMMIT round
-	// trips). PostgreSQL groups per database: several tables' rows are one
-	// statement too (COPY, or the keyed statement), and sixteen lanes of
-	// one-row commits, one per table, crowded out the Starts and outcomes
-	// of the tasks they made: 16 keyed clients with webhooks, tasks due
-	// 2 s ahead, delivered p99 2.5–2.9 s late per table against 64–115 ms
-	// per database, for 0.89× the accepted rate (BENCHMARKS.md, "The
-	// workloads users run").
-	serverEngine, groupWriters := cfg.Store.Driver != "sqlite", 1
-	if serverEngine {
-		groupWriters = 2
-	}
+	// Group commit: one group per database at a time (MariaDB: per
+	// table), written while the next one gathers. SQLite has one writer.
+	// A server engine could commit several groups at once, but on one
+	// machine with the node, its clients and its webhooks two writers
+	// split the same submits into smaller groups, each a statement and a
+	// commit more: 16 keyed clients with webhooks took 1.08–1.12× as many
+	// submits with one writer as with two on PostgreSQL and MariaDB, four
+	// and eight took fewer still, and a steady 1,000/s was as late
+	// (BENCHMARKS.md, "The workloads users run"). A group gathers what
+	// queued during the previous commit, so one writer's groups grow with
+	// the load. MariaDB groups per table: a group of one table is one
+	// INSERT, where several tables' rows take a transaction (BEGIN and
+	// COMMIT round trips). PostgreSQL groups per database: several
+	// tables' rows are one statement too (COPY, or the keyed statement),
+	// and sixteen lanes of one-row commits, one per table, crowded out the
+	// Starts and outcomes of the tasks they made: 16 keyed clients with
+	// webhooks, tasks due 2 s ahead, delivered p99 2.5–2.9 s late per
+	// table against 64–115 ms per database, for 0.89× the accepted rate.
 	byTable := cfg.Store.Driver == "mysql"
 	n.submit, err = submit.New(submit.Config{Store: n.store, Tier: n.tier, Planner: planner, Notifier: n.scan,
 		Topology: router.Topology{Databases: len(cfg.Store.Databases), Tables: cfg.Store.Tables},
 		Segments: cfg.Store.Segments, NodeID: cfg.NodeID, Incarnation: n.inc, Window: window, LeaseTTL: time.Duration(cfg.Delivery.LeaseTTL),
-		Limits: limits, Logger: n.log, Metrics: m, GroupByTable: byTable, GroupWriters: groupWriters, Tracer: n.tracer,
+		Limits: limits, Logger: n.log, Metrics: m, GroupByTable: byTable, GroupWriters: 1, Tracer: n.tracer,
 		// A task due at once goes from its insert to delivery, inserted
 		// running: no tier, no Start.
 		Runner: firer})

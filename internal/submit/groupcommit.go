@@ -34,9 +34,9 @@ const (
 )
 
 // committer gathers the submits bound for one database. Up to writers
-// groups are written at once: SQLite has one writer, so one; a server
-// engine commits several transactions in parallel (and syncs them
-// together), so a few leaders keep it busy while the next groups gather.
+// groups are written at once. A server engine could commit several in
+// parallel, but the node runs one (ontime.go: on a machine it shares with
+// its clients, more writers made smaller groups and fewer submits).
 // Invariant: the queue holds submits only while all writers are busy (a
 // leader is busy from when it is made leader, before it takes its group).
 type committer struct {
