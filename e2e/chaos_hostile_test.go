@@ -153,6 +153,10 @@ func TestChaosBurst(t *testing.T) {
 			case "mysql":
 				dsn = testdb.StartMariaDB(t, "innodb_buffer_pool_size="+pool).CreateDatabase()
 			case "postgres":
+				// MariaDB's size ("4G") in PostgreSQL's units ("4GB").
+				if u, ok := map[byte]string{'K': "kB", 'M': "MB", 'G': "GB", 'T': "TB"}[pool[len(pool)-1]]; ok {
+					pool = pool[:len(pool)-1] + u
+				}
 				dsn = testdb.StartPostgres(t, "shared_buffers="+pool, "max_wal_size=8GB", "fsync=on").CreateDatabase()
 			}
 		}
