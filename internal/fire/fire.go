@@ -130,11 +130,14 @@ type Firer struct {
 	m    *metrics.Metrics
 	gate *gate
 
-	live      atomic.Bool    // between Start and Stop: RunNow admits tasks
-	reserved  atomic.Int64   // room taken by TakeRoom, not yet given back
-	waiting   sync.WaitGroup // started tasks waiting for their due time
-	restoring sync.WaitGroup // restore of live claims whose entry lost (restore.go)
-	unsure    unsure         // entries whose Start failed, maybe committed (unsure.go)
+	// live is the running start's number (runs counts them), 0 outside
+	// Start and Stop: RunNow admits tasks while it is set. A number, not a
+	// flag, so that a stopped run's late clearing cannot end a new one.
+	live, runs atomic.Int64
+	reserved   atomic.Int64   // room taken by TakeRoom, not yet given back
+	waiting    sync.WaitGroup // started tasks waiting for their due time
+	restoring  sync.WaitGroup // restore of live claims whose entry lost (restore.go)
+	unsure     unsure         // entries whose Start failed, maybe committed (unsure.go)
 }
 
 // New checks cfg and builds a Firer; nothing runs until Start.
@@ -172,6 +175,12 @@ func (f *Firer) Start(ctx context.Context) error {
 	if !ok {
 		return nil
 	}
+	run := f.runs.Add(1)
+	f.live.Store(run)
+	// Admissions end as soon as the stop begins, and surely before Stop
+	// returns: AfterFunc runs its function in a goroutine of its own,
+	// which a loaded machine may schedule after the loops have exited.
+	context.AfterFunc(ctx, func() { f.live.CompareAndSwap(run, 0) })
 	var loops sync.WaitGroup
 	for range f.cfg.Workers {
 		loops.Go(func() { f.loop(ctx) })
@@ -179,12 +188,11 @@ func (f *Firer) Start(ctx context.Context) error {
 	go func() {
 		defer stopped()
 		loops.Wait()
+		f.live.CompareAndSwap(run, 0)
 		f.restoring.Wait() // before drain: what it puts back is drained too
 		f.waiting.Wait()   // at most MaxLead: started tasks reach their lanes
 		f.drain(context.WithoutCancel(ctx))
 	}()
-	f.live.Store(true)
-	context.AfterFunc(ctx, func() { f.live.Store(false) })
 	started()
 	return nil
 }
@@ -215,7 +223,7 @@ func (f *Firer) RunNow(topic string) (leaseUntil time.Time, ok bool) {
 // running lease for them. GiveRoom(n) returns the reservation once they
 // are handed to Run (which counts them itself) or were not claimed.
 func (f *Firer) TakeRoom(max int) (n int, leaseUntil time.Time) {
-	if !f.live.Load() || max <= 0 || f.cfg.HeldBytes != nil && f.cfg.MaxBytes > 0 && f.cfg.HeldBytes() >= f.cfg.MaxBytes {
+	if f.live.Load() == 0 || max <= 0 || f.cfg.HeldBytes != nil && f.cfg.MaxBytes > 0 && f.cfg.HeldBytes() >= f.cfg.MaxBytes {
 		return 0, time.Time{}
 	}
 	for {
