@@ -99,4 +99,18 @@ func TestRunNow(t *testing.T) {
 	if n, _ := f.TakeRoom(1); n != 0 {
 		t.Fatal("room after Stop")
 	}
+	// Started again: admits again, and the first run's end cannot clear
+	// the second's admissions.
+	if err := f.Start(x.ctx); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(10 * time.Millisecond) // time for a stale clearing to land
+	if _, ok := f.RunNow("run.live"); !ok {
+		t.Fatal("refused after a restart")
+	}
+	f.GiveRoom(1)
+	f.Stop()
+	if _, ok := f.RunNow("run.live"); ok {
+		t.Fatal("admitted after the second Stop")
+	}
 }
