@@ -35,14 +35,35 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 	bp := bufPool.Get().(*[]byte)
 	b, ok := appendReply((*bp)[:0], v)
 	if !ok {
-		b = (*bp)[:0]
-		var buf bytes.Buffer
-		// As json.NewEncoder(w).Encode(v) did: on an error, the status
-		// and no body.
-		if err := json.NewEncoder(&buf).Encode(v); err == nil {
-			b = append(b, buf.Bytes()...)
-		}
+		b = encodeSlow((*bp)[:0], v)
 	}
+	writeBody(w, code, bp, b)
+}
+
+// encodeSlow appends v as json.NewEncoder(w).Encode(v) writes it: on an
+// error, nothing (the status and no body).
+func encodeSlow(b []byte, v any) []byte {
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(v); err == nil {
+		b = append(b, buf.Bytes()...)
+	}
+	return b
+}
+
+// replyBuf is a pooled reply buffer of at least size bytes (an estimate of
+// the answer: a buffer grown by appends from a few kilobytes copies and
+// drops each smaller one on the way).
+func replyBuf(size int) *[]byte {
+	bp := bufPool.Get().(*[]byte)
+	if cap(*bp) < size {
+		*bp = make([]byte, 0, min(size, maxPooledBuf))
+	}
+	return bp
+}
+
+// writeBody answers code with the JSON body b, appended to the pooled
+// buffer bp, and gives bp back to the pool.
+func writeBody(w http.ResponseWriter, code int, bp *[]byte, b []byte) {
 	h := w.Header()
 	h["Content-Type"] = []string{"application/json"} // canonical keys: no Set, no canonicalising
 	h["Content-Length"] = []string{strconv.Itoa(len(b))}
@@ -86,23 +107,31 @@ func appendBatch(b []byte, v *apiv1.BatchResponse) ([]byte, bool) {
 		if i > 0 {
 			b = append(b, ',')
 		}
-		it := &v.Tasks[i]
-		switch {
-		case it.Task != nil && it.Error == nil:
-			var ok bool
-			if b, ok = appendTask(b, it.Task); !ok {
-				return b, false
-			}
-			b = appendCreated(b[:len(b)-1], it.Created) // inside the task's object, as the field after its embedded ones
-		case it.Task == nil && it.Error != nil:
-			b = append(b, `{"error":`...)
-			b = appendErrorDetail(b, it.Error)
-			b = appendCreated(b, it.Created)
-		default: // never written by the handler; encoding/json knows
+		var ok bool
+		if b, ok = appendBatchItem(b, &v.Tasks[i], false); !ok {
 			return b, false
 		}
 	}
 	return append(b, "]}"...), true
+}
+
+// appendBatchItem appends one item of a batch's answer. validPayload: the
+// item's task payload was checked with json.Valid at its submit.
+func appendBatchItem(b []byte, it *apiv1.BatchItem, validPayload bool) ([]byte, bool) {
+	switch {
+	case it.Task != nil && it.Error == nil:
+		var ok bool
+		if b, ok = appendTaskOf(b, it.Task, validPayload); !ok {
+			return b, false
+		}
+		return appendCreated(b[:len(b)-1], it.Created), true // inside the task's object, as the field after its embedded ones
+	case it.Task == nil && it.Error != nil:
+		b = append(b, `{"error":`...)
+		b = appendErrorDetail(b, it.Error)
+		return appendCreated(b, it.Created), true
+	default: // never written by the handler; encoding/json knows
+		return b, false
+	}
 }
 
 // appendCreated ends a batch item with its created member.
@@ -150,6 +179,12 @@ func appendErrorDetail(b []byte, d *apiv1.ErrorDetail) []byte {
 
 // appendTask appends t in apiv1.Task's field order and omitempty rules.
 func appendTask(b []byte, t *apiv1.Task) ([]byte, bool) {
+	return appendTaskOf(b, t, false)
+}
+
+// appendTaskOf is appendTask; validPayload: t's payload was checked with
+// json.Valid already.
+func appendTaskOf(b []byte, t *apiv1.Task, validPayload bool) ([]byte, bool) {
 	var ok bool
 	b = append(b, `{"id":`...)
 	b = jsonw.AppendString(b, t.ID)
@@ -172,7 +207,12 @@ func appendTask(b []byte, t *apiv1.Task) ([]byte, bool) {
 		b = jsonw.AppendString(b, t.MovedBy)
 	}
 	b = append(b, `,"payload":`...)
-	if b, ok = jsonw.AppendRaw(b, t.Payload); !ok {
+	if validPayload {
+		b, ok = jsonw.AppendValidRaw(b, t.Payload)
+	} else {
+		b, ok = jsonw.AppendRaw(b, t.Payload)
+	}
+	if !ok {
 		return b, false
 	}
 	if t.Target != "" {

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/ontimehq/ontime"
+	"github.com/ontimehq/ontime/apiv1"
 	"github.com/ontimehq/ontime/internal/api/apitest"
 )
 
@@ -200,5 +201,65 @@ func TestListParamsAndPaging(t *testing.T) {
 	}
 	if code, _ := call(t, "POST", base+"/v1/tasks/"+strings.Repeat("0", 26)+":explode", ""); code != 404 {
 		t.Fatalf("unknown op: %d", code)
+	}
+}
+
+// The batch answer is written item by item (no views kept): its bytes are
+// still what encoding/json writes for the same answer, for created,
+// existing and refused tasks, payloads it compacts and escapes, and a bad
+// target repeated (judged once for the batch, refused for each task).
+func TestBatchAnswerIsEncodingJSON(t *testing.T) {
+	t.Parallel()
+	base := server(t)
+	body := `{"tasks":[` +
+		`{"topic":"e","key":"1","delay":"1h","target":"http://127.0.0.1:9/t","payload":{ "a" : [1, 2, "x y"] ,"h":"<&>"}},` +
+		`{"topic":"e","key":"2","delay":"1h","target":"mailto:x@y"},` +
+		`{"topic":"e","key":"3","delay":"1h","target":"mailto:x@y"},` +
+		`{"topic":"e","delay":"1h","target":"http://127.0.0.1:9/t","payload":"\u2028 line"},` +
+		`{"topic":"e","key":"1","target":"http://127.0.0.1:9/t"},` +
+		`{"topic":"bad topic"},` +
+		`{"topic":"e","delay":"1h","target":"http://127.0.0.1:9/t","payload":12.50e1}]}`
+	resp, err := http.Post(base+"/v1/tasks:batch", "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Fatalf("HTTP %d %s", resp.StatusCode, raw)
+	}
+	var got apiv1.BatchResponse
+	if err := json.Unmarshal(raw, &got); err != nil {
+		t.Fatalf("%v: %s", err, raw)
+	}
+	var want bytes.Buffer
+	if err := json.NewEncoder(&want).Encode(got); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(raw, want.Bytes()) {
+		t.Fatalf("answer\n%s\nis not encoding/json's\n%s", raw, want.Bytes())
+	}
+	if n := resp.ContentLength; n != int64(len(raw)) {
+		t.Fatalf("Content-Length %d for %d bytes", n, len(raw))
+	}
+	items := got.Tasks
+	if len(items) != 7 {
+		t.Fatalf("%d items for 7 tasks", len(items))
+	}
+	for i, refused := range []bool{false, true, true, false, false, true, false} {
+		if (items[i].Error != nil) != refused {
+			t.Fatalf("item %d: error %v, want refused %v", i, items[i].Error, refused)
+		}
+	}
+	for _, i := range []int{1, 2} {
+		if items[i].Error.Field != "target" {
+			t.Fatalf("item %d: %+v, want an error on target", i, items[i].Error)
+		}
+	}
+	if string(items[0].Payload) != `{"a":[1,2,"x y"],"h":"\u003c\u0026\u003e"}` || string(items[3].Payload) != `"\u2028 line"` || string(items[6].Payload) != `12.50e1` {
+		t.Fatalf("payloads %s %s %s", items[0].Payload, items[3].Payload, items[6].Payload)
+	}
+	if !items[0].Created || items[4].Created || items[4].ID != items[0].ID {
+		t.Fatalf("the key's second task: %+v, first %+v", items[4], items[0])
 	}
 }

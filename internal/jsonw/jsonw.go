@@ -45,6 +45,19 @@ func AppendRaw(b []byte, raw json.RawMessage) ([]byte, bool) {
 	return buf.Bytes(), true
 }
 
+// AppendValidRaw is AppendRaw for a raw value its caller has checked with
+// json.Valid already (a payload just submitted): it is not read a second
+// time for that.
+func AppendValidRaw(b []byte, raw json.RawMessage) ([]byte, bool) {
+	if raw == nil {
+		return append(b, "null"...), true
+	}
+	if compactSafe(raw) {
+		return append(b, raw...), true
+	}
+	return AppendRaw(b, raw)
+}
+
 // compactSafe reports a JSON text with no white space and none of the
 // bytes encoding/json escapes in it (<, >, &, and 0xE2, which begins
 // U+2028 and U+2029): one it writes as it is.

@@ -193,8 +193,9 @@ func (s *Service) Submit(ctx context.Context, specs []task.Spec) (_ []Result, er
 	// One claim token for the tasks of one submit: they travel together,
 	// and the store matches them in one predicate.
 	token := s.token()
+	vb := task.NewBatch(s.cfg.Limits, now)
 	for i, sp := range specs {
-		v, err := task.Validate(sp, s.cfg.Limits, now)
+		v, err := vb.Validate(sp)
 		if err != nil {
 			s.m.Submitted.WithLabelValues("invalid").Inc()
 			results[i].Err = err

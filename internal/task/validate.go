@@ -109,13 +109,17 @@ func fieldErr(field, format string, args ...any) error {
 
 // Spec is what a submitter asks for, before validation.
 type Spec struct {
-	Topic       string
-	Key         string
-	DueAt       *time.Time     // at most one of DueAt and Delay
-	Delay       *time.Duration // relative to now
-	Payload     []byte         // raw JSON; nil or empty means null
-	Target      string
-	MaxAttempts int // 0 means the default
+	Topic   string
+	Key     string
+	DueAt   *time.Time     // at most one of DueAt and Delay
+	Delay   *time.Duration // relative to now
+	Payload []byte         // raw JSON; nil or empty means null
+	// PayloadValid: the caller has checked that Payload is JSON (the
+	// API's decoders have, with the rest of the body), so Validate does
+	// not read it a second time.
+	PayloadValid bool
+	Target       string
+	MaxAttempts  int // 0 means the default
 	// Retry is the task's own retry policy; nil: its topic's, else the
 	// node's, when it fails.
 	Retry *RetrySpec
@@ -148,7 +152,37 @@ type Validated struct {
 // Validate checks every field of s against l and resolves the due time
 // against now. It is the one place where submitted input is judged.
 func Validate(s Spec, l Limits, now time.Time) (Validated, error) {
-	l = l.WithDefaults()
+	return validate(s, l.WithDefaults(), now, nil)
+}
+
+// Batch validates the specs of one submit, as Validate each. The tasks
+// of a batch mostly share their target: a target equal to the one before
+// it is judged once (its URL parsed, the delivery policy asked), not
+// once per task.
+type Batch struct {
+	l    Limits
+	now  time.Time
+	memo targetMemo
+}
+
+// NewBatch starts validating the specs of one submit made at now.
+func NewBatch(l Limits, now time.Time) *Batch {
+	return &Batch{l: l.WithDefaults(), now: now}
+}
+
+// Validate is Validate(s, l, now) for one spec of the batch.
+func (b *Batch) Validate(s Spec) (Validated, error) {
+	return validate(s, b.l, b.now, &b.memo)
+}
+
+// targetMemo is the verdict on the last target judged.
+type targetMemo struct {
+	target string
+	err    error
+	set    bool
+}
+
+func validate(s Spec, l Limits, now time.Time, memo *targetMemo) (Validated, error) {
 	if err := ValidateTopic(s.Topic); err != nil {
 		return Validated{}, err
 	}
@@ -197,18 +231,13 @@ func Validate(s Spec, l Limits, now time.Time) (Validated, error) {
 	case len(s.Payload) > l.MaxPayloadBytes:
 		return Validated{}, &FieldError{Field: "payload", TooLarge: true,
 			Message: fmt.Sprintf("is %d bytes; at most %d", len(s.Payload), l.MaxPayloadBytes)}
-	case !json.Valid(s.Payload):
+	case !s.PayloadValid && !json.Valid(s.Payload):
 		return Validated{}, fieldErr("payload", "is not valid JSON")
 	default:
 		v.Payload = s.Payload
 	}
-	if err := l.ValidateTarget(s.Target); err != nil {
+	if err := l.judgeTarget(s.Target, memo); err != nil {
 		return Validated{}, err
-	}
-	if s.Target != "" && l.CheckTarget != nil {
-		if err := l.CheckTarget(s.Target); err != nil {
-			return Validated{}, fieldErr("target", "%v", err)
-		}
 	}
 	switch {
 	case s.MaxAttempts == 0:
@@ -390,6 +419,24 @@ func ValidateTarget(target string) error {
 		return fieldErr("target", "scheme %q is not supported (want http, https, mq://BROKER/ADDRESS, or empty for a Go handler)", u.Scheme)
 	}
 	return nil
+}
+
+// judgeTarget checks a task's target: its form, then the delivery
+// policy. A target equal to memo's is not judged again.
+func (l Limits) judgeTarget(target string, memo *targetMemo) error {
+	if memo != nil && memo.set && memo.target == target {
+		return memo.err
+	}
+	err := l.ValidateTarget(target)
+	if err == nil && target != "" && l.CheckTarget != nil {
+		if cerr := l.CheckTarget(target); cerr != nil {
+			err = fieldErr("target", "%v", cerr)
+		}
+	}
+	if memo != nil {
+		*memo = targetMemo{target: target, err: err, set: true}
+	}
+	return err
 }
 
 // CeilMicro rounds t up to the microsecond, the precision the stores and

@@ -41,13 +41,9 @@ import (
 // them: every column of insertCols but the one whose default a new row keeps.
 const copyColumns = `id, topic, task_key, shard_hash, seg, due_at, payload, target, max_attempts, attempts, status, created_at, updated_at, owner, lease_until, token, first_due_at, traceparent, retry, priority`
 
-// copyChunk is the most COPY data sent in one CopyData message; the
-// messages of one query are written to the socket every copyFlush bytes,
-// so that a large batch is not held twice in memory.
-const (
-	copyChunk = 64 << 10
-	copyFlush = 1 << 20
-)
+// copyChunk is how much COPY data is written to the socket at a time (a
+// CopyData message; one row larger than it is a message of its own).
+const copyChunk = 64 << 10
 
 // copyable reports whether the table groups of one database can go by
 // COPY: PostgreSQL, and no task has a key.
@@ -221,21 +217,22 @@ func (s *Store) copyOn(ctx context.Context, pc *pgconn.PgConn, gs []group, tasks
 	fe := pc.Frontend()
 	fe.Send(&pgproto3.Query{String: q.String()})
 	nowUs := now.UnixMicro()
-	buf := make([]byte, 0, copyChunk+4096)
-	pending := 0
+	// buf is one CopyData message being filled: its type and length
+	// first, then the rows. Each is written to the socket as soon as it
+	// holds copyChunk bytes, so that the server inserts the first rows
+	// while the next are encoded, and one buffer serves the whole batch.
+	const head = 5
+	buf := make([]byte, head, head+copyChunk+4096)
+	buf[0] = 'd'
 	send := func(final bool) error {
-		for len(buf) >= copyChunk || final && len(buf) > 0 {
-			n := min(len(buf), copyChunk)
-			// Send copies the data into the frontend's buffer.
-			fe.Send(&pgproto3.CopyData{Data: buf[:n]})
-			pending += n
-			buf = append(buf[:0], buf[n:]...)
+		if len(buf) == head || !final && len(buf) < head+copyChunk {
+			return nil
 		}
-		if pending >= copyFlush {
-			pending = 0
-			return fe.Flush()
-		}
-		return nil
+		binary.BigEndian.PutUint32(buf[1:head], uint32(len(buf)-1))
+		// The Query above is flushed first.
+		err := fe.SendUnbufferedEncodedCopyData(buf)
+		buf = buf[:head]
+		return err
 	}
 	for _, g := range gs {
 		buf = append(buf, "PGCOPY\n\377\r\n\000"...)
