@@ -504,12 +504,12 @@ func main() {
 	only := flag.String("only", "", "run only the systems whose name contains this, or one of these comma-separated (case-insensitive; \"=NAME\" matches NAME whole): \"service\" for ontime's service path, \"floor\" for the net/http floor, \"bare\" for the database engines alone (sequential and batch only)")
 	only2 := flag.String("workloads", "", "run only these comma-separated workloads (case-insensitive, spaces, \"-\" and \"/s\" ignored): enqueue, burst, steady1000, steady5000 (-quick: steady500, steady2000), keyed16-5000, keyed16-40000, sequential, batch; \"steady\" and \"keyed16\" select each of their rates; the enqueue pass runs when enqueue or burst is asked for (the burst is planned on its batch rate)")
 	steadyDur := flag.Duration("steady-for", 0, "length of each steady run (default 30s, -quick 4s)")
-	batchCalls := flag.Int("batches", 0, "calls of 1,000 per batch run, keyless and again keyed (default 20, -quick 3)")
+	batchCalls := flag.Int("batches", 0, "calls of 1,000 per batch run, keyless and again keyed (default 100, -quick 3: 20 took under a second, too short to measure)")
 	serverSrc := flag.String("server-src", "", "build `ontime serve` for the service path from this checkout (default: the module go.mod replaces, ..)")
 	flag.Parse()
 	outSet := false
 	flag.Visit(func(f *flag.Flag) { outSet = outSet || f.Name == "out" })
-	singleN, calib, burstN, steadyFor, batches := 2000, 3, 50000, 30*time.Second, 20
+	singleN, calib, burstN, steadyFor, batches := 2000, 3, 50000, 30*time.Second, 100
 	steadies := []steadySpec{{rate: 1000, submitters: 4}, {rate: 5000, submitters: 16}}
 	if *quick {
 		singleN, calib, burstN, steadyFor, batches = 200, 1, 5000, 4*time.Second, 3
