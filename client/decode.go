@@ -20,7 +20,7 @@ import (
 // fuzz target (decode_test.go) hold the two to the same result.
 func unmarshal(raw []byte, out any) error {
 	if utf8.Valid(raw) { // encoding/json would replace bad bytes in strings
-		p := scan{jsonr.New(raw)}
+		p := scan{Scanner: jsonr.New(raw)}
 		switch v := out.(type) {
 		case *apiv1.Task:
 			var t apiv1.Task
@@ -46,8 +46,22 @@ func unmarshal(raw []byte, out any) error {
 }
 
 // scan reads the node's answers: jsonr's scanner, plus the values that
-// only answers hold.
-type scan struct{ jsonr.Scanner }
+// only answers hold. The tasks of a batch's answer share most of their
+// times and strings (one submit's stamps; often one due time, topic and
+// target; a status), so the last of each is kept and a repeat is neither
+// parsed nor allocated again.
+type scan struct {
+	jsonr.Scanner
+	due, stamp            lastTime // due_at and first_due_at; created_at and updated_at
+	topic, status, target string
+}
+
+// lastTime is the last time read into a field of its kind, and its text
+// (which shares the answer's bytes).
+type lastTime struct {
+	text []byte
+	t    time.Time
+}
 
 func (p *scan) strInto(s *string) bool {
 	v, ok := p.Text()
@@ -59,6 +73,38 @@ func (p *scan) strInto(s *string) bool {
 func (p *scan) timeInto(t *time.Time) bool {
 	b, ok := p.Str()
 	return ok && t.UnmarshalText(b) == nil
+}
+
+// lastTimeInto is timeInto for a field whose value often repeats the
+// last one of its kind.
+func (p *scan) lastTimeInto(t *time.Time, last *lastTime) bool {
+	b, ok := p.Str()
+	if !ok {
+		return false
+	}
+	if last.text != nil && string(b) == string(last.text) {
+		*t = last.t
+		return true
+	}
+	if t.UnmarshalText(b) != nil {
+		return false
+	}
+	*last = lastTime{text: b, t: *t}
+	return true
+}
+
+// lastStrInto is strInto for a field whose value often repeats the last
+// one of its kind.
+func (p *scan) lastStrInto(s, last *string) bool {
+	b, ok := p.Str()
+	if !ok {
+		return false
+	}
+	if string(b) != *last {
+		*last = string(b)
+	}
+	*s = *last
+	return true
 }
 
 func (p *scan) intInto(n *int) bool {
@@ -90,31 +136,31 @@ func (p *scan) taskField(name []byte, t *apiv1.Task) bool {
 	case "id":
 		return p.strInto(&t.ID)
 	case "topic":
-		return p.strInto(&t.Topic)
+		return p.lastStrInto(&t.Topic, &p.topic)
 	case "key":
 		return p.strInto(&t.Key)
 	case "due_at":
-		return p.timeInto(&t.DueAt)
+		return p.lastTimeInto(&t.DueAt, &p.due)
 	case "first_due_at":
-		return p.timeInto(&t.FirstDueAt)
+		return p.lastTimeInto(&t.FirstDueAt, &p.due)
 	case "moved_by":
 		return p.strInto(&t.MovedBy)
 	case "payload":
 		return p.rawInto(&t.Payload)
 	case "target":
-		return p.strInto(&t.Target)
+		return p.lastStrInto(&t.Target, &p.target)
 	case "max_attempts":
 		return p.intInto(&t.MaxAttempts)
 	case "priority":
 		return p.intInto(&t.Priority)
 	case "status":
-		return p.strInto(&t.Status)
+		return p.lastStrInto(&t.Status, &p.status)
 	case "attempts":
 		return p.intInto(&t.Attempts)
 	case "created_at":
-		return p.timeInto(&t.CreatedAt)
+		return p.lastTimeInto(&t.CreatedAt, &p.stamp)
 	case "updated_at":
-		return p.timeInto(&t.UpdatedAt)
+		return p.lastTimeInto(&t.UpdatedAt, &p.stamp)
 	case "last_error":
 		return p.strInto(&t.LastError)
 	case "result":

@@ -2,6 +2,7 @@ package client
 
 import (
 	"encoding/json"
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
@@ -29,6 +30,12 @@ var decodeSeeds = []string{
 	`{"tasks":[{"created":false,"id":"a","created":true}]}`,
 	`{"tasks":[{"id":"a"}],"next_cursor":"01JD"}`, `{"next_cursor":"c","tasks":[]}`,
 	`{"error":{"code":"not_found","field":"id","message":"no task has this id"}}`,
+	// Times, topics, targets and statuses repeated from task to task, then not.
+	`{"tasks":[{"id":"a","topic":"t","target":"http://h/1","status":"pending","due_at":"2026-11-23T18:00:00+02:00","first_due_at":"2026-11-23T18:00:00+02:00","created_at":"2026-11-23T17:00:00Z","updated_at":"2026-11-23T17:00:01Z"},` +
+		`{"id":"b","topic":"u","target":"http://h/1","status":"done","due_at":"2026-11-23T18:00:00+02:00","first_due_at":"2026-11-23T19:00:00Z","created_at":"2026-11-23T17:00:01Z","updated_at":"2026-11-23T17:00:01Z"},` +
+		`{"id":"c","topic":"t","target":"","status":"done","due_at":"2026-11-23T19:00:00Z","created_at":"2026-11-23T17:00:01Z"}]}`,
+	`{"tasks":[{"id":"a","due_at":"2026-11-23T18:00:00Z"},{"id":"b","due_at":"2026-11-23T18:00:00+0200"}]}`,
+	`{"tasks":[{"id":"a","topic":"t","created_at":"2026-11-23T18:00:00Z"},{"id":"b","topic":"t","created_at":"2026-11-23T18:00:00Z"}],"next_cursor":"c"}`,
 }
 
 // TestUnmarshalMatchesEncodingJSON: the fast path gives what
@@ -50,7 +57,7 @@ func TestUnmarshalMatchesEncodingJSON(t *testing.T) {
 	raw := []byte(b.String())
 	checkUnmarshal(t, raw)
 	var br apiv1.BatchResponse
-	p := scan{jsonr.New(raw)}
+	p := scan{Scanner: jsonr.New(raw)}
 	if !p.batch(&br) || !p.End() || len(br.Tasks) != 1000 {
 		t.Fatal("a batch answer of the node's shape is not taken by the fast path")
 	}
@@ -79,4 +86,25 @@ func FuzzUnmarshal(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, raw []byte) { checkUnmarshal(t, raw) })
+}
+
+// BenchmarkUnmarshalBatch: the answer to a batch of 1,000 of one submit,
+// as the node writes it (go test ./client -run '^$' -bench UnmarshalBatch).
+func BenchmarkUnmarshalBatch(b *testing.B) {
+	var sb strings.Builder
+	sb.WriteString(`{"tasks":[`)
+	for i := range 1000 {
+		if i > 0 {
+			sb.WriteByte(',')
+		}
+		fmt.Fprintf(&sb, `{"id":"01JD%022d","topic":"bench","key":"order-%d","due_at":"2026-11-23T18:00:00.5Z","first_due_at":"2026-11-23T18:00:00.5Z","payload":{"order":%d},"target":"http://127.0.0.1:8080/hook","max_attempts":25,"priority":0,"status":"pending","attempts":0,"created_at":"2026-11-23T17:00:00.123456Z","updated_at":"2026-11-23T17:00:00.123456Z","created":true}`, i, i, i)
+	}
+	sb.WriteString("]}\n")
+	raw := []byte(sb.String())
+	for b.Loop() {
+		var br apiv1.BatchResponse
+		if err := unmarshal(raw, &br); err != nil || len(br.Tasks) != 1000 {
+			b.Fatal(err)
+		}
+	}
 }
