@@ -80,7 +80,13 @@ func (s *Store) oneStatement(gs []group, tasks []store.NewTask) bool {
 // keyedInsertQuery inserts into each table of tables the rows of its
 // arrays: $1 is the time of the insert, $2 the key hold's cutoff (a final
 // row that ended after it holds its key), then keyedArrayTypes' arrays per
-// table. It returns the IDs inserted.
+// table. It returns the IDs inserted. A row whose key a live task holds
+// is skipped by ON CONFLICT (the live-key unique index), one whose key a
+// final task holds by NOT EXISTS through the index of final keyed rows
+// (endedkeys.go). The flag stays inside NOT EXISTS: a subquery correlated
+// by equalities alone PostgreSQL may turn into a hashed subplan, which a
+// generic plan made over empty tables keeps — a read of every final row
+// per statement.
 func keyedInsertQuery(tables []string) string {
 	var b strings.Builder
 	b.WriteString("WITH ")
@@ -100,7 +106,7 @@ func keyedInsertQuery(tables []string) string {
 		}
 		b.WriteString(`) AS r(id, topic, task_key, shard_hash, seg, due_at, payload, target, max_attempts, status, owner, lease_until, token, traceparent, retry, priority, replace_final)
 		WHERE r.task_key IS NULL OR NOT EXISTS (SELECT 1 FROM ` + t + ` x WHERE x.topic = r.topic AND x.task_key = r.task_key
-			AND (x.status < 3 OR (NOT r.replace_final AND x.updated_at > $2)))
+			AND x.status >= 3 AND NOT r.replace_final AND x.updated_at > $2)
 		ON CONFLICT DO NOTHING RETURNING id)`)
 	}
 	for n := range tables {

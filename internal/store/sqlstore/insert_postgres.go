@@ -71,13 +71,17 @@ func (s *Store) keyedCopyable(gs []group, tasks []store.NewTask) bool {
 var errKeysHeld = errors.New("a key of the batch is held")
 
 // heldKeyQuery finds a row of a batch (its IDs, topics, keys and
-// replace_final flags as arrays, $5 the key hold's cutoff) whose key
-// another task of table t holds: a live one, or a final one that ended
-// after the cutoff unless the row replaces final tasks.
+// replace_final flags as arrays, $5 the key hold's cutoff) whose key a
+// final task of table t holds: one that ended after the cutoff, unless
+// the row replaces final tasks. It runs after the batch's COPY went in,
+// so no other live task has one of its keys (the live-key unique index
+// refused the COPY, or waited for the other's transaction and then
+// refused it), and the batch's own rows, all live, are not in the index
+// of final keyed rows it probes (endedkeys.go).
 func heldKeyQuery(t string) string {
 	return `SELECT r.id FROM unnest($1::text[], $2::text[], $3::text[], $4::bool[]) AS r(id, topic, task_key, replace_final)
-		WHERE r.task_key IS NOT NULL AND EXISTS (SELECT 1 FROM ` + t + ` x WHERE x.topic = r.topic AND x.task_key = r.task_key AND x.id <> r.id
-			AND (x.status < 3 OR (NOT r.replace_final AND x.updated_at > $5))) LIMIT 1`
+		WHERE r.task_key IS NOT NULL AND EXISTS (SELECT 1 FROM ` + t + ` x WHERE x.topic = r.topic AND x.task_key = r.task_key
+			AND x.status >= 3 AND NOT r.replace_final AND x.updated_at > $5) LIMIT 1`
 }
 
 // copyInsertKeyed writes a keyed batch of one database by COPY, as

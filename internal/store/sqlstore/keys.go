@@ -87,18 +87,39 @@ func (s *Store) keyIndexHint() string {
 	return ""
 }
 
-func keyRowsQuery(t, hint string, n int) string {
-	return `SELECT ` + cols + ` FROM ` + t + hint + ` WHERE topic = ? AND task_key IN (` + placeholders(n) + `)`
+// keyRowsQuery reads every row of n keys of one topic in table t; its
+// arguments are keyRowsArgs'. SQLite and PostgreSQL index a key's live
+// rows and its final ones apart (endedkeys.go): one SELECT through each,
+// each naming its index's status term. MariaDB reads its (topic,
+// task_key) index of every row.
+func (s *Store) keyRowsQuery(t string, n int) string {
+	if s.d.name == "mysql" {
+		return `SELECT ` + cols + ` FROM ` + t + s.keyIndexHint() + ` WHERE topic = ? AND task_key IN (` + placeholders(n) + `)`
+	}
+	one := `SELECT ` + cols + ` FROM ` + t + ` WHERE topic = ? AND task_key IN (` + placeholders(n) + `) AND status `
+	return one + `< 3 UNION ALL ` + one + `>= 3`
+}
+
+// keyRowsArgs are keyRowsQuery's arguments: the topic and the keys, for
+// each of its SELECTs.
+func (s *Store) keyRowsArgs(topic string, keys []string) []any {
+	selects := 2
+	if s.d.name == "mysql" {
+		selects = 1
+	}
+	args := make([]any, 0, selects*(len(keys)+1))
+	for range selects {
+		args = append(args, topic)
+		for _, k := range keys {
+			args = append(args, k)
+		}
+	}
+	return args
 }
 
 // keyRows reads every row of these keys of one topic in one table.
 func (s *Store) keyRows(ctx context.Context, db querier, t, topic string, keys []string) (map[string][]*task.Task, error) {
-	args := make([]any, 0, len(keys)+1)
-	args = append(args, topic)
-	for _, k := range keys {
-		args = append(args, k)
-	}
-	rows, err := s.queryTasks(ctx, db, keyRowsQuery(t, s.keyIndexHint(), len(keys)), args...)
+	rows, err := s.queryTasks(ctx, db, s.keyRowsQuery(t, len(keys)), s.keyRowsArgs(topic, keys)...)
 	if err != nil {
 		return nil, err
 	}

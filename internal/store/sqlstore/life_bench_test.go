@@ -16,20 +16,29 @@ import (
 // write rewrites the index entries whose columns or WHERE terms change, so
 // this is what the schema's indexes cost per task. On SQLite read
 // cpu_us/task (the engine runs in this process; a shared machine stretches
-// wall time far more):
+// wall time far more). "keyed": each task with a business key of its own,
+// as users submit them (its key's index entries are part of the cost):
 //
 //	go test ./internal/store/sqlstore -run '^$' -bench TaskLife -benchtime 300x
 func BenchmarkTaskLife(b *testing.B) {
 	for _, engine := range testdb.Engines {
-		for _, n := range []int{16, 100} {
-			b.Run(fmt.Sprintf("%s/n=%d", engine, n), func(b *testing.B) {
+		for _, c := range []struct {
+			n     int
+			keyed bool
+		}{{16, false}, {100, false}, {16, true}, {100, true}} {
+			name := fmt.Sprintf("%s/n=%d", engine, c.n)
+			if c.keyed {
+				name += "/keyed"
+			}
+			n := c.n
+			b.Run(name, func(b *testing.B) {
 				s := benchStore(b, engine)
 				ctx := context.Background()
 				var cpu time.Duration
 				for i := 0; b.Loop(); i++ {
 					b.StopTimer()
 					lease := store.Lease{Owner: "bench", Until: time.Now().Add(time.Minute), Token: int64(i + 1)}
-					tasks := batch(b, n, time.Now(), false)
+					tasks := batch(b, n, time.Now(), c.keyed)
 					for j := range tasks {
 						tasks[j].Claim = &lease
 					}

@@ -209,7 +209,7 @@ func (s *Store) AdvanceSchedule(ctx context.Context, name string, version int64,
 
 func withdrawQuery(t string) string {
 	return `UPDATE ` + t + ` SET status = ?, last_error = ?, task_key = NULL, owner = NULL, lease_until = 0, token = 0, updated_at = ?
-		WHERE topic = ? AND task_key >= ? AND task_key < ? AND status IN (?, ?) AND due_at > ?`
+		WHERE topic = ? AND task_key >= ? AND task_key < ? AND status IN (?, ?) AND status < 3 AND due_at > ?`
 }
 
 // WithdrawFires cancels the pending and claimed tasks of topic whose keys

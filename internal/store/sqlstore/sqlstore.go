@@ -12,7 +12,9 @@
 //	PRIMARY KEY (id)                   Get, and every update by ID
 //	(topic, task_key), UNIQUE (topic,  by key, idempotent submit, key hold;
 //	task_key) of live rows             see keys.go (schema version 3); keyed
-//	                                   rows only (SQLite, PostgreSQL: schema8.go)
+//	                                   rows only (SQLite, PostgreSQL: schema8.go),
+//	                                   the first of final rows only
+//	                                   (endedkeys.go)
 //	(seg, status, ended) of final rows retention (keys.go, retention.go)
 //	(seg, status, due_at, id)          the claim and the keyset scan: an index
 //	                                   range per (segment, status) in due order;
@@ -354,7 +356,9 @@ func (s *Store) connect(dsn string) (w, r *sql.DB, err error) {
 //	   (topicindex.go)
 //	25 SQLite, PostgreSQL: the pending tasks per topic and hour of due
 //	   time, maintained by the writes (duecounts.go)
-const SchemaVersion = 25
+//	26 SQLite, PostgreSQL: the index of keyed rows holds the final ones
+//	   only (endedkeys.go)
+const SchemaVersion = 26
 
 // migrateTo runs the step that brings a database from version v-1 to v.
 // Every statement is idempotent (IF NOT EXISTS, insert-if-absent), so a
@@ -456,6 +460,8 @@ func (s *Store) migrateTo(ctx context.Context, c *sql.Conn, v int) error {
 		return s.migrateTopicIndex(ctx, c)
 	case 25:
 		return s.migrateDueCounts(ctx, c)
+	case 26:
+		return s.migrateEndedKeys(ctx, c)
 	default:
 		return fmt.Errorf("no migration to schema version %d", v)
 	}

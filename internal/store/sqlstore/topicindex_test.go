@@ -33,7 +33,7 @@ func keyPlansWithoutStatistics(t *testing.T, tasks []store.NewTask) {
 	}
 	now := time.Now().UnixMicro()
 	idx := make([]int, 1000)
-	keys := []any{"t"}
+	var keys []string
 	for i := range idx {
 		idx[i] = i
 		keys = append(keys, keyed[i].Key)
@@ -46,7 +46,7 @@ func keyPlansWithoutStatistics(t *testing.T, tasks []store.NewTask) {
 		args []any
 	}{
 		"keyed insert":  {keyedInsertQuery([]string{tn}), hold},
-		"existing keys": {s.d.rebind(keyRowsQuery(tn, s.keyIndexHint(), 1000)), keys},
+		"existing keys": {s.d.rebind(s.keyRowsQuery(tn, 1000)), s.keyRowsArgs("t", keys)},
 	} {
 		plan := explain(t, "postgres", db, q.q, q.args)
 		if fullScan("postgres", plan) || strings.Contains(plan, tn+"_topic ") {
