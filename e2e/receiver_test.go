@@ -32,6 +32,7 @@ type call struct {
 	Header   http.Header
 	RawBody  []byte
 	HeaderID string
+	Code     int // the receiver's answer
 }
 
 func newReceiver(t *testing.T) *receiver {
@@ -85,6 +86,7 @@ func (r *receiver) serve(w http.ResponseWriter, req *http.Request) {
 	if status != nil {
 		code = status(c)
 	}
+	c.Code = code
 	r.mu.Lock()
 	r.calls = append(r.calls, c)
 	if code/100 == 2 {

@@ -80,13 +80,18 @@ func (s *Store) oneStatement(gs []group, tasks []store.NewTask) bool {
 // keyedInsertQuery inserts into each table of tables the rows of its
 // arrays: $1 is the time of the insert, $2 the key hold's cutoff (a final
 // row that ended after it holds its key), then keyedArrayTypes' arrays per
-// table. It returns the IDs inserted. A row whose key a live task holds
-// is skipped by ON CONFLICT (the live-key unique index), one whose key a
-// final task holds by NOT EXISTS through the index of final keyed rows
-// (endedkeys.go). The flag stays inside NOT EXISTS: a subquery correlated
-// by equalities alone PostgreSQL may turn into a hashed subplan, which a
-// generic plan made over empty tables keeps — a read of every final row
-// per statement.
+// table. It returns the IDs inserted. A row whose key a live task holds,
+// or a final one within the hold, is skipped: two NOT EXISTS, one through
+// each partial key index (endedkeys.go), under the statement's one
+// snapshot — a holder live in it and ended by the time of the insert is
+// seen by the first, where the live-key index that ON CONFLICT consults
+// (the rows as they are now) would no longer hold it and a second task
+// of the key would be made (TestChaosOutboxKill under load saw two).
+// ON CONFLICT skips a live holder committed after the snapshot. Each
+// subquery names an outer column outside an equality (x.id <> r.id, the
+// flag): one correlated by equalities alone PostgreSQL may turn into a
+// hashed subplan, which a generic plan made over empty tables keeps — a
+// read of every live or final row per statement.
 func keyedInsertQuery(tables []string) string {
 	var b strings.Builder
 	b.WriteString("WITH ")
@@ -106,7 +111,9 @@ func keyedInsertQuery(tables []string) string {
 		}
 		b.WriteString(`) AS r(id, topic, task_key, shard_hash, seg, due_at, payload, target, max_attempts, status, owner, lease_until, token, traceparent, retry, priority, replace_final)
 		WHERE r.task_key IS NULL OR NOT EXISTS (SELECT 1 FROM ` + t + ` x WHERE x.topic = r.topic AND x.task_key = r.task_key
-			AND x.status >= 3 AND NOT r.replace_final AND x.updated_at > $2)
+				AND x.status < 3 AND x.id <> r.id)
+			AND NOT EXISTS (SELECT 1 FROM ` + t + ` x WHERE x.topic = r.topic AND x.task_key = r.task_key
+				AND x.status >= 3 AND NOT r.replace_final AND x.updated_at > $2)
 		ON CONFLICT DO NOTHING RETURNING id)`)
 	}
 	for n := range tables {

@@ -2,6 +2,8 @@ package sqlstore
 
 import (
 	"context"
+	"database/sql"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -223,7 +225,9 @@ func TestKeyedStatementPlannedOnce(t *testing.T) {
 	// be an index probe per row, never a scan of the table.
 	params := strings.TrimSuffix(strings.Repeat("NULL, ", strings.Count(everyTypes, ",")+1), ", ")
 	plan := explain(t, "postgres", s.kw[0], `EXECUTE `+everyName+`(`+params+`)`, nil)
-	if strings.Contains(plan, "Seq Scan on ontime_tasks") || strings.Count(plan, "_keyed on ontime_tasks_") != 4 {
+	// Two probes a table: a live holder, a final one (endedkeys.go).
+	if strings.Contains(plan, "Seq Scan on ontime_tasks") || strings.Count(plan, "_live_keyed on ontime_tasks_") != 4 ||
+		strings.Count(plan, "_ended_keyed on ontime_tasks_") != 4 {
 		t.Fatalf("the generic plan does not probe each table's key index:\n%s", plan)
 	}
 }
@@ -239,5 +243,106 @@ func TestPoolSizes(t *testing.T) {
 		if main, keyed := s.poolSizes(); main != c.main || keyed != c.keyed {
 			t.Errorf("%s, %d connections: %d main and %d keyed; want %d and %d", c.driver, c.max, main, keyed, c.main, c.keyed)
 		}
+	}
+}
+
+// TestKeyedInsertHolderEndingMeanwhile: on PostgreSQL, a keyed insert
+// whose key's holder is live when the statement starts and ends before
+// the statement writes answers that holder and makes no second task. The
+// holder's end is held open in a transaction of its own while the insert
+// runs: the insert must see the holder in its snapshot (the live NOT
+// EXISTS) rather than wait on the live-key index for that transaction and
+// then find the key free (it did once the live holder was left to ON
+// CONFLICT alone: TestChaosOutboxKill under load saw messages become two
+// tasks).
+func TestKeyedInsertHolderEndingMeanwhile(t *testing.T) {
+	// One task: the keyed statement; 150: a keyed COPY, whose check of the
+	// keys runs after the COPY in a snapshot of its own.
+	for _, n := range []int{1, 150} {
+		t.Run(fmt.Sprintf("batch=%d", n), func(t *testing.T) {
+			t.Parallel()
+			holderEndingMeanwhile(t, n)
+		})
+	}
+}
+
+func holderEndingMeanwhile(t *testing.T, n int) {
+	ctx := context.Background()
+	s, err := Open(ctx, Config{Driver: "postgres", DSNs: testdb.DSNs(t, "postgres", 1), Tables: 1, Segments: 1, KeyHold: 10 * time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	now := time.Now()
+	holder := newTask(t, "order-1", now.Add(time.Hour), 1)
+	if _, err := s.Insert(ctx, []store.NewTask{holder}); err != nil {
+		t.Fatal(err)
+	}
+	// The holder's end, not committed yet.
+	end, err := s.w[0].BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = end.Rollback() }()
+	if _, err := end.ExecContext(ctx, `UPDATE `+s.names[0]+` SET status = $1, updated_at = $2 WHERE id = $3`,
+		int(task.StatusDone), now.UnixMicro(), holder.ID); err != nil {
+		t.Fatal(err)
+	}
+	type result struct {
+		ins []store.Inserted
+		err error
+	}
+	done := make(chan result, 1)
+	batch := []store.NewTask{newTask(t, "order-1", now.Add(time.Hour), 1)}
+	for i := 1; i < n; i++ {
+		batch = append(batch, newTask(t, fmt.Sprintf("other-%d", i), now.Add(time.Hour), 1))
+	}
+	go func() {
+		ins, err := s.Insert(ctx, batch)
+		done <- result{ins, err}
+	}()
+	// Let the insert run to its answer, or to a wait on the holder's end.
+	var r result
+	waitLoop := time.NewTimer(30 * time.Second)
+	defer waitLoop.Stop()
+wait:
+	for {
+		select {
+		case r = <-done:
+			break wait
+		case <-waitLoop.C:
+			t.Fatal("the insert neither answered nor waited on a lock in 30 s")
+		case <-time.After(20 * time.Millisecond):
+			var waiting int
+			if err := s.w[0].QueryRowContext(ctx, `SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'`).Scan(&waiting); err != nil {
+				t.Fatal(err)
+			}
+			if waiting > 0 {
+				// It waits on the end: let it go, and take its answer.
+				if err := end.Commit(); err != nil {
+					t.Fatal(err)
+				}
+				r = <-done
+				break wait
+			}
+		}
+	}
+	if err := end.Commit(); err != nil && !errors.Is(err, sql.ErrTxDone) {
+		t.Fatal(err)
+	}
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	if got := r.ins[0]; !got.Existing || got.Task.ID != holder.ID {
+		t.Fatalf("insert over a holder ending meanwhile: %+v; want the holder %s, existing", got.Task, holder.ID)
+	}
+	for i, r := range r.ins[1:] {
+		if r.Existing || r.Task.ID != batch[i+1].ID {
+			t.Fatalf("task %d of the batch: %+v; want it created", i+1, r)
+		}
+	}
+	var rows int
+	if err := s.w[0].QueryRowContext(ctx, `SELECT count(*) FROM `+s.names[0]+` WHERE task_key = 'order-1'`).Scan(&rows); err != nil || rows != 1 {
+		t.Fatalf("%d tasks of the key (%v); want 1", rows, err)
 	}
 }
