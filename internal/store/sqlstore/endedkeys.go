@@ -24,9 +24,10 @@ import (
 // The queries that name a key say which of the two they want, with the
 // status term as a literal, which both planners need to take a partial
 // index (an IN of bound statuses proves nothing to a generic plan): live
-// (status < 3: the insert's skip of a live holder is ON CONFLICT's on the
-// live index), final (status >= 3: the key hold), or every row of a key
-// (keyRowsQuery: one SELECT of each, UNION ALL).
+// (status < 3), final (status >= 3: the key hold), or every row of a key
+// (keyRowsQuery: one SELECT of each, UNION ALL). A keyed insert on
+// PostgreSQL checks both in its snapshot (insert_keyed.go): a holder's
+// end committed while the statement runs must not let a second task in.
 //
 // MariaDB has no partial indexes; its key indexes stay as schema 3 made
 // them.
