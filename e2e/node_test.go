@@ -250,14 +250,19 @@ func TestHangingDestinationDoesNotBlockOthers(t *testing.T) {
 func TestCancelAndIdempotentResubmit(t *testing.T) {
 	t.Parallel()
 	rcv := newReceiver(t)
-	c, _ := startNode(t, "sqlite", nil)
+	// A window of seconds so a task within it is claimed well before it is
+	// due, however slow the machine: the cancels below must find far pending
+	// and near claimed, not delivered.
+	c, _ := startNode(t, "sqlite", func(cfg *ontime.Config) { cfg.Hot.Window = ontime.Duration(5 * time.Second) })
 	// Cancel before due, both beyond the window (pending) and within it (claimed).
-	far := c.submit(apiv1.TaskRequest{Topic: "e2e.cancel", Key: "far", Delay: "3s", Target: rcv.srv.URL})
-	near := c.submit(apiv1.TaskRequest{Topic: "e2e.cancel", Key: "near", Delay: "900ms", Target: rcv.srv.URL})
-	for _, id := range []string{far.ID, near.ID} {
-		if _, err := c.Cancel(t.Context(), id); err != nil {
-			t.Fatalf("cancel: %v", err)
-		}
+	far := c.submit(apiv1.TaskRequest{Topic: "e2e.cancel", Key: "far", Delay: "8s", Target: rcv.srv.URL})
+	if _, err := c.Cancel(t.Context(), far.ID); err != nil {
+		t.Fatalf("cancel pending: %v", err)
+	}
+	near := c.submit(apiv1.TaskRequest{Topic: "e2e.cancel", Key: "near", Delay: "4s", Target: rcv.srv.URL})
+	waitFor(t, 30*time.Second, "near claimed", func() bool { return c.get(near.ID).Status != "pending" })
+	if _, err := c.Cancel(t.Context(), near.ID); err != nil {
+		t.Fatalf("cancel claimed: %v", err)
 	}
 	// Resubmit of the same topic+key returns the existing task with 200.
 	again, created, err := c.Submit(t.Context(), apiv1.TaskRequest{Topic: "e2e.cancel", Key: "far", Delay: "10s", Target: rcv.srv.URL})
@@ -269,7 +274,7 @@ func TestCancelAndIdempotentResubmit(t *testing.T) {
 	if _, err := c.Cancel(t.Context(), done.ID); !client.HasCode(err, apiv1.CodeConflict) {
 		t.Fatalf("cancel after delivery: %v, want a conflict", err)
 	}
-	time.Sleep(4 * time.Second) // past both cancelled tasks' due times
+	time.Sleep(time.Until(far.DueAt) + time.Second) // past both cancelled tasks' due times
 	if d := rcv.delivered(); d[far.ID]+d[near.ID] != 0 {
 		t.Fatalf("cancelled tasks were delivered: %v", d)
 	}
