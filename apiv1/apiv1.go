@@ -127,6 +127,31 @@ type BatchItem struct {
 	Created bool `json:"created"`
 }
 
+// PreferMinimal is the Prefer header (RFC 7240) that asks POST
+// /v1/tasks:batch for a BatchMinimalResponse: each task's ID and status
+// instead of its whole view. A node that applied it says so in the
+// answer's Preference-Applied header.
+const PreferMinimal = "return=minimal"
+
+// BatchMinimalResponse answers POST /v1/tasks:batch sent with Prefer:
+// return=minimal: one item per submitted task, in order, naming the task
+// instead of showing it. Writing and reading 1,000 whole views was about
+// a tenth of a batch call's time (the answer is ~500 KB; this one ~60 KB).
+type BatchMinimalResponse struct {
+	Tasks []BatchRef `json:"tasks"`
+}
+
+// BatchRef is one answer of a minimal batch: the task's ID and status
+// (created, or found by its key), or the error that kept it from being
+// written.
+type BatchRef struct {
+	ID     string       `json:"id,omitempty"`
+	Status string       `json:"status,omitempty"`
+	Error  *ErrorDetail `json:"error,omitempty"`
+	// Created as in BatchItem.
+	Created bool `json:"created"`
+}
+
 // ListPage answers GET /v1/tasks; NextCursor, when set, asks for the next
 // page (?cursor=).
 type ListPage struct {

@@ -90,7 +90,7 @@ func (ri reportInfo) render(plotDir string, full bool, fullLink string) string {
 		strings.Join(steadies, " and "), ri.sizes.steadyFor, steadyLead, maxWait, steadyWait, idleWait)
 	b.WriteString("Paths: **in-process (Go API + Go handler)** is ontime embedded in the bench process (`Node.Submit`, `Node.SubmitBatch`, a Go handler); " +
 		"**in-process (Go API + webhook)** the same delivering by webhook; **service (HTTP + webhook)** is `ontime serve` in its own process, submitted to over HTTP " +
-		"with the Go client (`client.Submit`, `client.SubmitBatch` of 1,000) and delivering by webhook to a receiver in the bench process, one task per call or in batches (`destinations` … `batch: 100`), what a user running the server sees; " +
+		"with the Go client (`client.Submit`, `client.SubmitBatchMinimal` of 1,000) and delivering by webhook to a receiver in the bench process, one task per call or in batches (`destinations` … `batch: 100`), what a user running the server sees; " +
 		"asynq and River run in the bench process (`Enqueue`, 32 goroutines as asynq's batch since it has none; River `Insert`, `InsertMany`).\n\n")
 	b.WriteString("| system | path | knobs |\n|---|---|---|\n")
 	for _, s := range ri.systems {

@@ -179,7 +179,7 @@ func runIntake(ctx context.Context, sys system, n int, seq bool, batches int, co
 		}
 		switch s := sys.(type) {
 		case *serviceSys:
-			out.Batch = "`client.SubmitBatch` (POST /v1/tasks:batch) of 1,000"
+			out.Batch = "`client.SubmitBatchMinimal` (POST /v1/tasks:batch, Prefer: return=minimal) of 1,000"
 		case *asynqSys:
 			out.Batch = "1,000 `Enqueue` calls by 32 goroutines (asynq has no batch call)"
 		case *riverSys:

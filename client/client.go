@@ -29,6 +29,9 @@ type (
 	ListPage = apiv1.ListPage
 	// BatchItem is one answer of SubmitBatch: a task, or an error.
 	BatchItem = apiv1.BatchItem
+	// BatchRef is one answer of SubmitBatchMinimal: a task's ID and
+	// status, or an error.
+	BatchRef = apiv1.BatchRef
 	// ClusterView is the answer of Cluster.
 	ClusterView = apiv1.ClusterView
 )
@@ -151,6 +154,11 @@ func (c *Client) do(ctx context.Context, method, path string, in, out any) (int,
 // encoding/json copies what it keeps, so the buffer is free once out is
 // filled.
 func (c *Client) doRaw(ctx context.Context, method, path string, body []byte, out any) (int, error) {
+	return c.doPrefer(ctx, method, path, body, "", out)
+}
+
+// doPrefer is doRaw with a Prefer header (RFC 7240), unless prefer is "".
+func (c *Client) doPrefer(ctx context.Context, method, path string, body []byte, prefer string, out any) (int, error) {
 	var rd io.Reader
 	if body != nil {
 		rd = bytes.NewReader(body)
@@ -164,6 +172,9 @@ func (c *Client) doRaw(ctx context.Context, method, path string, body []byte, ou
 	}
 	if c.token != "" {
 		req.Header["Authorization"] = []string{"Bearer " + c.token}
+	}
+	if prefer != "" {
+		req.Header["Prefer"] = []string{prefer}
 	}
 	resp, err := c.hc.Do(req)
 	if err != nil {
@@ -246,9 +257,39 @@ func (c *Client) submitOne(ctx context.Context, body []byte) (*Task, bool, error
 
 // SubmitBatch stores up to 1,000 tasks; one answer per task, in order.
 func (c *Client) SubmitBatch(ctx context.Context, ts []TaskRequest) ([]BatchItem, error) {
-	// The body is written in one buffer, {"tasks":[…]}: marshalling each
-	// task and then the whole (as apiv1.BatchRequest) would compact every
-	// task's bytes a second time.
+	body, err := batchBody(ts)
+	if err != nil {
+		return nil, err
+	}
+	var out apiv1.BatchResponse
+	if _, err := c.doRaw(ctx, http.MethodPost, "/v1/tasks:batch", body, &out); err != nil {
+		return nil, err
+	}
+	return out.Tasks, nil
+}
+
+// SubmitBatchMinimal is SubmitBatch answered with each task's ID and
+// status instead of its whole view (Prefer: return=minimal): the call
+// for a service that keeps only the IDs, about a tenth faster for a
+// batch of 1,000 (the answer is an eighth of the size, and so is reading
+// it). A node older than it answers the whole views; their IDs and
+// statuses are returned all the same.
+func (c *Client) SubmitBatchMinimal(ctx context.Context, ts []TaskRequest) ([]BatchRef, error) {
+	body, err := batchBody(ts)
+	if err != nil {
+		return nil, err
+	}
+	var out apiv1.BatchMinimalResponse
+	if _, err := c.doPrefer(ctx, http.MethodPost, "/v1/tasks:batch", body, apiv1.PreferMinimal, &out); err != nil {
+		return nil, err
+	}
+	return out.Tasks, nil
+}
+
+// batchBody is POST /v1/tasks:batch's body, written in one buffer,
+// {"tasks":[…]}: marshalling each task and then the whole (as
+// apiv1.BatchRequest) would compact every task's bytes a second time.
+func batchBody(ts []TaskRequest) ([]byte, error) {
 	body := make([]byte, 0, 64+len(ts)*128)
 	body = append(body, `{"tasks":[`...)
 	for i := range ts {
@@ -260,12 +301,7 @@ func (c *Client) SubmitBatch(ctx context.Context, ts []TaskRequest) ([]BatchItem
 			return nil, err
 		}
 	}
-	body = append(body, "]}"...)
-	var out apiv1.BatchResponse
-	if _, err := c.doRaw(ctx, http.MethodPost, "/v1/tasks:batch", body, &out); err != nil {
-		return nil, err
-	}
-	return out.Tasks, nil
+	return append(body, "]}"...), nil
 }
 
 // Get returns a task.

@@ -2,6 +2,7 @@ package client_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"net/http"
 	"net/http/httptest"
@@ -118,5 +119,53 @@ func TestCluster(t *testing.T) {
 		if it.Owner != "solo" || it.Item == "" {
 			t.Fatalf("item %+v", it)
 		}
+	}
+}
+
+// TestSubmitBatchMinimal: the minimal batch names the tasks it wrote (and
+// the one a key found) by ID and status, with each refused task's error in
+// its place; a node that ignores Prefer answers whole views, read into
+// the same IDs and statuses.
+func TestSubmitBatchMinimal(t *testing.T) {
+	t.Parallel()
+	base, h := apitest.StartHandler(t, nil)
+	reqs := []client.TaskRequest{
+		{Topic: "min", Key: "k", Delay: "1h", Target: "http://127.0.0.1:9/t"},
+		{Topic: "bad topic"},
+		{Topic: "min", Delay: "1h", Target: "http://127.0.0.1:9/t", Payload: json.RawMessage(`{"n":1}`)},
+		{Topic: "min", Key: "k", Target: "http://127.0.0.1:9/t"},
+	}
+	check := func(name string, c *client.Client) []client.BatchRef {
+		t.Helper()
+		refs, err := c.SubmitBatchMinimal(t.Context(), reqs)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if len(refs) != 4 || refs[1].Error == nil || refs[1].Error.Field != "topic" || refs[1].ID != "" ||
+			refs[0].ID == "" || refs[2].ID == "" || refs[0].ID == refs[2].ID || refs[3].ID != refs[0].ID || refs[3].Created {
+			t.Fatalf("%s: %+v", name, refs)
+		}
+		for _, i := range []int{0, 2} {
+			got, err := c.Get(t.Context(), refs[i].ID)
+			if err != nil || got.Status != refs[i].Status || got.Topic != "min" {
+				t.Fatalf("%s: task %d %+v (%v) for %+v", name, i, got, err, refs[i])
+			}
+		}
+		return refs
+	}
+	refs := check("minimal", newClient(t, base))
+	if !refs[0].Created || !refs[2].Created || refs[0].Status != "pending" {
+		t.Fatalf("first submit: %+v", refs)
+	}
+	// The same batch again, through a server that drops the preference:
+	// the key's task is found, and the keyless one is a new task.
+	old := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		r.Header.Del("Prefer")
+		h.ServeHTTP(w, r)
+	}))
+	t.Cleanup(old.Close)
+	again := check("whole views", newClient(t, old.URL))
+	if again[0].ID != refs[0].ID || again[0].Created || !again[2].Created || again[2].ID == refs[2].ID {
+		t.Fatalf("second submit %+v, first %+v", again, refs)
 	}
 }

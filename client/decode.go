@@ -2,6 +2,7 @@ package client
 
 import (
 	"encoding/json"
+	"strings"
 	"time"
 	"unicode/utf8"
 
@@ -31,6 +32,12 @@ func unmarshal(raw []byte, out any) error {
 		case *apiv1.BatchResponse:
 			var br apiv1.BatchResponse
 			if p.batch(&br) && p.End() {
+				*v = br
+				return nil
+			}
+		case *apiv1.BatchMinimalResponse:
+			var br apiv1.BatchMinimalResponse
+			if p.minimalBatch(&br) && p.End() {
 				*v = br
 				return nil
 			}
@@ -223,6 +230,44 @@ func (p *scan) batch(br *apiv1.BatchResponse) bool {
 					it.Task = new(apiv1.Task)
 				}
 				return p.taskField(name, it.Task)
+			})
+		})
+	})
+}
+
+// minimalBatch reads {"tasks": [...]}, each item {"id", "status",
+// "created"} or {"error": {...}, "created"}; the other members of a whole
+// view (a node that did not apply Prefer: return=minimal) are skipped, as
+// encoding/json skips them.
+func (p *scan) minimalBatch(br *apiv1.BatchMinimalResponse) bool {
+	return p.Object(func(name []byte) bool {
+		if string(name) != "tasks" {
+			return false
+		}
+		return items(p, &br.Tasks, 64, func(it *apiv1.BatchRef) bool {
+			return p.Object(func(name []byte) bool {
+				switch string(name) {
+				case "id":
+					return p.strInto(&it.ID)
+				case "status":
+					return p.lastStrInto(&it.Status, &p.status)
+				case "error":
+					if it.Error == nil {
+						it.Error = new(apiv1.ErrorDetail)
+					}
+					return p.errorDetail(it.Error)
+				case "created":
+					v, ok := p.Bool()
+					it.Created = v
+					return ok
+				}
+				for _, f := range [...]string{"id", "status", "error", "created"} {
+					if strings.EqualFold(string(name), f) {
+						return false // encoding/json matches names without case: left to it
+					}
+				}
+				v, ok := p.Value() // Value finds a value's end; Valid checks it
+				return ok && json.Valid(v)
 			})
 		})
 	})

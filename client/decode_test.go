@@ -30,6 +30,10 @@ var decodeSeeds = []string{
 	`{"tasks":[{"created":false,"id":"a","created":true}]}`,
 	`{"tasks":[{"id":"a"}],"next_cursor":"01JD"}`, `{"next_cursor":"c","tasks":[]}`,
 	`{"error":{"code":"not_found","field":"id","message":"no task has this id"}}`,
+	// Minimal batch answers, and the corners of reading them.
+	`{"tasks":[{"id":"01JD0000000000000000000000","status":"pending","created":true},{"error":{"code":"invalid","field":"topic","message":"is empty"},"created":false},{"id":"b","status":"done","created":false}]}` + "\n",
+	`{"tasks":[{"ID":"a","status":"pending"}]}`, `{"tasks":[{"id":"a","Status":"x"}]}`, `{"tasks":[{"id":"a","extra":{"x":[1,2]},"more":tru}]}`,
+	`{"tasks":[{"id":"a","status":null}]}`, `{"tasks":[{"id":"a","status":"pending","status":"done"}]}`,
 	// Times, topics, targets and statuses repeated from task to task, then not.
 	`{"tasks":[{"id":"a","topic":"t","target":"http://h/1","status":"pending","due_at":"2026-11-23T18:00:00+02:00","first_due_at":"2026-11-23T18:00:00+02:00","created_at":"2026-11-23T17:00:00Z","updated_at":"2026-11-23T17:00:01Z"},` +
 		`{"id":"b","topic":"u","target":"http://h/1","status":"done","due_at":"2026-11-23T18:00:00+02:00","first_due_at":"2026-11-23T19:00:00Z","created_at":"2026-11-23T17:00:01Z","updated_at":"2026-11-23T17:00:01Z"},` +
@@ -61,6 +65,29 @@ func TestUnmarshalMatchesEncodingJSON(t *testing.T) {
 	if !p.batch(&br) || !p.End() || len(br.Tasks) != 1000 {
 		t.Fatal("a batch answer of the node's shape is not taken by the fast path")
 	}
+	// A whole answer read as a minimal one (a node that did not apply the
+	// preference) takes the fast path too, as does a minimal one.
+	var mr apiv1.BatchMinimalResponse
+	p = scan{Scanner: jsonr.New(raw)}
+	if !p.minimalBatch(&mr) || !p.End() || len(mr.Tasks) != 1000 || mr.Tasks[999] != (apiv1.BatchRef{ID: "01JD0000000000000000000000", Status: "pending", Created: true}) {
+		t.Fatalf("a whole batch answer read as minimal: %+v", mr.Tasks[len(mr.Tasks)-1])
+	}
+	b.Reset()
+	b.WriteString(`{"tasks":[`)
+	for i := range 1000 {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(`{"id":"01JD0000000000000000000000","status":"pending","created":true}`)
+	}
+	b.WriteString("]}\n")
+	raw = []byte(b.String())
+	checkUnmarshal(t, raw)
+	mr = apiv1.BatchMinimalResponse{}
+	p = scan{Scanner: jsonr.New(raw)}
+	if !p.minimalBatch(&mr) || !p.End() || len(mr.Tasks) != 1000 {
+		t.Fatal("a minimal batch answer of the node's shape is not taken by the fast path")
+	}
 }
 
 func checkUnmarshal(t *testing.T, raw []byte) {
@@ -69,6 +96,7 @@ func checkUnmarshal(t *testing.T, raw []byte) {
 		func() any { return new(apiv1.Task) },
 		func() any { return new(apiv1.BatchResponse) },
 		func() any { return new(apiv1.ListPage) },
+		func() any { return new(apiv1.BatchMinimalResponse) },
 	} {
 		got, want := mk(), mk()
 		gerr, werr := unmarshal(raw, got), json.Unmarshal(raw, want)

@@ -134,6 +134,20 @@ func appendBatchItem(b []byte, it *apiv1.BatchItem, validPayload bool) ([]byte, 
 	}
 }
 
+// appendBatchRef appends one item of a minimal batch answer.
+func appendBatchRef(b []byte, r *apiv1.BatchRef) []byte {
+	if r.Error != nil {
+		b = append(b, `{"error":`...)
+		b = appendErrorDetail(b, r.Error)
+		return appendCreated(b, r.Created)
+	}
+	b = append(b, `{"id":`...)
+	b = jsonw.AppendString(b, r.ID)
+	b = append(b, `,"status":`...)
+	b = jsonw.AppendString(b, r.Status)
+	return appendCreated(b, r.Created)
+}
+
 // appendCreated ends a batch item with its created member.
 func appendCreated(b []byte, created bool) []byte {
 	if created {

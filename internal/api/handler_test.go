@@ -263,3 +263,92 @@ func TestBatchAnswerIsEncodingJSON(t *testing.T) {
 		t.Fatalf("the key's second task: %+v, first %+v", items[4], items[0])
 	}
 }
+
+// TestBatchMinimalAnswer: with Prefer: return=minimal a batch answers each
+// task's ID and status (or its error) in the whole answer's order and
+// terms, says Preference-Applied, and writes what the whole answer would.
+func TestBatchMinimalAnswer(t *testing.T) {
+	t.Parallel()
+	base := server(t)
+	body := `{"tasks":[` +
+		`{"topic":"min","key":"1","delay":"1h","target":"http://127.0.0.1:9/t"},` +
+		`{"topic":"bad topic"},` +
+		`{"topic":"min","delay":"1h","target":"mailto:x@y"},` +
+		`{"topic":"min","delay":"1h","target":"http://127.0.0.1:9/t","payload":{"a":1}},` +
+		`{"topic":"min","key":"1","target":"http://127.0.0.1:9/t"}]}`
+	post := func(prefer string) (*http.Response, []byte) {
+		t.Helper()
+		req, _ := http.NewRequest("POST", base+"/v1/tasks:batch", strings.NewReader(body))
+		if prefer != "" {
+			req.Header.Set("Prefer", prefer)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		raw, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode != 200 {
+			t.Fatalf("Prefer %q: HTTP %d %s", prefer, resp.StatusCode, raw)
+		}
+		return resp, raw
+	}
+	resp, raw := post("return=minimal")
+	if got := resp.Header.Get("Preference-Applied"); got != "return=minimal" {
+		t.Fatalf("Preference-Applied %q", got)
+	}
+	var got apiv1.BatchMinimalResponse
+	if err := jsonStrict(raw, &got); err != nil {
+		t.Fatalf("%v: %s", err, raw)
+	}
+	var want bytes.Buffer
+	if err := json.NewEncoder(&want).Encode(got); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(raw, want.Bytes()) || resp.ContentLength != int64(len(raw)) {
+		t.Fatalf("answer\n%s\nis not encoding/json's\n%s", raw, want.Bytes())
+	}
+	it := got.Tasks
+	if len(it) != 5 {
+		t.Fatalf("%d items for 5 tasks: %s", len(it), raw)
+	}
+	if it[0].ID == "" || it[0].Status != "pending" || !it[0].Created || it[0].Error != nil {
+		t.Fatalf("item 0: %+v", it[0])
+	}
+	if it[1].Error == nil || it[1].Error.Code != apiv1.CodeInvalid || it[1].Error.Field != "topic" || it[1].ID != "" || it[1].Created {
+		t.Fatalf("item 1: %+v", it[1])
+	}
+	if it[2].Error == nil || it[2].Error.Field != "target" {
+		t.Fatalf("item 2: %+v", it[2])
+	}
+	if it[3].ID == "" || it[3].ID == it[0].ID || !it[3].Created {
+		t.Fatalf("item 3: %+v", it[3])
+	}
+	if it[4].ID != it[0].ID || it[4].Created || it[4].Status != "pending" {
+		t.Fatalf("the key's second task: %+v, first %+v", it[4], it[0])
+	}
+	// What the minimal answer names is what was written: the tasks by
+	// their IDs, and no more of them.
+	for _, i := range []int{0, 3} {
+		if code, m := call(t, "GET", base+"/v1/tasks/"+it[i].ID, ""); code != 200 || m["topic"] != "min" {
+			t.Fatalf("GET item %d: %d %v", i, code, m)
+		}
+	}
+	if _, l := call(t, "GET", base+"/v1/tasks?topic=min", ""); len(l["tasks"].([]any)) != 2 {
+		t.Fatalf("tasks of the batch: %v", l)
+	}
+	// Prefer as RFC 7240 writes it: among others, quoted, any case, with
+	// parameters; anything else is the whole answer.
+	for prefer, minimal := range map[string]bool{
+		"respond-async, return=minimal": true, `return="minimal"`: true, "Return=Minimal; x=y": true, " return = minimal ": true,
+		"return=representation": false, "returns=minimal": false, "wait=5": false, "": false,
+	} {
+		resp, raw := post(prefer)
+		applied := resp.Header.Get("Preference-Applied") == "return=minimal"
+		var whole apiv1.BatchResponse
+		isWhole := jsonStrict(raw, &whole) == nil && len(whole.Tasks) == 5 && whole.Tasks[0].Task != nil && whole.Tasks[0].Topic == "min"
+		if applied != minimal || isWhole == minimal {
+			t.Errorf("Prefer %q: applied %v, a whole answer %v; want minimal %v: %s", prefer, applied, isWhole, minimal, raw)
+		}
+	}
+}
