@@ -70,7 +70,7 @@ func TestKeyQueriesUseIndexes(t *testing.T) {
 				// keyed insert under a hold, PostgreSQL's check after a
 				// keyed COPY.
 				"hold insert (SQLite)": {liteHoldQuery(tn, 1), holdArgs, []string{tn + "_ended_keyed "}, false},
-				"COPY check (PostgreSQL)": {heldKeyQuery(tn), []any{[]string{"x"}, []string{"t"}, []string{"key-7"}, []bool{false}, now.UnixMicro()},
+				"COPY check (PostgreSQL)": {heldKeyQuery(tn), []any{[]string{"t"}, []string{"key-7"}, now.UnixMicro()},
 					[]string{tn + "_ended_keyed "}, false},
 			} {
 				if (name == "hold insert (SQLite)" && engine != "sqlite") || (name == "COPY check (PostgreSQL)" && engine != "postgres") {
