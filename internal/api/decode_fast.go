@@ -2,6 +2,8 @@ package api
 
 import (
 	"encoding/json"
+	"sync"
+	"sync/atomic"
 
 	"github.com/ontimehq/ontime/apiv1"
 	"github.com/ontimehq/ontime/internal/jsonr"
@@ -59,10 +61,14 @@ func fastDecodeTask(raw []byte, v *apiv1.TaskRequest, valid bool) bool {
 // for bodies that are valid JSON with exactly that shape and at most
 // MaxBatch tasks; false for any other, which readBatch's decoder answers.
 // The tasks share body's bytes.
+//
+// The shape is read strictly by jsonr and each task checked by
+// json.Valid, which together is json.Valid of the whole body (JSON's
+// grammar composes; FuzzFastBatch holds it to encoding/json), and lets a
+// large batch's tasks be checked on two cores: checking the body was a
+// third of the HTTP edge's time for a batch of 1,000, while the store and
+// the client wait.
 func fastBatch(body []byte) ([]json.RawMessage, bool) {
-	if !json.Valid(body) {
-		return nil, false
-	}
 	p := jsonr.New(body)
 	var tasks []json.RawMessage
 	seen := false
@@ -86,5 +92,36 @@ func fastBatch(body []byte) ([]json.RawMessage, bool) {
 	if !ok || !seen || !p.End() {
 		return nil, false
 	}
-	return tasks, true
+	var bad atomic.Bool
+	inHalves(len(tasks), func(lo, hi int) {
+		for _, t := range tasks[lo:hi] {
+			if bad.Load() {
+				return
+			}
+			if !json.Valid(t) {
+				bad.Store(true)
+			}
+		}
+	})
+	return tasks, !bad.Load()
+}
+
+// halvesFrom is the size of a batch whose per-task work inHalves splits
+// over two goroutines: below it the split costs more than it saves.
+const halvesFrom = 128
+
+// inHalves runs f over [0, n): for a large n its first half on a
+// goroutine of its own and the second on the caller's, waiting for both.
+// A batch's per-task steps run while nothing else of its call can (the
+// store waits for the tasks, the client for the answer), so a second core
+// is free for them.
+func inHalves(n int, f func(lo, hi int)) {
+	if n < halvesFrom {
+		f(0, n)
+		return
+	}
+	var wg sync.WaitGroup
+	wg.Go(func() { f(0, n/2) })
+	f(n/2, n)
+	wg.Wait()
 }

@@ -65,26 +65,53 @@ func BenchmarkEdgeSubmit(b *testing.B) {
 	}
 }
 
-// BenchmarkEdgeBatch is one POST /v1/tasks:batch of 1,000 tasks.
+// BenchmarkEdgeBatch is one POST /v1/tasks:batch of 1,000 tasks, small
+// ones, and ones shaped as the bench's batches (a due time, a target, a
+// payload of ~80 bytes) answered whole and minimal (Prefer:
+// return=minimal).
 func BenchmarkEdgeBatch(b *testing.B) {
 	srv := httptest.NewServer(NewHandler(Services{Tasks: echoService{}}, Options{}))
 	defer srv.Close()
-	var raws []json.RawMessage
-	for i := range 1000 {
-		raws = append(raws, json.RawMessage(`{"topic":"bench","delay":"1h","payload":{"order":`+strconv.Itoa(i)+`}}`))
+	due := time.Now().Add(time.Hour).UTC().Format(time.RFC3339Nano)
+	for _, bc := range []struct {
+		name, prefer string
+		task         func(i int) string
+	}{
+		{"small", "", func(i int) string { return `{"topic":"bench","delay":"1h","payload":{"order":` + strconv.Itoa(i) + `}}` }},
+		{"bench", "", benchTask(due)},
+		{"bench/minimal", "return=minimal", benchTask(due)},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			var raws []json.RawMessage
+			for i := range 1000 {
+				raws = append(raws, json.RawMessage(bc.task(i)))
+			}
+			body, _ := json.Marshal(map[string]any{"tasks": raws})
+			hc := srv.Client()
+			b.ReportAllocs()
+			for b.Loop() {
+				req, _ := http.NewRequest("POST", srv.URL+"/v1/tasks:batch", bytes.NewReader(body))
+				req.Header.Set("Content-Type", "application/json")
+				if bc.prefer != "" {
+					req.Header.Set("Prefer", bc.prefer)
+				}
+				resp, err := hc.Do(req)
+				if err != nil {
+					b.Fatal(err)
+				}
+				_, _ = io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				if resp.StatusCode != http.StatusOK {
+					b.Fatal(resp.Status)
+				}
+			}
+		})
 	}
-	body, _ := json.Marshal(map[string]any{"tasks": raws})
-	hc := srv.Client()
-	b.ReportAllocs()
-	for b.Loop() {
-		resp, err := hc.Post(srv.URL+"/v1/tasks:batch", "application/json", bytes.NewReader(body))
-		if err != nil {
-			b.Fatal(err)
-		}
-		_, _ = io.Copy(io.Discard, resp.Body)
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusOK {
-			b.Fatal(resp.Status)
-		}
+}
+
+// benchTask is a task as the bench's batch workload submits it.
+func benchTask(due string) func(i int) string {
+	return func(i int) string {
+		return `{"topic":"bench","due_at":"` + due + `","payload":{"id":"batch-false-12-` + strconv.Itoa(i) + `","due":"` + due + `","keyed":false},"target":"http://127.0.0.1:40123/hook"}`
 	}
 }

@@ -3,6 +3,7 @@ package api
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"net/http/httptest"
 	"strconv"
 	"testing"
@@ -162,4 +163,39 @@ func FuzzFastBatch(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestFastBatchChecksEveryTask: a batch large enough to be checked on two
+// cores is declined when any one task, in either half, is not JSON, and
+// taken whole otherwise.
+func TestFastBatchChecksEveryTask(t *testing.T) {
+	const n = 2*halvesFrom + 3
+	body := func(bad int) []byte {
+		var b bytes.Buffer
+		b.WriteString(`{"tasks":[`)
+		for i := range n {
+			if i > 0 {
+				b.WriteString(" , ")
+			}
+			if i == bad {
+				b.WriteString(`{"topic":"t","payload":{"a":tru}}`) // jsonr finds its end; JSON it is not
+			} else {
+				fmt.Fprintf(&b, `{"topic":"t","payload":{"i":%d,"s":"x\"y"}}`, i)
+			}
+		}
+		b.WriteString("]}")
+		return b.Bytes()
+	}
+	if tasks, ok := fastBatch(body(-1)); !ok || len(tasks) != n {
+		t.Fatalf("a valid batch of %d: ok %v, %d tasks", n, ok, len(tasks))
+	}
+	for _, bad := range []int{0, n/2 - 1, n / 2, n - 1} {
+		raw := body(bad)
+		if json.Valid(raw) {
+			t.Fatal("the bad task is valid JSON")
+		}
+		if _, ok := fastBatch(raw); ok {
+			t.Errorf("task %d of %d not JSON, and the batch was taken", bad, n)
+		}
+	}
 }

@@ -3,6 +3,7 @@ package api_test
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
@@ -350,5 +351,61 @@ func TestBatchMinimalAnswer(t *testing.T) {
 		if applied != minimal || isWhole == minimal {
 			t.Errorf("Prefer %q: applied %v, a whole answer %v; want minimal %v: %s", prefer, applied, isWhole, minimal, raw)
 		}
+	}
+}
+
+// TestLargeBatchKeepsOrder: a batch decoded on two cores answers each task
+// in its place, refused ones with their own error, in both halves.
+func TestLargeBatchKeepsOrder(t *testing.T) {
+	t.Parallel()
+	base := server(t)
+	const n = 301
+	var b bytes.Buffer
+	b.WriteString(`{"tasks":[`)
+	for i := range n {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		switch {
+		case i%7 == 3:
+			fmt.Fprintf(&b, `{"topic":"bad topic %d"}`, i)
+		case i%11 == 5:
+			fmt.Fprintf(&b, `{"topic":"large","delay":"%d parsecs"}`, i)
+		default:
+			fmt.Fprintf(&b, `{"topic":"large","key":"k%d","delay":"1h","target":"http://127.0.0.1:9/t","payload":{"i":%d}}`, i, i)
+		}
+	}
+	b.WriteString("]}")
+	code, m := call(t, "POST", base+"/v1/tasks:batch", b.String())
+	if code != 200 {
+		t.Fatalf("batch: %d %v", code, m)
+	}
+	items := m["tasks"].([]any)
+	if len(items) != n {
+		t.Fatalf("%d items for %d tasks", len(items), n)
+	}
+	created := 0
+	for i, it := range items {
+		it := it.(map[string]any)
+		e, _ := it["error"].(map[string]any)
+		switch {
+		case i%7 == 3:
+			if e == nil || e["field"] != "topic" || !strings.Contains(e["message"].(string), "position") {
+				t.Fatalf("item %d: %v, want its topic refused", i, it)
+			}
+		case i%11 == 5:
+			if e == nil || e["field"] != "delay" || !strings.Contains(e["message"].(string), fmt.Sprintf("%d parsecs", i)) {
+				t.Fatalf("item %d: %v, want its own delay refused", i, it)
+			}
+		default:
+			if e != nil || it["key"] != fmt.Sprintf("k%d", i) || it["created"] != true {
+				t.Fatalf("item %d: %v", i, it)
+			}
+			created++
+		}
+	}
+	_, l := call(t, "GET", base+"/v1/tasks?topic=large&limit=1000", "")
+	if got := len(l["tasks"].([]any)); got != created {
+		t.Fatalf("%d tasks stored, %d answered created", got, created)
 	}
 }
