@@ -77,7 +77,9 @@ func BenchmarkEdgeBatch(b *testing.B) {
 		name, prefer string
 		task         func(i int) string
 	}{
-		{"small", "", func(i int) string { return `{"topic":"bench","delay":"1h","payload":{"order":` + strconv.Itoa(i) + `}}` }},
+		{"small", "", func(i int) string {
+			return `{"topic":"bench","delay":"1h","payload":{"order":` + strconv.Itoa(i) + `}}`
+		}},
 		{"bench", "", benchTask(due)},
 		{"bench/minimal", "return=minimal", benchTask(due)},
 	} {
