@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgproto3"
+	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/stdlib"
 
 	"github.com/ontimehq/ontime/internal/store"
@@ -70,20 +71,32 @@ func (s *Store) keyedCopyable(gs []group, tasks []store.NewTask) bool {
 // rolled back.
 var errKeysHeld = errors.New("a key of the batch is held")
 
-// heldKeyQuery finds whether a final task of table t holds one of a
-// batch's keys ($1 topics, $2 keys: the rows that do not replace final
-// tasks; $3 the key hold's cutoff): one that ended after the cutoff. It
-// runs after the batch's COPY went in, so no other live task has one of
-// its keys (the live-key unique index refused the COPY, or waited for the
-// other's transaction and then refused it), and the batch's own rows, all
-// live, are not in the index of final keyed rows it probes
-// (endedkeys.go). Two arrays, not the rows' IDs and flags as well: the
-// check is a sixth of a keyed batch's time, much of it sending and
-// reading its parameters.
+// heldKeyQuery fails, with heldKeyMark in its error, when a final task of
+// table t holds one of a batch's keys ($1 topics, $2 keys: the rows that
+// do not replace final tasks; $3 the key hold's cutoff): one that ended
+// after the cutoff. It fails rather than answering a row so that the
+// COMMIT sent behind it, in the same round trip, is skipped by the server
+// (copyInsertKeyed); the cast of a text that is not a number cannot be
+// folded away by the planner, as it reads the row's topic. It runs after
+// the batch's COPY went in, so no other live task has one of its keys
+// (the live-key unique index refused the COPY, or waited for the other's
+// transaction and then refused it), and the batch's own rows, all live,
+// are not in the index of final keyed rows it probes (endedkeys.go). Two
+// arrays, not the rows' IDs and flags as well: the check is a sixth of a
+// keyed batch's time, much of it sending and reading its parameters.
 func heldKeyQuery(t string) string {
-	return `SELECT 1 FROM unnest($1::text[], $2::text[]) AS r(topic, task_key)
+	return `SELECT ('` + heldKeyMark + `' || r.topic)::int FROM unnest($1::text[], $2::text[]) AS r(topic, task_key)
 		WHERE EXISTS (SELECT 1 FROM ` + t + ` x WHERE x.topic = r.topic AND x.task_key = r.task_key
 			AND x.status >= 3 AND x.updated_at > $3) LIMIT 1`
+}
+
+// heldKeyMark begins the text whose cast fails heldKeyQuery.
+const heldKeyMark = "ontime: a key of the batch is held: "
+
+// heldKeyFailure reports whether err is heldKeyQuery's failure.
+func heldKeyFailure(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && pe.Code == "22P02" && strings.Contains(pe.Message, heldKeyMark)
 }
 
 // copyInsertKeyed writes a keyed batch of one database by COPY, as
@@ -107,27 +120,11 @@ func (s *Store) copyInsertKeyed(ctx context.Context, gs []group, tasks []store.N
 	}
 	gs = sorted
 	return s.onPgConn(ctx, gs[0].db, func(conn *pgx.Conn) error {
-		pc := conn.PgConn()
-		copyErr := s.copyOn(ctx, pc, gs, tasks, out, now, true)
-		if pc.IsClosed() {
-			return copyErr
-		}
-		// The transaction is open (or failed): end it here in any case.
-		end := func(stmt string) error {
-			_, err := pc.Exec(ctx, stmt).ReadAll()
-			if err != nil {
-				cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
-				_ = pc.Close(cctx)
-				cancel()
-			}
-			return err
-		}
-		if copyErr != nil {
-			if err := end("ROLLBACK"); err != nil {
-				return fmt.Errorf("%w (rollback: %w)", copyErr, err)
-			}
-			return copyErr
-		}
+		// The checks and the COMMIT go behind the COPYs, in the same round
+		// trip (an extended-protocol pipeline ended by one Sync): a check
+		// that finds a held key fails, and the server skips the rest. The
+		// checks are prepared on the connection once.
+		var tail []pgproto3.FrontendMessage
 		for _, g := range gs {
 			topics, keys := make([]string, 0, len(g.idx)), make([]string, 0, len(g.idx))
 			for _, i := range g.idx {
@@ -138,22 +135,73 @@ func (s *Store) copyInsertKeyed(ctx context.Context, gs []group, tasks []store.N
 			if len(keys) == 0 {
 				continue
 			}
-			var held int
-			err := conn.QueryRow(ctx, heldKeyQuery(s.names[g.table]), topics, keys, cutoff).Scan(&held)
-			switch {
-			case err == nil:
-				if rerr := end("ROLLBACK"); rerr != nil {
-					return rerr
-				}
-				return errKeysHeld
-			case !errors.Is(err, pgx.ErrNoRows):
-				if rerr := end("ROLLBACK"); rerr != nil {
-					return fmt.Errorf("%w (rollback: %w)", err, rerr)
-				}
+			t := s.names[g.table]
+			sd, err := conn.Prepare(ctx, "ontime_held_"+t, heldKeyQuery(t))
+			if err != nil {
 				return err
 			}
+			m := conn.TypeMap()
+			var args [3][]byte
+			for n, v := range []any{topics, keys, cutoff} {
+				if args[n], err = m.Encode(sd.ParamOIDs[n], pgtype.BinaryFormatCode, v, nil); err != nil {
+					return fmt.Errorf("held keys' check: %w", err)
+				}
+			}
+			tail = append(tail,
+				&pgproto3.Bind{PreparedStatement: sd.Name, ParameterFormatCodes: []int16{pgtype.BinaryFormatCode}, Parameters: args[:]},
+				&pgproto3.Execute{})
 		}
-		return end("COMMIT")
+		tail = append(tail, &pgproto3.Parse{Query: "COMMIT"}, &pgproto3.Bind{}, &pgproto3.Execute{}, &pgproto3.Sync{})
+		pc := conn.PgConn()
+		copyErr := s.copyOn(ctx, pc, gs, tasks, out, now, true, tail)
+		if pc.IsClosed() {
+			return copyErr
+		}
+		closeConn := func() {
+			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+			_ = pc.Close(cctx)
+			cancel()
+		}
+		// The pipeline's answers: the first error (a check's, or any
+		// statement's in a transaction the COPY failed), then ReadyForQuery.
+		var pipeErr error
+		var txStatus byte
+		for txStatus == 0 {
+			msg, err := pc.ReceiveMessage(ctx)
+			if err != nil {
+				closeConn()
+				return errors.Join(copyErr, err)
+			}
+			switch m := msg.(type) {
+			case *pgproto3.ErrorResponse:
+				if pipeErr == nil {
+					pipeErr = pgconn.ErrorResponseToPgError(m)
+				}
+			case *pgproto3.ReadyForQuery:
+				txStatus = m.TxStatus
+			}
+		}
+		switch {
+		case txStatus == 'I' && copyErr == nil && pipeErr == nil:
+			return nil // committed
+		case txStatus == 'I':
+			// The COMMIT itself failed; nothing is left open.
+			return errors.Join(copyErr, pipeErr)
+		case txStatus != 'E':
+			closeConn() // open and not failed: not a state this pipeline leaves
+			return fmt.Errorf("keyed copy: transaction status %q after COMMIT", txStatus)
+		}
+		if _, err := pc.Exec(ctx, "ROLLBACK").ReadAll(); err != nil {
+			closeConn()
+			return fmt.Errorf("%w (rollback: %w)", errors.Join(copyErr, pipeErr), err)
+		}
+		switch {
+		case copyErr != nil:
+			return copyErr // the checks failed only as statements of a failed transaction
+		case heldKeyFailure(pipeErr):
+			return errKeysHeld
+		}
+		return pipeErr
 	})
 }
 
@@ -162,7 +210,7 @@ func (s *Store) copyInsertKeyed(ctx context.Context, gs []group, tasks []store.N
 // such: insertTx then inserts with statements that skip existing IDs.
 func (s *Store) copyInsert(ctx context.Context, gs []group, tasks []store.NewTask, out []store.Inserted, now time.Time) error {
 	return s.onPgConn(ctx, gs[0].db, func(conn *pgx.Conn) error {
-		return s.copyOn(ctx, conn.PgConn(), gs, tasks, out, now, false)
+		return s.copyOn(ctx, conn.PgConn(), gs, tasks, out, now, false, nil)
 	})
 }
 
@@ -186,7 +234,9 @@ func (s *Store) onPgConn(ctx context.Context, db int, f func(*pgx.Conn) error) e
 // copyOn sends the COPYs of gs in one query and reads its answer. inTx
 // opens a transaction first, in the same query, and leaves it open (or
 // failed) for the caller to end; otherwise the query commits by itself.
-func (s *Store) copyOn(ctx context.Context, pc *pgconn.PgConn, gs []group, tasks []store.NewTask, out []store.Inserted, now time.Time, inTx bool) (err error) {
+// tail is sent right behind the COPYs, in the same write, and its answers
+// are left for the caller to read.
+func (s *Store) copyOn(ctx context.Context, pc *pgconn.PgConn, gs []group, tasks []store.NewTask, out []store.Inserted, now time.Time, inTx bool, tail []pgproto3.FrontendMessage) (err error) {
 	if pc.IsBusy() || pc.TxStatus() != 'I' {
 		return errors.New("copy insert: the connection is not idle")
 	}
@@ -258,6 +308,9 @@ func (s *Store) copyOn(ctx context.Context, pc *pgconn.PgConn, gs []group, tasks
 			return err
 		}
 		fe.Send(&pgproto3.CopyDone{})
+	}
+	for _, m := range tail {
+		fe.Send(m)
 	}
 	if err := fe.Flush(); err != nil {
 		return err
