@@ -2,10 +2,10 @@ package api
 
 import (
 	"encoding/json"
-	"sync"
 	"sync/atomic"
 
 	"github.com/ontimehq/ontime/apiv1"
+	"github.com/ontimehq/ontime/internal/halves"
 	"github.com/ontimehq/ontime/internal/jsonr"
 )
 
@@ -93,7 +93,7 @@ func fastBatch(body []byte) ([]json.RawMessage, bool) {
 		return nil, false
 	}
 	var bad atomic.Bool
-	inHalves(len(tasks), func(lo, hi int) {
+	halves.Do(len(tasks), func(lo, hi int) {
 		for _, t := range tasks[lo:hi] {
 			if bad.Load() {
 				return
@@ -104,24 +104,4 @@ func fastBatch(body []byte) ([]json.RawMessage, bool) {
 		}
 	})
 	return tasks, !bad.Load()
-}
-
-// halvesFrom is the size of a batch whose per-task work inHalves splits
-// over two goroutines: below it the split costs more than it saves.
-const halvesFrom = 128
-
-// inHalves runs f over [0, n): for a large n its first half on a
-// goroutine of its own and the second on the caller's, waiting for both.
-// A batch's per-task steps run while nothing else of its call can (the
-// store waits for the tasks, the client for the answer), so a second core
-// is free for them.
-func inHalves(n int, f func(lo, hi int)) {
-	if n < halvesFrom {
-		f(0, n)
-		return
-	}
-	var wg sync.WaitGroup
-	wg.Go(func() { f(0, n/2) })
-	f(n/2, n)
-	wg.Wait()
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/ontimehq/ontime/apiv1"
+	"github.com/ontimehq/ontime/internal/halves"
 )
 
 // stdJSON is what writeJSON wrote before the appenders: encoding/json's
@@ -169,7 +170,7 @@ func FuzzFastBatch(f *testing.F) {
 // cores is declined when any one task, in either half, is not JSON, and
 // taken whole otherwise.
 func TestFastBatchChecksEveryTask(t *testing.T) {
-	const n = 2*halvesFrom + 3
+	const n = 2*halves.From + 3
 	body := func(bad int) []byte {
 		var b bytes.Buffer
 		b.WriteString(`{"tasks":[`)

@@ -20,6 +20,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/ontimehq/ontime/apiv1"
+	"github.com/ontimehq/ontime/internal/halves"
 	"github.com/ontimehq/ontime/internal/router"
 	"github.com/ontimehq/ontime/internal/store"
 	"github.com/ontimehq/ontime/internal/submit"
@@ -452,7 +453,7 @@ func (h *handler) batch(w http.ResponseWriter, r *http.Request) {
 	// Each task decoded into its own place, a large batch on two cores.
 	specs := make([]task.Spec, len(tasks))
 	errs := make([]error, len(tasks))
-	inHalves(len(tasks), func(lo, hi int) {
+	halves.Do(len(tasks), func(lo, hi int) {
 		// One TaskRequest for a run of tasks: decodeTask's fallback to
 		// encoding/json moves it to the heap, once per run rather than
 		// once per task.

@@ -17,6 +17,7 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/ontimehq/ontime/internal/halves"
 	"github.com/ontimehq/ontime/internal/hot"
 	"github.com/ontimehq/ontime/internal/metrics"
 	"github.com/ontimehq/ontime/internal/router"
@@ -193,22 +194,36 @@ func (s *Service) Submit(ctx context.Context, specs []task.Spec) (_ []Result, er
 	// One claim token for the tasks of one submit: they travel together,
 	// and the store matches them in one predicate.
 	token := s.token()
-	vb := task.NewBatch(s.cfg.Limits, now)
+	// Each task checked and given its ID in its own place, a large batch
+	// on two cores; the rest, which admits tasks to the Runner, in order.
+	errs := make([]error, len(specs))
+	ids := make([]string, len(specs))
+	parsed := make([]router.ID, len(specs))
+	halves.Do(len(specs), func(lo, hi int) {
+		vb := task.NewBatch(s.cfg.Limits, now)
+		for i := lo; i < hi; i++ {
+			v, err := vb.Validate(specs[i])
+			if err != nil {
+				errs[i] = err
+				continue
+			}
+			valid[i] = v
+			hash := uint32(0)
+			if v.Key != "" {
+				hash = router.HashKey(v.Key)
+			}
+			ids[i], parsed[i] = router.NewID(now, hash, v.Key != "")
+		}
+	})
 	for i, sp := range specs {
-		v, err := vb.Validate(sp)
-		if err != nil {
+		if errs[i] != nil {
 			s.m.Submitted.WithLabelValues("invalid").Inc()
-			results[i].Err = err
+			results[i].Err = errs[i]
 			continue
 		}
-		valid[i] = v
-		hash := uint32(0)
-		if v.Key != "" {
-			hash = router.HashKey(v.Key)
-		}
-		id, parsed := router.NewID(now, hash, v.Key != "")
+		v := valid[i]
 		// A replace asked for a new task over a final one (keys.go).
-		nt := store.NewTask{ID: id, ShardHash: parsed.ShardHash, Seg: parsed.Segment(s.cfg.Segments), Validated: v, ReplaceFinal: sp.Replace, Traceparent: traceparent}
+		nt := store.NewTask{ID: ids[i], ShardHash: parsed[i].ShardHash, Seg: parsed[i].Segment(s.cfg.Segments), Validated: v, ReplaceFinal: sp.Replace, Traceparent: traceparent}
 		switch {
 		case s.runNow(v, now, &nt, token):
 		case !v.DueAt.After(horizon):
