@@ -102,7 +102,8 @@ func heldKeyFailure(err error) bool {
 // copyInsertKeyed writes a keyed batch of one database by COPY, as
 // copyInsert does a keyless one, inside a transaction that then checks
 // the batch's keys and commits only if no other task holds one: BEGIN and
-// the COPYs in one query, the check, COMMIT. COPY cannot skip a row whose
+// the COPYs in one query, the checks and COMMIT behind it in the same
+// write, all answered in one round trip. COPY cannot skip a row whose
 // key is held, so a batch that meets one is rolled back (errKeysHeld, or
 // a unique violation when the holder is live or is another row of the
 // batch) and insertTx writes it with the keyed statement, which answers
