@@ -209,28 +209,15 @@ func (p *scan) taskField(name []byte, t *apiv1.Task) bool {
 // batch reads {"tasks": [...]}, each item a task or {"error": {...}},
 // with "created".
 func (p *scan) batch(br *apiv1.BatchResponse) bool {
-	return p.Object(func(name []byte) bool {
-		if string(name) != "tasks" {
-			return false
-		}
-		return items(p, &br.Tasks, 64, func(it *apiv1.BatchItem) bool {
-			return p.Object(func(name []byte) bool {
-				switch string(name) {
-				case "error":
-					if it.Error == nil { // a second "error" adds to the first, as in encoding/json
-						it.Error = new(apiv1.ErrorDetail)
-					}
-					return p.errorDetail(it.Error)
-				case "created":
-					v, ok := p.Bool()
-					it.Created = v
-					return ok
-				}
-				if it.Task == nil { // as encoding/json: made by its first field
-					it.Task = new(apiv1.Task)
-				}
-				return p.taskField(name, it.Task)
-			})
+	return tasksOf(p, &br.Tasks, func(it *apiv1.BatchItem) bool {
+		return p.Object(func(name []byte) bool {
+			if handled, ok := p.itemMember(name, &it.Error, &it.Created); handled {
+				return ok
+			}
+			if it.Task == nil { // as encoding/json: made by its first field
+				it.Task = new(apiv1.Task)
+			}
+			return p.taskField(name, it.Task)
 		})
 	})
 }
@@ -240,37 +227,53 @@ func (p *scan) batch(br *apiv1.BatchResponse) bool {
 // view (a node that did not apply Prefer: return=minimal) are skipped, as
 // encoding/json skips them.
 func (p *scan) minimalBatch(br *apiv1.BatchMinimalResponse) bool {
+	return tasksOf(p, &br.Tasks, func(it *apiv1.BatchRef) bool {
+		return p.Object(func(name []byte) bool {
+			if handled, ok := p.itemMember(name, &it.Error, &it.Created); handled {
+				return ok
+			}
+			switch string(name) {
+			case "id":
+				return p.strInto(&it.ID)
+			case "status":
+				return p.lastStrInto(&it.Status, &p.status)
+			}
+			for _, f := range [...]string{"id", "status", "error", "created"} {
+				if strings.EqualFold(string(name), f) {
+					return false // encoding/json matches names without case: left to it
+				}
+			}
+			v, ok := p.Value() // Value finds a value's end; Valid checks it
+			return ok && json.Valid(v)
+		})
+	})
+}
+
+// tasksOf reads a batch answer, {"tasks": [...]}, each element by elem.
+func tasksOf[T any](p *scan, dst *[]T, elem func(*T) bool) bool {
 	return p.Object(func(name []byte) bool {
 		if string(name) != "tasks" {
 			return false
 		}
-		return items(p, &br.Tasks, 64, func(it *apiv1.BatchRef) bool {
-			return p.Object(func(name []byte) bool {
-				switch string(name) {
-				case "id":
-					return p.strInto(&it.ID)
-				case "status":
-					return p.lastStrInto(&it.Status, &p.status)
-				case "error":
-					if it.Error == nil {
-						it.Error = new(apiv1.ErrorDetail)
-					}
-					return p.errorDetail(it.Error)
-				case "created":
-					v, ok := p.Bool()
-					it.Created = v
-					return ok
-				}
-				for _, f := range [...]string{"id", "status", "error", "created"} {
-					if strings.EqualFold(string(name), f) {
-						return false // encoding/json matches names without case: left to it
-					}
-				}
-				v, ok := p.Value() // Value finds a value's end; Valid checks it
-				return ok && json.Valid(v)
-			})
-		})
+		return items(p, dst, 64, elem)
 	})
+}
+
+// itemMember reads the members any batch item may have, "error" and
+// "created"; handled is false for any other name.
+func (p *scan) itemMember(name []byte, e **apiv1.ErrorDetail, created *bool) (handled, ok bool) {
+	switch string(name) {
+	case "error":
+		if *e == nil { // a second "error" adds to the first, as in encoding/json
+			*e = new(apiv1.ErrorDetail)
+		}
+		return true, p.errorDetail(*e)
+	case "created":
+		v, ok := p.Bool()
+		*created = v
+		return true, ok
+	}
+	return false, false
 }
 
 // items reads the "tasks" array of a batch or a page into *dst, each
