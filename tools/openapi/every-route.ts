@@ -83,8 +83,16 @@ export const routes: Routes = {
         if ("error" in item && item.error) {
           const e: components["schemas"]["ErrorDetail"] = item.error;
           void [e.code, e.field, e.message];
-        } else if ("id" in item) {
+        } else if ("topic" in item) {
           void [item.id, item.created, item.payload];
+        } else if ("id" in item) {
+          void [item.id, item.status, item.created]; // an item of a minimal answer
+        }
+      }
+      const min = await ok(call("/v1/tasks:batch", "post", { params: { header: { Prefer: "return=minimal" } }, body: { tasks: [taskRequest] } }));
+      for (const item of min.tasks) {
+        if ("id" in item && !("topic" in item)) {
+          void [item.id, item.status, item.created];
         }
       }
     },

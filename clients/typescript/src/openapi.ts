@@ -33,7 +33,7 @@ export interface paths {
         put?: never;
         /**
          * Submit up to 1,000 tasks
-         * @description Each entry succeeds or fails alone: the answer is 200 with one item per input, in order. A whole-batch error (a malformed body, more than 1,000 tasks, over http.max_batch_bytes) answers 4xx and writes nothing.
+         * @description Each entry succeeds or fails alone: the answer is 200 with one item per input, in order. A whole-batch error (a malformed body, more than 1,000 tasks, over http.max_batch_bytes) answers 4xx and writes nothing. With Prefer: return=minimal (RFC 7240) each item is the task's ID and status instead of its view (BatchMinimalResponse, about an eighth of the size), and the answer says Preference-Applied: return=minimal.
          */
         post: operations["submitTasks"];
         delete?: never;
@@ -871,6 +871,22 @@ export interface components {
         BatchResponse: {
             tasks: components["schemas"]["BatchItem"][];
         };
+        /** @description The answer of POST /v1/tasks:batch with Prefer: return=minimal: one item per task, in order. */
+        BatchMinimalResponse: {
+            tasks: components["schemas"]["BatchRef"][];
+        };
+        /** @description One answer of a minimal batch: the task's ID and status (created true, or found by its key: created false), or the error that kept it from being written (created false). */
+        BatchRef: {
+            /** @description 26 characters; sorts by creation; carries the shard hash. */
+            id: string;
+            /** @enum {string} */
+            status: "pending" | "claimed" | "running" | "done" | "dead" | "cancelled";
+            created: boolean;
+        } | {
+            error: components["schemas"]["ErrorDetail"];
+            /** @constant */
+            created: false;
+        };
         ListPage: {
             tasks: components["schemas"]["Task"][];
             /** @description Present when there may be more: pass it as ?cursor= for the next page. */
@@ -1480,6 +1496,8 @@ export interface components {
     parameters: {
         /** @description The request's ID, for the node's request log and audit lines: kept when it is 1–128 bytes of A-Z a-z 0-9 and - _ . : / + = @, replaced by one the node makes otherwise. Every answer returns the ID used. */
         RequestId: string;
+        /** @description RFC 7240 preferences; return=minimal asks for each task's ID and status instead of its view. Other preferences, and return=representation (the default), are ignored. */
+        Prefer: string;
     };
     requestBodies: never;
     headers: {
@@ -1592,6 +1610,8 @@ export interface operations {
             header?: {
                 /** @description The request's ID, for the node's request log and audit lines: kept when it is 1–128 bytes of A-Z a-z 0-9 and - _ . : / + = @, replaced by one the node makes otherwise. Every answer returns the ID used. */
                 "X-Request-Id"?: components["parameters"]["RequestId"];
+                /** @description RFC 7240 preferences; return=minimal asks for each task's ID and status instead of its view. Other preferences, and return=representation (the default), are ignored. */
+                Prefer?: components["parameters"]["Prefer"];
             };
             path?: never;
             cookie?: never;
@@ -1617,14 +1637,16 @@ export interface operations {
             };
         };
         responses: {
-            /** @description One item per task, in order. */
+            /** @description One item per task, in order: the tasks' views, or with Prefer: return=minimal their IDs and statuses. */
             200: {
                 headers: {
                     "X-Request-Id": components["headers"]["RequestId"];
+                    /** @description return=minimal when the answer is a BatchMinimalResponse. */
+                    "Preference-Applied"?: "return=minimal";
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["BatchResponse"];
+                    "application/json": components["schemas"]["BatchResponse"] | components["schemas"]["BatchMinimalResponse"];
                 };
             };
             400: components["responses"]["Invalid"];

@@ -140,6 +140,26 @@ class BatchResponse(TypedDict):
     tasks: List['BatchItem']
 
 
+class BatchMinimalResponse(TypedDict):
+    """The answer of POST /v1/tasks:batch with Prefer: return=minimal: one item per task, in order."""
+    tasks: List['BatchRef']
+
+
+class BatchRefVariant0(TypedDict):
+    id: str
+    """26 characters; sorts by creation; carries the shard hash."""
+    status: Literal["pending", "claimed", "running", "done", "dead", "cancelled"]
+    created: bool
+
+
+class BatchRefError(TypedDict):
+    error: 'ErrorDetail'
+    created: Literal[False]
+
+
+BatchRef = Union['BatchRefVariant0', 'BatchRefError']
+
+
 class _ListPageRequired(TypedDict):
     tasks: List['Task']
 
