@@ -100,6 +100,54 @@ func TestKeyedCopy(t *testing.T) {
 	endedThenReplaced(t, s, "k", first[:3], ended, due)
 }
 
+// TestKeyedCopyKeepsItsConnection: the keyed COPY's checks and COMMIT
+// are pipelined behind it, and however the pipeline ends — committed, a
+// key held by an ended task, a unique violation in the COPY — the
+// connection is left idle and is used again (the same backend), not
+// closed and replaced.
+func TestKeyedCopyKeepsItsConnection(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := keyedCopyStore(t)
+	s.w[0].SetMaxOpenConns(1)
+	backend := func() int {
+		t.Helper()
+		var pid int
+		if err := s.w[0].QueryRowContext(ctx, `SELECT pg_backend_pid()`).Scan(&pid); err != nil {
+			t.Fatal(err)
+		}
+		return pid
+	}
+	pid := backend()
+	due := time.Now().Add(time.Hour)
+	copyKeyed := func(batch []store.NewTask) error {
+		return s.copyInsertKeyed(ctx, s.groupIDs(ids(batch)), batch, make([]store.Inserted, len(batch)), time.Now())
+	}
+	first := keyedBatch(t, "c", 5, due)
+	if err := copyKeyed(first); err != nil {
+		t.Fatalf("keyed COPY of new keys: %v", err)
+	}
+	if err := copyKeyed(keyedBatch(t, "c", 5, due)); !uniqueViolation(err) {
+		t.Fatalf("keyed COPY over live holders: %v, want a unique violation", err)
+	}
+	if _, err := s.w[0].ExecContext(ctx, `UPDATE `+s.names[0]+` SET status = $1, updated_at = $2 WHERE task_key = 'c-0'`,
+		int(task.StatusDone), time.Now().UnixMicro()); err != nil {
+		t.Fatal(err)
+	}
+	if err := copyKeyed(keyedBatch(t, "c", 1, due)); !errors.Is(err, errKeysHeld) {
+		t.Fatalf("keyed COPY over a key held by an ended task: %v, want errKeysHeld", err)
+	}
+	if got := backend(); got != pid {
+		t.Fatalf("the write connection was replaced (backend %d, then %d)", pid, got)
+	}
+	if err := copyKeyed(keyedBatch(t, "d", 3, due)); err != nil {
+		t.Fatalf("keyed COPY after the failed ones: %v", err)
+	}
+	if got := backend(); got != pid {
+		t.Fatalf("the write connection was replaced (backend %d, then %d)", pid, got)
+	}
+}
+
 // endedThenReplaced inserts ended (keys of prefix whose tasks, first,
 // ended within the key hold, then one free key) and expects the enders
 // answered (Existing, HeldUntil) and the free key created; then replaces
