@@ -499,21 +499,7 @@ func (h *handler) batch(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	if prefersMinimal(r.Header) {
-		w.Header()["Preference-Applied"] = []string{apiv1.PreferMinimal}
-		bp := replyBuf(16 + len(items)*minimalItemSize)
-		b := append((*bp)[:0], `{"tasks":[`...)
-		for i := range items {
-			if i > 0 {
-				b = append(b, ',')
-			}
-			ref := apiv1.BatchRef{Error: items[i].Error, Created: items[i].Created}
-			if of[i] > 0 {
-				t := res[of[i]-1].Task
-				ref.ID, ref.Status = t.ID, t.Status.String()
-			}
-			b = appendBatchRef(b, &ref)
-		}
-		writeBody(w, http.StatusOK, bp, append(b, "]}\n"...))
+		writeMinimalBatch(w, items, of, res)
 		return
 	}
 	// The answer is written item by item, each task's view made as it is
@@ -542,6 +528,26 @@ func (h *handler) batch(w http.ResponseWriter, r *http.Request) {
 			writeBody(w, http.StatusOK, bp, encodeSlow((*bp)[:0], apiv1.BatchResponse{Tasks: items}))
 			return
 		}
+	}
+	writeBody(w, http.StatusOK, bp, append(b, "]}\n"...))
+}
+
+// writeMinimalBatch answers a batch with Prefer: return=minimal: each
+// task's ID and status, or its error (of and res as in batch).
+func writeMinimalBatch(w http.ResponseWriter, items []apiv1.BatchItem, of []int32, res []submit.Result) {
+	w.Header()["Preference-Applied"] = []string{apiv1.PreferMinimal}
+	bp := replyBuf(16 + len(items)*minimalItemSize)
+	b := append((*bp)[:0], `{"tasks":[`...)
+	for i := range items {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		ref := apiv1.BatchRef{Error: items[i].Error, Created: items[i].Created}
+		if of[i] > 0 {
+			t := res[of[i]-1].Task
+			ref.ID, ref.Status = t.ID, t.Status.String()
+		}
+		b = appendBatchRef(b, &ref)
 	}
 	writeBody(w, http.StatusOK, bp, append(b, "]}\n"...))
 }

@@ -123,34 +123,10 @@ func (s *Store) copyInsertKeyed(ctx context.Context, gs []group, tasks []store.N
 	return s.onPgConn(ctx, gs[0].db, func(conn *pgx.Conn) error {
 		// The checks and the COMMIT go behind the COPYs, in the same round
 		// trip (an extended-protocol pipeline ended by one Sync): a check
-		// that finds a held key fails, and the server skips the rest. The
-		// checks are prepared on the connection once.
-		var tail []pgproto3.FrontendMessage
-		for _, g := range gs {
-			topics, keys := make([]string, 0, len(g.idx)), make([]string, 0, len(g.idx))
-			for _, i := range g.idx {
-				if nt := &tasks[i]; nt.Key != "" && !nt.ReplaceFinal {
-					topics, keys = append(topics, nt.Topic), append(keys, nt.Key)
-				}
-			}
-			if len(keys) == 0 {
-				continue
-			}
-			t := s.names[g.table]
-			sd, err := conn.Prepare(ctx, "ontime_held_"+t, heldKeyQuery(t))
-			if err != nil {
-				return err
-			}
-			m := conn.TypeMap()
-			var args [3][]byte
-			for n, v := range []any{topics, keys, cutoff} {
-				if args[n], err = m.Encode(sd.ParamOIDs[n], pgtype.BinaryFormatCode, v, nil); err != nil {
-					return fmt.Errorf("held keys' check: %w", err)
-				}
-			}
-			tail = append(tail,
-				&pgproto3.Bind{PreparedStatement: sd.Name, ParameterFormatCodes: []int16{pgtype.BinaryFormatCode}, Parameters: args[:]},
-				&pgproto3.Execute{})
+		// that finds a held key fails, and the server skips the rest.
+		tail, err := s.heldKeyChecks(ctx, conn, gs, tasks, cutoff)
+		if err != nil {
+			return err
 		}
 		tail = append(tail, &pgproto3.Parse{Query: "COMMIT"}, &pgproto3.Bind{}, &pgproto3.Execute{}, &pgproto3.Sync{})
 		pc := conn.PgConn()
@@ -158,52 +134,96 @@ func (s *Store) copyInsertKeyed(ctx context.Context, gs []group, tasks []store.N
 		if pc.IsClosed() {
 			return copyErr
 		}
-		closeConn := func() {
-			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
-			_ = pc.Close(cctx)
-			cancel()
-		}
-		// The pipeline's answers: the first error (a check's, or any
-		// statement's in a transaction the COPY failed), then ReadyForQuery.
-		var pipeErr error
-		var txStatus byte
-		for txStatus == 0 {
-			msg, err := pc.ReceiveMessage(ctx)
-			if err != nil {
-				closeConn()
-				return errors.Join(copyErr, err)
-			}
-			switch m := msg.(type) {
-			case *pgproto3.ErrorResponse:
-				if pipeErr == nil {
-					pipeErr = pgconn.ErrorResponseToPgError(m)
-				}
-			case *pgproto3.ReadyForQuery:
-				txStatus = m.TxStatus
-			}
-		}
-		switch {
-		case txStatus == 'I' && copyErr == nil && pipeErr == nil:
-			return nil // committed
-		case txStatus == 'I':
-			// The COMMIT itself failed; nothing is left open.
-			return errors.Join(copyErr, pipeErr)
-		case txStatus != 'E':
-			closeConn() // open and not failed: not a state this pipeline leaves
-			return fmt.Errorf("keyed copy: transaction status %q after COMMIT", txStatus)
-		}
-		if _, err := pc.Exec(ctx, "ROLLBACK").ReadAll(); err != nil {
-			closeConn()
-			return fmt.Errorf("%w (rollback: %w)", errors.Join(copyErr, pipeErr), err)
-		}
-		switch {
-		case copyErr != nil:
-			return copyErr // the checks failed only as statements of a failed transaction
-		case heldKeyFailure(pipeErr):
-			return errKeysHeld
-		}
-		return pipeErr
+		return endKeyedPipeline(ctx, pc, copyErr)
 	})
+}
+
+// heldKeyChecks are the Bind and Execute of heldKeyQuery for each table
+// of gs with rows to check (keyed, not replacing final tasks), prepared on
+// conn once.
+func (s *Store) heldKeyChecks(ctx context.Context, conn *pgx.Conn, gs []group, tasks []store.NewTask, cutoff int64) ([]pgproto3.FrontendMessage, error) {
+	var out []pgproto3.FrontendMessage
+	for _, g := range gs {
+		topics, keys := make([]string, 0, len(g.idx)), make([]string, 0, len(g.idx))
+		for _, i := range g.idx {
+			if nt := &tasks[i]; nt.Key != "" && !nt.ReplaceFinal {
+				topics, keys = append(topics, nt.Topic), append(keys, nt.Key)
+			}
+		}
+		if len(keys) == 0 {
+			continue
+		}
+		t := s.names[g.table]
+		sd, err := conn.Prepare(ctx, "ontime_held_"+t, heldKeyQuery(t))
+		if err != nil {
+			return nil, err
+		}
+		var args [3][]byte
+		for n, v := range []any{topics, keys, cutoff} {
+			if args[n], err = conn.TypeMap().Encode(sd.ParamOIDs[n], pgtype.BinaryFormatCode, v, nil); err != nil {
+				return nil, fmt.Errorf("held keys' check: %w", err)
+			}
+		}
+		out = append(out,
+			&pgproto3.Bind{PreparedStatement: sd.Name, ParameterFormatCodes: []int16{pgtype.BinaryFormatCode}, Parameters: args[:]},
+			&pgproto3.Execute{})
+	}
+	return out, nil
+}
+
+// endKeyedPipeline reads the answers of a keyed COPY's checks and COMMIT
+// (the first error: a check's, or any statement's in a transaction the
+// COPY failed; then ReadyForQuery) and rolls back a failed transaction.
+// It returns nil once committed, copyErr when the COPY failed,
+// errKeysHeld when a check found a held key.
+func endKeyedPipeline(ctx context.Context, pc *pgconn.PgConn, copyErr error) error {
+	var pipeErr error
+	var txStatus byte
+	for txStatus == 0 {
+		msg, err := pc.ReceiveMessage(ctx)
+		if err != nil {
+			closePg(ctx, pc)
+			return errors.Join(copyErr, err)
+		}
+		switch m := msg.(type) {
+		case *pgproto3.ErrorResponse:
+			if pipeErr == nil {
+				pipeErr = pgconn.ErrorResponseToPgError(m)
+			}
+		case *pgproto3.ReadyForQuery:
+			txStatus = m.TxStatus
+		}
+	}
+	switch {
+	case txStatus == 'I' && copyErr == nil && pipeErr == nil:
+		return nil // committed
+	case txStatus == 'I':
+		// The COMMIT itself failed; nothing is left open.
+		return errors.Join(copyErr, pipeErr)
+	case txStatus != 'E':
+		closePg(ctx, pc) // open and not failed: not a state this pipeline leaves
+		return fmt.Errorf("keyed copy: transaction status %q after COMMIT", txStatus)
+	}
+	if _, err := pc.Exec(ctx, "ROLLBACK").ReadAll(); err != nil {
+		closePg(ctx, pc)
+		return fmt.Errorf("%w (rollback: %w)", errors.Join(copyErr, pipeErr), err)
+	}
+	switch {
+	case copyErr != nil:
+		return copyErr // the checks failed only as statements of a failed transaction
+	case heldKeyFailure(pipeErr):
+		return errKeysHeld
+	}
+	return pipeErr
+}
+
+// closePg closes a connection whose protocol state is unknown (the pool
+// drops it: stdlib checks IsClosed before reusing one), even once ctx is
+// done.
+func closePg(ctx context.Context, pc *pgconn.PgConn) {
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+	_ = pc.Close(cctx)
+	cancel()
 }
 
 // copyInsert writes the tasks of gs (one database, no keys) in one query
@@ -242,14 +262,11 @@ func (s *Store) copyOn(ctx context.Context, pc *pgconn.PgConn, gs []group, tasks
 		return errors.New("copy insert: the connection is not idle")
 	}
 	// Any failure to write or read the protocol leaves the connection in
-	// an unknown state: close it, and the pool drops it (stdlib checks
-	// IsClosed before reusing a connection).
+	// an unknown state: close it.
 	broken := true
 	defer func() {
 		if broken {
-			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
-			_ = pc.Close(cctx)
-			cancel()
+			closePg(ctx, pc)
 		}
 	}()
 	// A write blocked on a server that reads nothing is cut by ctx (the
