@@ -19,7 +19,7 @@ import tempfile
 import threading
 import time
 from pathlib import Path
-from typing import Dict, List, Tuple
+from typing import Dict, List, Optional, Tuple
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -178,13 +178,18 @@ jobs:
 
 class FaultyProxy:
     """A proxy in front of the node that can lose answers (the node does the
-    work, the caller's connection is reset) and answer 503 itself."""
+    work, the caller's connection is reset) and answer 503 itself; and drop
+    the Prefer header, as a node older than it would ignore it. prefs holds
+    each forwarded request's Prefer header, as the client sent it, and its
+    answer's Preference-Applied header."""
 
     def __init__(self, upstream_port: int) -> None:
         self.drop_answers = 0
         self.unavailable = 0
         self.retry_after = "0"
         self.seen: List[Tuple[str, str, bytes]] = []
+        self.drop_prefer = False
+        self.prefs: List[Tuple[Optional[str], Optional[str]]] = []
         outer = self
 
         class H(http.server.BaseHTTPRequestHandler):
@@ -205,10 +210,13 @@ class FaultyProxy:
                     return
                 up = http.client.HTTPConnection("127.0.0.1", upstream_port, timeout=30)
                 hdrs = {k: v for k, v in self.headers.items() if k.lower() not in ("host", "connection", "content-length")}
+                if outer.drop_prefer:
+                    hdrs = {k: v for k, v in hdrs.items() if k.lower() != "prefer"}
                 up.request(self.command, self.path, body=body or None, headers=hdrs)
                 r = up.getresponse()
                 data = r.read()
                 up.close()
+                outer.prefs.append((", ".join(self.headers.get_all("Prefer") or []) or None, r.getheader("Preference-Applied")))
                 if outer.drop_answers > 0:
                     outer.drop_answers -= 1
                     self.connection.shutdown(socket.SHUT_RDWR)

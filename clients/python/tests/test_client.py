@@ -12,6 +12,7 @@ import time
 import unittest
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
+from typing import Any, Dict, cast
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -134,6 +135,68 @@ class Batch(unittest.TestCase):
         self.assertEqual(res[2].error.field, "delay")  # type: ignore[union-attr]
         self.assertEqual(res[3].task["key"], "b4")  # type: ignore[index]
         self.assertEqual(len(c.list(topic=topic)["tasks"]), 2)
+
+    def test_minimal(self) -> None:
+        """IDs, statuses and each bad entry's error, in order; a node that
+        ignores Prefer (the proxy drops it) gives the same."""
+        topic = uniq("py.min")
+        proxy = FaultyProxy(node.port)
+        # A client whose headers carry a Prefer of their own: the call's replaces it.
+        clients = [Client(proxy.url, token=node.admin_token), Client(proxy.url, token=node.admin_token, headers={"prefer": "return=representation"})]
+        try:
+            first: Dict[str, str] = {}
+            for i, pc in enumerate(clients):
+                for drop in (False, True):
+                    what = f"client {i}, {'whole views' if drop else 'minimal'}"
+                    proxy.drop_prefer = drop
+                    refs = pc.submit_batch_minimal(
+                        [
+                            {"topic": topic, "key": f"m1.{i}", "delay": "1h", "target": NOWHERE},
+                            {"topic": "not a topic!", "delay": "1h", "target": NOWHERE},
+                            {"topic": topic, "delay": "1h", "payload": {"n": 2}, "target": NOWHERE},
+                            {"topic": topic, "key": f"m1.{i}", "delay": "2h", "target": NOWHERE},
+                        ]
+                    )
+                    self.assertEqual(proxy.seen[-1][1], "/v1/tasks:batch", what)
+                    self.assertEqual(proxy.prefs[-1], ("return=minimal", None if drop else "return=minimal"), what)
+                    self.assertEqual(len(refs), 4, what)
+                    a, bad, b, again = (cast(Dict[str, Any], r) for r in refs)
+                    for r in (a, b, again):
+                        self.assertEqual(sorted(r), ["created", "id", "status"], what)
+                    self.assertEqual(bad, {"error": bad["error"], "created": False}, what)
+                    self.assertEqual((bad["error"]["code"], bad["error"]["field"]), ("invalid", "topic"), what)
+                    self.assertRegex(a["id"], r"^[0-9A-Za-z]{26}$", what)
+                    self.assertEqual((a["status"], b["status"]), ("pending", "pending"), what)
+                    self.assertNotEqual(a["id"], b["id"], what)
+                    # The second entry of the key finds the first's task.
+                    self.assertEqual((again["id"], again["created"]), (a["id"], False), what)
+                    # The keyless entry is a new task each time (its own auto key).
+                    self.assertTrue(b["created"], what)
+                    if not drop:
+                        self.assertTrue(a["created"], what)
+                        first[f"m1.{i}"] = a["id"]
+                    else:  # the same batch again: the key's task is found
+                        self.assertEqual((a["id"], a["created"]), (first[f"m1.{i}"], False), what)
+                    # The IDs name the tasks sent, in order.
+                    ta = c.get(a["id"])
+                    self.assertEqual((ta.get("key"), ta["status"]), (f"m1.{i}", a["status"]), what)
+                    tb = c.get(b["id"])
+                    self.assertEqual((tb["topic"], tb["payload"]), (topic, {"n": 2}), what)
+            # Each client's key once, and a keyless task per call.
+            self.assertEqual(len(c.list(topic=topic)["tasks"]), len(clients) * 3)
+            # Split as submit_batch splits.
+            proxy.drop_prefer = False
+            refs = clients[0].submit_batch_minimal([{"topic": topic, "key": f"big{i}", "delay": "1h", "target": NOWHERE} for i in range(1500)])
+            self.assertEqual(len(refs), 1500)
+            self.assertTrue(all(r.get("created") is True and r.get("status") == "pending" for r in refs))
+            self.assertEqual(c.get(cast(Dict[str, Any], refs[1234])["id"]).get("key"), "big1234")
+            sizes = [len(json.loads(b)["tasks"]) for m, p, b in proxy.seen[-2:]]
+            self.assertEqual(sizes, [1000, 500])
+            self.assertEqual([ap for _, ap in proxy.prefs[-2:]], ["return=minimal", "return=minimal"])
+        finally:
+            for pc in clients:
+                pc.close()
+            proxy.stop()
 
     def test_above_1000_the_helper_splits(self) -> None:
         topic = uniq("py.big")

@@ -17,6 +17,8 @@ export type TaskRequest = S["TaskRequest"];
 export type Task = S["Task"];
 export type TaskPatch = S["TaskPatch"];
 export type BatchTask = S["BatchTask"];
+/** One answer of submitBatchMinimal: the task's ID and status (created, or found by its key), or the error that kept it from being written. */
+export type BatchRef = S["BatchRef"];
 export type ListPage = S["ListPage"];
 export type ErrorDetail = S["ErrorDetail"];
 export type ScheduleRequest = S["ScheduleRequest"];
@@ -263,14 +265,45 @@ export class Client {
     return out;
   }
 
+  /**
+   * submitBatch answered with each task's ID and status instead of its
+   * whole view (Prefer: return=minimal, RFC 7240): for a caller that keeps
+   * only the IDs; the answer is about an eighth of the size. One answer
+   * per task, in order: { id, status, created }, or { error, created:
+   * false } for an entry that is not valid (an ErrorDetail, as the node
+   * sent it). A node older than the preference answers whole views; their
+   * IDs and statuses are returned all the same.
+   */
+  async submitBatchMinimal(tasks: readonly TaskRequest[], opts: CallOptions & { chunkSize?: number } = {}): Promise<BatchRef[]> {
+    const chunk = bound("chunkSize", opts.chunkSize, 1, MAX_BATCH, MAX_BATCH);
+    const out: BatchRef[] = [];
+    for (let i = 0; i < tasks.length; i += chunk) {
+      const part = tasks.slice(i, i + chunk).map((t) => this.keyed(t));
+      const retry: Retry = part.every((t) => typeof t === "object" && t !== null && t.key) ? "always" : "unsent";
+      const { a, items } = await this.batchPost(part.map((t) => JSON.stringify(t)), retry, opts, PREFER_MINIMAL);
+      if (minimalApplied(a)) {
+        for (const it of items as BatchRef[]) out.push(it);
+      } else {
+        for (const it of items as S["BatchItem"][]) out.push(batchRef(it));
+      }
+    }
+    return out;
+  }
+
   /** @internal one POST /v1/tasks:batch of these task bodies. */
   async batchCall(bodies: readonly string[], retry: Retry, opts: CallOptions = {}): Promise<S["BatchItem"][]> {
-    const a = await this.call("POST", "/v1/tasks:batch", '{"tasks":[' + bodies.join(",") + "]}", retry, opts);
-    const items = parse<S["BatchResponse"]>(a).tasks;
+    return (await this.batchPost(bodies, retry, opts)).items as S["BatchItem"][];
+  }
+
+  // batchPost is one POST /v1/tasks:batch of these task bodies, with
+  // these headers besides the client's; one item per body.
+  private async batchPost(bodies: readonly string[], retry: Retry, opts: CallOptions, headers?: Readonly<Record<string, string>>): Promise<{ a: Answer; items: unknown[] }> {
+    const a = await this.call("POST", "/v1/tasks:batch", '{"tasks":[' + bodies.join(",") + "]}", retry, opts, headers);
+    const items: unknown = parse<{ tasks?: unknown }>(a).tasks;
     if (!Array.isArray(items) || items.length !== bodies.length) {
       throw new OntimeError(`decoding the answer: ${Array.isArray(items) ? items.length : "no"} items for ${bodies.length} tasks`);
     }
-    return items;
+    return { a, items };
   }
 
   /** Returns a task by its ID. */
@@ -459,13 +492,15 @@ export class Client {
   /**
    * One call, with its retries: after a network error when retry is
    * "always" (or nothing was sent), and after a 503 whose Retry-After is
-   * within retryMaxMs. An error answer throws its APIError.
+   * within retryMaxMs. An error answer throws its APIError. headers are
+   * sent besides the client's (a name the client sends too is sent with
+   * this value instead).
    */
-  async call(method: string, path: string, body: string | undefined, retry: Retry, opts: CallOptions = {}): Promise<Answer> {
+  async call(method: string, path: string, body: string | undefined, retry: Retry, opts: CallOptions = {}, headers?: Readonly<Record<string, string>>): Promise<Answer> {
     for (let attempt = 0; ; attempt++) {
       let wait: number;
       try {
-        const a = await this.attempt(method, path, body, opts);
+        const a = await this.attempt(method, path, body, opts, headers);
         if (a.status < 400) return a;
         const err = errorOf(a);
         if (a.status !== 503 || attempt >= this.retries) throw err;
@@ -482,19 +517,35 @@ export class Client {
     }
   }
 
+  // headLinesWith is headLines with these headers added, each replacing
+  // the client's of that name.
+  private headLinesWith(extra: Readonly<Record<string, string>>): string {
+    const names = new Set(Object.keys(extra).map((k) => k.toLowerCase()));
+    let lines = this.headLines;
+    if (Object.keys(this.headers).some((k) => names.has(k.toLowerCase()))) {
+      lines = lines
+        .split("\r\n")
+        .filter((l) => l !== "" && !names.has(l.slice(0, l.indexOf(":")).toLowerCase()))
+        .map((l) => l + "\r\n")
+        .join("");
+    }
+    for (const [k, v] of Object.entries(extra)) lines += `${k}: ${v}\r\n`;
+    return lines;
+  }
+
   private backoff(attempt: number): number {
     const d = Math.min(this.retryMaxMs, this.retryBaseMs * 2 ** attempt);
     return d / 2 + Math.random() * (d / 2);
   }
 
-  private attempt(method: string, path: string, body: string | undefined, opts: CallOptions): Promise<Answer> {
+  private attempt(method: string, path: string, body: string | undefined, opts: CallOptions, extra?: Readonly<Record<string, string>>): Promise<Answer> {
     if (opts.signal?.aborted) return Promise.reject(opts.signal.reason);
     if (opts.requestId !== undefined && !HEADER_VALUE.test(opts.requestId)) {
       return Promise.reject(new TypeError("requestId: not a header value (a string without CR, LF or NUL)"));
     }
     if (this.pool) {
       // The whole request in one string, written at once.
-      let req = `${method} ${this.prefix}${path} HTTP/1.1\r\n${this.headLines}`;
+      let req = `${method} ${this.prefix}${path} HTTP/1.1\r\n${extra ? this.headLinesWith(extra) : this.headLines}`;
       if (opts.requestId) req += `x-request-id: ${opts.requestId}\r\n`;
       if (body !== undefined) req += `content-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\n\r\n${body}`;
       else req += method === "POST" || method === "PUT" || method === "PATCH" ? "content-length: 0\r\n\r\n" : "\r\n";
@@ -505,6 +556,10 @@ export class Client {
     }
     return new Promise((resolve, reject) => {
       const headers: Record<string, string | number> = { ...this.headers };
+      for (const [k, v] of Object.entries(extra ?? {})) {
+        for (const have of Object.keys(headers)) if (have.toLowerCase() === k.toLowerCase()) delete headers[have];
+        headers[k] = v;
+      }
       if (body !== undefined) {
         headers["content-type"] = "application/json";
         headers["content-length"] = Buffer.byteLength(body);
@@ -586,6 +641,30 @@ function batchResult(it: S["BatchItem"]): BatchResult {
   }
   const t = it as BatchTask;
   return { task: t, created: t.created === true };
+}
+
+// The Prefer header (RFC 7240) of submitBatchMinimal.
+const PREFER_MINIMAL: Readonly<Record<string, string>> = { prefer: "return=minimal" };
+
+// minimalApplied reports whether the answer's Preference-Applied header
+// says return=minimal: else the node ignored the preference and answered
+// the tasks' views.
+function minimalApplied(a: Answer): boolean {
+  const h = a.headers["preference-applied"];
+  for (const v of Array.isArray(h) ? h : [h ?? ""]) {
+    for (const pref of v.split(",")) {
+      const [name = "", val = ""] = pref.split(";")[0]!.split("=");
+      if (name.trim().toLowerCase() === "return" && val.trim().replace(/^"|"$/g, "").toLowerCase() === "minimal") return true;
+    }
+  }
+  return false;
+}
+
+// batchRef is a whole view's item of a batch answer as a minimal one's.
+function batchRef(it: S["BatchItem"]): BatchRef {
+  if ("error" in it && it.error) return { error: it.error as ErrorDetail, created: false };
+  const t = it as BatchTask;
+  return { id: t.id, status: t.status, created: t.created === true };
 }
 
 function sleep(ms: number, signal?: AbortSignal): Promise<void> {

@@ -15,6 +15,7 @@ import {
   UnauthorizedError,
   UnavailableError,
   verifySignature,
+  type BatchRef,
   type Task,
 } from "../src/index.js";
 import { startNode, type TestNode } from "./node.js";
@@ -122,6 +123,95 @@ describe("batch", () => {
     assert.equal(res[2]!.error.field, "delay");
     assert.equal(res[3]!.task!.key, "b4");
     assert.equal((await c.list({ topic })).tasks.length, 2);
+  });
+
+  test("minimal: IDs, statuses and each bad entry's error, in order; a node that ignores Prefer gives the same", async () => {
+    const topic = uniq("ts.min");
+    const proxy = new FaultyProxy(node.url);
+    await proxy.start();
+    // The client's own sockets, node:http through an agent, and a client
+    // whose headers carry a Prefer of their own (the call's replaces it).
+    const clients = [
+      new Client(proxy.url, { token: node.adminToken }),
+      new Client(proxy.url, { token: node.adminToken, agent: new http.Agent({ keepAlive: true }) }),
+      new Client(proxy.url, { token: node.adminToken, headers: { Prefer: "return=representation" } }),
+    ];
+    const tasks = [
+      { topic, key: "m1", delay: "1h", target: "http://127.0.0.1:9/h" },
+      { topic: "not a topic!", delay: "1h", target: "http://127.0.0.1:9/h" },
+      { topic, delay: "1h", payload: { n: 2 }, target: "http://127.0.0.1:9/h" },
+      { topic, key: "m1", delay: "2h", target: "http://127.0.0.1:9/h" },
+    ];
+    try {
+      const first = new Map<string, string>(); // the key m1's task, per client's run
+      for (const [i, pc] of clients.entries()) {
+        for (const drop of [false, true]) {
+          proxy.dropPrefer = drop;
+          const what = `client ${i}, ${drop ? "whole views" : "minimal"}`;
+          const t = tasks.map((x) => ({ ...x, ...(x.key ? { key: `${x.key}.${i}` } : {}) }));
+          const refs = await pc.submitBatchMinimal(t);
+          const seen = proxy.seen.at(-1)!;
+          assert.equal(seen.path, "/v1/tasks:batch", what);
+          assert.equal(seen.prefer, "return=minimal", what);
+          assert.equal(seen.applied, drop ? null : "return=minimal", what);
+          assert.equal(refs.length, 4, what);
+          for (const j of [0, 2, 3]) assert.deepEqual(Object.keys(refs[j]!).sort(), ["created", "id", "status"], `${what}: item ${j}`);
+          const [a, bad, b, again] = refs as [
+            Extract<BatchRef, { id: string }>,
+            Extract<BatchRef, { error: unknown }>,
+            Extract<BatchRef, { id: string }>,
+            Extract<BatchRef, { id: string }>,
+          ];
+          assert.deepEqual(Object.keys(bad).sort(), ["created", "error"], what);
+          assert.equal(bad.created, false, what);
+          assert.equal(bad.error.code, "invalid", what);
+          assert.equal(bad.error.field, "topic", what);
+          assert.match(a.id, /^[0-9A-Za-z]{26}$/, what);
+          assert.equal(a.status, "pending", what);
+          assert.equal(b.status, "pending", what);
+          assert.notEqual(a.id, b.id, what);
+          // The second entry of key m1 finds the first's task.
+          assert.equal(again.id, a.id, what);
+          assert.equal(again.created, false, what);
+          // The keyless entry is a new task each time (its own auto key).
+          assert.equal(b.created, true, what);
+          if (!drop) {
+            assert.equal(a.created, true, what);
+            first.set(`m1.${i}`, a.id);
+          } else {
+            // The same batch again: the key's task is found.
+            assert.equal(a.created, false, what);
+            assert.equal(a.id, first.get(`m1.${i}`), what);
+          }
+          // The IDs name the tasks sent, in order.
+          const ta = await c.get(a.id);
+          assert.equal(ta.key, `m1.${i}`, what);
+          assert.equal(ta.status, a.status, what);
+          const tb = await c.get(b.id);
+          assert.deepEqual(tb.payload, { n: 2 }, what);
+          assert.equal(tb.topic, topic, what);
+        }
+      }
+      // Each client's key once, and a keyless task per call.
+      assert.equal((await c.list({ topic })).tasks.length, clients.length * 3);
+      // The helper splits as submitBatch does; the same answer above 1,000.
+      proxy.dropPrefer = false;
+      const big = Array.from({ length: 1500 }, (_, i) => ({ topic, key: `big${i}`, delay: "1h", target: "http://127.0.0.1:9/h" }));
+      const refs = await clients[0]!.submitBatchMinimal(big, { chunkSize: 1000 });
+      assert.equal(refs.length, 1500);
+      assert.ok(refs.every((r) => "id" in r && r.created && r.status === "pending"));
+      assert.equal((await c.get((refs[1234] as { id: string }).id)).key, "big1234");
+      assert.deepEqual(
+        proxy.seen.filter((s) => s.path === "/v1/tasks:batch").slice(-2).map((s) => [(JSON.parse(s.body) as { tasks: unknown[] }).tasks.length, s.applied]),
+        [
+          [1000, "return=minimal"],
+          [500, "return=minimal"],
+        ],
+      );
+    } finally {
+      for (const pc of clients) pc.close();
+      await proxy.stop();
+    }
   });
 
   test("above 1,000 tasks the helper splits", async () => {

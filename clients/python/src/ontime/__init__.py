@@ -22,6 +22,7 @@ from ._errors import (
 from ._signature import verify_signature
 from ._types import (
     BatchItem,
+    BatchRef,
     BatchTask,
     ClusterView,
     ErrorDetail,
@@ -44,6 +45,7 @@ __all__ = [
     "MAX_BATCH",
     "APIError",
     "BatchItem",
+    "BatchRef",
     "BatchResult",
     "BatchTask",
     "Client",

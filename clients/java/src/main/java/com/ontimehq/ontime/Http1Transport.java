@@ -77,7 +77,7 @@ final class Http1Transport implements Transport {
     }
 
     @Override
-    public Response send(String method, String target, String body, String authorization, Duration timeout) throws IOException {
+    public Response send(String method, String target, String body, String authorization, String prefer, Duration timeout) throws IOException {
         byte[] payload = body == null ? null : body.getBytes(StandardCharsets.UTF_8);
         int ms = (int) Math.min(Integer.MAX_VALUE, Math.max(1, timeout.toMillis()));
         for (int attempt = 0; ; attempt++) {
@@ -99,7 +99,7 @@ final class Http1Transport implements Transport {
             try {
                 c.sock.setSoTimeout(ms);
                 try {
-                    write(c.out, method, target, payload, authorization);
+                    write(c.out, method, target, payload, authorization, prefer);
                 } catch (IOException e) {
                     if (reused) { // closed while idle: the node has not taken the request
                         throw new Stale("connection closed by the node: " + e.getMessage());
@@ -134,12 +134,15 @@ final class Http1Transport implements Transport {
         }
     }
 
-    private void write(OutputStream o, String method, String target, byte[] payload, String authorization) throws IOException {
+    private void write(OutputStream o, String method, String target, byte[] payload, String authorization, String prefer) throws IOException {
         StringBuilder h = new StringBuilder(192);
         h.append(method).append(' ').append(target).append(" HTTP/1.1\r\nHost: ").append(hostHeader)
                 .append("\r\nUser-Agent: ").append(OntimeClient.USER_AGENT).append("\r\n");
         if (authorization != null) {
             h.append("Authorization: ").append(authorization).append("\r\n");
+        }
+        if (prefer != null) {
+            h.append("Prefer: ").append(prefer).append("\r\n");
         }
         if (payload != null) {
             h.append("Content-Type: application/json\r\nContent-Length: ").append(payload.length).append("\r\n");

@@ -19,7 +19,7 @@ final class JdkTransport implements Transport {
     }
 
     @Override
-    public Response send(String method, String target, String body, String authorization, Duration timeout)
+    public Response send(String method, String target, String body, String authorization, String prefer, Duration timeout)
             throws IOException, InterruptedException {
         HttpRequest.Builder rb = HttpRequest.newBuilder(URI.create(base + target)).timeout(timeout)
                 .header("User-Agent", OntimeClient.USER_AGENT)
@@ -29,6 +29,9 @@ final class JdkTransport implements Transport {
         }
         if (authorization != null) {
             rb.header("Authorization", authorization);
+        }
+        if (prefer != null) {
+            rb.header("Prefer", prefer);
         }
         HttpResponse<String> r = http.send(rb.build(), HttpResponse.BodyHandlers.ofString(StandardCharsets.UTF_8));
         return new Response(r.statusCode(), r.body(), r.headers().firstValue("Retry-After").orElse(""));

@@ -10,8 +10,9 @@ interface Transport {
 
     /**
      * Sends one request: target is the path and query; body null for none;
-     * authorization null for none. An IOException means no answer came.
+     * authorization null for none; prefer, the Prefer header (RFC 7240),
+     * null for none. An IOException means no answer came.
      */
-    Response send(String method, String target, String body, String authorization, Duration timeout)
+    Response send(String method, String target, String body, String authorization, String prefer, Duration timeout)
             throws IOException, InterruptedException;
 }

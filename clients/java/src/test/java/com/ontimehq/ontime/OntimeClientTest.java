@@ -135,6 +135,141 @@ class OntimeClientTest {
         assertEquals("c", items.get(2).task().key());
     }
 
+    /**
+     * The minimal batch names the tasks by ID and status, with each refused
+     * task's error in its place, in order; through a proxy that drops the
+     * Prefer header (a node older than it), the whole views are read into
+     * the same. Over the client's sockets and over java.net.http.
+     */
+    @Test
+    void batchMinimal() throws Exception {
+        String t = topic("min");
+        List<String[]> prefs = new java.util.concurrent.CopyOnWriteArrayList<>(); // {Prefer sent, Preference-Applied}
+        java.util.concurrent.atomic.AtomicBoolean drop = new java.util.concurrent.atomic.AtomicBoolean();
+        HttpServer proxy = preferProxy(drop, prefs);
+        try {
+            String url = "http://127.0.0.1:" + proxy.getAddress().getPort();
+            List<OntimeClient> clients = List.of(OntimeClient.builder(url).token(LiveNode.TOKEN).build(),
+                    OntimeClient.builder(url).token(LiveNode.TOKEN)
+                            .httpClient(java.net.http.HttpClient.newBuilder().version(java.net.http.HttpClient.Version.HTTP_1_1).build()).build());
+            Map<Integer, String> first = new java.util.HashMap<>();
+            for (int i = 0; i < clients.size(); i++) {
+                for (boolean dropped : List.of(false, true)) {
+                    String what = "client " + i + (dropped ? ", whole views" : ", minimal");
+                    drop.set(dropped);
+                    List<BatchRef> refs = clients.get(i).submitBatchMinimal(List.of(
+                            TaskRequest.of(t).key("m1." + i).delay("1h").target("http://127.0.0.1:9/h"),
+                            TaskRequest.of("not a topic!").delay("1h").target("http://127.0.0.1:9/h"),
+                            TaskRequest.of(t).delay("1h").target("http://127.0.0.1:9/h").payload(Map.of("n", 2)),
+                            TaskRequest.of(t).key("m1." + i).delay("2h").target("http://127.0.0.1:9/h")));
+                    String[] seen = prefs.get(prefs.size() - 1);
+                    assertEquals("return=minimal", seen[0], what);
+                    assertEquals(dropped ? null : "return=minimal", seen[1], what);
+                    assertEquals(4, refs.size(), what);
+                    BatchRef a = refs.get(0);
+                    BatchRef bad = refs.get(1);
+                    BatchRef b = refs.get(2);
+                    BatchRef again = refs.get(3);
+                    assertFalse(bad.ok(), what);
+                    assertFalse(bad.created(), what);
+                    assertEquals("", bad.id(), what);
+                    assertTrue(bad.error() instanceof OntimeException.Invalid, what + ": " + bad.error());
+                    assertEquals("topic", bad.error().field(), what);
+                    assertEquals(400, bad.error().status(), what);
+                    for (BatchRef r : List.of(a, b, again)) {
+                        assertTrue(r.ok(), what + ": " + r);
+                        assertEquals(26, r.id().length(), what + ": " + r);
+                        assertEquals("pending", r.status(), what);
+                    }
+                    assertNotEquals(a.id(), b.id(), what);
+                    // The second entry of the key finds the first's task.
+                    assertEquals(a.id(), again.id(), what);
+                    assertFalse(again.created(), what);
+                    // The keyless entry is a new task each time.
+                    assertTrue(b.created(), what);
+                    if (!dropped) {
+                        assertTrue(a.created(), what);
+                        first.put(i, a.id());
+                    } else { // the same batch again: the key's task is found
+                        assertFalse(a.created(), what);
+                        assertEquals(first.get(i), a.id(), what);
+                    }
+                    // The IDs name the tasks sent, in order.
+                    Task ta = ontime.get(a.id());
+                    assertEquals("m1." + i, ta.key(), what);
+                    assertEquals(a.status(), ta.status(), what);
+                    Task tb = ontime.get(b.id());
+                    assertEquals(t, tb.topic(), what);
+                    assertEquals(2L, Json.obj(tb.payload()).get("n"), what);
+                }
+            }
+            // Each client's key once, and a keyless task per call.
+            assertEquals(clients.size() * 3, ontime.list(ListOptions.create().topic(t)).tasks().size());
+            // Above 1,000: split as submitBatch splits, every call minimal.
+            drop.set(false);
+            prefs.clear();
+            List<TaskRequest> big = new ArrayList<>();
+            for (int i = 0; i < 1203; i++) {
+                big.add(TaskRequest.of(t).key("big" + i).delay("1h").target("http://127.0.0.1:9/h"));
+            }
+            List<BatchRef> refs = clients.get(0).submitBatchMinimal(big);
+            assertEquals(1203, refs.size());
+            for (BatchRef r : refs) {
+                assertTrue(r.ok() && r.created() && r.status().equals("pending"), r.toString());
+            }
+            assertEquals("big1111", ontime.get(refs.get(1111).id()).key());
+            assertEquals(2, prefs.size());
+            for (String[] p : prefs) {
+                assertEquals("return=minimal", p[1]);
+            }
+        } finally {
+            proxy.stop(0);
+        }
+    }
+
+    /**
+     * A proxy in front of the node that drops the Prefer header while drop
+     * is set; records each call's Prefer (as the client sent it) and its
+     * answer's Preference-Applied.
+     */
+    private static HttpServer preferProxy(java.util.concurrent.atomic.AtomicBoolean drop, List<String[]> prefs) throws IOException {
+        java.net.http.HttpClient up = java.net.http.HttpClient.newBuilder().version(java.net.http.HttpClient.Version.HTTP_1_1).build();
+        HttpServer s = HttpServer.create(new InetSocketAddress("127.0.0.1", 0), 0);
+        s.createContext("/", ex -> {
+            try {
+                byte[] body = ex.getRequestBody().readAllBytes();
+                String prefer = ex.getRequestHeaders().getFirst("Prefer");
+                java.net.http.HttpRequest.Builder rb = java.net.http.HttpRequest.newBuilder(java.net.URI.create(node.url + ex.getRequestURI()))
+                        .method(ex.getRequestMethod(), java.net.http.HttpRequest.BodyPublishers.ofByteArray(body));
+                for (String h : List.of("Authorization", "Content-Type")) {
+                    String v = ex.getRequestHeaders().getFirst(h);
+                    if (v != null) {
+                        rb.header(h, v);
+                    }
+                }
+                if (prefer != null && !drop.get()) {
+                    rb.header("Prefer", prefer);
+                }
+                java.net.http.HttpResponse<byte[]> r = up.send(rb.build(), java.net.http.HttpResponse.BodyHandlers.ofByteArray());
+                String applied = r.headers().firstValue("Preference-Applied").orElse(null);
+                prefs.add(new String[] {prefer, applied});
+                if (applied != null) {
+                    ex.getResponseHeaders().add("Preference-Applied", applied);
+                }
+                ex.getResponseHeaders().add("Content-Type", "application/json");
+                ex.sendResponseHeaders(r.statusCode(), r.body().length);
+                ex.getResponseBody().write(r.body());
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+                ex.sendResponseHeaders(502, -1);
+            } finally {
+                ex.close();
+            }
+        });
+        s.start();
+        return s;
+    }
+
     @Test
     void batchSplitsAbove1000AndListPages() {
         String t = topic("big");
