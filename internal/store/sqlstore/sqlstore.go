@@ -29,6 +29,7 @@
 package sqlstore
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"errors"
@@ -61,6 +62,8 @@ type Config struct {
 	// 0: DefaultMaxConns. SQLite's pools are sized by its one writer.
 	MaxConns int
 	Logger   *slog.Logger
+	// walRestartPages overrides checkpointRestartPages (tests).
+	walRestartPages int
 }
 
 // DefaultMaxConns is a server database's pool size when Config.MaxConns is 0.
@@ -308,7 +311,7 @@ func (s *Store) connect(dsn string) (w, r *sql.DB, err error) {
 	}
 	c.SetMaxOpenConns(1)
 	// The checkpointer lives until Close, not as long as Open's context.
-	s.ckpt = append(s.ckpt, startCheckpointer(context.Background(), c, s.log))
+	s.ckpt = append(s.ckpt, startCheckpointer(context.Background(), c, w, s.log, cmp.Or(s.cfg.walRestartPages, checkpointRestartPages)))
 	return w, r, nil
 }
 
