@@ -26,11 +26,16 @@ const (
 	// cannot make the writer start over: that needs a moment when no
 	// reader holds a snapshot with WAL frames, and under a steady load
 	// there is none (a reader starts after each commit). So the WAL only
-	// grew — 3.8 GB in 25 s of 16 keyed HTTP clients, 150 MB/s — and every
-	// commit appended to it: the kernel zeroed each new page-cache page
-	// it wrote (13 % of the node's CPU under perf), and each page read
-	// searched a WAL index of a hash table per 4,096 frames.
-	checkpointRestartPages = 16384
+	// grew — 3.5 GB in 25 s of 16 keyed HTTP clients — and every commit
+	// appended to it: the kernel zeroed each new page-cache page it wrote
+	// (13 % of the node's CPU under perf), and each page read searched a
+	// WAL index of a hash table per 4,096 frames. A RESTART holds the
+	// writers back while it copies the frames PASSIVE has not and syncs
+	// the database file (10–80 ms measured during a burst), so it is
+	// kept rare: at 16,384 pages a burst of 50,000 ran
+	// three of them and drained 1.1–1.4× slower; at this length a burst
+	// of 50,000 runs none, and 16 clients' keyed submits one every 2 s or so.
+	checkpointRestartPages = 65536
 	// checkpointRestartWait bounds how long a RESTART waits for readers
 	// of older snapshots (SQLite's busy handler) while it holds the write
 	// lock; one that gives up is tried again next pass.
@@ -50,6 +55,10 @@ type checkpointer struct {
 	log    *slog.Logger
 	// restartPages: checkpointRestartPages, or a test's.
 	restartPages int
+	// restarted: the WAL's length when the last RESTART finished; a WAL
+	// still that long has not been written to since (the next commit
+	// starts it over), and needs no other.
+	restarted int
 }
 
 func startCheckpointer(ctx context.Context, db, writer *sql.DB, log *slog.Logger, restartPages int) *checkpointer {
@@ -73,7 +82,7 @@ func (c *checkpointer) Start(ctx context.Context) error {
 // copy is what the last PASSIVE did not: little.
 func (c *checkpointer) pass(ctx context.Context) {
 	_, pages, _, err := c.checkpoint(ctx, "PASSIVE")
-	if err == nil && pages >= c.restartPages {
+	if err == nil && pages >= c.restartPages && pages != c.restarted {
 		err = c.restart(ctx)
 	}
 	if err != nil && ctx.Err() == nil {
@@ -99,6 +108,9 @@ func (c *checkpointer) restart(ctx context.Context) error {
 	}
 	var busy, pages, done int
 	err = conn.QueryRowContext(ctx, "PRAGMA wal_checkpoint(RESTART)").Scan(&busy, &pages, &done)
+	if err == nil && busy == 0 {
+		c.restarted = pages
+	}
 	if werr := setWait(context.WithoutCancel(ctx), writerBusyTimeout); werr != nil {
 		// The connection keeps the short wait: drop it.
 		_ = conn.Raw(func(any) error { return driver.ErrBadConn })
