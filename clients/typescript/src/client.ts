@@ -254,13 +254,24 @@ export class Client {
    * written.
    */
   async submitBatch(tasks: readonly TaskRequest[], opts: CallOptions & { chunkSize?: number } = {}): Promise<BatchResult[]> {
-    const chunk = bound("chunkSize", opts.chunkSize, 1, MAX_BATCH, MAX_BATCH);
     const out: BatchResult[] = [];
+    for (const { bodies, retry } of this.chunks(tasks, opts.chunkSize)) {
+      const items = await this.batchCall(bodies, retry, opts);
+      for (const it of items) out.push(batchResult(it));
+    }
+    return out;
+  }
+
+  // chunks are the batch calls' shares of tasks, chunkSize each: their
+  // bodies (each task given a key first when autoKey is on), and how the
+  // call may be retried (always when every task has a key).
+  private chunks(tasks: readonly TaskRequest[], chunkSize: number | undefined): { bodies: string[]; retry: Retry }[] {
+    const chunk = bound("chunkSize", chunkSize, 1, MAX_BATCH, MAX_BATCH);
+    const out: { bodies: string[]; retry: Retry }[] = [];
     for (let i = 0; i < tasks.length; i += chunk) {
       const part = tasks.slice(i, i + chunk).map((t) => this.keyed(t));
       const retry: Retry = part.every((t) => typeof t === "object" && t !== null && t.key) ? "always" : "unsent";
-      const items = await this.batchCall(part.map((t) => JSON.stringify(t)), retry, opts);
-      for (const it of items) out.push(batchResult(it));
+      out.push({ bodies: part.map((t) => JSON.stringify(t)), retry });
     }
     return out;
   }
@@ -275,12 +286,9 @@ export class Client {
    * IDs and statuses are returned all the same.
    */
   async submitBatchMinimal(tasks: readonly TaskRequest[], opts: CallOptions & { chunkSize?: number } = {}): Promise<BatchRef[]> {
-    const chunk = bound("chunkSize", opts.chunkSize, 1, MAX_BATCH, MAX_BATCH);
     const out: BatchRef[] = [];
-    for (let i = 0; i < tasks.length; i += chunk) {
-      const part = tasks.slice(i, i + chunk).map((t) => this.keyed(t));
-      const retry: Retry = part.every((t) => typeof t === "object" && t !== null && t.key) ? "always" : "unsent";
-      const { a, items } = await this.batchPost(part.map((t) => JSON.stringify(t)), retry, opts, PREFER_MINIMAL);
+    for (const { bodies, retry } of this.chunks(tasks, opts.chunkSize)) {
+      const { a, items } = await this.batchPost(bodies, retry, opts, PREFER_MINIMAL);
       if (minimalApplied(a)) {
         for (const it of items as BatchRef[]) out.push(it);
       } else {

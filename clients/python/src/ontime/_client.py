@@ -223,14 +223,20 @@ class Client:
         in order; an entry that is not valid fails alone (its error set),
         the others are written. A call that fails whole raises, and the
         chunks before it stay written."""
-        chunk = _bound("chunk_size", chunk_size, 1, MAX_BATCH, MAX_BATCH)
         out: List[BatchResult] = []
+        for bodies, retry in self._chunks(tasks, chunk_size):
+            out.extend(_batch_result(it) for it in self._batch_call(bodies, retry))
+        return out
+
+    def _chunks(self, tasks: Sequence[TaskRequest], chunk_size: int) -> Iterator[Tuple[List[bytes], str]]:
+        """The batch calls' shares of tasks, chunk_size each: their bodies
+        (each task given a key first when auto_key is on), and how the call
+        may be retried (always when every task has a key)."""
+        chunk = _bound("chunk_size", chunk_size, 1, MAX_BATCH, MAX_BATCH)
         for i in range(0, len(tasks), chunk):
             part = [self._keyed(t) for t in tasks[i : i + chunk]]
             retry = _ALWAYS if all(isinstance(t, dict) and t.get("key") for t in part) else _UNSENT
-            bodies = [json.dumps(t, separators=(",", ":"), ensure_ascii=False).encode("utf-8") for t in part]
-            out.extend(_batch_result(it) for it in self._batch_call(bodies, retry))
-        return out
+            yield [json.dumps(t, separators=(",", ":"), ensure_ascii=False).encode("utf-8") for t in part], retry
 
     def submit_batch_minimal(self, tasks: Sequence[TaskRequest], *, chunk_size: int = MAX_BATCH) -> List[BatchRef]:
         """submit_batch answered with each task's ID and status instead of
@@ -241,12 +247,8 @@ class Client:
         ErrorDetail: code, field, message). A node older than the
         preference answers whole views; their IDs and statuses are returned
         all the same."""
-        chunk = _bound("chunk_size", chunk_size, 1, MAX_BATCH, MAX_BATCH)
         out: List[BatchRef] = []
-        for i in range(0, len(tasks), chunk):
-            part = [self._keyed(t) for t in tasks[i : i + chunk]]
-            retry = _ALWAYS if all(isinstance(t, dict) and t.get("key") for t in part) else _UNSENT
-            bodies = [json.dumps(t, separators=(",", ":"), ensure_ascii=False).encode("utf-8") for t in part]
+        for bodies, retry in self._chunks(tasks, chunk_size):
             a, items = self._batch_post(bodies, retry, _PREFER_MINIMAL)
             if _minimal_applied(a):
                 out.extend(cast(List[BatchRef], items))

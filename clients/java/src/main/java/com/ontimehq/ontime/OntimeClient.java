@@ -220,6 +220,18 @@ public final class OntimeClient {
      */
     public List<BatchItem> submitBatch(List<TaskRequest> tasks) {
         List<BatchItem> out = new ArrayList<>(tasks.size());
+        for (Chunk c : chunks(tasks)) {
+            out.addAll(batchCall(c.bodies(), c.keyed()));
+        }
+        return out;
+    }
+
+    /** One call's share of a batch: its tasks' bodies, and whether every task has a key. */
+    private record Chunk(List<String> bodies, boolean keyed) {}
+
+    /** tasks in calls of up to {@value #MAX_BATCH}, each given a key first when autoKey is on. */
+    private List<Chunk> chunks(List<TaskRequest> tasks) {
+        List<Chunk> out = new ArrayList<>();
         for (int lo = 0; lo < tasks.size(); lo += MAX_BATCH) {
             List<String> bodies = new ArrayList<>();
             boolean keyed = true;
@@ -230,7 +242,7 @@ public final class OntimeClient {
                 keyed &= !t.key().isEmpty();
                 bodies.add(t.toJson());
             }
-            out.addAll(batchCall(bodies, keyed));
+            out.add(new Chunk(bodies, keyed));
         }
         return out;
     }
@@ -245,19 +257,10 @@ public final class OntimeClient {
      */
     public List<BatchRef> submitBatchMinimal(List<TaskRequest> tasks) {
         List<BatchRef> out = new ArrayList<>(tasks.size());
-        for (int lo = 0; lo < tasks.size(); lo += MAX_BATCH) {
-            List<String> bodies = new ArrayList<>();
-            boolean keyed = true;
-            for (TaskRequest t : tasks.subList(lo, Math.min(lo + MAX_BATCH, tasks.size()))) {
-                if (autoKey && t.key().isEmpty()) {
-                    t = t.withKey("auto-" + UUID.randomUUID());
-                }
-                keyed &= !t.key().isEmpty();
-                bodies.add(t.toJson());
-            }
+        for (Chunk c : chunks(tasks)) {
             // A minimal item and a whole view name the task by the same
             // fields (id, status, created, error): one reading for both.
-            for (Map<String, Object> m : batchPost(bodies, keyed, PREFER_MINIMAL)) {
+            for (Map<String, Object> m : batchPost(c.bodies(), c.keyed(), PREFER_MINIMAL)) {
                 Map<String, Object> e = m.get("error") == null ? null : Json.obj(m.get("error"));
                 out.add(e != null ? new BatchRef("", "", false, itemError(e))
                         : new BatchRef(Json.str(m, "id"), Json.str(m, "status"), Json.bool(m, "created"), null));
