@@ -201,10 +201,9 @@ const txCostGoal = 1.2
 // txCostVerdict says whether a run of n transactions a variant met the
 // goal, or showed it out of reach: the floor (one more statement writing
 // the message's columns into a table with nothing else) above the goal
-// in the same run. Under 1,000
-// transactions the medians move by more than the margins in question
-// (300 a variant: SELECT 1 in its place 1.19–1.29× on one day; 3,000:
-// 1.28–1.30×).
+// in the same run. Under 1,000 transactions the medians move by more
+// than the margins in question (300 a variant: SELECT 1 in its place
+// 1.19–1.29× on one day; 3,000: 1.28–1.30×).
 func txCostVerdict(engine string, n int, put, floor float64) string {
 	v := fmt.Sprintf("%s: Put %.3f×, floor (the same message into a table with no key, index or trigger) %.3f× the plain transaction over %d transactions each; goal ≤ %.1f×: ", engine, put, floor, n, txCostGoal)
 	switch {

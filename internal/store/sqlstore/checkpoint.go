@@ -32,18 +32,14 @@ const (
 	// WAL index of a hash table per 4,096 frames. A RESTART holds the
 	// writers back while it copies the frames PASSIVE has not and syncs
 	// the database file (10–80 ms measured during a burst), so it is
-	// kept rare: at 16,384 pages a burst of 50,000 ran
-	// three of them and drained 1.1–1.4× slower; at this length a burst
-	// of 50,000 runs none, and 16 clients' keyed submits one every 2 s or so.
+	// kept rare: at 16,384 pages a burst of 50,000 ran three of them and
+	// drained 1.1–1.4× slower; at this length a burst of 50,000 runs
+	// none, and 16 clients' keyed submits one every 2 s or so.
 	checkpointRestartPages = 65536
 	// checkpointRestartWait bounds how long a RESTART waits for readers
 	// of older snapshots (SQLite's busy handler) while it holds the write
 	// lock; one that gives up is tried again next pass.
 	checkpointRestartWait = 20 * time.Millisecond
-	// writerBusyTimeout is the writer connection's busy_timeout otherwise
-	// (its DSN's, sqlstore.go): how long it waits for another process's
-	// write lock.
-	writerBusyTimeout = 10 * time.Second
 )
 
 // checkpointer is a background service of the store: Open starts it and
@@ -106,23 +102,31 @@ func (c *checkpointer) restart(ctx context.Context) error {
 	if err := setWait(ctx, checkpointRestartWait); err != nil {
 		return err
 	}
-	var busy, pages, done int
-	err = conn.QueryRowContext(ctx, "PRAGMA wal_checkpoint(RESTART)").Scan(&busy, &pages, &done)
+	busy, pages, _, err := walCheckpoint(ctx, conn, "RESTART")
 	if err == nil && busy == 0 {
 		c.restarted = pages
 	}
-	if werr := setWait(context.WithoutCancel(ctx), writerBusyTimeout); werr != nil {
+	if werr := setWait(context.WithoutCancel(ctx), liteBusyTimeout); werr != nil {
 		// The connection keeps the short wait: drop it.
 		_ = conn.Raw(func(any) error { return driver.ErrBadConn })
 	}
 	return err
 }
 
-// checkpoint runs one checkpoint of the given mode (a constant, never user
-// input) and returns SQLite's answer: whether it was blocked, the WAL's
-// length in pages and how many of them are now in the database file.
+// checkpoint runs one checkpoint of the given mode on the checkpointer's
+// own connection.
 func (c *checkpointer) checkpoint(ctx context.Context, mode string) (busy, pages, done int, err error) {
-	err = c.db.QueryRowContext(ctx, "PRAGMA wal_checkpoint("+mode+")").Scan(&busy, &pages, &done)
+	return walCheckpoint(ctx, c.db, mode)
+}
+
+// walCheckpoint runs one checkpoint of the given mode (a constant, never
+// user input) on q and returns SQLite's answer: whether it was blocked,
+// the WAL's length in pages and how many of them are now in the database
+// file.
+func walCheckpoint(ctx context.Context, q interface {
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}, mode string) (busy, pages, done int, err error) {
+	err = q.QueryRowContext(ctx, "PRAGMA wal_checkpoint("+mode+")").Scan(&busy, &pages, &done)
 	return busy, pages, done, err
 }
 

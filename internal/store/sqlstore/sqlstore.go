@@ -66,6 +66,10 @@ type Config struct {
 	walRestartPages int
 }
 
+// liteBusyTimeout is how long a SQLite connection waits for a lock another
+// connection or process holds (busy_timeout).
+const liteBusyTimeout = 10 * time.Second
+
 // DefaultMaxConns is a server database's pool size when Config.MaxConns is 0.
 const DefaultMaxConns = 32
 
@@ -281,9 +285,10 @@ func (s *Store) connect(dsn string) (w, r *sql.DB, err error) {
 	// durable across process crashes in WAL mode (only an OS crash can
 	// lose the last transactions); BEGIN IMMEDIATE takes the write lock
 	// up front so transactions never fail to upgrade it.
-	opts := "_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)"
-	// The writer never checkpoints (wal_autocheckpoint 0): the
-	// checkpointer does, on a connection and a core of its own. Nor does
+	opts := "_pragma=busy_timeout(" + strconv.FormatInt(liteBusyTimeout.Milliseconds(), 10) + ")&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)"
+	// The writer's commits never checkpoint (wal_autocheckpoint 0): the
+	// checkpointer does, on a connection and a core of its own (only its
+	// rare RESTART takes the writer's connection, checkpoint.go). Nor does
 	// it truncate the WAL file (journal_size_limit -1): with a limit, the
 	// first commit after a checkpoint that emptied the WAL cut the file
 	// down to the limit while holding the only write lock, an ftruncate of
