@@ -26,13 +26,14 @@ func (s *Store) EndLeases(ctx context.Context, it store.Item, now time.Time, h s
 	if h.Only != nil && len(h.Only) == 0 {
 		return 0, nil
 	}
-	q := `UPDATE ` + s.names[it.Table] + ` SET lease_until = ?, updated_at = ? WHERE seg = ?` + s.owned(it.DB) + ` AND lease_until >= ? AND `
-	args := []any{micros(now) - 1, time.Now().UnixMicro(), it.Segment, micros(now)}
+	setArgs := []any{micros(now) - 1, time.Now().UnixMicro()}
+	where := `seg = ?` + s.owned(it.DB) + ` AND lease_until >= ? AND `
+	args := []any{it.Segment, micros(now)}
 	if h.ClaimedOnly {
-		q += `status = ?`
+		where += `status = ?`
 		args = append(args, int(task.StatusClaimed))
 	} else {
-		q += `status IN (?, ?)`
+		where += `status IN (?, ?)`
 		args = append(args, int(task.StatusClaimed), int(task.StatusRunning))
 	}
 	owners, op := h.Only, "IN"
@@ -40,7 +41,7 @@ func (s *Store) EndLeases(ctx context.Context, it store.Item, now time.Time, h s
 		owners, op = h.Except, "NOT IN"
 	}
 	if len(owners) > 0 {
-		q += ` AND (owner ` + op + ` (?` + strings.Repeat(", ?", len(owners)-1) + `)`
+		where += ` AND (owner ` + op + ` (?` + strings.Repeat(", ?", len(owners)-1) + `)`
 		for _, o := range owners {
 			args = append(args, o)
 		}
@@ -51,24 +52,34 @@ func (s *Store) EndLeases(ctx context.Context, it store.Item, now time.Time, h s
 		for _, node := range slices.Sorted(maps.Keys(h.Incarnations)) {
 			if inc := h.Incarnations[node]; inc != 0 {
 				lo, hi := store.IncarnationTokens(inc)
-				q += ` OR (owner = ? AND token >= ? AND (token < ? OR token > ?))`
+				where += ` OR (owner = ? AND token >= ? AND (token < ? OR token > ?))`
 				args = append(args, node, store.AttributedTokens, lo, hi)
 			}
 		}
 		for _, node := range slices.Sorted(maps.Keys(h.Restarted)) {
 			if at := h.Restarted[node]; !at.IsZero() {
 				if h.Incarnations[node] != 0 {
-					q += ` OR (owner = ? AND token < ? AND updated_at < ?)`
+					where += ` OR (owner = ? AND token < ? AND updated_at < ?)`
 					args = append(args, node, store.AttributedTokens, micros(at))
 				} else {
-					q += ` OR (owner = ? AND updated_at < ?)`
+					where += ` OR (owner = ? AND updated_at < ?)`
 					args = append(args, node, micros(at))
 				}
 			}
 		}
-		q += `)`
+		where += `)`
 	}
-	n, err := s.execRetried(ctx, it.DB, s.d.rebind(q), args...)
+	var n int64
+	if s.d.name == "sqlite" {
+		// Statement by statement (liteBounded): a gone node's leases may
+		// be a whole tier's. The rows ended no longer match lease_until
+		// >= now.
+		n, err = liteBounded(ctx, func(ctx context.Context, q string, args ...any) (int64, error) {
+			return s.execRetried(ctx, it.DB, q, args...)
+		}, s.names[it.Table], extendCols, setArgs, where, args)
+	} else {
+		n, err = s.execRetried(ctx, it.DB, s.d.rebind(`UPDATE `+s.names[it.Table]+` SET `+extendCols+` WHERE `+where), append(setArgs, args...)...)
+	}
 	if err != nil {
 		return 0, fmt.Errorf("end leases %v: %w", it, err)
 	}
@@ -140,7 +151,17 @@ func (s *Store) ExtendHeld(ctx context.Context, status task.Status, tokens []int
 				for t := range s.names {
 					for start := 0; start < len(tokens); start += heldChunk {
 						w, args := where(g.db, t, tokens[start:min(start+heldChunk, len(tokens))])
-						k, err := execCount(ctx, tx, s.d.rebind(extendSet(s.names[t])+` WHERE `+w), args...)
+						var k int64
+						var err error
+						if until.Before(soon) {
+							// The rows written would still match: one
+							// statement (never so in a heartbeat).
+							k, err = execCount(ctx, tx, extendSet(s.names[t])+` WHERE `+w, args...)
+						} else {
+							k, err = liteBounded(ctx, func(ctx context.Context, q string, args ...any) (int64, error) {
+								return execCount(ctx, tx, q, args...)
+							}, s.names[t], extendCols, args[:2], w, args[2:])
+						}
 						if err != nil {
 							return err
 						}
@@ -277,8 +298,11 @@ func extendQuery(t string, segments, n int) string {
 // extendSet is a heartbeat's UPDATE of table t without its WHERE: two
 // arguments, the new lease end and the time.
 func extendSet(t string) string {
-	return `UPDATE ` + t + ` SET lease_until = ?, updated_at = ?`
+	return `UPDATE ` + t + ` SET ` + extendCols
 }
+
+// extendCols is what an extension writes: the lease's end, the time.
+const extendCols = `lease_until = ?, updated_at = ?`
 
 // extendWhere matches the rows of n tokens in one status whose leases end
 // before a time (its arguments in that order).
