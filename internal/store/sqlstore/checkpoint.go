@@ -20,9 +20,8 @@ import (
 // the store benchmark batch inserts went from 32,000 to 45,000 tasks/s.
 const (
 	checkpointEvery = 100 * time.Millisecond
-	// checkpointRestartPages: a WAL this long (pages; 4 KiB each) gets a
-	// RESTART checkpoint, so that the next commit writes the WAL from its
-	// start again. PASSIVE copies every frame into the database file but
+	// checkpointRestartBytes: a WAL this long gets a RESTART checkpoint,
+	// so that the next commit writes the WAL from its start again. PASSIVE copies every frame into the database file but
 	// cannot make the writer start over: that needs a moment when no
 	// reader holds a snapshot with WAL frames, and under a steady load
 	// there is none (a reader starts after each commit). So the WAL only
@@ -32,10 +31,11 @@ const (
 	// WAL index of a hash table per 4,096 frames. A RESTART holds the
 	// writers back while it copies the frames PASSIVE has not and syncs
 	// the database file (10–80 ms measured during a burst), so it is
-	// kept rare: at 16,384 pages a burst of 50,000 ran three of them and
-	// drained 1.1–1.4× slower; at this length a burst of 50,000 runs
-	// none, and 16 clients' keyed submits one every 2 s or so.
-	checkpointRestartPages = 65536
+	// kept rare: at 64 MiB (16,384 pages of 4 KiB) a burst of 50,000 ran
+	// three of them and drained 1.1–1.4× slower; at this length a burst
+	// of 50,000 runs none, and 16 clients' keyed submits one every 2 s or
+	// so.
+	checkpointRestartBytes = 256 << 20
 	// checkpointRestartWait bounds how long a RESTART waits for readers
 	// of older snapshots (SQLite's busy handler) while it holds the write
 	// lock; one that gives up is tried again next pass.
@@ -49,7 +49,8 @@ type checkpointer struct {
 	db     *sql.DB // a connection of its own, for PASSIVE
 	writer *sql.DB // the store's writer pool (one connection), for RESTART
 	log    *slog.Logger
-	// restartPages: checkpointRestartPages, or a test's.
+	// restartPages: checkpointRestartBytes in the database's pages, or a
+	// test's.
 	restartPages int
 	// restarted: the WAL's length when the last RESTART finished; a WAL
 	// still that long has not been written to since (the next commit

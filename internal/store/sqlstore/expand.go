@@ -217,9 +217,9 @@ func (s *Store) openTwins(ctx context.Context, field string, dsns []string, from
 		var db *sql.DB
 		var err error
 		if s.cfg.Driver == "sqlite" {
-			db, err = openLiteWriter(dsn)
+			db, err = openLiteWriter(ctx, dsn)
 		} else {
-			db, _, err = s.connect(dsn)
+			db, _, err = s.connect(ctx, dsn)
 		}
 		if err != nil {
 			tw.close()
@@ -1176,7 +1176,10 @@ func (s *Store) from(db int, t string) string {
 
 // openLiteWriter opens a SQLite database of an expansion's twins: one
 // writer connection, as the store's own.
-func openLiteWriter(dsn string) (*sql.DB, error) {
+func openLiteWriter(ctx context.Context, dsn string) (*sql.DB, error) {
+	if err := liteCreate(ctx, dsn); err != nil {
+		return nil, err
+	}
 	db, err := sqldb.Open(sqldb.SQLite, dsn, sqldb.Options{SQLite: "_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)&_txlock=immediate"})
 	if err != nil {
 		return nil, err

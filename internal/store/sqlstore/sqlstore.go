@@ -62,7 +62,7 @@ type Config struct {
 	// 0: DefaultMaxConns. SQLite's pools are sized by its one writer.
 	MaxConns int
 	Logger   *slog.Logger
-	// walRestartPages overrides checkpointRestartPages (tests).
+	// walRestartPages overrides checkpointRestartBytes' pages (tests).
 	walRestartPages int
 }
 
@@ -166,7 +166,7 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 		s.liteOps = newLiteOpStmts()
 	}
 	for i, dsn := range cfg.DSNs {
-		w, r, err := s.connect(dsn)
+		w, r, err := s.connect(ctx, dsn)
 		if err != nil {
 			s.Close()
 			return nil, fmt.Errorf("store.databases[%d]: %w", i, err)
@@ -268,7 +268,7 @@ func whileBusy(ctx context.Context, wait time.Duration, f func() error) error {
 	}
 }
 
-func (s *Store) connect(dsn string) (w, r *sql.DB, err error) {
+func (s *Store) connect(ctx context.Context, dsn string) (w, r *sql.DB, err error) {
 	if s.cfg.Driver != sqldb.SQLite {
 		// MultiStatements: MariaDB's batch inserts send a transaction in one
 		// query (insert_mysql.go). Every statement's SQL is built here,
@@ -280,6 +280,9 @@ func (s *Store) connect(dsn string) (w, r *sql.DB, err error) {
 		main, _ := s.poolSizes()
 		poolLimits(db, main)
 		return db, db, nil
+	}
+	if err := liteCreate(ctx, dsn); err != nil {
+		return nil, nil, err
 	}
 	// WAL lets readers run beside the writer; synchronous=NORMAL is
 	// durable across process crashes in WAL mode (only an OS crash can
@@ -315,8 +318,15 @@ func (s *Store) connect(dsn string) (w, r *sql.DB, err error) {
 		return nil, nil, err
 	}
 	c.SetMaxOpenConns(1)
+	var pageSize int
+	if err := c.QueryRowContext(ctx, `PRAGMA page_size`).Scan(&pageSize); err != nil || pageSize <= 0 {
+		w.Close()
+		r.Close()
+		c.Close()
+		return nil, nil, fmt.Errorf("page size: %d %w", pageSize, err)
+	}
 	// The checkpointer lives until Close, not as long as Open's context.
-	s.ckpt = append(s.ckpt, startCheckpointer(context.Background(), c, w, s.log, cmp.Or(s.cfg.walRestartPages, checkpointRestartPages)))
+	s.ckpt = append(s.ckpt, startCheckpointer(context.Background(), c, w, s.log, cmp.Or(s.cfg.walRestartPages, checkpointRestartBytes/pageSize)))
 	return w, r, nil
 }
 
