@@ -60,7 +60,7 @@ func TestLiteLeaseSweepsAreBounded(t *testing.T) {
 		return k, err
 	}
 	w := extendWhere(segs, 1)
-	moved, err := liteBounded(ctx, counting, s.names[0], extendCols, []any{micros(until), now.UnixMicro()},
+	moved, err := liteBounded(ctx, counting, s.names[0], leaseCols, []any{micros(until), now.UnixMicro()},
 		w, []any{int(task.StatusClaimed), micros(until), int64(7)})
 	if err != nil {
 		t.Fatal(err)

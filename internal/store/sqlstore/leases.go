@@ -76,9 +76,9 @@ func (s *Store) EndLeases(ctx context.Context, it store.Item, now time.Time, h s
 		// >= now.
 		n, err = liteBounded(ctx, func(ctx context.Context, q string, args ...any) (int64, error) {
 			return s.execRetried(ctx, it.DB, q, args...)
-		}, s.names[it.Table], extendCols, setArgs, where, args)
+		}, s.names[it.Table], leaseCols, setArgs, where, args)
 	} else {
-		n, err = s.execRetried(ctx, it.DB, s.d.rebind(`UPDATE `+s.names[it.Table]+` SET `+extendCols+` WHERE `+where), append(setArgs, args...)...)
+		n, err = s.execRetried(ctx, it.DB, s.d.rebind(`UPDATE `+s.names[it.Table]+` SET `+leaseCols+` WHERE `+where), append(setArgs, args...)...)
 	}
 	if err != nil {
 		return 0, fmt.Errorf("end leases %v: %w", it, err)
@@ -160,7 +160,7 @@ func (s *Store) ExtendHeld(ctx context.Context, status task.Status, tokens []int
 						} else {
 							k, err = liteBounded(ctx, func(ctx context.Context, q string, args ...any) (int64, error) {
 								return execCount(ctx, tx, q, args...)
-							}, s.names[t], extendCols, args[:2], w, args[2:])
+							}, s.names[t], leaseCols, args[:2], w, args[2:])
 						}
 						if err != nil {
 							return err
@@ -298,11 +298,12 @@ func extendQuery(t string, segments, n int) string {
 // extendSet is a heartbeat's UPDATE of table t without its WHERE: two
 // arguments, the new lease end and the time.
 func extendSet(t string) string {
-	return `UPDATE ` + t + ` SET ` + extendCols
+	return `UPDATE ` + t + ` SET ` + leaseCols
 }
 
-// extendCols is what an extension writes: the lease's end, the time.
-const extendCols = `lease_until = ?, updated_at = ?`
+// leaseCols is what moving a lease writes, an extension or an end: the
+// lease's end, the time.
+const leaseCols = `lease_until = ?, updated_at = ?`
 
 // extendWhere matches the rows of n tokens in one status whose leases end
 // before a time (its arguments in that order).
