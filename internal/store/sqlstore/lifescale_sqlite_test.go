@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ontimehq/ontime/internal/router"
 	"github.com/ontimehq/ontime/internal/store"
 	"github.com/ontimehq/ontime/internal/task"
 	"github.com/ontimehq/ontime/internal/testdb"
@@ -63,22 +62,7 @@ func lifeAtScale(b *testing.B, s *Store, n int, payload []byte) (insert, claim, 
 	ctx := context.Background()
 	now := time.Now()
 	due := now.Add(-time.Second)
-	for done := 0; done < n; {
-		var news []store.NewTask
-		for ; done < n && len(news) < 1000; done++ {
-			v, err := task.Validate(task.Spec{Topic: "t", DueAt: &due, Payload: payload}, task.Limits{}, due.Add(-time.Minute))
-			if err != nil {
-				b.Fatal(err)
-			}
-			id, p := router.NewID(time.Now(), 0, false)
-			news = append(news, store.NewTask{ID: id, ShardHash: p.ShardHash, Seg: p.Segment(8), Validated: v})
-		}
-		t0 := time.Now()
-		if _, err := s.Insert(ctx, news); err != nil {
-			b.Fatal(err)
-		}
-		insert += time.Since(t0)
-	}
+	insert = insertBurst(b, s, n, due, payload)
 	lease := store.Lease{Owner: "n1", Until: now.Add(time.Hour), Token: 7}
 	var pending []*task.Task
 	got := 0
