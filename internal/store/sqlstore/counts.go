@@ -316,40 +316,26 @@ func (c *aheadCache) inserted(tasks []store.NewTask) {
 }
 
 // oldestPending finds the earliest due time of the pending tasks of each
-// topic in want, through the scan index (seg, status, due_at): every
-// overdue pending task (as many as are late; few unless deliveries fall
-// behind), read each time; then, for the topics without one, the next
-// lookAhead pending tasks of each segment, read at most every
-// lookAheadEvery (a segment walk per table segment is most of the read's
-// cost, and a future due time changes little in that while: a task
-// submitted meanwhile with an earlier due shows that much later). A topic
-// whose earliest task lies past what the look-ahead can vouch for
+// topic in want: overdue ones by oldestOverdue (overdue.go), each time;
+// then, for the topics without one, the next lookAhead pending tasks of
+// each segment through the scan index (seg, status, due_at), read at
+// most every lookAheadEvery (a segment walk per table segment is most of
+// the read's cost, and a future due time changes little in that while: a
+// task submitted meanwhile with an earlier due shows that much later). A
+// topic whose earliest task lies past what the look-ahead can vouch for
 // (another segment's walk stopped before it) is left out: its
-// OldestDueAt is zero.
-func (s *Store) oldestPending(ctx context.Context, want map[string]bool, now time.Time, set func(topic string, due time.Time)) error {
+// OldestDueAt is zero. rows holds each topic's stored tasks, all
+// statuses (oldestOverdue chooses its reads by them).
+func (s *Store) oldestPending(ctx context.Context, want map[string]bool, rows map[string]int64, now time.Time, set func(topic string, due time.Time)) error {
 	if len(want) == 0 {
 		return nil
 	}
-	segs := make([]string, s.cfg.Segments)
-	for i := range segs {
-		segs[i] = strconv.Itoa(i)
-	}
-	pending := strconv.Itoa(int(task.StatusPending))
 	nowUs := micros(now)
-	overdue := map[string]int64{}
-	for db := range s.r {
-		for _, t := range s.names {
-			q := `SELECT topic, MIN(due_at) FROM ` + s.from(db, t) + ` WHERE seg IN (` + strings.Join(segs, ", ") + `) AND status = ` + pending + ` AND due_at <= ? GROUP BY topic`
-			if err := s.scanPairs(ctx, db, s.d.rebind(q), []any{nowUs}, func(topic string, due int64) {
-				if b, ok := overdue[topic]; !ok || due < b {
-					overdue[topic] = due
-				}
-			}); err != nil {
-				return err
-			}
-		}
+	overdue, err := s.oldestOverdue(ctx, want, rows, nowUs)
+	if err != nil {
+		return err
 	}
-	ahead, err := s.lookAhead(ctx, now, pending)
+	ahead, err := s.lookAhead(ctx, now, strconv.Itoa(int(task.StatusPending)))
 	if err != nil {
 		return err
 	}
@@ -506,12 +492,16 @@ func (s *Store) topicCountsNow(ctx context.Context, topic string) (map[string]ma
 	}
 	if maintained {
 		want := map[string]bool{}
+		rows := map[string]int64{}
 		for tp, m := range counts {
 			if m[task.StatusPending] > 0 {
 				want[tp] = true
 			}
+			for _, n := range m {
+				rows[tp] += n
+			}
 		}
-		if err := s.oldestPending(ctx, want, time.Now(), earlier); err != nil {
+		if err := s.oldestPending(ctx, want, rows, time.Now(), earlier); err != nil {
 			return nil, nil, err
 		}
 	}
