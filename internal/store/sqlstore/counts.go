@@ -365,20 +365,8 @@ func (s *Store) lookAhead(ctx context.Context, now time.Time, pending string) (m
 	nowUs := micros(now)
 	for db := range s.r {
 		for _, t := range s.names {
-			for seg := range s.cfg.Segments {
-				q := `SELECT topic, due_at FROM ` + s.from(db, t) + ` WHERE seg = ? AND status = ` + pending + ` AND due_at > ? ORDER BY due_at LIMIT ` + strconv.Itoa(lookAhead)
-				n, last := 0, int64(0)
-				if err := s.scanPairs(ctx, db, s.d.rebind(q), []any{seg, nowUs}, func(topic string, due int64) {
-					n, last = n+1, due
-					if b, ok := best[topic]; !ok || due < b {
-						best[topic] = due
-					}
-				}); err != nil {
-					return nil, err
-				}
-				if n == lookAhead && (bound < 0 || last < bound) {
-					bound = last
-				}
+			if err := s.walkSegments(ctx, db, t, `status = `+pending+` AND due_at > ?`, nowUs, lookAhead, best, &bound); err != nil {
+				return nil, err
 			}
 		}
 	}
@@ -389,6 +377,30 @@ func (s *Store) lookAhead(ctx context.Context, now time.Time, pending string) (m
 	}
 	c.best, c.at = best, now
 	return best, nil
+}
+
+// walkSegments reads, in each segment of table t in database db, the
+// first limit pending tasks matching where (which takes arg) in due
+// order, keeps each topic's earliest due in seen, and lowers *bound to the
+// last due of a walk that read limit (one cut short): every matching
+// task due before *bound was read.
+func (s *Store) walkSegments(ctx context.Context, db int, t, where string, arg int64, limit int, seen map[string]int64, bound *int64) error {
+	q := `SELECT topic, due_at FROM ` + s.from(db, t) + ` WHERE seg = ? AND ` + where + ` ORDER BY due_at LIMIT ` + strconv.Itoa(limit)
+	for seg := range s.cfg.Segments {
+		n, last := 0, int64(0)
+		if err := s.scanPairs(ctx, db, s.d.rebind(q), []any{seg, arg}, func(topic string, due int64) {
+			n, last = n+1, due
+			if b, ok := seen[topic]; !ok || due < b {
+				seen[topic] = due
+			}
+		}); err != nil {
+			return err
+		}
+		if n == limit && (*bound < 0 || last < *bound) {
+			*bound = last
+		}
+	}
+	return nil
 }
 
 func (s *Store) scanPairs(ctx context.Context, db int, q string, args []any, f func(string, int64)) error {

@@ -42,21 +42,8 @@ func (s *Store) oldestOverdue(ctx context.Context, want map[string]bool, rows ma
 		for _, t := range s.names {
 			seen := map[string]int64{}
 			bound := int64(-1) // the least last due of a walk cut short; -1: none was
-			for seg := range s.cfg.Segments {
-				q := `SELECT topic, due_at FROM ` + s.from(db, t) + ` WHERE seg = ? AND status = ` + pending +
-					` AND due_at <= ? ORDER BY due_at LIMIT ` + strconv.Itoa(overdueWalk)
-				n, last := 0, int64(0)
-				if err := s.scanPairs(ctx, db, s.d.rebind(q), []any{seg, nowUs}, func(topic string, due int64) {
-					n, last = n+1, due
-					if b, ok := seen[topic]; !ok || due < b {
-						seen[topic] = due
-					}
-				}); err != nil {
-					return nil, err
-				}
-				if n == overdueWalk && (bound < 0 || last < bound) {
-					bound = last
-				}
+			if err := s.walkSegments(ctx, db, t, `status = `+pending+` AND due_at <= ?`, nowUs, overdueWalk, seen, &bound); err != nil {
+				return nil, err
 			}
 			// The topics the walks cannot vouch for, each with the range
 			// [lo, hi] its earliest overdue task may still lie in.
