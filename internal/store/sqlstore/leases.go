@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -308,10 +307,6 @@ const leaseCols = `lease_until = ?, updated_at = ?`
 // extendWhere matches the rows of n tokens in one status whose leases end
 // before a time (its arguments in that order).
 func extendWhere(segments, n int) string {
-	segs := make([]string, segments)
-	for i := range segs {
-		segs[i] = strconv.Itoa(i)
-	}
-	return `seg IN (` + strings.Join(segs, ", ") + `) AND ` + leaseHeld +
+	return segIn(segments) + ` AND ` + leaseHeld +
 		` AND status = ? AND lease_until < ? AND token IN (` + placeholders(n) + `)`
 }

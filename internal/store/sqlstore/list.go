@@ -182,11 +182,7 @@ const dueRangeCap = 4000
 // capped at dueRangeCap (covering, so cheap), decides per table.
 // PostgreSQL's planner weighs the two plans from its statistics.
 func (s *Store) duePlan(ctx context.Context, q string, f store.ListFilter, args []any) func(db int, t string) (string, error) {
-	segs := make([]string, s.cfg.Segments)
-	for i := range segs {
-		segs[i] = strconv.Itoa(i)
-	}
-	terms := ` AND seg IN (` + strings.Join(segs, ", ") + `)`
+	terms := ` AND ` + segIn(s.cfg.Segments)
 	var probeArgs []any
 	if f.Status == nil {
 		var sts []string

@@ -3,7 +3,6 @@ package sqlstore
 import (
 	"context"
 	"strconv"
-	"strings"
 
 	"github.com/ontimehq/ontime/internal/task"
 )
@@ -103,11 +102,7 @@ func (s *Store) oldestOverdue(ctx context.Context, want map[string]bool, rows ma
 			if len(byRange) == 0 {
 				continue
 			}
-			segs := make([]string, s.cfg.Segments)
-			for i := range segs {
-				segs[i] = strconv.Itoa(i)
-			}
-			q := `SELECT topic, MIN(due_at) FROM ` + s.from(db, t) + ` WHERE seg IN (` + strings.Join(segs, ", ") + `) AND status = ` + pending +
+			q := `SELECT topic, MIN(due_at) FROM ` + s.from(db, t) + ` WHERE ` + segIn(s.cfg.Segments) + ` AND status = ` + pending +
 				` AND due_at >= ? AND due_at <= ? AND topic IN (` + placeholders(len(byRange)) + `) GROUP BY topic`
 			args := []any{lo, hi}
 			for _, topic := range byRange {

@@ -746,6 +746,16 @@ func scanTasks(rows *sql.Rows) ([]*task.Task, error) {
 	return out, rows.Err()
 }
 
+// segIn is "seg IN (0, 1, …)" over n segments: the term that lets a
+// read walk the scan index (seg, status, due_at) segment by segment.
+func segIn(n int) string {
+	segs := make([]string, n)
+	for i := range segs {
+		segs[i] = strconv.Itoa(i)
+	}
+	return `seg IN (` + strings.Join(segs, ", ") + `)`
+}
+
 func placeholders(n int) string {
 	return strings.TrimSuffix(strings.Repeat("?, ", n), ", ")
 }
